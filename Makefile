@@ -1,0 +1,51 @@
+# make test: everything CI checks. make sim: the simulator's default run.
+GO        ?= go
+FIRMWARE  := $(foreach d,reconnect device publisher,$(if $(wildcard $(d)/*.go),./$(d)/...))
+ARM_BUILD := $(FIRMWARE) $(if $(wildcard cmd/deviceagent/*.go),./cmd/deviceagent)
+QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
+FUZZTIME  ?= 10s
+BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
+
+.PHONY: test vet race arm arm-test bench fuzz sim
+
+test: vet race arm arm-test
+
+vet:
+	$(GO) vet ./...
+
+race:
+	$(GO) test -race -count=1 ./...
+
+# 32-bit ARM (GOARM 6 and 7) and arm64 builds of everything a device ships.
+arm:
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build $(ARM_BUILD)
+	GOOS=linux GOARCH=arm GOARM=6 $(GO) build $(ARM_BUILD)
+	GOOS=linux GOARCH=arm64 $(GO) build $(ARM_BUILD)
+
+# The firmware packages' tests on 32-bit ARM, where misaligned 64-bit atomics
+# panic. Skipped (loudly) where qemu-arm-static is not installed.
+arm-test:
+ifeq ($(QEMU),)
+	@echo "qemu-arm-static not installed: skipping the 32-bit ARM test run (.ci/run installs it)"
+else
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) $(FIRMWARE)
+endif
+
+# Benchmarks, with benchstat summarising; compare against the alternatives in
+# the same run (see README).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./reconnect/ > bench.out
+	$(BENCHSTAT) -col /impl -filter '.name:NextDelay' bench.out
+	$(BENCHSTAT) -filter '.name:PolicyDelay' bench.out
+
+# A short bounded run of every fuzz target.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$target"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+sim:
+	$(GO) run ./cmd/devicesim run
