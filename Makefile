@@ -6,7 +6,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race arm arm-test bench fuzz sim
+.PHONY: test vet race arm arm-test bench fuzz sim scale
 
 test: vet race arm arm-test
 
@@ -37,6 +37,14 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 10 ./reconnect/ > bench.out
 	$(BENCHSTAT) -col /impl -filter '.name:NextDelay' bench.out
 	$(BENCHSTAT) -filter '.name:PolicyDelay' bench.out
+	$(GO) test -run '^$$' -bench Recorder -benchmem -benchtime 1000000x -count 10 ./testbroker/ > bench-testbroker.out
+	$(GO) test -run '^$$' -bench BrokerConnect -benchtime 9000x -count 10 ./testbroker/ >> bench-testbroker.out
+	$(BENCHSTAT) bench-testbroker.out
+
+# One broker, real paho clients, all connecting at once: 100,000 in-memory
+# and 9,000 over TCP (two descriptors each under this machine's 20,000).
+scale:
+	HERDGUARD_SCALE=1 $(GO) test -run TestScale -v -timeout 30m ./testbroker/
 
 # A short bounded run of every fuzz target.
 fuzz:

@@ -1,0 +1,21 @@
+// Package testbroker is an in-process MQTT broker (on mochi-mqtt) and an HTTP
+// config server that fail on command and record every attempt, for testing
+// device fleets against the ways real brokers fail.
+//
+// A Broker has the shape of httptest.Server: New (NewUnstarted + Start), URL,
+// a blocking Close. Faults can be applied at any time while clients are
+// connected: DropAll, BeginOutage/EndOutage/OutageFor (the listener goes away
+// and comes back on the same address), SetAdmission (a connect rate with one
+// of three over-limit behaviours), SetFlapping, Refuse (chosen client IDs get
+// a CONNACK code) and SetConnackLatency. Its Recorder holds every connection
+// attempt (times at accept and at CONNECT, client ID, outcome), every session
+// end with its cause, and every PUBLISH.
+//
+// Transports: TCP, TLS (a CA made in-process; optionally mutual TLS with
+// device certificates it issues) and Memory, in-process pipes that need no
+// file descriptors, so that 100,000 clients fit in one process.
+//
+// The broker speaks to 3.1.1 clients as a 3.1.1 broker would: it ends a
+// session by closing the socket, and refuses with the 3.1.1 return codes
+// (or, to reproduce non-conforming brokers, a raw code of 0x80 or more).
+package testbroker

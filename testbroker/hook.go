@@ -1,0 +1,142 @@
+package testbroker
+
+import (
+	"bytes"
+	"errors"
+	"time"
+
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// hook is where the broker's faults meet mochi's connection lifecycle.
+type hook struct {
+	mqtt.HookBase
+	b *Broker
+}
+
+func (h *hook) ID() string { return "herdguard-testbroker" }
+
+func (h *hook) Provides(b byte) bool {
+	return bytes.Contains([]byte{
+		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck,
+		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnDisconnect, mqtt.OnPublished,
+	}, []byte{b})
+}
+
+func (h *hook) OnConnectAuthenticate(*mqtt.Client, packets.Packet) bool { return true }
+func (h *hook) OnACLCheck(*mqtt.Client, string, bool) bool              { return true }
+
+func trackedOf(cl *mqtt.Client) *trackedConn {
+	tc, _ := cl.Net.Conn.(*trackedConn)
+	return tc
+}
+
+// OnConnect runs once the CONNECT packet is read: record it, apply latency,
+// refusals and admission.
+func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
+	b := h.b
+	tc := trackedOf(cl)
+	if tc == nil {
+		return nil
+	}
+	id := cl.ID
+	tc.id.Store(&id)
+	now := time.Now()
+	b.rec.connect(tc.seq, now, id)
+
+	if d := time.Duration(b.latency.Load()); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-b.ctx.Done():
+			t.Stop()
+			return errors.New("testbroker: closed")
+		}
+	}
+	if code, ok := b.refusal(id); ok {
+		return h.refuse(cl, tc, code)
+	}
+	if ok, mode := b.admitConnect(now); !ok {
+		if mode == RefuseOverLimit {
+			return h.refuse(cl, tc, RefuseServerUnavailable)
+		}
+		tc.throt.Store(true) // DisconnectOverLimit: CONNACK, then close
+	}
+	return nil
+}
+
+func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, code ConnackCode) error {
+	v5, ok := v5For[code]
+	if !ok {
+		v5 = packets.Code{Code: byte(code), Reason: "refused"}
+	}
+	h.b.rec.decide(tc.seq, Refused, byte(code))
+	_ = h.b.srv.SendConnack(cl, v5, false, nil)
+	return v5
+}
+
+// OnSessionEstablish runs just before the CONNACK 0 is sent, so the record
+// exists before the client can observe its success.
+func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	if tc := trackedOf(cl); tc != nil {
+		outcome := Accepted
+		if tc.throt.Load() {
+			outcome = Throttled
+		}
+		h.b.rec.decide(tc.seq, outcome, 0)
+	}
+}
+
+// OnSessionEstablished runs after the CONNACK: the time to throttle or to
+// schedule a flap.
+func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
+	b := h.b
+	tc := trackedOf(cl)
+	if tc == nil {
+		return
+	}
+	if tc.throt.Load() {
+		b.kick(cl, CauseThrottled)
+		return
+	}
+	if d := time.Duration(b.flapAfter.Load()); d > 0 {
+		b.afterFunc(d, func() {
+			if !cl.Closed() {
+				b.kick(cl, CauseFlap)
+			}
+		})
+	}
+}
+
+func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
+	tc := trackedOf(cl)
+	d := Disconnect{Time: time.Now(), ClientID: cl.ID, Cause: CauseError}
+	if err != nil {
+		d.Err = err.Error()
+	}
+	switch {
+	case tc != nil && tc.cause.Load() != nil:
+		d.Cause = *tc.cause.Load()
+	case cl.IsTakenOver():
+		d.Cause = CauseTakeover
+	case h.b.ctx.Err() != nil:
+		d.Cause = CauseShutdown
+	case errors.Is(cl.StopCause(), packets.CodeDisconnect) || errors.Is(err, packets.CodeDisconnect):
+		d.Cause = CauseClient
+	}
+	h.b.rec.disconnect(d)
+	if tc != nil {
+		tc.markEnded()
+	}
+}
+
+func (h *hook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
+	p := Publish{Time: time.Now(), ClientID: cl.ID, Topic: pk.TopicName, QoS: pk.FixedHeader.Qos}
+	if f := h.b.cfg.PayloadDigest; f != nil {
+		p.Payload = f(pk.Payload)
+	} else {
+		p.Payload = append([]byte(nil), pk.Payload...)
+	}
+	h.b.rec.publish(p)
+}

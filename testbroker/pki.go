@@ -1,0 +1,168 @@
+package testbroker
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// pki is the broker's own certificate authority, made in-process at start.
+type pki struct {
+	ca           *x509.Certificate
+	caKey        *ecdsa.PrivateKey
+	caPEM        []byte
+	pool         *x509.CertPool
+	serverConfig *tls.Config
+}
+
+func newPKI(mutual bool) (*pki, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "herdguard testbroker CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	p := &pki{ca: ca, caKey: caKey, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	server, err := p.issue("localhost", x509.ExtKeyUsageServerAuth)
+	if err != nil {
+		return nil, err
+	}
+	p.serverConfig = &tls.Config{Certificates: []tls.Certificate{server}, MinVersion: tls.VersionTLS12}
+	if mutual {
+		p.serverConfig.ClientAuth = tls.RequireAndVerifyClientCert
+		p.serverConfig.ClientCAs = p.pool
+	}
+	return p, nil
+}
+
+var serial = big.NewInt(1)
+
+func (p *pki) issue(cn string, usage x509.ExtKeyUsage) (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(serial, 62))
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: sn,
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+var errNotTLS = errors.New("testbroker: the broker's transport is not TLS")
+
+// ClientTLSConfig returns a client configuration that trusts the broker's CA
+// and, with MutualTLS, presents a certificate issued to clientID.
+func (b *Broker) ClientTLSConfig(clientID string) (*tls.Config, error) {
+	if b.pki == nil {
+		return nil, errNotTLS
+	}
+	cfg := &tls.Config{RootCAs: b.pki.pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	if b.cfg.MutualTLS {
+		cert, err := b.ClientCertificate(clientID)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
+}
+
+// ClientCertificate issues a device certificate for clientID from the
+// broker's CA.
+func (b *Broker) ClientCertificate(clientID string) (tls.Certificate, error) {
+	if b.pki == nil {
+		return tls.Certificate{}, errNotTLS
+	}
+	return b.pki.issue(clientID, x509.ExtKeyUsageClientAuth)
+}
+
+// CACertPEM returns the broker's CA certificate in PEM.
+func (b *Broker) CACertPEM() []byte {
+	if b.pki == nil {
+		return nil
+	}
+	return b.pki.caPEM
+}
+
+// TLSFiles are PEM files a device binary can be pointed at.
+type TLSFiles struct{ CA, Cert, Key string }
+
+// WriteClientFiles writes the CA certificate and, with MutualTLS, a device
+// certificate and key for clientID into dir.
+func (b *Broker) WriteClientFiles(dir, clientID string) (TLSFiles, error) {
+	if b.pki == nil {
+		return TLSFiles{}, errNotTLS
+	}
+	f := TLSFiles{CA: filepath.Join(dir, "ca.pem")}
+	if err := os.WriteFile(f.CA, b.pki.caPEM, 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	if !b.cfg.MutualTLS {
+		return f, nil
+	}
+	cert, err := b.ClientCertificate(clientID)
+	if err != nil {
+		return TLSFiles{}, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return TLSFiles{}, err
+	}
+	f.Cert, f.Key = filepath.Join(dir, clientID+".crt"), filepath.Join(dir, clientID+".key")
+	if err := os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	if err := os.WriteFile(f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return TLSFiles{}, fmt.Errorf("testbroker: write key: %w", err)
+	}
+	return f, nil
+}

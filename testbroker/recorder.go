@@ -1,0 +1,342 @@
+package testbroker
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Outcome is what became of one connection attempt.
+type Outcome uint8
+
+const (
+	// Pending: accepted at the socket, no decision yet.
+	Pending Outcome = iota
+	// Accepted: CONNACK 0 sent.
+	Accepted
+	// Refused: a CONNACK with a non-zero code was sent (see Attempt.Code).
+	Refused
+	// Throttled: accepted, then disconnected by admission control, as AWS IoT
+	// does to clients over its connect rate.
+	Throttled
+	// Dropped: the socket closed before any CONNACK (no CONNECT sent, broker
+	// went down, the client gave up).
+	Dropped
+)
+
+var outcomeNames = [...]string{"pending", "accepted", "refused", "throttled", "dropped"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Attempt is one connection attempt as the broker saw it.
+type Attempt struct {
+	Seq      int       // order of acceptance, from 0
+	Accept   time.Time // when the socket was accepted
+	Connect  time.Time // when the CONNECT packet arrived; zero if it never did
+	ClientID string
+	Outcome  Outcome
+	Code     byte // the MQTT 3.1.1 CONNACK return code sent (0 when accepted)
+}
+
+// Cause says why a session ended.
+type Cause string
+
+const (
+	CauseDropAll   Cause = "drop-all"  // Broker.DropAll
+	CauseOutage    Cause = "outage"    // Broker.BeginOutage
+	CauseFlap      Cause = "flap"      // Broker.SetFlapping
+	CauseThrottled Cause = "throttled" // admission control, accept-then-disconnect
+	CauseTakeover  Cause = "takeover"  // a new connection with the same client ID
+	CauseClient    Cause = "client"    // the client sent DISCONNECT
+	CauseError     Cause = "error"     // the connection failed (EOF, keepalive timeout, ...)
+	CauseShutdown  Cause = "shutdown"  // Broker.Close
+)
+
+// Disconnect is the end of an established session.
+type Disconnect struct {
+	Time     time.Time
+	ClientID string
+	Cause    Cause
+	Err      string // the underlying error, if any
+}
+
+// Publish is a PUBLISH the broker accepted from a client.
+type Publish struct {
+	Time     time.Time
+	ClientID string
+	Topic    string
+	QoS      byte
+	Payload  []byte // the payload, or Config.PayloadDigest of it
+}
+
+// Recorder keeps every attempt, disconnect and publish a Broker sees. It is
+// safe for concurrent use. Recording appends under a mutex that is never held
+// across I/O; readers get copies.
+type Recorder struct {
+	mu          sync.Mutex
+	base        int     // Seq of the first attempt kept: Reset moves it on
+	attempts    chunked // appended in fixed-size chunks: a storm never copies the history
+	disconnects []Disconnect
+	publishes   []Publish
+	counts      Counts        // kept in step with the slices above
+	changed     chan struct{} // created by waiters, closed on the next record
+}
+
+func (r *Recorder) notifyLocked() {
+	if r.changed != nil {
+		close(r.changed)
+		r.changed = nil
+	}
+}
+
+// accept opens an attempt and returns its sequence number.
+func (r *Recorder) accept(at time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seq := r.base + r.attempts.len()
+	r.attempts.push(Attempt{Seq: seq, Accept: at})
+	r.counts.Attempts++
+	r.counts.Pending++
+	r.notifyLocked()
+	return seq
+}
+
+// attemptLocked returns the attempt seq, or nil if Reset has dropped it.
+func (r *Recorder) attemptLocked(seq int) *Attempt {
+	return r.attempts.at(seq - r.base)
+}
+
+func (r *Recorder) connect(seq int, at time.Time, clientID string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attemptLocked(seq)
+	if a == nil {
+		return
+	}
+	a.Connect, a.ClientID = at, clientID
+	r.notifyLocked()
+}
+
+// decide sets an attempt's outcome once; later calls keep the first answer.
+func (r *Recorder) decide(seq int, o Outcome, code byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.attemptLocked(seq)
+	if a == nil || a.Outcome != Pending {
+		return
+	}
+	*r.counts.of(a.Outcome)--
+	*r.counts.of(o)++
+	if o == Accepted || o == Throttled {
+		r.counts.Connected++
+	}
+	a.Outcome, a.Code = o, code
+	r.notifyLocked()
+}
+
+func (r *Recorder) disconnect(d Disconnect) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.disconnects = append(r.disconnects, d)
+	r.counts.Disconnects++
+	r.counts.Connected--
+	r.notifyLocked()
+}
+
+func (r *Recorder) publish(p Publish) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.publishes = append(r.publishes, p)
+	r.counts.Publishes++
+	r.notifyLocked()
+}
+
+// Attempts returns a copy of every attempt so far, in order of acceptance.
+func (r *Recorder) Attempts() []Attempt {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts.all()
+}
+
+// Disconnects returns a copy of every session end so far.
+func (r *Recorder) Disconnects() []Disconnect {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Disconnect(nil), r.disconnects...)
+}
+
+// Publishes returns a copy of every accepted PUBLISH so far.
+func (r *Recorder) Publishes() []Publish {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Publish(nil), r.publishes...)
+}
+
+// Counts is a summary of attempts by outcome.
+type Counts struct {
+	Attempts, Accepted, Refused, Throttled, Dropped, Pending int
+	Disconnects, Publishes                                   int
+	// Connected is sessions established and not yet ended: a state, which
+	// Reset keeps, rather than a count of events.
+	Connected int
+}
+
+// Counts summarises what was recorded so far.
+func (r *Recorder) Counts() Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.countsLocked()
+}
+
+func (r *Recorder) countsLocked() Counts { return r.counts }
+
+func (c *Counts) of(o Outcome) *int {
+	switch o {
+	case Accepted:
+		return &c.Accepted
+	case Refused:
+		return &c.Refused
+	case Throttled:
+		return &c.Throttled
+	case Dropped:
+		return &c.Dropped
+	}
+	return &c.Pending
+}
+
+// Await blocks until cond returns true for the current counts, or fails after
+// the real-time bound timeout. cond is called after every new record, with the
+// recorder locked: it must be quick and must not call the Recorder.
+func (r *Recorder) Await(timeout time.Duration, cond func(Counts) bool) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		r.mu.Lock()
+		c := r.countsLocked()
+		if cond(c) {
+			r.mu.Unlock()
+			return nil
+		}
+		if r.changed == nil {
+			r.changed = make(chan struct{})
+		}
+		ch := r.changed
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return fmt.Errorf("testbroker: condition not met after %v; counts %+v", timeout, c)
+		}
+	}
+}
+
+// Reset forgets everything recorded so far (attempts still open keep being
+// tracked by their connections, but are no longer reported).
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.base += r.attempts.len()
+	r.attempts = chunked{}
+	r.disconnects = nil
+	r.publishes = nil
+	r.counts = Counts{Connected: r.counts.Connected}
+	r.notifyLocked()
+}
+
+// TimeOf chooses which timestamp of an attempt counts as its arrival.
+type TimeOf int
+
+const (
+	AtConnect TimeOf = iota // the CONNECT packet (attempts that sent none fall back to accept)
+	AtAccept                // the socket accept
+)
+
+func (a Attempt) time(by TimeOf) time.Time {
+	if by == AtConnect && !a.Connect.IsZero() {
+		return a.Connect
+	}
+	return a.Accept
+}
+
+// Arrivals counts attempts per bucket of width bucket, starting at from; the
+// last bucket holds the latest arrival. Arrivals before from are left out.
+func (r *Recorder) Arrivals(from time.Time, bucket time.Duration, by TimeOf) []int {
+	if bucket <= 0 {
+		return nil
+	}
+	var counts []int
+	for _, a := range r.Attempts() {
+		d := a.time(by).Sub(from)
+		if d < 0 {
+			continue
+		}
+		i := int(d / bucket)
+		for len(counts) <= i {
+			counts = append(counts, 0)
+		}
+		counts[i]++
+	}
+	return counts
+}
+
+// WriteCSV writes one row per attempt: seq, accept and connect times in
+// seconds since from, client ID, outcome, CONNACK code.
+func (r *Recorder) WriteCSV(w io.Writer, from time.Time) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"seq", "accept_s", "connect_s", "client_id", "outcome", "code"})
+	secs := func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(t.Sub(from).Seconds(), 'f', 6, 64)
+	}
+	for _, a := range r.Attempts() {
+		_ = cw.Write([]string{strconv.Itoa(a.Seq), secs(a.Accept), secs(a.Connect), a.ClientID,
+			a.Outcome.String(), strconv.Itoa(int(a.Code))})
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+const chunkSize = 1024
+
+// chunked is an append-only list of attempts in fixed-size chunks, so that
+// appending never copies what is already there and pointers stay valid.
+type chunked struct {
+	chunks [][]Attempt
+	n      int
+}
+
+func (c *chunked) len() int { return c.n }
+
+func (c *chunked) push(a Attempt) {
+	if c.n%chunkSize == 0 {
+		c.chunks = append(c.chunks, make([]Attempt, 0, chunkSize))
+	}
+	last := len(c.chunks) - 1
+	c.chunks[last] = append(c.chunks[last], a)
+	c.n++
+}
+
+func (c *chunked) at(i int) *Attempt {
+	if i < 0 || i >= c.n {
+		return nil
+	}
+	return &c.chunks[i/chunkSize][i%chunkSize]
+}
+
+func (c *chunked) all() []Attempt {
+	out := make([]Attempt, 0, c.n)
+	for _, ch := range c.chunks {
+		out = append(out, ch...)
+	}
+	return out
+}

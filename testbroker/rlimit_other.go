@@ -1,0 +1,5 @@
+//go:build !unix
+
+package testbroker
+
+func raiseFDLimit() error { return nil }
