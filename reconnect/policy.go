@@ -150,3 +150,11 @@ func (b *Backoff) Reset() {
 
 // Policy returns the policy b follows.
 func (b *Backoff) Policy() *Policy { return b.policy }
+
+// SetPolicy switches b to p from its next wait on, keeping the retry count:
+// a device that takes new tuning mid-outage neither starts over nor jumps.
+func (b *Backoff) SetPolicy(p *Policy) { b.policy = p }
+
+// Float64 draws from b's source: for callers that need a little more jitter
+// from the same per-device sequence.
+func (b *Backoff) Float64() float64 { return Float64(b.src) }

@@ -1,0 +1,545 @@
+package device
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Errors returned by the Agent's methods.
+var (
+	// ErrNotConnected: Publish or a subscription needs a session and there is none.
+	ErrNotConnected = errors.New("device: not connected")
+	// ErrStopped: the agent was stopped (Stop, or the Start context ended).
+	ErrStopped = errors.New("device: agent stopped")
+	// ErrAlreadyStarted: Start was called twice.
+	ErrAlreadyStarted = errors.New("device: agent already started")
+)
+
+// Config configures an Agent. Broker and ClientID are required; the rest
+// has defaults.
+type Config struct {
+	Broker   string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
+	ClientID string
+	Username string
+	Password string // never logged, never in an error
+
+	// TLS is used for ssl:// (tls://, mqtts://) brokers: CA pool and, for
+	// mutual TLS, the device certificate. See LoadTLS.
+	TLS *tls.Config
+	// Dial, if set, opens connections instead of TCP/TLS (the test broker's
+	// in-memory transport, a proxy).
+	Dial paho.OpenConnectionFunc
+
+	KeepAlive      time.Duration // 0 means 30 s
+	ConnectTimeout time.Duration // 0 means 10 s; paho fails every connect at 0
+	// PersistentSession asks the broker to keep the session across
+	// connections (CleanSession false). Off by default: see FIELD-NOTES on
+	// paho completing tokens before the PUBACK in that mode.
+	PersistentSession bool
+
+	// Timing is the reconnect timing (nil: DefaultTiming()). A fleet may share one.
+	Timing *Timing
+	// Clock is the source of time (nil: reconnect.SystemClock).
+	Clock reconnect.Clock
+	// Source draws this device's jitter (nil: crypto-seeded).
+	Source rand.Source
+	// OnEvent, if set, receives every state change. It must not block.
+	OnEvent func(Event)
+	// Logger receives the agent's log (nil: discarded).
+	Logger *slog.Logger
+}
+
+// LogValue keeps credentials out of any log that prints a Config.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("broker", c.Broker), slog.String("client_id", c.ClientID),
+		slog.Bool("password_set", c.Password != ""), slog.Bool("tls", c.TLS != nil))
+}
+
+// EventKind enumerates Events.
+type EventKind uint8
+
+const (
+	EventConnecting     EventKind = iota + 1 // a connect attempt starts (Attempt)
+	EventConnected                           // the session is up (Attempt)
+	EventAttemptFailed                       // a connect attempt failed (Attempt, Code, Err)
+	EventLost                                // the session ended (Err)
+	EventBackingOff                          // waiting before the next attempt (Attempt, Delay)
+	EventGaveUp                              // the agent stopped retrying (Err)
+	EventConfigApplied                       // a new configuration is in force
+	EventConfigRejected                      // a configuration was refused (Err); the last good one stays
+	EventHandlerPanic                        // a subscription handler panicked (Err); the agent carries on
+)
+
+var eventNames = map[EventKind]string{
+	EventConnecting: "connecting", EventConnected: "connected", EventAttemptFailed: "attempt-failed",
+	EventLost: "lost", EventBackingOff: "backing-off", EventGaveUp: "gave-up",
+	EventConfigApplied: "config-applied", EventConfigRejected: "config-rejected", EventHandlerPanic: "handler-panic",
+}
+
+func (k EventKind) String() string { return eventNames[k] }
+
+// Event is one state change of an Agent.
+type Event struct {
+	Kind    EventKind
+	Time    time.Time
+	Attempt int
+	Delay   time.Duration
+	Code    int // CONNACK code for EventAttemptFailed (NoConnack if none)
+	Err     error
+}
+
+// Stats are an agent's counters.
+type Stats struct {
+	Connects int64         // sessions established
+	Losses   int64         // sessions lost
+	Attempts int64         // connect attempts made
+	Waiting  time.Duration // time spent waiting before attempts
+}
+
+// Handler receives a message on a subscribed topic. It runs on its own
+// goroutine per message; a panic in it is recovered and reported.
+type Handler func(topic string, payload []byte)
+
+type subscription struct {
+	qos     byte
+	handler Handler
+}
+
+// Agent keeps one device's MQTT 3.1.1 session: it owns every connect's timing
+// (paho's own reconnect is off), restores subscriptions on every reconnect and
+// reports its state through channels and a non-blocking event callback. Its
+// methods are safe for concurrent use. The zero value is not usable: use New.
+type Agent struct {
+	cfg    Config
+	log    *slog.Logger
+	clock  reconnect.Clock
+	client paho.Client
+	m      *Machine
+	mMu    sync.Mutex // guards m against SetPolicy from config updates
+
+	sniff atomic.Pointer[sniffConn] // the current attempt's connection
+	lost  chan error
+
+	connects, losses, attempts, waitNanos atomic.Int64
+
+	mu      sync.Mutex
+	subs    map[string]subscription
+	up      chan struct{} // closed while connected
+	online  bool
+	started bool
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the loop ends
+	err     error
+}
+
+// New validates cfg and builds the agent; nothing connects before Start.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Broker == "" || cfg.ClientID == "" {
+		return nil, fmt.Errorf("%w: Config.Broker and Config.ClientID are required", reconnect.ErrInvalid)
+	}
+	u, err := url.Parse(cfg.Broker)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Config.Broker: %v", reconnect.ErrInvalid, err)
+	}
+	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 {
+		return nil, fmt.Errorf("%w: KeepAlive and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 30 * time.Second
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.Timing == nil {
+		t := DefaultTiming()
+		cfg.Timing = &t
+	}
+	m, err := NewMachine(cfg.Timing, cfg.Source)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1),
+		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{})}
+	if a.log == nil {
+		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if a.clock == nil {
+		a.clock = reconnect.SystemClock
+	}
+	if cfg.Dial == nil && !supportedScheme(u.Scheme) {
+		return nil, fmt.Errorf("%w: Config.Broker scheme %q needs a Config.Dial", reconnect.ErrInvalid, u.Scheme)
+	}
+	opts := paho.NewClientOptions().AddBroker(cfg.Broker).SetClientID(cfg.ClientID).
+		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
+		SetAutoReconnect(false).SetConnectRetry(false).
+		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).
+		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
+		SetOrderMatters(false). // handlers on their own goroutines: a slow one cannot stall paho
+		SetCustomOpenConnectionFn(a.open).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			select {
+			case a.lost <- err:
+			default:
+			}
+		})
+	if cfg.Username != "" {
+		opts.SetUsername(cfg.Username)
+	}
+	if cfg.Password != "" {
+		opts.SetPassword(cfg.Password)
+	}
+	a.client = paho.NewClient(opts)
+	return a, nil
+}
+
+func supportedScheme(s string) bool {
+	switch s {
+	case "tcp", "mqtt", "ssl", "tls", "mqtts", "tcps":
+		return true
+	}
+	return false
+}
+
+// open is paho's connection function: dial, and watch for the CONNACK.
+func (a *Agent) open(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+	var conn net.Conn
+	var err error
+	if a.cfg.Dial != nil {
+		conn, err = a.cfg.Dial(u, o)
+	} else {
+		conn, err = dialURL(u, o.ConnectTimeout, a.cfg.TLS)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := newSniffConn(conn)
+	a.sniff.Store(s)
+	return s, nil
+}
+
+// Start launches the session loop; the first attempt waits inside the boot
+// spread. The loop ends when ctx ends, Stop is called, or the timing gives up.
+func (a *Agent) Start(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started {
+		return ErrAlreadyStarted
+	}
+	a.started = true
+	ctx, a.cancel = context.WithCancel(ctx)
+	go a.run(ctx)
+	return nil
+}
+
+// Stop ends the session: it disconnects and waits, until ctx's deadline, for
+// the loop to finish. It returns ctx.Err() if the deadline came first.
+func (a *Agent) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	cancel, started := a.cancel, a.started
+	a.mu.Unlock()
+	if !started {
+		return nil
+	}
+	cancel()
+	select {
+	case <-a.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Done is closed when the agent's loop has ended; Err then says why.
+func (a *Agent) Done() <-chan struct{} { return a.done }
+
+// Err returns why the loop ended (wrapping ErrGaveUp, ErrRefused or
+// ErrStopped), or nil while it runs.
+func (a *Agent) Err() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// AwaitConnection blocks until the session is up, ctx ends, or the agent
+// stops.
+func (a *Agent) AwaitConnection(ctx context.Context) error {
+	a.mu.Lock()
+	up := a.up
+	a.mu.Unlock()
+	select {
+	case <-up:
+		return nil
+	case <-a.done:
+		return a.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Connected reports whether the session is up.
+func (a *Agent) Connected() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.online
+}
+
+// Stats returns the counters.
+func (a *Agent) Stats() Stats {
+	return Stats{Connects: a.connects.Load(), Losses: a.losses.Load(), Attempts: a.attempts.Load(),
+		Waiting: time.Duration(a.waitNanos.Load())}
+}
+
+// SetPolicy switches the reconnect policy from the next wait on (a validated
+// configuration update does this).
+func (a *Agent) SetPolicy(p *reconnect.Policy) {
+	a.mMu.Lock()
+	defer a.mMu.Unlock()
+	a.m.SetPolicy(p)
+}
+
+func (a *Agent) step(f func(*Machine) Step) Step {
+	a.mMu.Lock()
+	defer a.mMu.Unlock()
+	return f(a.m)
+}
+
+func (a *Agent) emit(e Event) {
+	e.Time = a.clock.Now()
+	if a.cfg.OnEvent != nil {
+		a.cfg.OnEvent(e)
+	}
+}
+
+func (a *Agent) run(ctx context.Context) {
+	var final error
+	defer func() {
+		a.mu.Lock()
+		a.err = final
+		a.mu.Unlock()
+		close(a.done)
+	}()
+	s := a.step(func(m *Machine) Step { return m.Start(a.clock.Now()) })
+	for {
+		switch s.Kind {
+		case KindWait:
+			a.emit(Event{Kind: EventBackingOff, Attempt: s.Attempt, Delay: s.Wait})
+			a.waitNanos.Add(int64(s.Wait))
+			if err := reconnect.Sleep(ctx, a.clock, s.Wait); err != nil {
+				final = fmt.Errorf("%w: %v", ErrStopped, err)
+				return
+			}
+			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
+		case KindConnect:
+			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt})
+			a.attempts.Add(1)
+			r := a.connectOnce(ctx)
+			if ctx.Err() != nil {
+				a.disconnect()
+				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
+				return
+			}
+			if r.Code != 0 || r.Err != nil {
+				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err})
+				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err)
+			}
+			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
+		case KindOnline:
+			cause, stopped := a.session(ctx, s.Attempt)
+			if stopped {
+				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
+				return
+			}
+			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
+		case KindStop:
+			a.disconnect()
+			a.emit(Event{Kind: EventGaveUp, Attempt: s.Attempt, Err: s.Err})
+			a.log.Error("giving up", "error", s.Err)
+			final = s.Err
+			return
+		}
+	}
+}
+
+// session runs one connection: restore subscriptions, then wait for the loss.
+func (a *Agent) session(ctx context.Context, attempt int) (cause error, stopped bool) {
+	a.connects.Add(1)
+	a.mu.Lock()
+	a.online = true // from here Subscribe subscribes at once
+	a.mu.Unlock()
+	// Restore before announcing: a caller of AwaitConnection may rely on its
+	// subscriptions being in place. (One added meanwhile may be made twice,
+	// which is harmless.)
+	a.restoreSubscriptions()
+	a.mu.Lock()
+	close(a.up)
+	a.mu.Unlock()
+	a.emit(Event{Kind: EventConnected, Attempt: attempt})
+	a.log.Info("connected", "attempt", attempt)
+
+	select {
+	case cause = <-a.lost:
+	case <-ctx.Done():
+		stopped = true
+	}
+	a.mu.Lock()
+	a.online = false
+	select {
+	case <-a.up:
+		a.up = make(chan struct{})
+	default: // lost while restoring: up was never closed
+	}
+	a.mu.Unlock()
+	if stopped {
+		a.disconnect()
+		return nil, true
+	}
+	a.losses.Add(1)
+	a.emit(Event{Kind: EventLost, Err: cause})
+	a.log.Info("connection lost", "error", cause)
+	return cause, false
+}
+
+// paho's answers to a Connect made while its status has not settled: a failed
+// connect's token completes before its status returns to disconnected, and
+// after a zombie CONNACK its own teardown can race the agent's Disconnect.
+const (
+	statusNotDisconnected = "status can only transition to connecting from disconnected"
+	statusStillConnected  = "status is already connected or reconnecting"
+)
+
+// connectOnce makes one attempt and reads its outcome, trusting the CONNACK
+// byte on the wire over paho's token.
+func (a *Agent) connectOnce(ctx context.Context) Result {
+	select { // a loss report from an earlier session is stale now
+	case <-a.lost:
+	default:
+	}
+	a.sniff.Store(nil)
+	var tok paho.Token
+	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
+	for {
+		tok = a.client.Connect()
+		<-tok.Done() // paho bounds it by ConnectTimeout; never overlap two connects
+		err := tok.Error()
+		if err == nil || time.Now().After(settle) || ctx.Err() != nil {
+			break
+		}
+		msg := err.Error()
+		if msg != statusStillConnected && msg != statusNotDisconnected {
+			break // a real attempt that failed
+		}
+		if msg == statusStillConnected {
+			a.client.Disconnect(0)
+		}
+		time.Sleep(time.Millisecond) // paho's status settles in microseconds
+	}
+	code := NoConnack
+	if s := a.sniff.Load(); s != nil {
+		code = s.connackCode()
+	}
+	err := tok.Error()
+	switch {
+	case err == nil && code > 0:
+		// The zombie: paho calls it connected, the broker refused it.
+		a.client.Disconnect(0)
+		return Result{Code: code, Err: fmt.Errorf("CONNACK %d %s, which paho reports as success", code, connackText(code))}
+	case err == nil:
+		return Result{Code: 0}
+	}
+	if code == NoConnack {
+		if rc := int(tok.(*paho.ConnectToken).ReturnCode()); rc > 0 && rc < 6 {
+			code = rc
+		}
+	}
+	return Result{Code: code, Err: err}
+}
+
+func (a *Agent) disconnect() {
+	if a.client.IsConnectionOpen() {
+		a.client.Disconnect(250)
+	}
+}
+
+// Subscribe registers handler for topic. The subscription is made now if the
+// session is up and again after every reconnect.
+func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler Handler) error {
+	if topic == "" || handler == nil || qos > 1 {
+		return fmt.Errorf("%w: Subscribe needs a topic, a handler and QoS 0 or 1", reconnect.ErrInvalid)
+	}
+	a.mu.Lock()
+	a.subs[topic] = subscription{qos: qos, handler: handler}
+	online := a.online
+	a.mu.Unlock()
+	if !online {
+		return nil
+	}
+	return a.subscribe(ctx, topic, subscription{qos: qos, handler: handler})
+}
+
+func (a *Agent) subscribe(ctx context.Context, topic string, s subscription) error {
+	tok := a.client.Subscribe(topic, s.qos, func(_ paho.Client, msg paho.Message) {
+		defer func() {
+			if r := recover(); r != nil {
+				err := fmt.Errorf("device: handler for %q panicked: %v", msg.Topic(), r)
+				a.log.Error("handler panicked", "topic", msg.Topic(), "panic", r)
+				a.emit(Event{Kind: EventHandlerPanic, Err: err})
+			}
+		}()
+		s.handler(msg.Topic(), msg.Payload())
+	})
+	select {
+	case <-tok.Done():
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (a *Agent) restoreSubscriptions() {
+	a.mu.Lock()
+	subs := make(map[string]subscription, len(a.subs))
+	for t, s := range a.subs {
+		subs[t] = s
+	}
+	a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ConnectTimeout)
+	defer cancel()
+	for topic, s := range subs {
+		if err := a.subscribe(ctx, topic, s); err != nil {
+			a.log.Warn("could not restore subscription", "topic", topic, "error", err)
+		}
+	}
+}
+
+// Publish sends payload to topic. With QoS 1 it returns once the broker
+// acknowledged it, or ctx ends. Without a session it fails at once with
+// ErrNotConnected: queueing across outages is the publisher package's job.
+func (a *Agent) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
+	if !a.Connected() {
+		return ErrNotConnected
+	}
+	tok := a.client.Publish(topic, qos, retained, payload)
+	select {
+	case <-tok.Done():
+		if errors.Is(tok.Error(), paho.ErrNotConnected) {
+			return ErrNotConnected
+		}
+		return tok.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

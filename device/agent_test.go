@@ -1,0 +1,361 @@
+package device_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/fakeclock"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+const bound = 10 * time.Second
+
+// rig is one agent against one test broker, on a fake clock.
+type rig struct {
+	t      *testing.T
+	broker *testbroker.Broker
+	clock  *fakeclock.Clock
+	agent  *device.Agent
+	events chan device.Event
+}
+
+func newRig(t *testing.T, bcfg testbroker.Config, mod func(*device.Config)) *rig {
+	t.Helper()
+	b, err := testbroker.New(bcfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	r := &rig{t: t, broker: b, clock: fakeclock.New(t0), events: make(chan device.Event, 1000)}
+	tm := device.DefaultTiming()
+	cfg := device.Config{
+		Broker:   b.URL(),
+		ClientID: "dev-1",
+		Timing:   &tm,
+		Clock:    r.clock,
+		Source:   rand.NewPCG(1, 1),
+		OnEvent:  func(e device.Event) { r.events <- e },
+	}
+	if b.Transport() == testbroker.Memory {
+		cfg.Dial = b.Dial
+	}
+	if b.Transport() == testbroker.TLS {
+		cfg.TLS, err = b.ClientTLSConfig("dev-1")
+		require.NoError(t, err)
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	r.agent, err = device.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, r.agent.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		require.NoError(t, r.agent.Stop(ctx))
+	})
+	return r
+}
+
+// next returns the next event of kind, skipping others.
+func (r *rig) next(kind device.EventKind) device.Event {
+	r.t.Helper()
+	deadline := time.After(bound)
+	var skipped []string
+	for {
+		select {
+		case e := <-r.events:
+			if e.Kind == kind {
+				return e
+			}
+			skipped = append(skipped, fmt.Sprintf("%v(attempt %d, code %d, delay %v, err %v)", e.Kind, e.Attempt, e.Code, e.Delay, e.Err))
+		case <-deadline:
+			r.t.Fatalf("no %v event; saw %v; timers pending %v", kind, skipped, r.clock.Pending())
+		}
+	}
+}
+
+// advanceWait waits for the agent's next backoff and runs the clock through it.
+func (r *rig) advanceWait() time.Duration {
+	r.t.Helper()
+	e := r.next(device.EventBackingOff)
+	p, err := r.clock.WaitTimers(1, bound)
+	require.NoError(r.t, err)
+	require.Equal(r.t, e.Delay, p[0])
+	r.clock.Advance(p[0])
+	return e.Delay
+}
+
+func (r *rig) bootAndConnect() {
+	r.t.Helper()
+	r.advanceWait()
+	r.next(device.EventConnected)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	require.NoError(r.t, r.agent.AwaitConnection(ctx))
+}
+
+func TestAgentConnectsAfterBootSpreadOverEveryTransport(t *testing.T) {
+	for name, cfg := range map[string]testbroker.Config{
+		"mem":  {Transport: testbroker.Memory},
+		"tcp":  {},
+		"tls":  {Transport: testbroker.TLS},
+		"mtls": {Transport: testbroker.TLS, MutualTLS: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRig(t, cfg, nil)
+			boot := r.next(device.EventBackingOff)
+			assert.Positive(t, boot.Delay)
+			assert.Less(t, boot.Delay, 10*time.Second)
+			assert.Zero(t, r.broker.Recorder().Counts().Attempts, "no attempt before the boot wait ends")
+			_, err := r.clock.AdvanceToNext(bound)
+			require.NoError(t, err)
+			r.next(device.EventConnected)
+			assert.True(t, r.agent.Connected())
+			assert.Equal(t, 1, r.broker.Connected())
+			s := r.agent.Stats()
+			assert.Equal(t, int64(1), s.Connects)
+			assert.Equal(t, int64(1), s.Attempts)
+			assert.Equal(t, boot.Delay, s.Waiting)
+		})
+	}
+}
+
+func TestFirstReconnectAfterDropIsNotBeforeOneSecond(t *testing.T) {
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+	r.bootAndConnect()
+	r.clock.Advance(2 * time.Minute) // stable
+	require.Equal(t, 1, r.broker.DropAll())
+	r.next(device.EventLost)
+	e := r.next(device.EventBackingOff)
+	assert.GreaterOrEqual(t, e.Delay, time.Second)
+	assert.Less(t, e.Delay, 2*time.Second)
+	p, err := r.clock.WaitTimers(1, bound)
+	require.NoError(t, err)
+	r.clock.Advance(p[0] - time.Millisecond)
+	assert.Equal(t, 1, r.broker.Recorder().Counts().Attempts, "nothing before the wait ends")
+	r.clock.Advance(time.Millisecond)
+	r.next(device.EventConnected)
+	assert.Equal(t, 2, r.broker.Recorder().Counts().Attempts)
+}
+
+func TestFlappingBrokerMeetsGrowingWaitsOverTCP(t *testing.T) {
+	r := newRig(t, testbroker.Config{}, nil)
+	r.bootAndConnect()
+	require.NoError(t, r.broker.SetFlapping(20*time.Millisecond))
+	require.Equal(t, 1, r.broker.DropAll())
+	var waits []time.Duration
+	for i := 0; i < 5; i++ {
+		r.next(device.EventLost)
+		waits = append(waits, r.advanceWait())
+		r.next(device.EventConnected)
+	}
+	for i, w := range waits {
+		low := time.Duration(1<<i) * time.Second
+		assert.GreaterOrEqual(t, w, low, "wait %d", i)
+		assert.Less(t, w, low+time.Second, "wait %d", i)
+	}
+}
+
+func TestRefusalCodesAgainstBroker(t *testing.T) {
+	t.Run("identifier rejected is permanent", func(t *testing.T) {
+		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+		require.NoError(t, r.broker.Refuse(testbroker.RefuseIdentifier, "dev-1"))
+		r.advanceWait()
+		e := r.next(device.EventGaveUp)
+		assert.ErrorIs(t, e.Err, device.ErrRefused)
+		<-r.agent.Done()
+		assert.ErrorIs(t, r.agent.Err(), device.ErrRefused)
+		assert.Contains(t, r.agent.Err().Error(), "CONNACK 2")
+	})
+	t.Run("server unavailable is retried", func(t *testing.T) {
+		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+		require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
+		r.advanceWait()
+		f := r.next(device.EventAttemptFailed)
+		assert.Equal(t, 3, f.Code)
+		r.broker.Unrefuse("dev-1")
+		w := r.advanceWait()
+		assert.GreaterOrEqual(t, w, time.Second)
+		r.next(device.EventConnected)
+	})
+	t.Run("not authorised is retried at the cap", func(t *testing.T) {
+		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) { c.Password = "s3cret-pw" })
+		require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
+		r.advanceWait()
+		assert.Equal(t, 5, r.next(device.EventAttemptFailed).Code)
+		assert.GreaterOrEqual(t, r.advanceWait(), 32*time.Second)
+	})
+	t.Run("unmapped code 0x87 is not a session", func(t *testing.T) {
+		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+		require.NoError(t, r.broker.Refuse(0x87, "dev-1"))
+		r.advanceWait()
+		f := r.next(device.EventAttemptFailed)
+		assert.Equal(t, 0x87, f.Code)
+		assert.False(t, r.agent.Connected())
+		r.broker.Unrefuse("dev-1")
+		r.advanceWait()
+		r.next(device.EventConnected)
+		assert.Equal(t, int64(1), r.agent.Stats().Connects, "the zombie never counted as connected")
+	})
+}
+
+func TestRetryCapEndsWithDocumentedError(t *testing.T) {
+	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 2})
+	require.NoError(t, err)
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+		tm := device.DefaultTiming()
+		tm.Policy = p
+		c.Timing = &tm
+	})
+	r.broker.BeginOutage()
+	for i := 0; i < 3; i++ {
+		r.advanceWait()
+		r.next(device.EventAttemptFailed)
+	}
+	e := r.next(device.EventGaveUp)
+	assert.ErrorIs(t, e.Err, device.ErrGaveUp)
+	select {
+	case <-r.agent.Done():
+	case <-time.After(bound):
+		t.Fatal("agent did not stop")
+	}
+	assert.ErrorIs(t, r.agent.Err(), device.ErrGaveUp)
+	assert.Equal(t, int64(3), r.agent.Stats().Attempts)
+}
+
+func TestSubscriptionsComeBackAndPanicsAreContained(t *testing.T) {
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+	got := make(chan string, 10)
+	ctx := context.Background()
+	require.NoError(t, r.agent.Subscribe(ctx, "cmd/dev-1", 1, func(_ string, p []byte) {
+		if string(p) == "boom" {
+			panic("bad command")
+		}
+		got <- string(p)
+	}))
+	r.bootAndConnect()
+
+	var sender paho.Client
+	connectSender := func() {
+		sender = paho.NewClient(r.broker.ClientOptions("sender"))
+		tok := sender.Connect()
+		require.True(t, tok.WaitTimeout(bound))
+		require.NoError(t, tok.Error())
+		t.Cleanup(func() { sender.Disconnect(0) })
+	}
+	connectSender()
+	send := func(msg string) {
+		tok := sender.Publish("cmd/dev-1", 1, false, msg)
+		require.True(t, tok.WaitTimeout(bound))
+		require.NoError(t, tok.Error())
+	}
+	receive := func(want string) {
+		select {
+		case m := <-got:
+			assert.Equal(t, want, m)
+		case <-time.After(bound):
+			t.Fatalf("did not receive %q", want)
+		}
+	}
+	send("one") // AwaitConnection returned, so the subscription is in place
+	receive("one")
+
+	send("boom")
+	assert.Contains(t, r.next(device.EventHandlerPanic).Err.Error(), "bad command")
+
+	r.clock.Advance(2 * time.Minute)
+	r.broker.DropAll()
+	r.next(device.EventLost)
+	r.advanceWait()
+	r.next(device.EventConnected)
+	connectSender() // DropAll dropped the sender too
+	send("two")
+	receive("two")
+}
+
+func TestPublishNeedsSession(t *testing.T) {
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+	ctx := context.Background()
+	assert.ErrorIs(t, r.agent.Publish(ctx, "t", 1, false, []byte("x")), device.ErrNotConnected)
+	r.bootAndConnect()
+	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("x")))
+	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+}
+
+func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var cfgSeen device.Config
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+		c.Username, c.Password = "device-user", "s3cret-pw"
+		c.Logger = logger
+		tm := device.DefaultTiming()
+		tm.Credentials = device.CredentialsArePermanent
+		c.Timing = &tm
+		cfgSeen = *c
+	})
+	require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
+	r.advanceWait()
+	failed := r.next(device.EventAttemptFailed)
+	gaveUp := r.next(device.EventGaveUp)
+	<-r.agent.Done()
+	logger.Info("agent config", "cfg", cfgSeen) // what a firmware author would log
+
+	for _, err := range []error{failed.Err, gaveUp.Err, r.agent.Err()} {
+		require.Error(t, err)
+		assert.NotContains(t, err.Error(), "s3cret-pw")
+	}
+	assert.ErrorIs(t, r.agent.Err(), device.ErrRefused)
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Contains(t, logs.String(), "connect failed", "the refusal was logged")
+	assert.Contains(t, logs.String(), "password_set=true")
+	assert.NotContains(t, logs.String(), "s3cret-pw")
+}
+
+type syncWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func TestStopIsCleanAndBounded(t *testing.T) {
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
+	r.bootAndConnect()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	require.NoError(t, r.agent.Stop(ctx))
+	assert.ErrorIs(t, r.agent.Err(), device.ErrStopped)
+	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+	assert.True(t, strings.Contains(r.agent.Err().Error(), "stopped"))
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	for name, c := range map[string]device.Config{
+		"no broker":    {ClientID: "x"},
+		"no client id": {Broker: "tcp://127.0.0.1:1883"},
+		"bad scheme":   {Broker: "carrier://x", ClientID: "x"},
+		"bad timeout":  {Broker: "tcp://127.0.0.1:1883", ClientID: "x", ConnectTimeout: -1},
+	} {
+		_, err := device.New(c)
+		assert.ErrorIs(t, err, reconnect.ErrInvalid, name)
+	}
+}

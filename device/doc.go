@@ -1,0 +1,18 @@
+// Package device is the agent that device firmware embeds: it keeps an MQTT
+// 3.1.1 session (paho.mqtt.golang) whose every connect is timed by package
+// reconnect, and fetches the device's configuration over HTTP.
+//
+// paho's own reconnect is off: it doubles from 1 s without jitter, so a fleet
+// using it comes back in lockstep. The Agent's loop makes every attempt on one
+// paho client, and the decisions (when to attempt, what each outcome means,
+// when to reset, when to give up) live in Machine, a small state machine
+// driven by the time passed in, with no socket or goroutine of its own, so a
+// simulator can drive a million of them in virtual time.
+//
+// Two paho v1.5.1 behaviours the agent guards against: a CONNACK code paho
+// does not know (an MQTT 5 code sent to a 3.1.1 client) is reported as a
+// successful connect on a closed socket, so the agent reads the code off the
+// wire; and a failed connect's token completes before paho's status settles,
+// so an immediate Connect can be refused by paho itself, which the agent
+// retries within the connect timeout rather than counting as an attempt.
+package device

@@ -1,0 +1,260 @@
+package device
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Errors the session ends with; the agent's Err wraps one of them.
+var (
+	// ErrGaveUp: the retry cap was reached without a stable connection.
+	ErrGaveUp = errors.New("device: gave up reconnecting")
+	// ErrRefused: the broker refused with a code the device must not retry
+	// (1 protocol version, 2 identifier rejected; 4 and 5 when credentials
+	// failures are configured as permanent).
+	ErrRefused = errors.New("device: connection refused permanently")
+)
+
+// CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
+// (not authorised) means to the device.
+type CredentialsHandling int
+
+const (
+	// RetryCredentialsAtCap keeps retrying, but never sooner than the policy's
+	// cap: credentials may be fixed server-side, and a fleet with revoked
+	// credentials must not hammer the broker.
+	RetryCredentialsAtCap CredentialsHandling = iota
+	// CredentialsArePermanent stops the session with ErrRefused.
+	CredentialsArePermanent
+)
+
+// Timing is the reconnect timing of a session: plain, read-only data that a
+// whole fleet can share.
+type Timing struct {
+	// Policy times every wait and caps consecutive unstable attempts.
+	Policy *reconnect.Policy
+	// BootSpread: at start the first connect waits U[0, BootSpread), so a
+	// fleet that powers on together does not connect together. Must be > 0.
+	BootSpread time.Duration
+	// StableAfter: the retry count resets only once a connection has stayed
+	// up this long, so a broker that accepts and then drops still meets a
+	// growing backoff.
+	StableAfter time.Duration
+	// Credentials says what CONNACK 4 and 5 mean.
+	Credentials CredentialsHandling
+	// CredentialsWait is the least wait after a credentials refusal when
+	// retrying them (RetryCredentialsAtCap); plus up to 1 s of jitter.
+	CredentialsWait time.Duration
+	// Guard, if set, bounds connect attempts whatever the policy says.
+	Guard *reconnect.FloodGuardConfig
+}
+
+// DefaultTiming returns the session's defaults: the IoTCore formula (1 s
+// base, 1000 ms jitter, 32 s cap) retrying forever, a 10 s boot spread, a
+// 60 s stability window, credential refusals retried at the 32 s cap, and a
+// guard of 10 attempts a minute with bursts of 5 (which the formula's own
+// schedule never reaches).
+func DefaultTiming() Timing {
+	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	if err != nil {
+		panic(err) // the defaults are valid; a test proves it
+	}
+	return Timing{
+		Policy:          p,
+		BootSpread:      10 * time.Second,
+		StableAfter:     time.Minute,
+		Credentials:     RetryCredentialsAtCap,
+		CredentialsWait: reconnect.DefaultIoTCore.MaxBackoff,
+		Guard:           &reconnect.FloodGuardConfig{Requests: 10, Window: time.Minute, Burst: 5},
+	}
+}
+
+// Validate reports the first unusable field.
+func (t Timing) Validate() error {
+	switch {
+	case t.Policy == nil:
+		return fmt.Errorf("%w: Timing.Policy is nil", reconnect.ErrInvalid)
+	case t.BootSpread <= 0:
+		return fmt.Errorf("%w: Timing.BootSpread must be > 0 (no attempt is ever immediate), got %v", reconnect.ErrInvalid, t.BootSpread)
+	case t.StableAfter <= 0:
+		return fmt.Errorf("%w: Timing.StableAfter must be > 0, got %v", reconnect.ErrInvalid, t.StableAfter)
+	case t.CredentialsWait < 0:
+		return fmt.Errorf("%w: Timing.CredentialsWait must be >= 0, got %v", reconnect.ErrInvalid, t.CredentialsWait)
+	case t.Credentials != RetryCredentialsAtCap && t.Credentials != CredentialsArePermanent:
+		return fmt.Errorf("%w: unknown Timing.Credentials %d", reconnect.ErrInvalid, t.Credentials)
+	}
+	if t.Guard != nil {
+		if _, err := reconnect.NewFloodGuard(*t.Guard); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Step is what the driver of a Machine must do next.
+type Step struct {
+	Kind StepKind
+	// Wait is how long to wait before calling Machine.Due (KindWait).
+	Wait time.Duration
+	// Attempt numbers the connect attempt (KindConnect), or the attempt the
+	// wait precedes (KindWait), counting from 1 since the last stable
+	// connection.
+	Attempt int
+	// Err says why the session ended (KindStop).
+	Err error
+}
+
+// StepKind enumerates Steps.
+type StepKind uint8
+
+const (
+	KindWait    StepKind = iota + 1 // wait Step.Wait, then call Due
+	KindConnect                     // make one connect attempt, then call Result
+	KindOnline                      // connected: wait for the loss, then call Lost
+	KindStop                        // the session is over: Step.Err says why
+)
+
+// Result is the outcome of one connect attempt.
+type Result struct {
+	// Code is the CONNACK return code as read off the wire (0 accepted), or
+	// NoConnack if none arrived (network error, timeout).
+	Code int
+	// Err is the transport or protocol error, if any.
+	Err error
+}
+
+// NoConnack is Result.Code for an attempt that got no CONNACK at all.
+const NoConnack = -1
+
+// Machine is the reconnect state machine of one device: when to attempt, what
+// each outcome means, when to reset and when to give up. It does no I/O and
+// starts no goroutine; its driver (the Agent with the real clock, or a
+// simulator in virtual time) passes the time in and carries out each Step.
+// A Machine is not safe for concurrent use. The zero value is not usable:
+// use NewMachine.
+type Machine struct {
+	timing    *Timing
+	backoff   *reconnect.Backoff
+	guard     *reconnect.FloodGuard
+	guarded   bool      // the pending wait already holds a guard slot
+	upSince   time.Time // when the current connection came up
+	attempts  int       // attempts since the last stable connection
+	lastError error
+}
+
+// NewMachine validates timing and returns a machine drawing its jitter from
+// src (nil: a crypto-seeded source of its own). timing is read, not copied:
+// it may be shared by a fleet and must not change afterwards.
+func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
+	if err := timing.Validate(); err != nil {
+		return nil, err
+	}
+	if src == nil {
+		src = reconnect.NewSource()
+	}
+	m := &Machine{timing: timing, backoff: reconnect.NewBackoff(timing.Policy, src)}
+	if timing.Guard != nil {
+		m.guard, _ = reconnect.NewFloodGuard(*timing.Guard) // validated above
+	}
+	return m, nil
+}
+
+// SetPolicy switches to p for the following waits, keeping the retry count.
+func (m *Machine) SetPolicy(p *reconnect.Policy) { m.backoff.SetPolicy(p) }
+
+// Attempts returns the attempts made since the last stable connection.
+func (m *Machine) Attempts() int { return m.attempts }
+
+// Start begins the session at boot: the first attempt waits a random time
+// inside the boot spread.
+func (m *Machine) Start(time.Time) Step {
+	d := time.Duration(m.backoff.Float64() * float64(m.timing.BootSpread))
+	return m.waitFor(max(d, time.Millisecond))
+}
+
+// Due is called when a wait has elapsed: it returns KindConnect, or another
+// wait if the flood guard needs one.
+func (m *Machine) Due(now time.Time) Step {
+	if m.guard != nil && !m.guarded {
+		if d := m.guard.Reserve(now); d > 0 {
+			m.guarded = true
+			return m.waitFor(d)
+		}
+	}
+	m.guarded = false
+	m.attempts++
+	return Step{Kind: KindConnect, Attempt: m.attempts}
+}
+
+// Result takes the outcome of the attempt Due asked for.
+func (m *Machine) Result(now time.Time, r Result) Step {
+	switch {
+	case r.Code == 0 && r.Err == nil:
+		m.upSince = now
+		return Step{Kind: KindOnline, Attempt: m.attempts}
+	case r.Code == 1 || r.Code == 2:
+		return m.stop(fmt.Errorf("%w: CONNACK %d (%s)", ErrRefused, r.Code, connackText(r.Code)))
+	case r.Code == 4 || r.Code == 5:
+		err := fmt.Errorf("CONNACK %d (%s)", r.Code, connackText(r.Code))
+		if m.timing.Credentials == CredentialsArePermanent {
+			return m.stop(fmt.Errorf("%w: %v", ErrRefused, err))
+		}
+		m.lastError = err
+		return m.retry(now, m.timing.CredentialsWait+time.Duration(m.backoff.Float64()*float64(time.Second)))
+	case r.Code > 0:
+		// 3 (server unavailable), and any code a 3.1.1 client does not know:
+		// a refusal, never a session.
+		m.lastError = fmt.Errorf("CONNACK %d (%s)", r.Code, connackText(r.Code))
+	default:
+		m.lastError = r.Err
+	}
+	return m.retry(now, 0)
+}
+
+// Lost is called when an online session ends. The retry count resets only if
+// the connection had been stable; the first reconnect then waits wait_0.
+func (m *Machine) Lost(now time.Time, cause error) Step {
+	if now.Sub(m.upSince) >= m.timing.StableAfter {
+		m.backoff.Reset()
+		m.attempts = 0
+	}
+	m.lastError = cause
+	return m.retry(now, 0)
+}
+
+// retry schedules the next attempt at least floor from now, or stops at the cap.
+func (m *Machine) retry(now time.Time, floor time.Duration) Step {
+	d, ok := m.backoff.Next(now)
+	if !ok {
+		return m.stop(fmt.Errorf("%w after %d attempts: %v", ErrGaveUp, m.attempts, m.lastError))
+	}
+	return m.waitFor(max(d, floor))
+}
+
+func (m *Machine) waitFor(d time.Duration) Step {
+	return Step{Kind: KindWait, Wait: d, Attempt: m.attempts + 1}
+}
+
+func (m *Machine) stop(err error) Step {
+	return Step{Kind: KindStop, Attempt: m.attempts, Err: err}
+}
+
+func connackText(code int) string {
+	switch code {
+	case 1:
+		return "unacceptable protocol version"
+	case 2:
+		return "identifier rejected"
+	case 3:
+		return "server unavailable"
+	case 4:
+		return "bad user name or password"
+	case 5:
+		return "not authorised"
+	}
+	return "unknown to MQTT 3.1.1"
+}
