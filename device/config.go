@@ -1,0 +1,419 @@
+package device
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Errors a configuration is rejected with; the last good one stays in force.
+var (
+	ErrConfigTooLarge = errors.New("device: config body over 1 MiB")
+	ErrConfigInvalid  = errors.New("device: invalid config")
+)
+
+// MaxConfigBytes bounds a configuration document.
+const MaxConfigBytes = 1 << 20
+
+// Duration is a time.Duration written in JSON as a Go duration string ("30s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration must be a string such as \"30s\", got %s", b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// RemoteConfig is the document a device fetches. Zero fields keep the
+// firmware's own values.
+type RemoteConfig struct {
+	Reconnect         *ReconnectTuning `json:"reconnect,omitempty"`
+	HeartbeatInterval Duration         `json:"heartbeat_interval,omitempty"`
+	RefreshInterval   Duration         `json:"refresh_interval,omitempty"`
+	// Settings carries the application's own keys, untouched.
+	Settings map[string]json.RawMessage `json:"settings,omitempty"`
+}
+
+// ReconnectTuning adjusts the IoTCore formula's parameters.
+type ReconnectTuning struct {
+	Base       Duration `json:"base"`
+	Jitter     Duration `json:"jitter"`
+	MaxBackoff Duration `json:"max_backoff"`
+}
+
+// Bounds are the limits the firmware puts on what a remote configuration may
+// set. A value outside them rejects the whole document: a broken or hostile
+// config must not be able to turn backoff off and the fleet into a storm.
+type Bounds struct {
+	Base, Jitter, MaxBackoff [2]time.Duration // [min, max]
+	Heartbeat, Refresh       [2]time.Duration
+}
+
+// DefaultBounds keeps jitter at least 500 ms and the cap at least 16 s.
+var DefaultBounds = Bounds{
+	Base:       [2]time.Duration{500 * time.Millisecond, 10 * time.Second},
+	Jitter:     [2]time.Duration{500 * time.Millisecond, 10 * time.Second},
+	MaxBackoff: [2]time.Duration{16 * time.Second, 15 * time.Minute},
+	Heartbeat:  [2]time.Duration{5 * time.Second, time.Hour},
+	Refresh:    [2]time.Duration{time.Minute, 24 * time.Hour},
+}
+
+func within(name string, v Duration, b [2]time.Duration) error {
+	if time.Duration(v) < b[0] || time.Duration(v) > b[1] {
+		return fmt.Errorf("%w: %s %v outside [%v, %v]", ErrConfigInvalid, name, time.Duration(v), b[0], b[1])
+	}
+	return nil
+}
+
+// Check reports the first value of c outside b.
+func (b Bounds) Check(c RemoteConfig) error {
+	if r := c.Reconnect; r != nil {
+		if err := errors.Join(within("reconnect.base", r.Base, b.Base), within("reconnect.jitter", r.Jitter, b.Jitter),
+			within("reconnect.max_backoff", r.MaxBackoff, b.MaxBackoff)); err != nil {
+			return err
+		}
+		if r.MaxBackoff < r.Base {
+			return fmt.Errorf("%w: reconnect.max_backoff below reconnect.base", ErrConfigInvalid)
+		}
+	}
+	if c.HeartbeatInterval != 0 {
+		if err := within("heartbeat_interval", c.HeartbeatInterval, b.Heartbeat); err != nil {
+			return err
+		}
+	}
+	if c.RefreshInterval != 0 {
+		if err := within("refresh_interval", c.RefreshInterval, b.Refresh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Policy returns the reconnect policy c asks for (retrying forever), or nil
+// if c does not tune reconnects.
+func (c RemoteConfig) Policy() (*reconnect.Policy, error) {
+	if c.Reconnect == nil {
+		return nil, nil
+	}
+	return reconnect.New(reconnect.IoTCore{Base: time.Duration(c.Reconnect.Base), Jitter: time.Duration(c.Reconnect.Jitter),
+		MaxBackoff: time.Duration(c.Reconnect.MaxBackoff)}, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+}
+
+// parseConfig decodes and checks a document.
+func parseConfig(body []byte, b Bounds) (RemoteConfig, error) {
+	var c RemoteConfig
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return RemoteConfig{}, fmt.Errorf("%w: %v", ErrConfigInvalid, err)
+	}
+	if dec.More() {
+		return RemoteConfig{}, fmt.Errorf("%w: trailing data after the document", ErrConfigInvalid)
+	}
+	if err := b.Check(c); err != nil {
+		return RemoteConfig{}, err
+	}
+	if _, err := c.Policy(); err != nil {
+		return RemoteConfig{}, fmt.Errorf("%w: %v", ErrConfigInvalid, err)
+	}
+	return c, nil
+}
+
+// ConfigStore keeps the last good configuration across restarts.
+type ConfigStore interface {
+	// Load returns the stored document and its ETag, or nil if there is none.
+	Load() (doc []byte, etag string, err error)
+	Save(doc []byte, etag string) error
+}
+
+// FileStore is a ConfigStore in one file, replaced atomically on Save.
+type FileStore struct{ Path string }
+
+type storedConfig struct {
+	ETag string          `json:"etag"`
+	Doc  json.RawMessage `json:"doc"`
+}
+
+func (s FileStore) Load() ([]byte, string, error) {
+	b, err := os.ReadFile(s.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	var sc storedConfig
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return nil, "", fmt.Errorf("device: config store %s: %w", s.Path, err)
+	}
+	return sc.Doc, sc.ETag, nil
+}
+
+func (s FileStore) Save(doc []byte, etag string) error {
+	b, err := json.Marshal(storedConfig{ETag: etag, Doc: doc})
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(s.Path), ".config-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil { // the rename must not land before the data
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), s.Path)
+}
+
+// FetcherConfig configures a Fetcher. URL is required.
+type FetcherConfig struct {
+	URL    string
+	Client *http.Client // nil: a client with a 30 s timeout
+	// Retry times a round's retries (nil: IoTCore, 1 s base, 1000 ms jitter,
+	// 32 s cap, 5 retries: 1, 2, 4, 8, 16 s plus jitter).
+	Retry *reconnect.Policy
+	// MaxRetryAfter caps a server's Retry-After (0: 5 min).
+	MaxRetryAfter time.Duration
+	// Refresh is the time between rounds unless the config sets its own (0: 1 h);
+	// each wait is jittered to Refresh x U[0.75, 1.25) so a fleet does not poll
+	// in step, and the first round waits U[0, FirstSpread) (0: 10 s).
+	Refresh     time.Duration
+	FirstSpread time.Duration
+	Bounds      *Bounds     // nil: DefaultBounds
+	Store       ConfigStore // nil: nothing survives a restart
+	Clock       reconnect.Clock
+	Source      rand.Source
+	Logger      *slog.Logger
+	OnEvent     func(Event)        // EventConfigApplied, EventConfigRejected; must not block
+	OnApply     func(RemoteConfig) // called with each newly applied config
+}
+
+// Fetcher keeps a device's configuration fresh over HTTP: GET with
+// If-None-Match, retry 429, 5xx (not 501) and 403 rateLimitExceeded with
+// backoff honouring Retry-After, reject bad documents and keep the last good
+// one. Its methods are safe for concurrent use. The zero value is not usable:
+// use NewFetcher.
+type Fetcher struct {
+	cfg    FetcherConfig
+	bounds Bounds
+	log    *slog.Logger
+	clock  reconnect.Clock
+
+	mu      sync.Mutex
+	src     rand.Source
+	current *RemoteConfig
+	etag    string
+}
+
+// NewFetcher validates cfg and loads the stored configuration, if any.
+func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
+	if cfg.URL == "" {
+		return nil, fmt.Errorf("%w: FetcherConfig.URL is required", reconnect.ErrInvalid)
+	}
+	if cfg.MaxRetryAfter < 0 || cfg.Refresh < 0 || cfg.FirstSpread < 0 {
+		return nil, fmt.Errorf("%w: FetcherConfig durations must be >= 0", reconnect.ErrInvalid)
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Retry == nil {
+		p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 5})
+		if err != nil {
+			return nil, err
+		}
+		cfg.Retry = p
+	}
+	if cfg.Refresh == 0 {
+		cfg.Refresh = time.Hour
+	}
+	if cfg.FirstSpread == 0 {
+		cfg.FirstSpread = 10 * time.Second
+	}
+	f := &Fetcher{cfg: cfg, bounds: DefaultBounds, log: cfg.Logger, clock: cfg.Clock, src: cfg.Source}
+	if cfg.Bounds != nil {
+		f.bounds = *cfg.Bounds
+	}
+	if f.log == nil {
+		f.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if f.clock == nil {
+		f.clock = reconnect.SystemClock
+	}
+	if f.src == nil {
+		f.src = reconnect.NewSource()
+	}
+	if cfg.Store != nil {
+		doc, etag, err := cfg.Store.Load()
+		switch {
+		case err != nil:
+			f.log.Warn("stored config unreadable; starting without it", "error", err)
+		case doc != nil:
+			if c, err := parseConfig(doc, f.bounds); err != nil {
+				f.log.Warn("stored config rejected; starting without it", "error", err)
+			} else {
+				f.current, f.etag = &c, etag
+			}
+		}
+	}
+	return f, nil
+}
+
+// Current returns the configuration in force, if any.
+func (f *Fetcher) Current() (RemoteConfig, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.current == nil {
+		return RemoteConfig{}, false
+	}
+	return *f.current, true
+}
+
+func (f *Fetcher) emit(e Event) {
+	e.Time = f.clock.Now()
+	if f.cfg.OnEvent != nil {
+		f.cfg.OnEvent(e)
+	}
+}
+
+// Fetch runs one round: GET, retrying what is worth retrying within the
+// Retry policy. It returns nil when the config is unchanged (304) or a new
+// one was applied; a rejected document is an error wrapping
+// ErrConfigInvalid or ErrConfigTooLarge; a round that runs out of retries
+// wraps reconnect.ErrExhausted. In every error case the last good
+// configuration stays in force.
+func (f *Fetcher) Fetch(ctx context.Context) error {
+	f.mu.Lock()
+	etag := f.etag
+	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64()) // one round's jitter, from the device's sequence
+	f.mu.Unlock()
+
+	r := reconnect.Retry{Policy: f.cfg.Retry, MaxRetryAfter: f.cfg.MaxRetryAfter, Clock: f.clock, Source: src,
+		Notify: func(n reconnect.Notice) {
+			f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
+		}}
+	type answer struct {
+		body []byte
+		etag string
+	}
+	ans, err := reconnect.DoValue(ctx, r, func(ctx context.Context) (*answer, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.cfg.URL, nil)
+		if err != nil {
+			return nil, reconnect.Permanent(err)
+		}
+		if etag != "" {
+			req.Header.Set("If-None-Match", etag)
+		}
+		resp, err := f.cfg.Client.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if err := reconnect.CheckResponse(resp, f.clock.Now()); err != nil {
+			return nil, err
+		}
+		if resp.StatusCode == http.StatusNotModified {
+			return nil, nil
+		}
+		if resp.StatusCode != http.StatusOK {
+			return nil, reconnect.Permanent(fmt.Errorf("device: config answered %d", resp.StatusCode))
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxConfigBytes+1))
+		if err != nil {
+			return nil, err // cut off mid-body: worth another try
+		}
+		if len(body) > MaxConfigBytes {
+			return nil, reconnect.Permanent(ErrConfigTooLarge)
+		}
+		return &answer{body: body, etag: resp.Header.Get("ETag")}, nil
+	})
+	if err != nil {
+		if errors.Is(err, ErrConfigTooLarge) {
+			f.reject(err)
+		}
+		return err
+	}
+	if ans == nil {
+		return nil // 304: the config in force is current
+	}
+	c, err := parseConfig(ans.body, f.bounds)
+	if err != nil {
+		f.reject(err)
+		return err
+	}
+	f.mu.Lock()
+	f.current, f.etag = &c, ans.etag
+	f.mu.Unlock()
+	if f.cfg.Store != nil {
+		if err := f.cfg.Store.Save(ans.body, ans.etag); err != nil {
+			f.log.Warn("could not store config", "error", err)
+		}
+	}
+	f.log.Info("config applied", "etag", ans.etag)
+	f.emit(Event{Kind: EventConfigApplied})
+	if f.cfg.OnApply != nil {
+		f.cfg.OnApply(c)
+	}
+	return nil
+}
+
+func (f *Fetcher) reject(err error) {
+	f.log.Warn("config rejected; keeping the last good one", "error", err)
+	f.emit(Event{Kind: EventConfigRejected, Err: err})
+}
+
+// NextRefresh returns the jittered wait before the next round.
+func (f *Fetcher) NextRefresh() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	base := f.cfg.Refresh
+	if f.current != nil && f.current.RefreshInterval > 0 {
+		base = time.Duration(f.current.RefreshInterval)
+	}
+	return time.Duration(float64(base) * (0.75 + 0.5*reconnect.Float64(f.src)))
+}
+
+// Run fetches after U[0, FirstSpread) and then every NextRefresh, until ctx
+// ends. A round that fails is logged; the next scheduled round tries again.
+func (f *Fetcher) Run(ctx context.Context) {
+	f.mu.Lock()
+	wait := time.Duration(reconnect.Float64(f.src) * float64(f.cfg.FirstSpread))
+	f.mu.Unlock()
+	for {
+		if reconnect.Sleep(ctx, f.clock, wait) != nil {
+			return
+		}
+		if err := f.Fetch(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("config round failed; waiting for the next one", "error", err)
+		}
+		wait = f.NextRefresh()
+	}
+}

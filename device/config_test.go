@@ -1,0 +1,215 @@
+package device_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/fakeclock"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+const goodDoc = `{"reconnect":{"base":"1s","jitter":"1s","max_backoff":"64s"},"heartbeat_interval":"30s"}`
+
+type fetchRig struct {
+	srv     *testbroker.ConfigServer
+	clock   *fakeclock.Clock
+	f       *device.Fetcher
+	applied chan device.RemoteConfig
+	events  chan device.Event
+}
+
+func newFetchRig(t *testing.T, store device.ConfigStore) *fetchRig {
+	srv := testbroker.NewConfigServer()
+	t.Cleanup(srv.Close)
+	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan device.RemoteConfig, 10), events: make(chan device.Event, 10)}
+	var err error
+	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.DeviceURL("dev-1"), Clock: r.clock, Source: rand.NewPCG(3, 3),
+		Store: store, OnApply: func(c device.RemoteConfig) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }})
+	require.NoError(t, err)
+	return r
+}
+
+// fetch runs one round in the background, advancing the fake clock through
+// each retry wait, and returns the round's error and the waits it took.
+func (r *fetchRig) fetch(t *testing.T) (error, []time.Duration) {
+	done := make(chan error, 1)
+	go func() { done <- r.f.Fetch(context.Background()) }()
+	var waits []time.Duration
+	deadline := time.Now().Add(bound)
+	for {
+		select {
+		case err := <-done:
+			return err, waits
+		default:
+		}
+		require.True(t, time.Now().Before(deadline), "fetch round did not finish")
+		p, err := r.clock.WaitTimers(1, 50*time.Millisecond)
+		if err != nil {
+			continue // no wait pending yet: the request is in flight or the round is done
+		}
+		waits = append(waits, p[0])
+		r.clock.Advance(p[0])
+	}
+}
+
+func TestFetchAppliesThenNotModified(t *testing.T) {
+	r := newFetchRig(t, nil)
+	r.srv.SetConfig("dev-1", []byte(goodDoc))
+	err, waits := r.fetch(t)
+	require.NoError(t, err)
+	assert.Empty(t, waits)
+	c := <-r.applied
+	assert.Equal(t, device.Duration(64*time.Second), c.Reconnect.MaxBackoff)
+	p, err := c.Policy()
+	require.NoError(t, err)
+	assert.Equal(t, 64*time.Second, p.Delay(30, 0, 0.5))
+
+	err, _ = r.fetch(t)
+	require.NoError(t, err)
+	reqs := r.srv.Requests()
+	require.Len(t, reqs, 2)
+	assert.Equal(t, 304, reqs[1].Status)
+	assert.Equal(t, r.srv.ETag("dev-1"), reqs[1].IfNoneMatch)
+	assert.Len(t, r.applied, 0, "304 applies nothing new")
+	got, ok := r.f.Current()
+	assert.True(t, ok)
+	assert.Equal(t, c, got)
+}
+
+func TestFetch503RetryAfterWaitsAtLeastHint(t *testing.T) {
+	r := newFetchRig(t, nil)
+	r.srv.SetConfig("dev-1", []byte(goodDoc))
+	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
+	err, waits := r.fetch(t)
+	require.NoError(t, err)
+	require.Len(t, waits, 1)
+	assert.GreaterOrEqual(t, waits[0], 7*time.Second)
+	assert.Len(t, r.srv.Requests(), 2)
+}
+
+func TestFetchRetriesRateLimit403ButNot404(t *testing.T) {
+	r := newFetchRig(t, nil)
+	r.srv.SetConfig("dev-1", []byte(goodDoc))
+	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.RateLimited403, Times: 2}))
+	err, waits := r.fetch(t)
+	require.NoError(t, err)
+	require.Len(t, waits, 2)
+	assert.GreaterOrEqual(t, waits[0], time.Second)
+	assert.GreaterOrEqual(t, waits[1], 2*time.Second)
+
+	r2 := newFetchRig(t, nil)
+	require.NoError(t, r2.srv.AddFault(testbroker.Fault{Kind: testbroker.NotFound}))
+	err, waits = r2.fetch(t)
+	assert.ErrorIs(t, err, reconnect.ErrPermanent)
+	assert.Empty(t, waits)
+	assert.Len(t, r2.srv.Requests(), 1, "404 is not retried")
+}
+
+func TestFetchGivesUpAfterFiveRetries(t *testing.T) {
+	r := newFetchRig(t, nil)
+	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.InternalError}))
+	err, waits := r.fetch(t)
+	assert.ErrorIs(t, err, reconnect.ErrExhausted)
+	require.Len(t, waits, 5)
+	for i, w := range waits {
+		low := time.Duration(1<<i) * time.Second
+		assert.GreaterOrEqual(t, w, low)
+		assert.Less(t, w, low+time.Second)
+	}
+	assert.Len(t, r.srv.Requests(), 6)
+}
+
+func TestBadDocumentsKeepLastGoodConfig(t *testing.T) {
+	cases := map[string]func(*testbroker.ConfigServer){
+		"malformed JSON": func(s *testbroker.ConfigServer) {
+			_ = s.AddFault(testbroker.Fault{Kind: testbroker.MalformedJSON, Times: 1})
+		},
+		"oversized": func(s *testbroker.ConfigServer) {
+			_ = s.AddFault(testbroker.Fault{Kind: testbroker.Oversized, Times: 1})
+		},
+		"hostile: jitter zero": func(s *testbroker.ConfigServer) {
+			s.SetConfig("dev-1", []byte(`{"reconnect":{"base":"1s","jitter":"0s","max_backoff":"32s"}}`))
+		},
+		"hostile: no backoff": func(s *testbroker.ConfigServer) {
+			s.SetConfig("dev-1", []byte(`{"reconnect":{"base":"1ms","jitter":"1s","max_backoff":"1ms"}}`))
+		},
+		"hostile: poll every second": func(s *testbroker.ConfigServer) {
+			s.SetConfig("dev-1", []byte(`{"refresh_interval":"1s"}`))
+		},
+		"wrong type": func(s *testbroker.ConfigServer) {
+			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":30}`))
+		},
+		"unknown key": func(s *testbroker.ConfigServer) {
+			s.SetConfig("dev-1", []byte(`{"reconect":{}}`))
+		},
+	}
+	for name, breakIt := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := newFetchRig(t, nil)
+			r.srv.SetConfig("dev-1", []byte(goodDoc))
+			err, _ := r.fetch(t)
+			require.NoError(t, err)
+			good := <-r.applied
+			<-r.events
+
+			breakIt(r.srv)
+			err, waits := r.fetch(t)
+			require.Error(t, err)
+			assert.Empty(t, waits, "a bad document is not retried")
+			e := <-r.events
+			assert.Equal(t, device.EventConfigRejected, e.Kind)
+			cur, ok := r.f.Current()
+			assert.True(t, ok)
+			assert.Equal(t, good, cur, "the last good config stays in force")
+		})
+	}
+}
+
+func TestConfigSurvivesRestart(t *testing.T) {
+	store := device.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
+	r := newFetchRig(t, store)
+	r.srv.SetConfig("dev-1", []byte(goodDoc))
+	err, _ := r.fetch(t)
+	require.NoError(t, err)
+
+	again, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), Store: store})
+	require.NoError(t, err)
+	c, ok := again.Current()
+	require.True(t, ok, "loaded from the store")
+	assert.Equal(t, device.Duration(30*time.Second), c.HeartbeatInterval)
+
+	require.NoError(t, os.WriteFile(store.Path, []byte("{garbage"), 0o644))
+	broken, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), Store: store})
+	require.NoError(t, err, "an unreadable store is logged, not fatal")
+	_, ok = broken.Current()
+	assert.False(t, ok)
+}
+
+func TestRefreshIsJitteredPerDevice(t *testing.T) {
+	waits := map[time.Duration]bool{}
+	for i := uint64(0); i < 50; i++ {
+		f, err := device.NewFetcher(device.FetcherConfig{URL: "http://127.0.0.1:1/config/x", Source: rand.NewPCG(i, 9)})
+		require.NoError(t, err)
+		w := f.NextRefresh()
+		assert.GreaterOrEqual(t, w, 45*time.Minute)
+		assert.Less(t, w, 75*time.Minute)
+		waits[w] = true
+	}
+	assert.Len(t, waits, 50, "no two devices poll in step")
+}
+
+func TestFetcherRejectsBadConfig(t *testing.T) {
+	_, err := device.NewFetcher(device.FetcherConfig{})
+	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", Refresh: -1})
+	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+}
