@@ -16,11 +16,21 @@ vet:
 race:
 	$(GO) test -race -count=1 ./...
 
-# 32-bit ARM (GOARM 6 and 7) and arm64 builds of everything a device ships.
+# 32-bit ARM (GOARM 6 and 7) and arm64 builds of everything a device ships;
+# the firmware binary's size budget and what it may not depend on.
+AGENT_BUDGET := 7000000
 arm:
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) build $(ARM_BUILD)
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) build $(ARM_BUILD)
 	GOOS=linux GOARCH=arm64 $(GO) build $(ARM_BUILD)
+ifneq ($(wildcard cmd/deviceagent/*.go),)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -ldflags='-s -w' -trimpath -o bin/deviceagent-armv7 ./cmd/deviceagent
+	@size=$$(stat -c %s bin/deviceagent-armv7); \
+	  echo "deviceagent GOARCH=arm GOARM=7, -s -w -trimpath: $$size bytes (budget $(AGENT_BUDGET))"; \
+	  test $$size -le $(AGENT_BUDGET) || { echo "over the firmware size budget"; exit 1; }
+	@if $(GO) list -deps ./cmd/deviceagent | grep -E 'mochi-mqtt|testify|testbroker|gonum|plot|devicesim'; then \
+	  echo "cmd/deviceagent depends on packages a device must not ship"; exit 1; fi
+endif
 
 # The firmware packages' tests on 32-bit ARM, where misaligned 64-bit atomics
 # panic. Skipped (loudly) where qemu-arm-static is not installed.

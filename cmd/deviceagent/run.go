@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/device"
+)
+
+// options are the agent's settings: each flag falls back to an environment
+// variable (HERDGUARD_ and the flag's name in capitals, dashes as
+// underscores), so a container or a systemd unit can configure it either way.
+type options struct {
+	broker, clientID, username, password string
+	ca, cert, key                        string
+	configURL, dataDir, topic            string
+	heartbeat, bootSpread, stopTimeout   time.Duration
+	logLevel                             string
+}
+
+func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("deviceagent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	env := func(name, def string) string {
+		if v := getenv("HERDGUARD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
+	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
+		d := def
+		if v := env(name, ""); v != "" {
+			var err error
+			if d, err = time.ParseDuration(v); err != nil {
+				d = -1 // reported below, naming the variable
+			}
+		}
+		fs.DurationVar(p, name, d, usage)
+	}
+	str(&o.broker, "broker", "", "broker URL: tcp://host:1883 or ssl://host:8883 (required)")
+	str(&o.clientID, "client-id", "", "MQTT client ID (required)")
+	str(&o.username, "username", "", "MQTT user name")
+	str(&o.password, "password", "", "MQTT password (prefer HERDGUARD_PASSWORD: flags show in ps)")
+	str(&o.ca, "ca", "", "PEM file of the CA that signs the broker (ssl://)")
+	str(&o.cert, "cert", "", "PEM device certificate, for mutual TLS")
+	str(&o.key, "key", "", "PEM device key, for mutual TLS")
+	str(&o.configURL, "config-url", "", "URL of this device's JSON configuration")
+	str(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration)")
+	str(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
+	dur(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
+	dur(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
+	dur(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
+	str(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	switch {
+	case o.broker == "":
+		return nil, errors.New("-broker (or HERDGUARD_BROKER) is required")
+	case o.clientID == "":
+		return nil, errors.New("-client-id (or HERDGUARD_CLIENT_ID) is required")
+	case o.heartbeat <= 0:
+		return nil, fmt.Errorf("-heartbeat must be a positive duration, got %v", o.heartbeat)
+	case o.bootSpread <= 0:
+		return nil, fmt.Errorf("-boot-spread must be a positive duration, got %v", o.bootSpread)
+	case o.stopTimeout <= 0:
+		return nil, fmt.Errorf("-stop-timeout must be a positive duration, got %v", o.stopTimeout)
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	o, err := parse(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("device", o.clientID)
+	device.RoutePahoLogs(log)
+
+	timing := device.DefaultTiming()
+	timing.BootSpread = o.bootSpread
+	cfg := device.Config{Broker: o.broker, ClientID: o.clientID, Username: o.username, Password: o.password,
+		Timing: &timing, Logger: log}
+	if o.ca != "" || o.cert != "" {
+		if cfg.TLS, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {
+			return err
+		}
+	}
+	agent, err := device.New(cfg)
+	if err != nil {
+		return err
+	}
+	hb := &heartbeat{interval: o.heartbeat}
+	var wg sync.WaitGroup
+	runCtx, cancel := context.WithCancel(ctx)
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	if o.configURL != "" {
+		fc := device.FetcherConfig{URL: o.configURL, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
+			if p, err := c.Policy(); err == nil && p != nil {
+				agent.SetPolicy(p)
+			}
+			if c.HeartbeatInterval > 0 {
+				hb.set(time.Duration(c.HeartbeatInterval))
+			}
+		}}
+		if o.dataDir != "" {
+			if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+				return err
+			}
+			fc.Store = device.FileStore{Path: filepath.Join(o.dataDir, "config.json")}
+		}
+		fetcher, err := device.NewFetcher(fc)
+		if err != nil {
+			return err
+		}
+		if c, ok := fetcher.Current(); ok { // the last good config, from before the reboot
+			fc.OnApply(c)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); fetcher.Run(runCtx) }()
+	}
+	log.Info("starting", "config", cfg)
+	if err := agent.Start(runCtx); err != nil {
+		return err
+	}
+	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
+	wg.Add(1)
+	go func() { defer wg.Done(); hb.run(runCtx, agent, topic, log) }()
+
+	select {
+	case <-ctx.Done():
+		log.Info("stopping")
+	case <-agent.Done():
+	}
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.stopTimeout)
+	defer stopCancel()
+	if err := agent.Stop(stopCtx); err != nil {
+		return fmt.Errorf("stop: %w", err)
+	}
+	if err := agent.Err(); err != nil && !errors.Is(err, device.ErrStopped) {
+		return err // gave up or refused: firmware supervision decides what next
+	}
+	log.Info("stopped", "stats", fmt.Sprintf("%+v", agent.Stats()))
+	return nil
+}
+
+// heartbeat publishes a sequence number every interval while connected.
+type heartbeat struct {
+	mu       sync.Mutex
+	interval time.Duration
+}
+
+func (h *heartbeat) set(d time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.interval = d
+}
+
+func (h *heartbeat) get() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.interval
+}
+
+func (h *heartbeat) run(ctx context.Context, a *device.Agent, topic string, log *slog.Logger) {
+	var seq uint64
+	for {
+		if err := a.AwaitConnection(ctx); err != nil {
+			return
+		}
+		seq++
+		pctx, cancel := context.WithTimeout(ctx, h.get())
+		err := a.Publish(pctx, topic, 1, false, []byte(strconv.FormatUint(seq, 10)))
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			log.Debug("heartbeat not sent", "seq", seq, "error", err)
+		}
+		t := time.NewTimer(h.get())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}

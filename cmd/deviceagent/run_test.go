@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+const bound = 20 * time.Second
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestMain(m *testing.M) {
+	if os.Getenv("DEVICEAGENT_RUN_MAIN") == "1" { // the SIGTERM test runs the real main here
+		main()
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer collects log output and lets a test wait for a line.
+type syncBuffer struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
+	return s.b.Write(p)
+}
+
+// await blocks until the output contains substr, or fails after bound.
+func (s *syncBuffer) await(t *testing.T, substr string) {
+	t.Helper()
+	deadline := time.After(bound)
+	for {
+		s.mu.Lock()
+		if strings.Contains(s.b.String(), substr) {
+			s.mu.Unlock()
+			return
+		}
+		if s.changed == nil {
+			s.changed = make(chan struct{})
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("log never said %q:\n%s", substr, s.String())
+		}
+	}
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func noEnv(string) string { return "" }
+
+func startRun(t *testing.T, args []string) (cancel func() error, logs *syncBuffer) {
+	ctx, stop := context.WithCancel(context.Background())
+	logs = &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, args, noEnv, logs) }()
+	return func() error {
+		stop()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(bound):
+			t.Fatal("run did not return after cancel")
+			return nil
+		}
+	}, logs
+}
+
+func TestRunPublishesHeartbeatAndStopsCleanly(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-7", "-heartbeat", "20ms", "-boot-spread", "1ms"})
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 3 }))
+	require.NoError(t, stop())
+	pubs := b.Recorder().Publishes()
+	assert.Equal(t, "devices/dev-7/heartbeat", pubs[0].Topic)
+	assert.Equal(t, "1", string(pubs[0].Payload))
+	assert.Contains(t, logs.String(), "stopped")
+}
+
+func TestRunWithMutualTLSFromFiles(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
+	require.NoError(t, err)
+	defer b.Close()
+	files, err := b.WriteClientFiles(t.TempDir(), "dev-tls")
+	require.NoError(t, err)
+	stop, _ := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-tls", "-heartbeat", "20ms", "-boot-spread", "1ms",
+		"-ca", files.CA, "-cert", files.Cert, "-key", files.Key})
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, stop())
+}
+
+func TestRunAppliesAndStoresRemoteConfig(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	cs := testbroker.NewConfigServer()
+	defer cs.Close()
+	cs.SetConfig("dev-9", []byte(`{"heartbeat_interval":"5s","reconnect":{"base":"2s","jitter":"1s","max_backoff":"64s"}}`))
+	dir := t.TempDir()
+	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-9", "-boot-spread", "1ms",
+		"-config-url", cs.DeviceURL("dev-9"), "-data-dir", dir})
+	logs.await(t, "config applied")
+	require.NoError(t, stop())
+	stored, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	require.NoError(t, err)
+	assert.Contains(t, string(stored), `"max_backoff":"64s"`)
+}
+
+func TestFlagErrorsNameTheFlag(t *testing.T) {
+	cases := map[string]struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		"no broker":     {nil, nil, "-broker"},
+		"no client id":  {[]string{"-broker", "tcp://x:1"}, nil, "-client-id"},
+		"bad heartbeat": {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-heartbeat", "0s"}, nil, "-heartbeat"},
+		"bad env":       {[]string{"-broker", "tcp://x:1", "-client-id", "a"}, map[string]string{"HERDGUARD_BOOT_SPREAD": "soon"}, "-boot-spread"},
+		"bad level":     {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-log-level", "loud"}, nil, "-log-level"},
+		"half a cert":   {[]string{"-broker", "ssl://x:1", "-client-id", "a", "-cert", "c.pem"}, nil, "key"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := run(context.Background(), c.args, func(k string) string { return c.env[k] }, &bytes.Buffer{})
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestEnvironmentFallback(t *testing.T) {
+	env := map[string]string{"HERDGUARD_BROKER": "tcp://b:1883", "HERDGUARD_CLIENT_ID": "env-dev", "HERDGUARD_HEARTBEAT": "1m"}
+	o, err := parse(nil, func(k string) string { return env[k] }, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "tcp://b:1883", o.broker)
+	assert.Equal(t, "env-dev", o.clientID)
+	assert.Equal(t, time.Minute, o.heartbeat)
+	o, err = parse([]string{"-client-id", "flag-dev"}, func(k string) string { return env[k] }, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, "flag-dev", o.clientID, "a flag beats the environment")
+}
+
+func TestUsageGolden(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"-h"}, noEnv, &out))
+	golden := filepath.Join("testdata", "usage.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, out.Bytes(), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), out.String())
+}
+
+// TestSIGTERMExitsCleanly runs the real main in a child process and stops it
+// the way an init system does.
+func TestSIGTERMExitsCleanly(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	cmd := exec.Command(os.Args[0]) // no arguments: TestMain runs main, configured by the environment
+	cmd.Env = append(os.Environ(), "DEVICEAGENT_RUN_MAIN=1", "HERDGUARD_BROKER="+b.URL(),
+		"HERDGUARD_CLIENT_ID=dev-term", "HERDGUARD_HEARTBEAT=20ms", "HERDGUARD_BOOT_SPREAD=1ms")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		require.NoError(t, err, "exit status; stderr:\n%s", stderr.String())
+	case <-time.After(bound):
+		_ = cmd.Process.Kill()
+		t.Fatal("deviceagent ignored SIGTERM")
+	}
+	assert.True(t, strings.Contains(stderr.String(), "stopping"), stderr.String())
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+}
