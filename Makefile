@@ -50,6 +50,8 @@ bench:
 	$(GO) test -run '^$$' -bench Recorder -benchmem -benchtime 1000000x -count 10 ./testbroker/ > bench-testbroker.out
 	$(GO) test -run '^$$' -bench BrokerConnect -benchtime 9000x -count 10 ./testbroker/ >> bench-testbroker.out
 	$(BENCHSTAT) bench-testbroker.out
+	$(GO) test -run '^$$' -bench ConnectedFootprint -benchtime 2000x -count 6 ./device/ > bench-device.out
+	$(BENCHSTAT) -col /impl bench-device.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).
