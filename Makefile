@@ -68,4 +68,8 @@ fuzz:
 	done
 
 sim:
+ifeq ($(wildcard cmd/devicesim/*.go),)
+	@echo "cmd/devicesim is not built yet (issue 6): make sim has nothing to run"; exit 1
+else
 	$(GO) run ./cmd/devicesim run
+endif
