@@ -52,6 +52,8 @@ bench:
 	$(BENCHSTAT) bench-testbroker.out
 	$(GO) test -run '^$$' -bench ConnectedFootprint -benchtime 2000x -count 6 ./device/ > bench-device.out
 	$(BENCHSTAT) -col /impl bench-device.out
+	$(GO) test -run '^$$' -bench Enqueue -benchmem -count 6 ./publisher/ > bench-publisher.out
+	$(BENCHSTAT) -col /store bench-publisher.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).

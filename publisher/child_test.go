@@ -1,0 +1,113 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/publisher"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// childMain is a device with a durable queue: it enqueues PUBLISHER_ENQUEUE
+// messages if its store is new, then drains at 200 msg/s until killed.
+func childMain() int {
+	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	store, err := publisher.OpenBoltStore(os.Getenv("PUBLISHER_DB"), publisher.BoltOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	p, _ := reconnect.New(reconnect.Constant{Interval: 5 * time.Millisecond}, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	tm := device.DefaultTiming()
+	tm.Policy, tm.BootSpread, tm.Guard = p, time.Millisecond, nil
+	agent, err := device.New(device.Config{Broker: os.Getenv("PUBLISHER_BROKER"), ClientID: "dev-k", Timing: &tm, Source: rand.NewPCG(5, 5)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	pub, err := publisher.New(publisher.Config{Session: agent, Store: store, DrainRate: 200, DrainBurst: 1, Retry: p})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	if n, _ := strconv.Atoi(os.Getenv("PUBLISHER_ENQUEUE")); n > 0 && store.LastSeq() == 0 {
+		for i := 1; i <= n; i++ {
+			if _, err := pub.Publish("telemetry/dev-k", []byte(strconv.Itoa(i))); err != nil {
+				fmt.Fprintln(os.Stderr, "child:", err)
+				return 2
+			}
+		}
+	}
+	ctx := context.Background()
+	_ = agent.Start(ctx)
+	_ = pub.Run(ctx) // until SIGKILL
+	return 0
+}
+
+func startChild(t *testing.T, broker, db string, enqueue int) *exec.Cmd {
+	env := append(os.Environ(), "PUBLISHER_CHILD=1", "PUBLISHER_BROKER="+broker, "PUBLISHER_DB="+db,
+		"PUBLISHER_ENQUEUE="+strconv.Itoa(enqueue))
+	cmd := exec.Command(os.Args[0])
+	cmd.Env, cmd.Stderr = env, os.Stderr
+	err := cmd.Start()
+	if errors.Is(err, syscall.ENOEXEC) {
+		// Under qemu-user without binfmt_misc an ARM test binary cannot exec
+		// itself: run the child through the emulator explicitly.
+		qemu, lerr := exec.LookPath("qemu-arm-static")
+		if lerr != nil {
+			t.Skip("cannot re-exec the emulated test binary and qemu-arm-static is not on PATH")
+		}
+		cmd = exec.Command(qemu, os.Args[0])
+		cmd.Env, cmd.Stderr = env, os.Stderr
+		err = cmd.Start()
+	}
+	require.NoError(t, err)
+	return cmd
+}
+
+func kill(t *testing.T, cmd *exec.Cmd) {
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "child should die of the signal, got %v", err)
+}
+
+// TestDurableQueueSurvivesSIGKILL kills a device mid-drain and starts it
+// again on the same store: every message reaches the broker.
+func TestDurableQueueSurvivesSIGKILL(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{PayloadDigest: seqDigest})
+	require.NoError(t, err)
+	defer b.Close()
+	db := filepath.Join(t.TempDir(), "queue.db")
+	const total = 400
+
+	first := startChild(t, b.URL(), db, total)
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 60 }))
+	kill(t, first)
+	before := len(seen(b))
+	require.Less(t, before, total, "killed mid-drain")
+
+	second := startChild(t, b.URL(), db, 0)
+	defer kill(t, second)
+	got := awaitAllSeen(t, b, total)
+	dups := 0
+	for seq := uint64(1); seq <= total; seq++ {
+		require.Positive(t, got[seq], "sequence %d lost", seq)
+		dups += got[seq] - 1
+	}
+	t.Logf("killed after %d of %d; after restart all %d arrived, %d duplicates", before, total, total, dups)
+}
