@@ -9,12 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/publisher"
 )
 
 // options are the agent's settings: each flag falls back to an environment
@@ -145,9 +145,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := agent.Start(runCtx); err != nil {
 		return err
 	}
+	store, err := openQueue(o.dataDir, log)
+	if err != nil {
+		return err
+	}
+	pub, err := publisher.New(publisher.Config{Session: agent, Store: store, Logger: log})
+	if err != nil {
+		store.Close()
+		return err
+	}
+	defer pub.Close()
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = pub.Run(runCtx) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
 	wg.Add(1)
-	go func() { defer wg.Done(); hb.run(runCtx, agent, topic, log) }()
+	go func() { defer wg.Done(); hb.run(runCtx, pub, topic, log) }()
 
 	select {
 	case <-ctx.Done():
@@ -166,7 +178,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-// heartbeat publishes a sequence number every interval while connected.
+// heartbeat enqueues a timestamp every interval.
 type heartbeat struct {
 	mu       sync.Mutex
 	interval time.Duration
@@ -184,18 +196,12 @@ func (h *heartbeat) get() time.Duration {
 	return h.interval
 }
 
-func (h *heartbeat) run(ctx context.Context, a *device.Agent, topic string, log *slog.Logger) {
-	var seq uint64
+// run enqueues a heartbeat every interval, connected or not: the publisher
+// keeps them across outages and delivers them in order.
+func (h *heartbeat) run(ctx context.Context, pub *publisher.Publisher, topic string, log *slog.Logger) {
 	for {
-		if err := a.AwaitConnection(ctx); err != nil {
-			return
-		}
-		seq++
-		pctx, cancel := context.WithTimeout(ctx, h.get())
-		err := a.Publish(pctx, topic, 1, false, []byte(strconv.FormatUint(seq, 10)))
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			log.Debug("heartbeat not sent", "seq", seq, "error", err)
+		if _, err := pub.Publish(topic, []byte(time.Now().UTC().Format(time.RFC3339))); err != nil {
+			log.Warn("heartbeat not queued", "error", err)
 		}
 		t := time.NewTimer(h.get())
 		select {
@@ -205,4 +211,22 @@ func (h *heartbeat) run(ctx context.Context, a *device.Agent, topic string, log 
 		case <-t.C:
 		}
 	}
+}
+
+// openQueue opens the telemetry queue: durable in dataDir if given, else in
+// memory. A corrupt queue file is moved aside and logged; the agent goes on.
+func openQueue(dataDir string, log *slog.Logger) (publisher.Store, error) {
+	if dataDir == "" {
+		return &publisher.MemoryStore{}, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	s, err := publisher.OpenBoltStore(filepath.Join(dataDir, "queue.db"), publisher.BoltOptions{})
+	var corrupt *publisher.CorruptStoreError
+	if errors.As(err, &corrupt) {
+		log.Error("telemetry queue was corrupt", "error", err)
+		return s, nil
+	}
+	return s, err
 }

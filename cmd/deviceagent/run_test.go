@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -106,7 +107,11 @@ func TestRunPublishesHeartbeatAndStopsCleanly(t *testing.T) {
 	require.NoError(t, stop())
 	pubs := b.Recorder().Publishes()
 	assert.Equal(t, "devices/dev-7/heartbeat", pubs[0].Topic)
-	assert.Equal(t, "1", string(pubs[0].Payload))
+	for i, p := range pubs[:3] {
+		env, err := publisher.DecodeEnvelope(p.Payload)
+		require.NoError(t, err, "heartbeats travel in the publisher's envelope")
+		assert.Equal(t, uint64(i+1), env.Seq)
+	}
 	assert.Contains(t, logs.String(), "stopped")
 }
 
@@ -137,6 +142,8 @@ func TestRunAppliesAndStoresRemoteConfig(t *testing.T) {
 	stored, err := os.ReadFile(filepath.Join(dir, "config.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(stored), `"max_backoff":"64s"`)
+	_, err = os.Stat(filepath.Join(dir, "queue.db"))
+	assert.NoError(t, err, "the telemetry queue is durable under -data-dir")
 }
 
 func TestFlagErrorsNameTheFlag(t *testing.T) {
@@ -210,4 +217,28 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	}
 	assert.True(t, strings.Contains(stderr.String(), "stopping"), stderr.String())
 	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+}
+
+// TestHeartbeatsQueuedDuringOutageSurviveRestart: the first run starts while
+// the broker is down and is stopped; the second run, on the same -data-dir,
+// delivers what the first one queued.
+func TestHeartbeatsQueuedDuringOutageSurviveRestart(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	b.BeginOutage()
+	dir := t.TempDir()
+	args := []string{"-broker", b.URL(), "-client-id", "dev-q", "-heartbeat", "20ms", "-boot-spread", "1ms", "-data-dir", dir}
+	stop, logs := startRun(t, args)
+	logs.await(t, "connect failed") // the first heartbeat was queued before the first attempt
+	require.NoError(t, stop())
+	assert.Zero(t, b.Recorder().Counts().Publishes)
+
+	require.NoError(t, b.EndOutage())
+	stop, _ = startRun(t, args)
+	defer func() { require.NoError(t, stop()) }()
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	env, err := publisher.DecodeEnvelope(b.Recorder().Publishes()[0].Payload)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), env.Seq, "the heartbeat queued while the broker was down came first")
 }
