@@ -109,6 +109,8 @@ type Broker struct {
 	flapAfter atomic.Int64 // time.Duration
 	latency   atomic.Int64 // time.Duration
 
+	sessions sync.Map // client ID -> *trackedConn of its latest session
+
 	mu      sync.Mutex
 	refuse  map[string]ConnackCode
 	timers  map[*time.Timer]struct{} // flap and outage timers, stopped by Close
@@ -262,7 +264,7 @@ func (b *Broker) ClientOptions(clientID string) *paho.ClientOptions {
 func (b *Broker) track(conn net.Conn) *trackedConn {
 	now := time.Now()
 	_ = conn.SetReadDeadline(now.Add(b.cfg.ConnectTimeout)) // mochi replaces it after CONNECT
-	return &trackedConn{Conn: conn, b: b, seq: b.rec.accept(now), ended: make(chan struct{})}
+	return &trackedConn{Conn: conn, b: b, seq: b.rec.accept(now), ended: make(chan struct{}), gone: make(chan struct{})}
 }
 
 // kick ends a session the way a 3.1.1 broker does, by closing the socket
@@ -277,6 +279,39 @@ func (b *Broker) kick(cl *mqtt.Client, cause Cause) {
 		return
 	}
 	cl.Stop(fmt.Errorf("testbroker: %s", cause))
+}
+
+// forget runs when mochi has finished with a connection, cleanup included.
+func (b *Broker) forget(tc *trackedConn) {
+	close(tc.gone)
+	if id := tc.clientID(); id != "" {
+		b.sessions.CompareAndDelete(id, tc)
+	}
+}
+
+// awaitPreviousSession holds a CONNECT for id while that ID's previous
+// session has ended but mochi is still cleaning it up. mochi's cleanup
+// unsubscribes and deletes by client ID, so a device that reconnects inside
+// that window would lose its new session from the client map and its
+// messages would go nowhere. A session still live is a takeover, which mochi
+// handles itself.
+func (b *Broker) awaitPreviousSession(id string, tc *trackedConn) {
+	v, ok := b.sessions.Load(id)
+	if !ok || v.(*trackedConn) == tc {
+		return
+	}
+	prev := v.(*trackedConn)
+	if !isClosed(prev.ended) {
+		return
+	}
+	t := time.NewTimer(5 * time.Second)
+	defer t.Stop()
+	select {
+	case <-prev.gone:
+	case <-t.C:
+		b.log.Warn("previous session slow to clean up", "client", id)
+	case <-b.ctx.Done():
+	}
 }
 
 // kickAll ends every session by closing its socket, without waiting. (Not

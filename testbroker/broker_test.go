@@ -477,3 +477,40 @@ func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
 	b.Recorder().Reset()
 	assert.Equal(t, testbroker.Counts{Connected: 5}, b.Recorder().Counts(), "Reset forgets events, not the sessions still open")
 }
+
+// TestReconnectDuringCleanupKeepsSession: a client dropped and reconnecting
+// at once, with the same ID, while mochi still cleans up its old session,
+// must keep its new subscription (mochi's cleanup is keyed by client ID).
+func TestReconnectDuringCleanupKeepsSession(t *testing.T) {
+	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
+	got := make(chan string, 1)
+	c := newClient(t, b, "dev-1")
+	sender := newClient(t, b, "sender")
+	for i := 0; i < 200; i++ {
+		c.mustConnect(t)
+		tok := c.Subscribe("cmd/dev-1", 1, func(_ paho.Client, m paho.Message) {
+			select {
+			case got <- string(m.Payload()):
+			default:
+			}
+		})
+		require.True(t, tok.WaitTimeout(bound))
+		require.NoError(t, tok.Error())
+		if !sender.IsConnected() {
+			sender.mustConnect(t)
+		}
+		msg := fmt.Sprint("round ", i)
+		ptok := sender.Publish("cmd/dev-1", 1, false, msg)
+		require.True(t, ptok.WaitTimeout(bound))
+		require.NoError(t, ptok.Error())
+		select {
+		case m := <-got:
+			require.Equal(t, msg, m)
+		case <-time.After(bound):
+			t.Fatalf("round %d: the reconnected client's subscription was lost", i)
+		}
+		b.DropAll() // both; the loop reconnects at once
+		c.awaitLost(t)
+		sender.awaitLost(t)
+	}
+}

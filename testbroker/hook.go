@@ -44,6 +44,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	tc.id.Store(&id)
 	now := time.Now()
 	b.rec.connect(tc.seq, now, id)
+	b.awaitPreviousSession(id, tc)
 
 	if d := time.Duration(b.latency.Load()); d > 0 {
 		t := time.NewTimer(d)
@@ -80,6 +81,7 @@ func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, code ConnackCode) error 
 // exists before the client can observe its success.
 func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	if tc := trackedOf(cl); tc != nil {
+		h.b.sessions.Store(cl.ID, tc)
 		outcome := Accepted
 		if tc.throt.Load() {
 			outcome = Throttled

@@ -168,6 +168,7 @@ func (l *faultListener) Serve(establish listeners.EstablishFn) {
 		l.conns.Add(1)
 		go func() {
 			defer l.conns.Done()
+			defer l.b.forget(rc)
 			if err := establish(l.id, rc); err != nil {
 				l.b.log.Debug("connection ended", "client", rc.clientID(), "error", err)
 			}
@@ -211,10 +212,20 @@ type trackedConn struct {
 	cause atomic.Pointer[Cause] // why the broker ended the session, if it did
 	throt atomic.Bool           // admitted over the limit: disconnect after CONNACK
 	ended chan struct{}         // closed once the session's end is recorded
+	gone  chan struct{}         // closed once mochi has finished with the connection
 	once  sync.Once
 }
 
 func (c *trackedConn) markEnded() { c.once.Do(func() { close(c.ended) }) }
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
 
 func (c *trackedConn) clientID() string {
 	if p := c.id.Load(); p != nil {
