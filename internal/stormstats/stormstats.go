@@ -1,0 +1,149 @@
+// Package stormstats measures how a fleet's reconnects arrived at a broker:
+// spread out, or in synchronised waves. Arrival times are durations since the
+// disruption, in unscaled (real-world) time; rates in the summary are per
+// second.
+package stormstats
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+)
+
+// Arrivals summarises a series of arrival times.
+type Arrivals struct {
+	Count    int     `json:"count"`
+	BucketMS int     `json:"bucket_ms"`
+	SpanS    float64 `json:"span_s"` // first to last arrival
+	// PeakPerS100ms and PeakPerS1s are the busiest 100 ms and 1 s buckets,
+	// as rates per second.
+	PeakPerS100ms float64 `json:"peak_per_s_100ms"`
+	PeakPerS1s    float64 `json:"peak_per_s_1s"`
+	// PeakToMean is the busiest bucket over the mean bucket across the span.
+	PeakToMean float64 `json:"peak_to_mean"`
+	// Fano is variance / mean of the per-bucket counts across the span: about
+	// 1 for arrivals that are independent (Poisson), near 0 for arrivals
+	// evenly paced, and far above 1 for waves.
+	Fano float64 `json:"fano"`
+	// MaxShare1s is the largest fraction of all arrivals inside any 1 s window.
+	MaxShare1s float64 `json:"max_share_1s"`
+}
+
+// Summarize computes Arrivals over times (any order) with per-bucket counts of
+// width bucket (the Fano factor and peak-to-mean use it).
+func Summarize(times []time.Duration, bucket time.Duration) Arrivals {
+	a := Arrivals{Count: len(times), BucketMS: int(bucket / time.Millisecond)}
+	if len(times) == 0 || bucket <= 0 {
+		return a
+	}
+	ts := slices.Clone(times)
+	slices.Sort(ts)
+	first, last := ts[0], ts[len(ts)-1]
+	a.SpanS = (last - first).Seconds()
+	a.PeakPerS100ms = float64(maxIn(Counts(ts, first, 100*time.Millisecond))) / 0.1
+	a.PeakPerS1s = float64(maxIn(Counts(ts, first, time.Second)))
+	counts := Counts(ts, first, bucket)
+	mean, variance := meanVar(counts)
+	if mean > 0 {
+		a.PeakToMean = float64(maxIn(counts)) / mean
+		a.Fano = variance / mean
+	}
+	a.MaxShare1s = float64(maxWindow(ts, time.Second)) / float64(len(ts))
+	return a
+}
+
+// Counts buckets sorted times from start: counts[i] holds the arrivals in
+// [start + i*bucket, start + (i+1)*bucket).
+func Counts(sorted []time.Duration, start, bucket time.Duration) []int {
+	if len(sorted) == 0 || bucket <= 0 {
+		return nil
+	}
+	counts := make([]int, int((sorted[len(sorted)-1]-start)/bucket)+1)
+	for _, t := range sorted {
+		if t < start {
+			continue
+		}
+		counts[int((t-start)/bucket)]++
+	}
+	return counts
+}
+
+func maxIn(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func meanVar(xs []int) (mean, variance float64) {
+	if len(xs) == 0 {
+		return 0, 0
+	}
+	for _, x := range xs {
+		mean += float64(x)
+	}
+	mean /= float64(len(xs))
+	for _, x := range xs {
+		d := float64(x) - mean
+		variance += d * d
+	}
+	return mean, variance / float64(len(xs))
+}
+
+// maxWindow is the most sorted times inside any window [t, t+w).
+func maxWindow(sorted []time.Duration, w time.Duration) int {
+	best, lo := 0, 0
+	for hi, t := range sorted {
+		for sorted[lo] <= t-w {
+			lo++
+		}
+		best = max(best, hi-lo+1)
+	}
+	return best
+}
+
+// Percentile returns the p-th percentile (0-100) of xs by nearest rank, or
+// NaN for an empty series.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+// Thresholds decide the verdict; they are written beside it in a report.
+type Thresholds struct {
+	// MaxFano: above it, the arrivals are waves.
+	MaxFano float64 `json:"max_fano"`
+	// MaxShare1s: a larger share of all arrivals in one second is a wave.
+	MaxShare1s float64 `json:"max_share_1s"`
+}
+
+// DefaultThresholds: arrivals up to 3 times as bursty as independent ones,
+// and no second holding more than a fifth of them, count as spread.
+var DefaultThresholds = Thresholds{MaxFano: 3, MaxShare1s: 0.2}
+
+// Verdict is "spread" or "waves".
+type Verdict string
+
+const (
+	Spread Verdict = "spread"
+	Waves  Verdict = "waves"
+)
+
+// Judge applies th to a.
+func Judge(a Arrivals, th Thresholds) (Verdict, string) {
+	switch {
+	case a.Fano > th.MaxFano:
+		return Waves, fmt.Sprintf("Fano factor %.1f > %.1f", a.Fano, th.MaxFano)
+	case a.MaxShare1s > th.MaxShare1s:
+		return Waves, fmt.Sprintf("%.0f%% of arrivals in one second > %.0f%%", 100*a.MaxShare1s, 100*th.MaxShare1s)
+	}
+	return Spread, fmt.Sprintf("Fano factor %.1f <= %.1f and at most %.0f%% of arrivals in any second",
+		a.Fano, th.MaxFano, 100*a.MaxShare1s)
+}
