@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
 // FaultKind is how the config server misbehaves.
@@ -79,7 +81,7 @@ type ConfigServer struct {
 	fallback *doc
 	faults   []*Fault
 	requests []Request
-	changed  chan struct{}
+	changed  waitfor.Broadcast
 }
 
 type doc struct {
@@ -171,26 +173,10 @@ func (s *ConfigServer) Requests() []Request {
 // AwaitRequests blocks until at least n requests are recorded, or fails after
 // the real-time bound timeout.
 func (s *ConfigServer) AwaitRequests(n int, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		got := len(s.requests)
-		if got >= n {
-			s.mu.Unlock()
-			return nil
-		}
-		if s.changed == nil {
-			s.changed = make(chan struct{})
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return fmt.Errorf("testbroker: %d config requests after %v, want %d", got, timeout, n)
-		}
+	if err := waitfor.Until(&s.mu, &s.changed, timeout, func() bool { return len(s.requests) >= n }); err != nil {
+		return fmt.Errorf("testbroker: %d config requests after %v, want %d", len(s.Requests()), timeout, n)
 	}
+	return nil
 }
 
 func (s *ConfigServer) docFor(device string) (doc, bool) {
@@ -243,10 +229,7 @@ func (s *ConfigServer) record(r Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, r)
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	s.changed.Notify()
 }
 
 func (s *ConfigServer) serve(w http.ResponseWriter, r *http.Request) {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
 // Outcome is what became of one connection attempt.
@@ -86,16 +88,11 @@ type Recorder struct {
 	attempts    chunked // appended in fixed-size chunks: a storm never copies the history
 	disconnects []Disconnect
 	publishes   []Publish
-	counts      Counts        // kept in step with the slices above
-	changed     chan struct{} // created by waiters, closed on the next record
+	counts      Counts // kept in step with the slices above
+	changed     waitfor.Broadcast
 }
 
-func (r *Recorder) notifyLocked() {
-	if r.changed != nil {
-		close(r.changed)
-		r.changed = nil
-	}
-}
+func (r *Recorder) notifyLocked() { r.changed.Notify() }
 
 // accept opens an attempt and returns its sequence number.
 func (r *Recorder) accept(at time.Time) int {
@@ -216,26 +213,10 @@ func (c *Counts) of(o Outcome) *int {
 // the real-time bound timeout. cond is called after every new record, with the
 // recorder locked: it must be quick and must not call the Recorder.
 func (r *Recorder) Await(timeout time.Duration, cond func(Counts) bool) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		r.mu.Lock()
-		c := r.countsLocked()
-		if cond(c) {
-			r.mu.Unlock()
-			return nil
-		}
-		if r.changed == nil {
-			r.changed = make(chan struct{})
-		}
-		ch := r.changed
-		r.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return fmt.Errorf("testbroker: condition not met after %v; counts %+v", timeout, c)
-		}
+	if err := waitfor.Until(&r.mu, &r.changed, timeout, func() bool { return cond(r.counts) }); err != nil {
+		return fmt.Errorf("testbroker: condition not met after %v; counts %+v", timeout, r.Counts())
 	}
+	return nil
 }
 
 // Reset forgets everything recorded so far (attempts still open keep being

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -37,39 +38,21 @@ func TestMain(m *testing.M) {
 type syncBuffer struct {
 	mu      sync.Mutex
 	b       bytes.Buffer
-	changed chan struct{}
+	changed waitfor.Broadcast
 }
 
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	s.changed.Notify()
 	return s.b.Write(p)
 }
 
 // await blocks until the output contains substr, or fails after bound.
 func (s *syncBuffer) await(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.After(bound)
-	for {
-		s.mu.Lock()
-		if strings.Contains(s.b.String(), substr) {
-			s.mu.Unlock()
-			return
-		}
-		if s.changed == nil {
-			s.changed = make(chan struct{})
-		}
-		ch := s.changed
-		s.mu.Unlock()
-		select {
-		case <-ch:
-		case <-deadline:
-			t.Fatalf("log never said %q:\n%s", substr, s.String())
-		}
+	if err := waitfor.Until(&s.mu, &s.changed, bound, func() bool { return strings.Contains(s.b.String(), substr) }); err != nil {
+		t.Fatalf("log never said %q:\n%s", substr, s.String())
 	}
 }
 

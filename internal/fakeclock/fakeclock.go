@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -18,12 +19,12 @@ type Clock struct {
 	mu      sync.Mutex
 	now     time.Time
 	timers  []*timer
-	changed chan struct{} // closed and replaced whenever the set of timers changes
+	changed waitfor.Broadcast // announces every change to the set of timers
 }
 
 // New returns a clock that reads start until advanced.
 func New(start time.Time) *Clock {
-	return &Clock{now: start, changed: make(chan struct{})}
+	return &Clock{now: start}
 }
 
 var _ reconnect.Clock = (*Clock)(nil)
@@ -88,21 +89,10 @@ func (c *Clock) Pending() []time.Duration {
 // WaitTimers blocks until at least n timers are pending, or fails after the
 // real-time bound timeout. It returns the pending durations, soonest first.
 func (c *Clock) WaitTimers(n int, timeout time.Duration) ([]time.Duration, error) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		count, changed := len(c.timers), c.changed
-		c.mu.Unlock()
-		if count >= n {
-			return c.Pending(), nil
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return nil, fmt.Errorf("fakeclock: %d timers pending after %v, want %d", count, timeout, n)
-		}
+	if err := waitfor.Until(&c.mu, &c.changed, timeout, func() bool { return len(c.timers) >= n }); err != nil {
+		return nil, fmt.Errorf("fakeclock: %d timers pending after %v, want %d", len(c.Pending()), timeout, n)
 	}
+	return c.Pending(), nil
 }
 
 // AdvanceToNext waits (bounded by timeout) for a pending timer and advances the
@@ -116,10 +106,7 @@ func (c *Clock) AdvanceToNext(timeout time.Duration) (time.Duration, error) {
 	return p[0], nil
 }
 
-func (c *Clock) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
+func (c *Clock) notifyLocked() { c.changed.Notify() }
 
 type timer struct {
 	clock *Clock
