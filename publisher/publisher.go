@@ -24,7 +24,9 @@ var (
 )
 
 // Session is what the publisher delivers through: device.Agent, or any
-// session that can publish at QoS 1 and say when it is connected.
+// session that can publish at QoS 1 and say when it is connected. A session
+// that also has a Connected() bool method lets the publisher skip its own
+// backoff when a publish failed because the session went away.
 type Session interface {
 	// Publish returns once a QoS 1 message is acknowledged (PUBACK).
 	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
@@ -295,6 +297,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 		p.mu.Lock()
 		p.stats.Failures++
 		p.mu.Unlock()
+		if s, ok := p.cfg.Session.(interface{ Connected() bool }); ok && !s.Connected() {
+			// The session went away: its own reconnect paces the return, and
+			// the backlog should drain as soon as it is back.
+			p.log.Info("publish failed with the session down; waiting for it", "seq", m.Seq, "error", err)
+			continue
+		}
 		wait, _ := backoff.Next(p.clock.Now())
 		p.log.Info("publish failed; message stays at the front", "seq", m.Seq, "wait", wait, "error", err)
 		if err := reconnect.Sleep(ctx, p.clock, wait); err != nil {
