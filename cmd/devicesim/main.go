@@ -1,0 +1,20 @@
+// Command devicesim launches a fleet of real device agents against an
+// in-process broker, disrupts it, and reports whether the fleet came back
+// spread out or in waves. See `devicesim help`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "devicesim:", err)
+		os.Exit(1)
+	}
+}

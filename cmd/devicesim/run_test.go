@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func delays(t *testing.T, args ...string) string {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), &out, &out))
+	return out.String()
+}
+
+func TestDelaysAreReproducibleAndFollowThePolicy(t *testing.T) {
+	a := delays(t, "-policy", "iotcore", "-attempts", "3", "-samples", "4", "-seed", "7")
+	assert.Equal(t, a, delays(t, "-policy", "iotcore", "-attempts", "3", "-samples", "4", "-seed", "7"), "same seed, same draws")
+	assert.NotEqual(t, a, delays(t, "-policy", "iotcore", "-attempts", "3", "-samples", "4", "-seed", "8"))
+	lines := strings.Split(strings.TrimSpace(a), "\n")
+	require.Len(t, lines, 1+3*4)
+	assert.Equal(t, "attempt,delay_ms", lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "1,1"), "wait_0 is 1 s + U[0, 1 s): %s", lines[1])
+	assert.Contains(t, delays(t, "-policy", "exponential", "-attempts", "2", "-samples", "1"), "2,2000.000")
+}
+
+func TestCommandErrors(t *testing.T) {
+	var out bytes.Buffer
+	assert.Error(t, run(context.Background(), nil, &out, &out))
+	assert.Error(t, run(context.Background(), []string{"fly"}, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, &out, &out), "unknown policy")
+	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, &out, &out))
+}
+
+func TestHelpListsRunFlags(t *testing.T) {
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"help", "run"}, &out, &out))
+	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out"} {
+		assert.Contains(t, out.String(), f)
+	}
+}

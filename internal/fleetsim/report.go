@@ -1,0 +1,27 @@
+package fleetsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+)
+
+// JSON encodes the report as report.json holds it.
+func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
+
+// Summary writes the human-readable summary.
+func (r *Report) Summary(w io.Writer) {
+	fmt.Fprintf(w, "%s, %d devices, policy %s, %s transport, time scale %gx (times below are unscaled)\n",
+		r.Scenario, r.Devices, r.Policy, r.Transport, r.TimeScale)
+	rc := r.RecoveryJSON
+	fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
+		rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
+	a := r.Attempts
+	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device after the broker returned\n",
+		a.Total, a.PerDeviceMean, a.PerDeviceMax, a.Refused, a.AfterReturnPerDeviceMean)
+	ar := r.Arrivals
+	fmt.Fprintf(w, "arrivals at the broker: peak %.0f/s (100 ms), %.0f/s (1 s), peak/mean %.1f, Fano %.1f, max share in 1 s %.0f%%\n",
+		ar.PeakPerS100ms, ar.PeakPerS1s, ar.PeakToMean, ar.Fano, 100*ar.MaxShare1s)
+	fmt.Fprintf(w, "verdict: %s (%s)\n", r.Verdict, r.VerdictWhy)
+	fmt.Fprintf(w, "host: %.1f s wall, %.0f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+}

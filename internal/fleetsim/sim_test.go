@@ -1,0 +1,86 @@
+package fleetsim_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+type quiet struct{}
+
+func (quiet) Println(...any)        {}
+func (quiet) Printf(string, ...any) {}
+
+func TestMain(m *testing.M) {
+	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	goleak.VerifyTestMain(m)
+}
+
+func small(scenario, policy string) fleetsim.Config {
+	c := fleetsim.Default()
+	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, scenario, policy, 50
+	return c
+}
+
+func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
+	r, err := fleetsim.Run(context.Background(), small(fleetsim.BrokerRestart, "exponential"))
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 30.0, "nobody is back before the 30 s outage ends")
+	assert.Less(t, r.RecoveryJSON.MaxS, 30.0+32.0+5, "1, 2, 4, 8, 16 s waits end by 31 s")
+	assert.Equal(t, int64(5*60), r.Attempts.Total, "without jitter every device makes the same 5 attempts")
+	assert.Equal(t, 1.0, r.Attempts.AfterReturnPerDeviceMean)
+	assert.Equal(t, stormstats.Waves, r.Verdict)
+	assert.Greater(t, r.Arrivals.MaxShare1s, 0.5)
+
+	dir := t.TempDir()
+	require.NoError(t, r.WriteFiles(dir))
+	var doc map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &doc))
+	for _, k := range []string{"scenario", "policy", "engine", "transport", "devices", "seed", "time_scale",
+		"recovery", "attempts", "arrivals", "verdict", "thresholds"} {
+		assert.Contains(t, doc, k)
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "events.csv"))
+	require.NoError(t, err)
+	assert.Equal(t, 61, strings.Count(string(csv), "\n"), "a header and one row per attempt the broker saw")
+}
+
+func TestDropAllWithFullJitterRecovers(t *testing.T) {
+	r, err := fleetsim.Run(context.Background(), small(fleetsim.DropAll, "full"))
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 1.0)
+	assert.Less(t, r.RecoveryJSON.MaxS, 32.0, "the broker stayed up: the first retry (U[0, 1 s)) or a few more")
+}
+
+func TestInvalidConfigIsAnError(t *testing.T) {
+	for name, mod := range map[string]func(*fleetsim.Config){
+		"no devices":     func(c *fleetsim.Config) { c.Devices = 0 },
+		"scenario":       func(c *fleetsim.Config) { c.Scenario = "meteor" },
+		"policy":         func(c *fleetsim.Config) { c.Policy = "hope" },
+		"time scale":     func(c *fleetsim.Config) { c.TimeScale = 0 },
+		"outage":         func(c *fleetsim.Config) { c.Outage = 0 },
+		"max backoff":    func(c *fleetsim.Config) { c.MaxBackoff = time.Millisecond },
+		"negative retry": func(c *fleetsim.Config) { c.RetryCap = -5 },
+	} {
+		c := fleetsim.Default()
+		mod(&c)
+		_, err := fleetsim.Run(context.Background(), c)
+		assert.Error(t, err, name)
+	}
+}
