@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
 	"golang.org/x/term"
 )
 
@@ -53,13 +55,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&c.Devices, "devices", c.Devices, "number of devices")
-	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "broker-restart or drop-all")
+	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "one of "+strings.Join(fleetsim.Scenarios, ", "))
 	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames(), ", "))
 	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff, "the policy's cap (unscaled)")
 	retryCap := fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
 	fs.DurationVar(&c.Outage, "outage", c.Outage, "how long the broker stays down (broker-restart, unscaled)")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "run every duration this many times faster; reports stay unscaled")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
+	fs.Float64Var(&c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
+	fs.IntVar(&c.AdmitBurst, "admit-burst", 1, "admission burst")
+	admitMode := fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
+	compare := fs.String("compare", "", "comma-separated policies to run one after another under the same scenario, printed as one table")
 	out := fs.String("out", "devicesim-report", "directory for report.json and events.csv")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -68,18 +74,49 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	c.RetryCap = *retryCap
+	mode, err := testbroker.ParseAdmissionMode(*admitMode)
+	if err != nil {
+		return fmt.Errorf("-admit-mode: %w", err)
+	}
+	c.AdmitMode = mode
+	c.Warn = stderr
 	if f, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
 		c.Progress = stdout // live progress only on a terminal
 	}
+	if *compare == "" {
+		return runOne(ctx, c, *out, stdout)
+	}
+	var reports []*fleetsim.Report
+	var errs []error
+	for _, p := range strings.Split(*compare, ",") {
+		c.Policy = strings.TrimSpace(p)
+		fmt.Fprintf(stdout, "== %s\n", c.Policy)
+		r, err := fleetsim.Run(ctx, c)
+		if r == nil {
+			return err
+		}
+		errs = append(errs, err)
+		r.Summary(stdout)
+		if werr := r.WriteFiles(filepath.Join(*out, c.Policy)); werr != nil {
+			return werr
+		}
+		reports = append(reports, r)
+	}
+	fmt.Fprintln(stdout)
+	fleetsim.CompareTable(stdout, reports)
+	return errors.Join(errs...)
+}
+
+func runOne(ctx context.Context, c fleetsim.Config, out string, stdout io.Writer) error {
 	r, err := fleetsim.Run(ctx, c)
 	if r == nil {
 		return err
 	}
 	r.Summary(stdout)
-	if werr := r.WriteFiles(*out); werr != nil {
+	if werr := r.WriteFiles(out); werr != nil {
 		return errors.Join(err, werr)
 	}
-	fmt.Fprintf(stdout, "report: %s/report.json, %s/events.csv\n", *out, *out)
+	fmt.Fprintf(stdout, "report: %s/report.json, %s/events.csv\n", out, out)
 	return err
 }
 

@@ -33,12 +33,14 @@ func TestCommandErrors(t *testing.T) {
 	assert.Error(t, run(context.Background(), []string{"fly"}, &out, &out))
 	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, &out, &out), "unknown policy")
 	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-admit-mode", "maybe"}, &out, &out), "-admit-mode")
+	assert.Error(t, run(context.Background(), []string{"run", "-admit-rate", "-1"}, &out, &out))
 }
 
 func TestHelpListsRunFlags(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"help", "run"}, &out, &out))
-	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out"} {
+	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out", "-admit-rate", "-admit-burst", "-admit-mode", "-compare"} {
 		assert.Contains(t, out.String(), f)
 	}
 }

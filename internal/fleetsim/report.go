@@ -22,6 +22,20 @@ func (r *Report) Summary(w io.Writer) {
 	ar := r.Arrivals
 	fmt.Fprintf(w, "arrivals at the broker: peak %.0f/s (100 ms), %.0f/s (1 s), peak/mean %.1f, Fano %.1f, max share in 1 s %.0f%%\n",
 		ar.PeakPerS100ms, ar.PeakPerS1s, ar.PeakToMean, ar.Fano, 100*ar.MaxShare1s)
+	if r.Limit != nil {
+		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
+			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
+	}
 	fmt.Fprintf(w, "verdict: %s (%s)\n", r.Verdict, r.VerdictWhy)
 	fmt.Fprintf(w, "host: %.1f s wall, %.0f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+}
+
+// CompareTable writes one row per report: policy, recovery p99, attempts per
+// device, peak arrivals per second, Fano factor and verdict.
+func CompareTable(w io.Writer, reports []*Report) {
+	fmt.Fprintf(w, "%-22s %14s %18s %14s %8s  %s\n", "policy", "recovery p99", "attempts/device", "peak/s (1 s)", "Fano", "verdict")
+	for _, r := range reports {
+		fmt.Fprintf(w, "%-22s %12.1f s %18.1f %14.0f %8.1f  %s\n", r.Policy, r.RecoveryJSON.P99S,
+			r.Attempts.PerDeviceMean, r.Arrivals.PeakPerS1s, r.Arrivals.Fano, r.Verdict)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"time"
 
@@ -24,9 +25,19 @@ import (
 
 // Scenarios a run can name.
 const (
-	BrokerRestart = "broker-restart" // the broker goes away for Outage, then comes back
-	DropAll       = "drop-all"       // every session is dropped at once; the broker stays up
+	BootStorm        = "boot-storm"        // every device powers on at once
+	BrokerRestart    = "broker-restart"    // the broker goes away for Outage, then comes back
+	ThrottledRestart = "throttled-restart" // as broker-restart, then admits AdmitRate connects/s
+	DropAll          = "drop-all"          // every session is dropped at once; the broker stays up
 )
+
+// Scenarios lists the scenarios a run can name.
+var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll}
+
+// HostAdmitLimit is roughly the connects per second this 2-core host served
+// to real paho clients on the in-memory transport (make scale: 100,000 in
+// 19.7 s); a scaled admission rate beyond it measures the host, not the fleet.
+const HostAdmitLimit = 5000
 
 // Config is one run. Durations are real-world (unscaled) time.
 type Config struct {
@@ -42,8 +53,17 @@ type Config struct {
 	Seed       uint64
 	Bucket     time.Duration // arrival buckets for the statistics
 	Thresholds stormstats.Thresholds
+	// Admission, if AdmitRate > 0: the broker admits AdmitRate connects per
+	// (unscaled) second with bursts of AdmitBurst, over the limit behaving as
+	// AdmitMode. throttled-restart applies it when the broker returns (100/s
+	// if unset); other scenarios from the disruption on.
+	AdmitRate  float64
+	AdmitBurst int
+	AdmitMode  testbroker.AdmissionMode
 	// Progress, if set, receives a line a second while the fleet recovers.
 	Progress io.Writer
+	// Warn, if set, receives warnings about the run's own validity.
+	Warn io.Writer
 }
 
 // Default is the embedded default run: 2,000 devices on the in-memory
@@ -58,11 +78,13 @@ func (c Config) validate() error {
 	switch {
 	case c.Devices < 1:
 		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
-	case c.Scenario != BrokerRestart && c.Scenario != DropAll:
-		return fmt.Errorf("unknown scenario %q (%s, %s)", c.Scenario, BrokerRestart, DropAll)
+	case !slices.Contains(Scenarios, c.Scenario):
+		return fmt.Errorf("unknown scenario %q (one of %v)", c.Scenario, Scenarios)
+	case c.AdmitRate < 0 || c.AdmitBurst < 0:
+		return fmt.Errorf("admission rate and burst must be >= 0")
 	case !(c.TimeScale >= 1 && c.TimeScale <= 1000):
 		return fmt.Errorf("time scale must be in [1, 1000], got %g", c.TimeScale)
-	case c.Scenario == BrokerRestart && c.Outage <= 0:
+	case (c.Scenario == BrokerRestart || c.Scenario == ThrottledRestart) && c.Outage <= 0:
 		return fmt.Errorf("outage must be > 0, got %v", c.Outage)
 	case c.Bucket <= 0:
 		return fmt.Errorf("bucket must be > 0, got %v", c.Bucket)
@@ -85,6 +107,7 @@ type Report struct {
 	RecoveryJSON recoveryJSON          `json:"recovery"`
 	Attempts     Attempts              `json:"attempts"`
 	Arrivals     stormstats.Arrivals   `json:"arrivals"`
+	Limit        *Limit                `json:"limit,omitempty"`
 	Verdict      stormstats.Verdict    `json:"verdict"`
 	VerdictWhy   string                `json:"verdict_reason"`
 	Thresholds   stormstats.Thresholds `json:"thresholds"`
@@ -114,6 +137,12 @@ type Attempts struct {
 	AfterReturnPerDeviceMean float64 `json:"after_return_per_device_mean"`
 }
 
+// Limit is the broker's admission limit and the recovery it allows at best.
+type Limit struct {
+	AdmitRate      float64 `json:"admit_rate"`
+	IdealRecoveryS float64 `json:"ideal_recovery_s"` // devices / admit_rate
+}
+
 // Host records what the run cost on this machine.
 type Host struct {
 	WallS             float64 `json:"wall_s"`
@@ -139,6 +168,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every duration is scaled but the keepalive, which has a 5 s floor: the
+	// broker ends sessions itself in every scenario, so keepalive never
+	// shapes the measurement, while a scaled one under a second drops
+	// sessions on a loaded host.
 	timing := device.DefaultTiming()
 	timing.Policy = policy
 	timing.BootSpread = scale(10 * time.Second)
@@ -151,13 +184,30 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		return nil, err
 	}
 	defer broker.Close()
+	if c.Scenario == ThrottledRestart && c.AdmitRate == 0 {
+		c.AdmitRate = 100
+	}
+	var admission testbroker.Admission
+	if c.AdmitRate > 0 {
+		admission = testbroker.Admission{Rate: c.AdmitRate * c.TimeScale, Burst: max(c.AdmitBurst, 1), Mode: c.AdmitMode}
+		if admission.Rate > HostAdmitLimit && c.Warn != nil {
+			fmt.Fprintf(c.Warn, "warning: the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale\n",
+				admission.Rate, HostAdmitLimit)
+		}
+	}
 	before := memInUse()
 	agents := make([]*device.Agent, c.Devices)
+	t0 := time.Now()
+	if c.Scenario == BootStorm && c.AdmitRate > 0 {
+		if err := broker.SetAdmission(admission); err != nil {
+			return nil, err
+		}
+	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for i := range agents {
 		a, err := device.New(device.Config{Broker: broker.URL(), ClientID: "dev-" + strconv.Itoa(i), Dial: broker.Dial,
-			Timing: &timing, Source: rand.NewPCG(c.Seed, uint64(i)), KeepAlive: max(time.Second, scale(30*time.Second)),
+			Timing: &timing, Source: rand.NewPCG(c.Seed, uint64(i)), KeepAlive: max(5*time.Second, scale(30*time.Second)),
 			ConnectTimeout: 10 * time.Second})
 		if err != nil {
 			return nil, err
@@ -177,26 +227,39 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			}
 		}
 	}()
-	bootBound := scale(10*time.Second) + time.Minute
-	if err := broker.Recorder().Await(bootBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices }); err != nil {
-		return nil, fmt.Errorf("fleet did not finish booting: %w", err)
-	}
-	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024
-
 	attemptsBefore := make([]int64, len(agents))
 	connectsBefore := make([]int64, len(agents))
-	for i, a := range agents {
-		s := a.Stats()
-		attemptsBefore[i], connectsBefore[i] = s.Attempts, s.Connects
-	}
-	broker.Recorder().Reset()
-	t0 := time.Now()
+	var memPerDevice float64
 	returned := t0
+	if c.Scenario != BootStorm {
+		bootBound := scale(10*time.Second) + time.Minute
+		if err := broker.Recorder().Await(bootBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices }); err != nil {
+			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
+		}
+		memPerDevice = float64(memInUse()-before) / float64(c.Devices) / 1024
+		for i, a := range agents {
+			s := a.Stats()
+			attemptsBefore[i], connectsBefore[i] = s.Attempts, s.Connects
+		}
+		broker.Recorder().Reset()
+		t0 = time.Now()
+		returned = t0
+		if c.AdmitRate > 0 && c.Scenario != ThrottledRestart {
+			if err := broker.SetAdmission(admission); err != nil {
+				return nil, err
+			}
+		}
+	}
 	switch c.Scenario {
-	case BrokerRestart:
+	case BrokerRestart, ThrottledRestart:
 		broker.BeginOutage()
 		if err := reconnect.Sleep(ctx, nil, scale(c.Outage)); err != nil {
 			return nil, err
+		}
+		if c.Scenario == ThrottledRestart {
+			if err := broker.SetAdmission(admission); err != nil {
+				return nil, err
+			}
 		}
 		if err := broker.EndOutage(); err != nil {
 			return nil, err
@@ -206,6 +269,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		broker.DropAll()
 	}
 	recoverBound := scale(c.Outage+20*c.MaxBackoff) + time.Minute
+	if c.AdmitRate > 0 {
+		recoverBound += time.Duration(3 * float64(c.Devices) / admission.Rate * float64(time.Second))
+	}
 	stopProgress := progress(c.Progress, broker, c.Devices, c.TimeScale, t0)
 	err = broker.Recorder().Await(recoverBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices })
 	stopProgress()
@@ -251,6 +317,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r.Attempts.PerDeviceMean = float64(r.Attempts.Total) / float64(c.Devices)
 	r.Attempts.AfterReturnPerDeviceMean = float64(afterReturn) / float64(c.Devices)
 	r.Arrivals = stormstats.Summarize(arrivals, c.Bucket)
+	if c.AdmitRate > 0 {
+		r.Limit = &Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(c.Devices) / c.AdmitRate}
+	}
+	if memPerDevice == 0 {
+		memPerDevice = float64(memInUse()-before) / float64(c.Devices) / 1024
+	}
 	r.Verdict, r.VerdictWhy = stormstats.Judge(r.Arrivals, c.Thresholds)
 	r.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
 	if !r.RecoveryJSON.AllRecovered {

@@ -84,3 +84,34 @@ func TestInvalidConfigIsAnError(t *testing.T) {
 		assert.Error(t, err, name)
 	}
 }
+
+func TestThrottledRestartReportsTheLimit(t *testing.T) {
+	c := small(fleetsim.ThrottledRestart, "full")
+	c.AdmitRate = 20 // 60 devices: 3 s at best once the broker is back
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	require.NotNil(t, r.Limit)
+	assert.Equal(t, 20.0, r.Limit.AdmitRate)
+	assert.Equal(t, 3.0, r.Limit.IdealRecoveryS)
+	assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 30.0+3.0-1, "nobody beats the outage plus devices/rate")
+	assert.Positive(t, r.Attempts.Refused)
+	var sb strings.Builder
+	r.Summary(&sb)
+	assert.Contains(t, sb.String(), "ideal recovery 3.0 s")
+}
+
+func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
+	r, err := fleetsim.Run(context.Background(), small(fleetsim.BootStorm, "iotcore"))
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.Less(t, r.RecoveryJSON.MaxS, 10.0+1, "everyone connects inside the 10 s boot spread")
+	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "an unthrottled broker takes each device's first attempt")
+	assert.Equal(t, stormstats.Spread, r.Verdict)
+}
+
+func TestCompareTable(t *testing.T) {
+	var sb strings.Builder
+	fleetsim.CompareTable(&sb, []*fleetsim.Report{{Policy: "iotcore", Verdict: stormstats.Waves}})
+	assert.Contains(t, sb.String(), "recovery p99")
+	assert.Contains(t, sb.String(), "iotcore")
+}
