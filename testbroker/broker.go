@@ -282,7 +282,15 @@ func (b *Broker) kick(cl *mqtt.Client, cause Cause) {
 }
 
 // forget runs when mochi has finished with a connection, cleanup included.
+// mochi returns without OnDisconnect when the CONNACK cannot be written (the
+// client gave up while the broker was slow): the session it had established
+// ends here instead, or Connected would drift up under overload.
 func (b *Broker) forget(tc *trackedConn) {
+	if tc.est.Load() && !isClosed(tc.ended) {
+		b.rec.disconnect(Disconnect{Time: time.Now(), ClientID: tc.clientID(), Cause: CauseError,
+			Err: "the connection ended before its CONNACK was written"})
+		tc.markEnded()
+	}
 	close(tc.gone)
 	if id := tc.clientID(); id != "" {
 		b.sessions.CompareAndDelete(id, tc)

@@ -514,3 +514,22 @@ func TestReconnectDuringCleanupKeepsSession(t *testing.T) {
 		sender.awaitLost(t)
 	}
 }
+
+// TestClientGoneBeforeConnackIsNotLeftConnected: a client that gives up
+// while the broker is slow to answer. mochi establishes the session, fails
+// to write the CONNACK and returns without OnDisconnect; the recorder must
+// still see the session end.
+func TestClientGoneBeforeConnackIsNotLeftConnected(t *testing.T) {
+	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
+	require.NoError(t, b.SetConnackLatency(50*time.Millisecond))
+	conn, err := b.Dial(nil, paho.ClientOptions{ConnectTimeout: bound})
+	require.NoError(t, err)
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.CleanSession, cp.Keepalive = "MQTT", 4, "impatient", true, 30
+	require.NoError(t, cp.Write(conn))
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Attempts == 1 }))
+	require.NoError(t, conn.Close()) // gives up during the broker's latency
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects == 1 }),
+		"the session's end was never recorded")
+	assert.Equal(t, 0, b.Connected())
+}

@@ -81,6 +81,7 @@ func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, code ConnackCode) error 
 // exists before the client can observe its success.
 func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	if tc := trackedOf(cl); tc != nil {
+		tc.est.Store(true)
 		h.b.sessions.Store(cl.ID, tc)
 		outcome := Accepted
 		if tc.throt.Load() {

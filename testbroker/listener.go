@@ -211,6 +211,7 @@ type trackedConn struct {
 	id    atomic.Pointer[string]
 	cause atomic.Pointer[Cause] // why the broker ended the session, if it did
 	throt atomic.Bool           // admitted over the limit: disconnect after CONNACK
+	est   atomic.Bool           // the session was established (counted connected)
 	ended chan struct{}         // closed once the session's end is recorded
 	gone  chan struct{}         // closed once mochi has finished with the connection
 	once  sync.Once

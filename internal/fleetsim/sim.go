@@ -175,6 +175,16 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	timing := device.DefaultTiming()
 	timing.Policy = policy
 	timing.BootSpread = scale(10 * time.Second)
+	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
+	// at no more than half of what this host serves, or paho's connect
+	// timeouts turn the setup itself into a storm.
+	hostPaced := time.Duration(float64(c.Devices) / (HostAdmitLimit / 2) * float64(time.Second))
+	if c.Scenario != BootStorm {
+		timing.BootSpread = max(timing.BootSpread, hostPaced)
+	} else if timing.BootSpread < hostPaced && c.Warn != nil {
+		fmt.Fprintf(c.Warn, "warning: %d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale\n",
+			c.Devices, timing.BootSpread, HostAdmitLimit)
+	}
 	timing.StableAfter = scale(time.Minute)
 	timing.CredentialsWait = scale(timing.CredentialsWait)
 	timing.Guard.Window = scale(timing.Guard.Window)
@@ -232,7 +242,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	var memPerDevice float64
 	returned := t0
 	if c.Scenario != BootStorm {
-		bootBound := scale(10*time.Second) + time.Minute
+		bootBound := timing.BootSpread + time.Minute
 		if err := broker.Recorder().Await(bootBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
