@@ -7,12 +7,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-type quiet struct{}
-
-func (quiet) Println(...any)        {}
-func (quiet) Printf(string, ...any) {}
-
 func TestMain(m *testing.M) {
-	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 	goleak.VerifyTestMain(m)
 }

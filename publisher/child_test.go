@@ -25,7 +25,7 @@ import (
 // childMain is a device with a durable queue: it enqueues PUBLISHER_ENQUEUE
 // messages if its store is new, then drains at 200 msg/s until killed.
 func childMain() int {
-	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 	store, err := publisher.OpenBoltStore(os.Getenv("PUBLISHER_DB"), publisher.BoltOptions{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)

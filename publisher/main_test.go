@@ -8,15 +8,10 @@ import (
 	"go.uber.org/goleak"
 )
 
-type quiet struct{}
-
-func (quiet) Println(...any)        {}
-func (quiet) Printf(string, ...any) {}
-
 func TestMain(m *testing.M) {
 	if os.Getenv("PUBLISHER_CHILD") != "" { // the SIGKILL test's child process
 		os.Exit(childMain())
 	}
-	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 	goleak.VerifyTestMain(m)
 }

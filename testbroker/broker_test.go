@@ -23,13 +23,8 @@ const bound = 10 * time.Second // real-time bound on waiting for any event
 
 func init() {
 	// paho logs nothing by default; keep it that way.
-	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 }
-
-type quiet struct{}
-
-func (quiet) Println(...any)        {}
-func (quiet) Printf(string, ...any) {}
 
 func newBroker(t *testing.T, cfg testbroker.Config) *testbroker.Broker {
 	t.Helper()

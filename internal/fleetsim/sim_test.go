@@ -18,13 +18,8 @@ import (
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-type quiet struct{}
-
-func (quiet) Println(...any)        {}
-func (quiet) Printf(string, ...any) {}
-
 func TestMain(m *testing.M) {
-	paho.ERROR, paho.CRITICAL, paho.WARN = quiet{}, quiet{}, quiet{}
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 	goleak.VerifyTestMain(m)
 }
 
