@@ -2,6 +2,7 @@ package testbroker_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -210,17 +212,16 @@ func TestOutageForEndsByItself(t *testing.T) {
 	require.NoError(t, b.OutageFor(50*time.Millisecond))
 	err, _ := newClient(t, b, "dev-1").connect(t)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
-	// Retry until the listener is back, bounded in attempts and time.
-	deadline := time.Now().Add(bound)
-	for {
-		if err, _ := newClient(t, b, "dev-1").connect(t); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "outage never ended")
-		select {
-		case <-time.After(10 * time.Millisecond): // a client's retry interval, not a wait for state
-		}
-	}
+	// Reconnect the way a device would, with the project's own retry loop:
+	// every 10 ms, at most bound/10ms times.
+	policy, err := reconnect.New(reconnect.Constant{Interval: 10 * time.Millisecond},
+		reconnect.Limits{MaxRetries: int(bound / (10 * time.Millisecond))})
+	require.NoError(t, err)
+	err = reconnect.Retry{Policy: policy}.Do(context.Background(), func(context.Context) error {
+		err, _ := newClient(t, b, "dev-1").connect(t)
+		return err
+	})
+	require.NoError(t, err, "outage never ended")
 	assert.False(t, b.Down())
 }
 

@@ -109,6 +109,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	if o.dataDir != "" { // kept across reboots: the last good config and the telemetry queue
+		if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+			return err
+		}
+	}
 	hb := &heartbeat{interval: o.heartbeat}
 	var wg sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)
@@ -126,9 +131,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			}
 		}}
 		if o.dataDir != "" {
-			if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
-				return err
-			}
 			fc.Store = device.FileStore{Path: filepath.Join(o.dataDir, "config.json")}
 		}
 		fetcher, err := device.NewFetcher(fc)
@@ -218,9 +220,6 @@ func (h *heartbeat) run(ctx context.Context, pub *publisher.Publisher, topic str
 func openQueue(dataDir string, log *slog.Logger) (publisher.Store, error) {
 	if dataDir == "" {
 		return &publisher.MemoryStore{}, nil
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, err
 	}
 	s, err := publisher.OpenBoltStore(filepath.Join(dataDir, "queue.db"), publisher.BoltOptions{})
 	var corrupt *publisher.CorruptStoreError
