@@ -104,6 +104,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	fmt.Fprintln(stdout)
 	fleetsim.CompareTable(stdout, reports)
+	if err := fleetsim.WriteCharts(*out, reports); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report: %s/report.html (chart: %s/arrivals.svg), one directory per policy\n", *out, *out)
 	return errors.Join(errs...)
 }
 
@@ -116,7 +120,7 @@ func runOne(ctx context.Context, c fleetsim.Config, out string, stdout io.Writer
 	if werr := r.WriteFiles(out); werr != nil {
 		return errors.Join(err, werr)
 	}
-	fmt.Fprintf(stdout, "report: %s/report.json, %s/events.csv\n", out, out)
+	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg beside it)\n", out)
 	return err
 }
 

@@ -97,21 +97,24 @@ func (c Config) validate() error {
 
 // Report is what a run found; see the README for each key.
 type Report struct {
-	Scenario     string                `json:"scenario"`
-	Policy       string                `json:"policy"`
-	Engine       string                `json:"engine"`
-	Transport    string                `json:"transport"`
-	Devices      int                   `json:"devices"`
-	Seed         uint64                `json:"seed"`
-	TimeScale    float64               `json:"time_scale"`
-	RecoveryJSON recoveryJSON          `json:"recovery"`
-	Attempts     Attempts              `json:"attempts"`
-	Arrivals     stormstats.Arrivals   `json:"arrivals"`
-	Limit        *Limit                `json:"limit,omitempty"`
-	Verdict      stormstats.Verdict    `json:"verdict"`
-	VerdictWhy   string                `json:"verdict_reason"`
-	Thresholds   stormstats.Thresholds `json:"thresholds"`
-	Host         Host                  `json:"host"`
+	Scenario     string              `json:"scenario"`
+	Policy       string              `json:"policy"`
+	Engine       string              `json:"engine"`
+	Transport    string              `json:"transport"`
+	Devices      int                 `json:"devices"`
+	Seed         uint64              `json:"seed"`
+	TimeScale    float64             `json:"time_scale"`
+	RecoveryJSON recoveryJSON        `json:"recovery"`
+	Attempts     Attempts            `json:"attempts"`
+	Arrivals     stormstats.Arrivals `json:"arrivals"`
+	Limit        *Limit              `json:"limit,omitempty"`
+	// BrokerBackS is when the broker returned, in seconds after the
+	// disruption (restart scenarios).
+	BrokerBackS float64               `json:"broker_back_s,omitempty"`
+	Verdict     stormstats.Verdict    `json:"verdict"`
+	VerdictWhy  string                `json:"verdict_reason"`
+	Thresholds  stormstats.Thresholds `json:"thresholds"`
+	Host        Host                  `json:"host"`
 
 	events []event
 }
@@ -327,6 +330,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r.Attempts.PerDeviceMean = float64(r.Attempts.Total) / float64(c.Devices)
 	r.Attempts.AfterReturnPerDeviceMean = float64(afterReturn) / float64(c.Devices)
 	r.Arrivals = stormstats.Summarize(arrivals, c.Bucket)
+	r.BrokerBackS = unscale(returned.Sub(t0)).Seconds()
 	if c.AdmitRate > 0 {
 		r.Limit = &Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(c.Devices) / c.AdmitRate}
 	}
@@ -378,7 +382,8 @@ func progress(w io.Writer, b *testbroker.Broker, total int, scale float64, t0 ti
 	return func() { close(done); <-finished }
 }
 
-// WriteFiles writes report.json and events.csv into dir.
+// WriteFiles writes report.json, events.csv, arrivals.svg and report.html
+// into dir.
 func (r *Report) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -401,6 +406,30 @@ func (r *Report) WriteFiles(dir string) error {
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return WriteCharts(dir, []*Report{r})
+}
+
+// WriteCharts writes arrivals.svg and report.html for reports (one run, or a
+// compare run's) into dir.
+func WriteCharts(dir string, reports []*Report) error {
+	svg, err := ChartSVG(reports)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "arrivals.svg"), svg, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "report.html"))
+	if err != nil {
+		return err
+	}
+	if err := WriteHTML(f, reports); err != nil {
 		f.Close()
 		return err
 	}

@@ -53,6 +53,36 @@ func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
 	csv, err := os.ReadFile(filepath.Join(dir, "events.csv"))
 	require.NoError(t, err)
 	assert.Equal(t, 61, strings.Count(string(csv), "\n"), "a header and one row per attempt the broker saw")
+	svg, err := os.ReadFile(filepath.Join(dir, "arrivals.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "<svg")
+	assert.Contains(t, string(svg), "exponential (waves)", "the legend names the policy and its verdict")
+	assert.Contains(t, string(svg), "broker back")
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(html), "<svg", "the chart is inline")
+	assert.NotContains(t, string(html), "<?xml")
+	assert.Contains(t, string(html), `<td class="waves">waves</td>`)
+	assert.Contains(t, string(html), "the broker came back at 30.")
+}
+
+func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
+	var reports []*fleetsim.Report
+	for _, p := range []string{"exponential", "full"} {
+		r, err := fleetsim.Run(context.Background(), small(fleetsim.DropAll, p))
+		require.NoError(t, err)
+		reports = append(reports, r)
+	}
+	svg, err := fleetsim.ChartSVG(reports)
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "exponential (waves)")
+	assert.Contains(t, string(svg), "full (")
+	assert.NotContains(t, string(svg), "broker back", "drop-all has no return to mark")
+	dir := t.TempDir()
+	require.NoError(t, fleetsim.WriteCharts(dir, reports))
+	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(string(html), "<tr><td>"), "one table row per policy")
 }
 
 func TestDropAllWithFullJitterRecovers(t *testing.T) {

@@ -26,9 +26,22 @@ type Arrivals struct {
 	// 1 for arrivals that are independent (Poisson), near 0 for arrivals
 	// evenly paced, and far above 1 for waves.
 	Fano float64 `json:"fano"`
+	// LocalFano is the Fano factor against a moving average over
+	// LocalWindow (each bucket's count against the mean of its neighbours):
+	// about 1 for independent arrivals even while their rate rises or decays,
+	// far above 1 for bursts shorter than the window. The whole-span Fano
+	// grows with fleet size whenever the rate changes (a fleet's recovery
+	// always decays), so the verdict uses this one.
+	LocalFano     float64 `json:"local_fano"`
+	LocalWindowMS int     `json:"local_window_ms"`
 	// MaxShare1s is the largest fraction of all arrivals inside any 1 s window.
 	MaxShare1s float64 `json:"max_share_1s"`
 }
+
+// LocalWindow is the moving average's width for LocalFano: wider than the
+// 1 s jitter of the IoTCore policy, so one synchronised retry round stands
+// out against it, and short enough that a fleet's decaying rate does not.
+const LocalWindow = 2 * time.Second
 
 // Summarize computes Arrivals over times (any order) with per-bucket counts of
 // width bucket (the Fano factor and peak-to-mean use it).
@@ -49,6 +62,8 @@ func Summarize(times []time.Duration, bucket time.Duration) Arrivals {
 		a.PeakToMean = float64(maxIn(counts)) / mean
 		a.Fano = variance / mean
 	}
+	a.LocalWindowMS = int(LocalWindow / time.Millisecond)
+	a.LocalFano = localFano(counts, int(LocalWindow/bucket))
 	a.MaxShare1s = float64(maxWindow(ts, time.Second)) / float64(len(ts))
 	return a
 }
@@ -67,6 +82,32 @@ func Counts(sorted []time.Duration, start, bucket time.Duration) []int {
 		counts[int((t-start)/bucket)]++
 	}
 	return counts
+}
+
+// localFano is sum((c_i - m_i)^2) / sum(m_i), where m_i is the mean count
+// of the w buckets around bucket i, itself excluded (so independent
+// arrivals give about 1 whatever their rate does slowly).
+func localFano(counts []int, w int) float64 {
+	half := max(w/2, 1)
+	prefix := make([]int, len(counts)+1)
+	for i, c := range counts {
+		prefix[i+1] = prefix[i] + c
+	}
+	var num, den float64
+	for i, c := range counts {
+		lo, hi := max(i-half, 0), min(i+half+1, len(counts))
+		if hi-lo < 2 {
+			continue
+		}
+		m := float64(prefix[hi]-prefix[lo]-c) / float64(hi-lo-1)
+		d := float64(c) - m
+		num += d * d
+		den += m
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
 }
 
 func maxIn(xs []int) int {
@@ -118,15 +159,16 @@ func Percentile(xs []float64, p float64) float64 {
 
 // Thresholds decide the verdict; they are written beside it in a report.
 type Thresholds struct {
-	// MaxFano: above it, the arrivals are waves.
-	MaxFano float64 `json:"max_fano"`
+	// MaxLocalFano: above it, the arrivals are waves.
+	MaxLocalFano float64 `json:"max_local_fano"`
 	// MaxShare1s: a larger share of all arrivals in one second is a wave.
 	MaxShare1s float64 `json:"max_share_1s"`
 }
 
-// DefaultThresholds: arrivals up to 3 times as bursty as independent ones,
-// and no second holding more than a fifth of them, count as spread.
-var DefaultThresholds = Thresholds{MaxFano: 3, MaxShare1s: 0.2}
+// DefaultThresholds: arrivals up to 3 times as bursty as independent ones
+// (against their local mean), and no second holding more than a fifth of
+// them, count as spread.
+var DefaultThresholds = Thresholds{MaxLocalFano: 3, MaxShare1s: 0.2}
 
 // Verdict is "spread" or "waves".
 type Verdict string
@@ -139,11 +181,11 @@ const (
 // Judge applies th to a.
 func Judge(a Arrivals, th Thresholds) (Verdict, string) {
 	switch {
-	case a.Fano > th.MaxFano:
-		return Waves, fmt.Sprintf("Fano factor %.1f > %.1f", a.Fano, th.MaxFano)
+	case a.LocalFano > th.MaxLocalFano:
+		return Waves, fmt.Sprintf("local Fano factor %.1f > %.1f", a.LocalFano, th.MaxLocalFano)
 	case a.MaxShare1s > th.MaxShare1s:
 		return Waves, fmt.Sprintf("%.0f%% of arrivals in one second > %.0f%%", 100*a.MaxShare1s, 100*th.MaxShare1s)
 	}
-	return Spread, fmt.Sprintf("Fano factor %.1f <= %.1f and at most %.0f%% of arrivals in any second",
-		a.Fano, th.MaxFano, 100*a.MaxShare1s)
+	return Spread, fmt.Sprintf("local Fano factor %.1f <= %.1f and at most %.0f%% of arrivals in any second",
+		a.LocalFano, th.MaxLocalFano, 100*a.MaxShare1s)
 }

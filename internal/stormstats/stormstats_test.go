@@ -48,6 +48,7 @@ func TestEvenlyPacedArrivals(t *testing.T) {
 	a := stormstats.Summarize(evenly(1000, 100*time.Second), bucket) // 10 per second, exactly
 	assert.Equal(t, 1000, a.Count)
 	assert.InDelta(t, 0, a.Fano, 0.01, "no variance between buckets")
+	assert.InDelta(t, 0, a.LocalFano, 0.01)
 	assert.InDelta(t, 1, a.PeakToMean, 0.02)
 	assert.InDelta(t, 10, a.PeakPerS1s, 0.5)
 	assert.InDelta(t, 10, a.PeakPerS100ms, 0.5)
@@ -60,6 +61,7 @@ func TestPoissonArrivalsHaveFanoNearOne(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	a := stormstats.Summarize(poisson(100_000, 200, r), bucket) // 20 per bucket on average
 	assert.InDelta(t, 1, a.Fano, 0.05)
+	assert.InDelta(t, 1, a.LocalFano, 0.1)
 	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
 	assert.Equal(t, stormstats.Spread, v, why)
 }
@@ -70,11 +72,47 @@ func TestPeriodicWavesAreWaves(t *testing.T) {
 	// unjittered reconnect after a fleet-wide drop looks like this.
 	a := stormstats.Summarize(waves(10_000, 5, 2*time.Second, 50*time.Millisecond, r), bucket)
 	assert.Greater(t, a.Fano, 100.0)
+	assert.Greater(t, a.LocalFano, 100.0)
 	assert.InDelta(t, 0.2, a.MaxShare1s, 0.01)
 	assert.InDelta(t, 2000/0.1, a.PeakPerS100ms, 2000/0.1*0.05) // a whole burst inside one 100 ms bucket
 	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
 	assert.Equal(t, stormstats.Waves, v)
-	assert.Contains(t, why, "Fano")
+	assert.Contains(t, why, "local Fano")
+}
+
+// decaying: n independent arrivals whose rate decays exponentially with time
+// constant tau, as a jittered fleet's retries do after an outage.
+func decaying(n int, tau float64, r *rand.Rand) []time.Duration {
+	ts := make([]time.Duration, n)
+	for i := range ts {
+		ts[i] = secs(r.ExpFloat64() * tau)
+	}
+	return ts
+}
+
+func TestDecayingIndependentArrivalsAreSpread(t *testing.T) {
+	// 100,000 independent arrivals whose rate falls from 5,000/s: the
+	// whole-span Fano factor is huge because the rate changes, but no
+	// arrival is synchronised with another.
+	r := rand.New(rand.NewPCG(5, 6))
+	a := stormstats.Summarize(decaying(100_000, 20, r), bucket)
+	assert.Greater(t, a.Fano, 50.0, "the whole-span measure mistakes a changing rate for waves")
+	assert.InDelta(t, 1, a.LocalFano, 0.15)
+	assert.Equal(t, 2000, a.LocalWindowMS)
+	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
+	assert.Equal(t, stormstats.Spread, v, why)
+}
+
+func TestWavesOnTopOfIndependentArrivalsAreWaves(t *testing.T) {
+	// 10,000 devices each retrying once a second within 100 ms (an
+	// unjittered 1 s cap), over a Poisson background ten times as large.
+	r := rand.New(rand.NewPCG(7, 8))
+	ts := append(poisson(100_000, 2000, r), waves(10_000, 50, time.Second, 100*time.Millisecond, r)...)
+	a := stormstats.Summarize(ts, bucket)
+	assert.Less(t, a.MaxShare1s, 0.05)
+	assert.Greater(t, a.LocalFano, 10.0)
+	v, _ := stormstats.Judge(a, stormstats.DefaultThresholds)
+	assert.Equal(t, stormstats.Waves, v)
 }
 
 func TestOneSecondShare(t *testing.T) {
@@ -85,7 +123,7 @@ func TestOneSecondShare(t *testing.T) {
 	}
 	a := stormstats.Summarize(ts, bucket)
 	assert.InDelta(t, 0.5, a.MaxShare1s, 0.01)
-	v, _ := stormstats.Judge(a, stormstats.Thresholds{MaxFano: math.Inf(1), MaxShare1s: 0.2})
+	v, _ := stormstats.Judge(a, stormstats.Thresholds{MaxLocalFano: math.Inf(1), MaxShare1s: 0.2})
 	assert.Equal(t, stormstats.Waves, v)
 }
 
@@ -108,4 +146,18 @@ func TestEmpty(t *testing.T) {
 	a := stormstats.Summarize(nil, bucket)
 	assert.Zero(t, a.Count)
 	assert.Zero(t, a.Fano)
+}
+
+func TestAUniformRoundWithSharpEdgesIsSpread(t *testing.T) {
+	// 100,000 devices' first full-jitter retries after the broker returns:
+	// uniform over 32 s, so the rate jumps from 0 to 3,125/s and back.
+	r := rand.New(rand.NewPCG(9, 10))
+	ts := make([]time.Duration, 100_000)
+	for i := range ts {
+		ts[i] = secs(32 * r.Float64())
+	}
+	a := stormstats.Summarize(ts, bucket)
+	assert.Less(t, a.LocalFano, 2.0, "the two edges are not waves")
+	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
+	assert.Equal(t, stormstats.Spread, v, why)
 }
