@@ -25,23 +25,27 @@ waves.
 
 Commands:
   devicesim run [flags]      run a scenario (no flags: the embedded default)
+  devicesim merge -out DIR SHARD_DIR...
+                             combine shard reports into one
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
 `
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a command is required")
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
+		return runCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "merge":
+		return mergeCmd(args[1:], stdout, stderr)
 	case "delays":
 		return delaysCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		if len(args) > 1 {
-			return run(ctx, []string{args[1], "-h"}, stdout, stdout)
+			return run(ctx, []string{args[1], "-h"}, getenv, stdout, stdout)
 		}
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -50,7 +54,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	c := fleetsim.Default()
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -59,7 +63,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames(), ", "))
 	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff, "the policy's cap (unscaled)")
 	retryCap := fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
-	fs.DurationVar(&c.Outage, "outage", c.Outage, "how long the broker stays down (broker-restart, unscaled)")
+	fs.DurationVar(&c.Outage, "outage", c.Outage, "how long the disruption lasts (unscaled): the broker's absence, the flapping window, the config server's faults")
+	fs.DurationVar(&c.Flap, "flap", c.Flap, "flapping: how long each session lasts before the broker drops it (unscaled)")
+	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "config-outage: the Retry-After the config server sends (unscaled)")
+	fs.StringVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem or tcp (tcp holds up to 9,500 devices in one process)")
+	fs.StringVar(&c.Broker, "broker", "", "an external broker's URL (tcp://host:port) instead of the in-process one; scenarios observe and boot-storm")
+	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
+	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
+	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
+	fs.Float64Var(&c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "run every duration this many times faster; reports stay unscaled")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
 	fs.Float64Var(&c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
@@ -72,6 +84,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return nil
 		}
 		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.Scenario == fleetsim.Observe && !set["time-scale"] {
+		c.TimeScale = 1 // the disruption is someone else's, in real time
+	}
+	switch {
+	case *shard != "":
+		sh, err := fleetsim.ParseShard(*shard)
+		if err != nil {
+			return fmt.Errorf("-shard: %w", err)
+		}
+		c.Shard = sh
+	case *shards > 0:
+		idx := getenv("JOB_COMPLETION_INDEX")
+		i, err := strconv.Atoi(idx)
+		if err != nil {
+			return fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
+		}
+		c.Shard = fleetsim.Shard{Index: i, Count: *shards}
+	}
+	if c.Shard.Count > 0 && !set["out"] {
+		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
 	c.RetryCap = *retryCap
 	mode, err := testbroker.ParseAdmissionMode(*admitMode)
@@ -160,4 +195,37 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	w.Flush()
 	return w.Error()
+}
+
+func mergeCmd(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("devicesim merge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "devicesim-report/merged", "directory for the merged report")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("merge: name the shard report directories")
+	}
+	var shards []*fleetsim.Report
+	for _, dir := range fs.Args() {
+		r, err := fleetsim.ReadReport(dir)
+		if err != nil {
+			return err
+		}
+		shards = append(shards, r)
+	}
+	m, err := fleetsim.Merge(shards)
+	if err != nil {
+		return err
+	}
+	m.Summary(stdout)
+	if err := m.WriteFiles(*out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "report: %s/report.html\n", *out)
+	return nil
 }

@@ -10,9 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+func noenv(string) string { return "" }
+
 func delays(t *testing.T, args ...string) string {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), &out, &out))
+	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), noenv, &out, &out))
 	return out.String()
 }
 
@@ -29,18 +31,27 @@ func TestDelaysAreReproducibleAndFollowThePolicy(t *testing.T) {
 
 func TestCommandErrors(t *testing.T) {
 	var out bytes.Buffer
-	assert.Error(t, run(context.Background(), nil, &out, &out))
-	assert.Error(t, run(context.Background(), []string{"fly"}, &out, &out))
-	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, &out, &out), "unknown policy")
-	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, &out, &out))
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-admit-mode", "maybe"}, &out, &out), "-admit-mode")
-	assert.Error(t, run(context.Background(), []string{"run", "-admit-rate", "-1"}, &out, &out))
+	assert.Error(t, run(context.Background(), nil, noenv, &out, &out))
+	assert.Error(t, run(context.Background(), []string{"fly"}, noenv, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, noenv, &out, &out), "unknown policy")
+	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, noenv, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-admit-mode", "maybe"}, noenv, &out, &out), "-admit-mode")
+	assert.Error(t, run(context.Background(), []string{"run", "-admit-rate", "-1"}, noenv, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shard", "3/2"}, noenv, &out, &out), "-shard")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, noenv, &out, &out), "JOB_COMPLETION_INDEX")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, func(string) string { return "1" }, &out, &out),
+		"external broker", "a shard needs -broker")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-scenario", "observe"}, noenv, &out, &out), "-broker")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-transport", "tcp", "-devices", "10000"}, noenv, &out, &out), "descriptors")
+	assert.Error(t, run(context.Background(), []string{"merge"}, noenv, &out, &out))
 }
 
 func TestHelpListsRunFlags(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"help", "run"}, &out, &out))
-	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out", "-admit-rate", "-admit-burst", "-admit-mode", "-compare"} {
+	require.NoError(t, run(context.Background(), []string{"help", "run"}, noenv, &out, &out))
+	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out",
+		"-admit-rate", "-admit-burst", "-admit-mode", "-compare", "-transport", "-broker", "-flap", "-retry-after", "-duration",
+		"-shard", "-shards", "-telemetry", "paho-default", "config-outage", "observe", "flapping"} {
 		assert.Contains(t, out.String(), f)
 	}
 }

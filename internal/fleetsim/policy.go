@@ -30,7 +30,7 @@ var shapes = map[string]func(maxBackoff time.Duration) reconnect.Shape{
 
 // PolicyNames lists the policies a run can name.
 func PolicyNames() []string {
-	names := make([]string, 0, len(shapes))
+	names := []string{PahoDefault}
 	for n := range shapes {
 		names = append(names, n)
 	}
@@ -41,6 +41,9 @@ func PolicyNames() []string {
 // Shape returns the named policy's shape with the given cap, in real time.
 func Shape(name string, maxBackoff time.Duration) (reconnect.Shape, error) {
 	f, ok := shapes[name]
+	if name == PahoDefault {
+		return nil, fmt.Errorf("%s is paho's own reconnect, not a reconnect.Shape", name)
+	}
 	if !ok {
 		return nil, fmt.Errorf("unknown policy %q (one of %v)", name, PolicyNames())
 	}

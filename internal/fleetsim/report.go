@@ -17,11 +17,11 @@ func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
 		rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
 	a := r.Attempts
-	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device after the broker returned\n",
+	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device once the disruption ended\n",
 		a.Total, a.PerDeviceMean, a.PerDeviceMax, a.Refused, a.AfterReturnPerDeviceMean)
 	ar := r.Arrivals
-	fmt.Fprintf(w, "arrivals at the broker: peak %.0f/s (100 ms), %.0f/s (1 s), peak/mean %.1f, Fano %.1f (local %.1f), max share in 1 s %.0f%%\n",
-		ar.PeakPerS100ms, ar.PeakPerS1s, ar.PeakToMean, ar.Fano, ar.LocalFano, 100*ar.MaxShare1s)
+	fmt.Fprintf(w, "arrivals (seen by the %s): peak %.0f/s (100 ms), %.0f/s (1 s), peak/mean %.1f, Fano %.1f (local %.1f), max share in 1 s %.0f%%\n",
+		r.MeasuredAt, ar.PeakPerS100ms, ar.PeakPerS1s, ar.PeakToMean, ar.Fano, ar.LocalFano, 100*ar.MaxShare1s)
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)

@@ -9,13 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/internal/stormstats"
@@ -29,15 +31,27 @@ const (
 	BrokerRestart    = "broker-restart"    // the broker goes away for Outage, then comes back
 	ThrottledRestart = "throttled-restart" // as broker-restart, then admits AdmitRate connects/s
 	DropAll          = "drop-all"          // every session is dropped at once; the broker stays up
+	Flapping         = "flapping"          // for Outage, every session is dropped Flap after its CONNACK
+	ConfigOutage     = "config-outage"     // the config server answers 503, then 429, with Retry-After for Outage
+	Observe          = "observe"           // an external broker the user disrupts; the run only records
 )
 
 // Scenarios lists the scenarios a run can name.
-var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll}
+var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, ConfigOutage, Observe}
+
+// PahoDefault names the baseline: paho's built-in reconnect, unjittered.
+const PahoDefault = "paho-default"
 
 // HostAdmitLimit is roughly the connects per second this 2-core host served
 // to real paho clients on the in-memory transport (make scale: 100,000 in
 // 19.7 s); a scaled admission rate beyond it measures the host, not the fleet.
 const HostAdmitLimit = 5000
+
+// Transports a run can name.
+const (
+	Mem = "mem" // in-process pipes: no descriptors, 100,000 devices fit
+	TCP = "tcp" // loopback TCP: two descriptors per device in one process
+)
 
 // Config is one run. Durations are real-world (unscaled) time.
 type Config struct {
@@ -46,7 +60,27 @@ type Config struct {
 	Policy     string
 	MaxBackoff time.Duration
 	RetryCap   int // reconnect.RetryForever or a count
-	Outage     time.Duration
+	// Outage is how long the disruption lasts: the broker's absence
+	// (restarts), the flapping window, or the config server's fault window.
+	Outage time.Duration
+	// Flap is how long each session lasts while the broker flaps.
+	Flap time.Duration
+	// RetryAfter is the hint the config server sends in config-outage.
+	RetryAfter time.Duration
+	// Transport is Mem or TCP for the in-process broker.
+	Transport string
+	// Broker, if set, is an external broker's URL (tcp://host:port): the
+	// run cannot disrupt it, so only boot-storm and observe apply, and the
+	// devices' own events are what is measured.
+	Broker string
+	// Duration bounds an observe run: how long to wait for a disruption.
+	Duration time.Duration
+	// Shard runs only the devices whose index i has i % Shard.Count ==
+	// Shard.Index (every device when Count is 0).
+	Shard Shard
+	// Telemetry, if > 0, makes every device publish that many QoS 1
+	// messages per (unscaled) second through a store-and-forward publisher.
+	Telemetry float64
 	// TimeScale runs every duration that many times faster; reports are in
 	// unscaled seconds.
 	TimeScale  float64
@@ -64,32 +98,104 @@ type Config struct {
 	Progress io.Writer
 	// Warn, if set, receives warnings about the run's own validity.
 	Warn io.Writer
+	// Ready, if set, is called once the whole fleet is up, before the
+	// disruption (observe: when the run starts waiting for one).
+	Ready func()
+}
+
+// Shard is a slice of a fleet: index Index of Count.
+type Shard struct{ Index, Count int }
+
+// ParseShard reads "i/n".
+func ParseShard(s string) (Shard, error) {
+	var sh Shard
+	if _, err := fmt.Sscanf(s, "%d/%d", &sh.Index, &sh.Count); err != nil || sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
+		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
+	}
+	return sh, nil
+}
+
+func (s Shard) String() string {
+	if s.Count == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Count)
+}
+
+// ids lists the device indexes this shard runs.
+func (s Shard) ids(devices int) []int {
+	var ids []int
+	for i := 0; i < devices; i++ {
+		if s.Count == 0 || i%s.Count == s.Index {
+			ids = append(ids, i)
+		}
+	}
+	return ids
 }
 
 // Default is the embedded default run: 2,000 devices on the in-memory
 // transport, a 30 s broker restart, the IoTCore policy, 10x time scale.
 func Default() Config {
 	return Config{Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
-		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, TimeScale: 10, Seed: 1,
+		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second, RetryAfter: 10 * time.Second,
+		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1,
 		Bucket: 100 * time.Millisecond, Thresholds: stormstats.DefaultThresholds}
 }
 
+// maxTCPDevices is how many TCP devices one process holds with both ends
+// (two descriptors each) under this machine's 20,000-descriptor limit.
+const maxTCPDevices = 9500
+
 func (c Config) validate() error {
+	external := c.Broker != ""
 	switch {
 	case c.Devices < 1:
 		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
 	case !slices.Contains(Scenarios, c.Scenario):
 		return fmt.Errorf("unknown scenario %q (one of %v)", c.Scenario, Scenarios)
+	case external && c.Scenario != Observe && c.Scenario != BootStorm:
+		return fmt.Errorf("scenario %s disrupts the in-process broker; against an external broker use observe or boot-storm", c.Scenario)
+	case !external && c.Scenario == Observe:
+		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
+	case external && c.AdmitRate > 0:
+		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies to the in-process broker")
+	case c.Scenario == Observe && c.TimeScale != 1:
+		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
+	case c.Transport != Mem && c.Transport != TCP:
+		return fmt.Errorf("unknown transport %q (mem or tcp)", c.Transport)
+	case !external && c.Transport == TCP && c.Devices > maxTCPDevices:
+		return fmt.Errorf("%d TCP devices need %d descriptors with the broker in this process (limit ~20,000): "+
+			"use -transport mem, or run shards of the fleet against the broker (-broker, -shard)", c.Devices, 2*c.Devices)
 	case c.AdmitRate < 0 || c.AdmitBurst < 0:
 		return fmt.Errorf("admission rate and burst must be >= 0")
 	case !(c.TimeScale >= 1 && c.TimeScale <= 1000):
 		return fmt.Errorf("time scale must be in [1, 1000], got %g", c.TimeScale)
-	case (c.Scenario == BrokerRestart || c.Scenario == ThrottledRestart) && c.Outage <= 0:
+	case c.Scenario != BootStorm && c.Scenario != DropAll && c.Scenario != Observe && c.Outage <= 0:
 		return fmt.Errorf("outage must be > 0, got %v", c.Outage)
+	case c.Scenario == Flapping && c.Flap <= 0:
+		return fmt.Errorf("flap must be > 0, got %v", c.Flap)
+	case c.Scenario == ConfigOutage && c.RetryAfter < 0:
+		return fmt.Errorf("retry-after must be >= 0, got %v", c.RetryAfter)
+	case c.Scenario == Observe && c.Duration <= 0:
+		return fmt.Errorf("duration must be > 0, got %v", c.Duration)
+	case c.Telemetry < 0:
+		return fmt.Errorf("telemetry rate must be >= 0, got %g", c.Telemetry)
+	case c.Telemetry > 0:
+		return fmt.Errorf("telemetry is not built yet")
+	case c.Shard.Count < 0 || (c.Shard.Count > 0 && (c.Shard.Index < 0 || c.Shard.Index >= c.Shard.Count)):
+		return fmt.Errorf("shard %d/%d: want 0 <= i < n", c.Shard.Index, c.Shard.Count)
+	case c.Shard.Count > 0 && !external:
+		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
 	case c.Bucket <= 0:
 		return fmt.Errorf("bucket must be > 0, got %v", c.Bucket)
 	case c.RetryCap < 0 && c.RetryCap != reconnect.RetryForever:
 		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", c.RetryCap)
+	}
+	if c.Policy == PahoDefault {
+		if c.MaxBackoff < time.Second {
+			return fmt.Errorf("max backoff %v is below paho's 1 s start", c.MaxBackoff)
+		}
+		return nil
 	}
 	_, err := Shape(c.Policy, c.MaxBackoff)
 	return err
@@ -115,8 +221,16 @@ type Report struct {
 	VerdictWhy  string                `json:"verdict_reason"`
 	Thresholds  stormstats.Thresholds `json:"thresholds"`
 	Host        Host                  `json:"host"`
+	// MeasuredAt says whose clock the arrivals are: "broker" (the
+	// in-process broker's), "devices" (an external broker: the devices'
+	// own attempts, refused dials included) or "config-server".
+	MeasuredAt string `json:"measured_at"`
+	// DisruptionUnixMS anchors the unscaled times, to merge shards.
+	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
+	Shard            string `json:"shard,omitempty"`
 
-	events []event
+	events    []event
+	recovered int
 }
 
 type recoveryJSON struct {
@@ -154,9 +268,34 @@ type Host struct {
 
 type event struct {
 	t        time.Duration // unscaled, since the disruption
+	at       time.Time     // wall clock, to merge shards' events
 	clientID string
-	outcome  testbroker.Outcome
-	code     byte
+	outcome  string
+	code     int
+}
+
+// run is one run's moving parts.
+type run struct {
+	c         Config
+	timing    device.Timing
+	broker    *testbroker.Broker // nil against an external broker
+	configs   *testbroker.ConfigServer
+	obs       observer
+	ids       []int
+	members   []member
+	fetchers  []*device.Fetcher
+	admission testbroker.Admission
+}
+
+func (r *run) scale(d time.Duration) time.Duration { return time.Duration(float64(d) / r.c.TimeScale) }
+func (r *run) unscale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * r.c.TimeScale)
+}
+
+func (r *run) warn(format string, args ...any) {
+	if r.c.Warn != nil {
+		fmt.Fprintf(r.c.Warn, "warning: "+format+"\n", args...)
+	}
 }
 
 // Run executes one run.
@@ -164,185 +303,330 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / c.TimeScale) }
-	shape, _ := Shape(c.Policy, c.MaxBackoff)
-	policy, err := reconnect.New(scaled{shape, c.TimeScale}, reconnect.Limits{MaxRetries: c.RetryCap})
-	if err != nil {
-		return nil, err
+	if c.Scenario == ConfigOutage && c.Policy == PahoDefault {
+		return nil, fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
 	}
-	// Every duration is scaled but the keepalive, which has a 5 s floor: the
-	// broker ends sessions itself in every scenario, so keepalive never
-	// shapes the measurement, while a scaled one under a second drops
-	// sessions on a loaded host.
-	timing := device.DefaultTiming()
-	timing.Policy = policy
-	timing.BootSpread = scale(10 * time.Second)
-	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
-	// at no more than half of what this host serves, or paho's connect
-	// timeouts turn the setup itself into a storm.
-	hostPaced := time.Duration(float64(c.Devices) / (HostAdmitLimit / 2) * float64(time.Second))
-	if c.Scenario != BootStorm {
-		timing.BootSpread = max(timing.BootSpread, hostPaced)
-	} else if timing.BootSpread < hostPaced && c.Warn != nil {
-		fmt.Fprintf(c.Warn, "warning: %d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale\n",
-			c.Devices, timing.BootSpread, HostAdmitLimit)
+	r := &run{c: c, ids: c.Shard.ids(c.Devices)}
+	if c.Policy == PahoDefault && c.TimeScale != 1 {
+		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
+		r.c.TimeScale = 1
 	}
-	timing.StableAfter = scale(time.Minute)
-	timing.CredentialsWait = scale(timing.CredentialsWait)
-	timing.Guard.Window = scale(timing.Guard.Window)
-
-	broker, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory})
-	if err != nil {
-		return nil, err
-	}
-	defer broker.Close()
 	if c.Scenario == ThrottledRestart && c.AdmitRate == 0 {
-		c.AdmitRate = 100
+		r.c.AdmitRate = 100
 	}
-	var admission testbroker.Admission
-	if c.AdmitRate > 0 {
-		admission = testbroker.Admission{Rate: c.AdmitRate * c.TimeScale, Burst: max(c.AdmitBurst, 1), Mode: c.AdmitMode}
-		if admission.Rate > HostAdmitLimit && c.Warn != nil {
-			fmt.Fprintf(c.Warn, "warning: the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale\n",
-				admission.Rate, HostAdmitLimit)
-		}
-	}
-	before := memInUse()
-	agents := make([]*device.Agent, c.Devices)
-	t0 := time.Now()
-	if c.Scenario == BootStorm && c.AdmitRate > 0 {
-		if err := broker.SetAdmission(admission); err != nil {
-			return nil, err
-		}
+	start := time.Now()
+	defer r.close()
+	if err := r.setup(); err != nil {
+		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	for i := range agents {
-		a, err := device.New(device.Config{Broker: broker.URL(), ClientID: "dev-" + strconv.Itoa(i), Dial: broker.Dial,
-			Timing: &timing, Source: rand.NewPCG(c.Seed, uint64(i)), KeepAlive: max(5*time.Second, scale(30*time.Second)),
-			ConnectTimeout: 10 * time.Second})
-		if err != nil {
+	before := memInUse()
+	bootStart := time.Now()
+	for _, m := range r.members {
+		if err := m.start(runCtx); err != nil {
 			return nil, err
 		}
-		if err := a.Start(runCtx); err != nil {
-			return nil, err
-		}
-		agents[i] = a
 	}
-	defer func() {
-		stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
-		defer stop()
-		cancel()
-		for _, a := range agents {
-			if a != nil {
-				_ = a.Stop(stopCtx)
-			}
-		}
-	}()
-	attemptsBefore := make([]int64, len(agents))
-	connectsBefore := make([]int64, len(agents))
+	defer r.stopMembers(cancel)
+	n := len(r.ids)
 	var memPerDevice float64
-	returned := t0
-	if c.Scenario != BootStorm {
-		bootBound := timing.BootSpread + time.Minute
-		if err := broker.Recorder().Await(bootBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices }); err != nil {
+	t0 := bootStart
+	statsBefore := make([]int64, n)
+	if r.c.Scenario != BootStorm {
+		if err := r.obs.await(r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
-		memPerDevice = float64(memInUse()-before) / float64(c.Devices) / 1024
-		for i, a := range agents {
-			s := a.Stats()
-			attemptsBefore[i], connectsBefore[i] = s.Attempts, s.Connects
+		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
+		for i, m := range r.members {
+			statsBefore[i], _ = m.stats()
 		}
-		broker.Recorder().Reset()
-		t0 = time.Now()
-		returned = t0
-		if c.AdmitRate > 0 && c.Scenario != ThrottledRestart {
-			if err := broker.SetAdmission(admission); err != nil {
-				return nil, err
-			}
+		t0 = time.Now() // observe watches from here, Ready is its disruption
+		if r.c.Ready != nil {
+			r.c.Ready()
+		}
+		if r.c.Scenario != Observe {
+			t0 = time.Now()
 		}
 	}
-	switch c.Scenario {
-	case BrokerRestart, ThrottledRestart:
-		broker.BeginOutage()
-		if err := reconnect.Sleep(ctx, nil, scale(c.Outage)); err != nil {
-			return nil, err
-		}
-		if c.Scenario == ThrottledRestart {
-			if err := broker.SetAdmission(admission); err != nil {
-				return nil, err
-			}
-		}
-		if err := broker.EndOutage(); err != nil {
-			return nil, err
-		}
-		returned = time.Now()
-	case DropAll:
-		broker.DropAll()
+	d, err := r.disrupt(ctx, t0)
+	if err != nil {
+		return nil, err
 	}
-	recoverBound := scale(c.Outage+20*c.MaxBackoff) + time.Minute
-	if c.AdmitRate > 0 {
-		recoverBound += time.Duration(3 * float64(c.Devices) / admission.Rate * float64(time.Second))
+	stopProgress := progress(r.c.Progress, r.obs, n, r.c.TimeScale, d.t0)
+	var recoverErr error
+	if r.c.Scenario == ConfigOutage {
+		recoverErr = d.wait()
+	} else {
+		recoverErr = r.obs.await(r.recoverBound(), func(k int) bool { return k == n })
 	}
-	stopProgress := progress(c.Progress, broker, c.Devices, c.TimeScale, t0)
-	err = broker.Recorder().Await(recoverBound, func(k testbroker.Counts) bool { return k.Connected == c.Devices })
 	stopProgress()
-	allRecovered := err == nil
+	rep := r.report(d, statsBefore)
+	if memPerDevice == 0 {
+		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
+	}
+	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
+	recovered := rep.recovered
+	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
+	if !rep.RecoveryJSON.AllRecovered {
+		return rep, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
+	}
+	return rep, nil
+}
 
-	r := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: "agents", Transport: "mem", Devices: c.Devices,
-		Seed: c.Seed, TimeScale: c.TimeScale, Thresholds: c.Thresholds}
-	unscale := func(d time.Duration) time.Duration { return time.Duration(float64(d) * c.TimeScale) }
+// recoverBound is how long a run waits for its fleet to come back.
+func (r *run) recoverBound() time.Duration {
+	bound := r.scale(r.c.Outage+20*r.c.MaxBackoff) + time.Minute
+	if r.c.AdmitRate > 0 {
+		bound += time.Duration(3 * float64(len(r.ids)) / r.admission.Rate * float64(time.Second))
+	}
+	return bound
+}
+
+// setup makes the broker (or the observer of an external one), the config
+// server if the scenario needs it, and the members.
+func (r *run) setup() error {
+	c := r.c
+	mc := memberConfig{seed: c.Seed, keepAlive: max(5*time.Second, r.scale(30*time.Second)),
+		pahoMaxInterval: c.MaxBackoff}
+	if c.Policy != PahoDefault {
+		shape, _ := Shape(c.Policy, c.MaxBackoff)
+		policy, err := reconnect.New(scaled{shape, c.TimeScale}, reconnect.Limits{MaxRetries: c.RetryCap})
+		if err != nil {
+			return err
+		}
+		// Every duration is scaled but the keepalive, which has a 5 s floor:
+		// the broker ends sessions itself in every scenario, so keepalive
+		// never shapes the measurement, while a scaled one under a second
+		// drops sessions on a loaded host.
+		r.timing = device.DefaultTiming()
+		r.timing.Policy = policy
+		r.timing.StableAfter = r.scale(time.Minute)
+		r.timing.CredentialsWait = r.scale(r.timing.CredentialsWait)
+		r.timing.Guard.Window = r.scale(r.timing.Guard.Window)
+		mc.timing = &r.timing
+	}
+	r.timing.BootSpread = r.scale(10 * time.Second)
+	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
+	// at half of what this host serves, or paho's connect timeouts turn the
+	// setup itself into a storm.
+	hostPaced := time.Duration(float64(len(r.ids)) / (HostAdmitLimit / 2) * float64(time.Second))
+	if c.Scenario != BootStorm {
+		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond)
+	} else if r.timing.BootSpread < hostPaced {
+		r.warn("%d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale",
+			len(r.ids), r.timing.BootSpread, HostAdmitLimit)
+	}
+	mc.pahoBootSpread = r.timing.BootSpread
+	if c.Scenario == BootStorm && c.Policy == PahoDefault {
+		mc.pahoBootSpread = 0 // paho has no boot spread: every device dials at power-on
+	}
+	if c.AdmitRate > 0 {
+		r.admission = testbroker.Admission{Rate: c.AdmitRate * c.TimeScale, Burst: max(c.AdmitBurst, 1), Mode: c.AdmitMode}
+		if r.admission.Rate > HostAdmitLimit {
+			r.warn("the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale",
+				r.admission.Rate, HostAdmitLimit)
+		}
+	}
+	if c.Broker != "" {
+		log := newDeviceLog(c.Devices)
+		r.obs, mc.broker, mc.log = deviceObserver{log}, c.Broker, log
+	} else {
+		transport := testbroker.Memory
+		if c.Transport == TCP {
+			transport = testbroker.TCP
+		}
+		b, err := testbroker.New(testbroker.Config{Transport: transport})
+		if err != nil {
+			return err
+		}
+		r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
+		if c.Transport == Mem {
+			mc.dial = func(int) paho.OpenConnectionFunc { return b.Dial }
+		} else {
+			mc.dial = loopbackDialer
+		}
+		if c.Scenario == BootStorm && c.AdmitRate > 0 {
+			if err := b.SetAdmission(r.admission); err != nil {
+				return err
+			}
+		}
+	}
+	if c.Scenario == ConfigOutage {
+		if err := r.setupConfigs(); err != nil {
+			return err
+		}
+	}
+	for _, i := range r.ids {
+		if c.Policy == PahoDefault {
+			r.members = append(r.members, newPahoMember(i, mc))
+			continue
+		}
+		m, err := newAgentMember(i, mc)
+		if err != nil {
+			return err
+		}
+		r.members = append(r.members, m)
+	}
+	return nil
+}
+
+func (r *run) stopMembers(cancel context.CancelFunc) {
+	stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	cancel()
+	var wg sync.WaitGroup
+	for _, m := range r.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = m.stop(stopCtx)
+		}()
+	}
+	wg.Wait()
+}
+
+func (r *run) close() {
+	if r.configs != nil {
+		r.configs.Close()
+	}
+	if r.broker != nil {
+		r.broker.Close()
+	}
+}
+
+// disruption is what a scenario did: when it began, when the broker was
+// back (if it went away), and for config-outage how to wait for the end.
+type disruption struct {
+	t0, returned time.Time
+	wait         func() error
+}
+
+func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
+	d := disruption{t0: t0, returned: t0}
+	b := r.broker
+	if b != nil && r.c.Scenario != BootStorm {
+		b.Recorder().Reset()
+		if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
+			if err := b.SetAdmission(r.admission); err != nil {
+				return d, err
+			}
+		}
+	}
+	switch r.c.Scenario {
+	case BrokerRestart, ThrottledRestart:
+		b.BeginOutage()
+		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
+			return d, err
+		}
+		if r.c.Scenario == ThrottledRestart {
+			if err := b.SetAdmission(r.admission); err != nil {
+				return d, err
+			}
+		}
+		if err := b.EndOutage(); err != nil {
+			return d, err
+		}
+		d.returned = time.Now()
+	case DropAll:
+		b.DropAll()
+	case Flapping:
+		if err := b.SetFlapping(r.scale(r.c.Flap)); err != nil {
+			return d, err
+		}
+		b.DropAll()
+		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
+			return d, err
+		}
+		if err := b.SetFlapping(0); err != nil {
+			return d, err
+		}
+		d.returned = time.Now()
+		// Sessions admitted just before the end are still dropped on
+		// schedule: recovery is measured once those drops are done.
+		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Flap)+10*time.Millisecond); err != nil {
+			return d, err
+		}
+	case ConfigOutage:
+		return r.configOutage(ctx, t0)
+	case Observe:
+		lost, err := r.obs.awaitLoss(t0, r.c.Duration)
+		if err != nil {
+			return d, fmt.Errorf("no disruption within %v: %w", r.c.Duration, err)
+		}
+		d.t0, d.returned = lost, lost
+	}
+	return d, nil
+}
+
+// report builds the report from what the observer (or, for config-outage,
+// the config server) saw from the disruption on.
+func (r *run) report(d disruption, statsBefore []int64) *Report {
+	c := r.c
+	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: "agents", Transport: c.Transport, Devices: len(r.ids),
+		Seed: c.Seed, TimeScale: c.TimeScale, Thresholds: c.Thresholds, MeasuredAt: "broker",
+		DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
+	if c.Broker != "" {
+		rep.MeasuredAt, rep.Transport = "devices", "external"
+	}
+	var attempts []attempt
+	if c.Scenario == ConfigOutage {
+		rep.MeasuredAt = "config-server"
+		attempts = r.configAttempts(d.t0)
+	} else {
+		attempts = r.obs.since(d.t0)
+	}
 	recovered := map[string]time.Duration{}
 	var arrivals []time.Duration
-	afterReturn := 0
-	for _, a := range broker.Recorder().Attempts() {
-		at := a.Connect
-		if at.IsZero() {
-			at = a.Accept
-		}
-		t := unscale(at.Sub(t0))
+	afterReturn, accepted := 0, 0
+	perDevice := map[string]int64{}
+	for _, a := range attempts {
+		t := r.unscale(a.at.Sub(d.t0))
 		arrivals = append(arrivals, t)
-		r.events = append(r.events, event{t: t, clientID: a.ClientID, outcome: a.Outcome, code: a.Code})
-		if !at.Before(returned) {
+		rep.events = append(rep.events, event{t: t, at: a.at, clientID: a.clientID, outcome: a.outcome.String(), code: a.code})
+		if !a.at.Before(d.returned) {
 			afterReturn++
 		}
-		if a.Outcome == testbroker.Accepted {
-			if _, seen := recovered[a.ClientID]; !seen {
-				recovered[a.ClientID] = t
-			}
+		perDevice[a.clientID]++
+		if a.outcome == testbroker.Accepted {
+			accepted++
+			recovered[a.clientID] = t // the last session admitted is the one that stayed
 		}
 	}
 	var recoveries []float64
-	for _, d := range recovered {
-		recoveries = append(recoveries, d.Seconds())
+	for _, t := range recovered {
+		recoveries = append(recoveries, t.Seconds())
 	}
-	r.RecoveryJSON = recoveryJSON{P50S: stormstats.Percentile(recoveries, 50), P95S: stormstats.Percentile(recoveries, 95),
-		P99S: stormstats.Percentile(recoveries, 99), MaxS: stormstats.Percentile(recoveries, 100),
-		AllRecovered: allRecovered && len(recovered) == c.Devices}
-	for i, a := range agents {
-		s := a.Stats()
-		n := s.Attempts - attemptsBefore[i]
-		r.Attempts.Total += n
-		r.Attempts.Refused += n - (s.Connects - connectsBefore[i])
-		r.Attempts.PerDeviceMax = max(r.Attempts.PerDeviceMax, n)
+	rep.recovered = len(recovered)
+	rep.RecoveryJSON = recoveryJSON{P50S: stormstats.Percentile(recoveries, 50), P95S: stormstats.Percentile(recoveries, 95),
+		P99S: stormstats.Percentile(recoveries, 99), MaxS: stormstats.Percentile(recoveries, 100)}
+	if c.Scenario == ConfigOutage {
+		for _, k := range perDevice {
+			rep.Attempts.Total += k
+			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, k)
+		}
+		rep.Attempts.Refused = rep.Attempts.Total - int64(len(recovered))
+	} else {
+		// The devices count their attempts (refused dials included, which
+		// no broker sees); what was admitted is counted where it is seen,
+		// since paho reports a session up only after the broker has.
+		for i, m := range r.members {
+			a, _ := m.stats()
+			n := a - statsBefore[i]
+			rep.Attempts.Total += n
+			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, n)
+		}
+		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
 	}
-	r.Attempts.PerDeviceMean = float64(r.Attempts.Total) / float64(c.Devices)
-	r.Attempts.AfterReturnPerDeviceMean = float64(afterReturn) / float64(c.Devices)
-	r.Arrivals = stormstats.Summarize(arrivals, c.Bucket)
-	r.BrokerBackS = unscale(returned.Sub(t0)).Seconds()
-	if c.AdmitRate > 0 {
-		r.Limit = &Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(c.Devices) / c.AdmitRate}
+	rep.Attempts.PerDeviceMean = float64(rep.Attempts.Total) / float64(len(r.ids))
+	rep.Attempts.AfterReturnPerDeviceMean = float64(afterReturn) / float64(len(r.ids))
+	rep.Arrivals = stormstats.Summarize(arrivals, c.Bucket)
+	if r.c.AdmitRate > 0 {
+		rep.Limit = &Limit{AdmitRate: r.c.AdmitRate, IdealRecoveryS: float64(len(r.ids)) / r.c.AdmitRate}
 	}
-	if memPerDevice == 0 {
-		memPerDevice = float64(memInUse()-before) / float64(c.Devices) / 1024
-	}
-	r.Verdict, r.VerdictWhy = stormstats.Judge(r.Arrivals, c.Thresholds)
-	r.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
-	if !r.RecoveryJSON.AllRecovered {
-		return r, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, len(recovered), c.Devices, recoverBound)
-	}
-	return r, nil
+	rep.BrokerBackS = r.unscale(d.returned.Sub(d.t0)).Seconds()
+	rep.Verdict, rep.VerdictWhy = stormstats.Judge(rep.Arrivals, c.Thresholds)
+	return rep
 }
 
 // ErrNotRecovered is wrapped when a run ends with devices still offline.
@@ -356,7 +640,7 @@ func memInUse() uint64 {
 }
 
 // progress prints connected/total and attempts per second once a second.
-func progress(w io.Writer, b *testbroker.Broker, total int, scale float64, t0 time.Time) (stop func()) {
+func progress(w io.Writer, obs observer, total int, scale float64, t0 time.Time) (stop func()) {
 	if w == nil {
 		return func() {}
 	}
@@ -366,16 +650,16 @@ func progress(w io.Writer, b *testbroker.Broker, total int, scale float64, t0 ti
 		defer close(finished)
 		tick := time.NewTicker(time.Second)
 		defer tick.Stop()
-		last := 0
+		last := obs.attempted()
 		for {
 			select {
 			case <-done:
 				return
 			case <-tick.C:
-				k := b.Recorder().Counts()
+				n := obs.attempted()
 				fmt.Fprintf(w, "t=%5.0fs  connected %d/%d  attempts/s %d\n",
-					time.Since(t0).Seconds()*scale, k.Connected, total, int(float64(k.Attempts-last)/scale))
-				last = k.Attempts
+					time.Since(t0).Seconds()*scale, obs.connected(), total, int(float64(n-last)/scale))
+				last = n
 			}
 		}
 	}()
@@ -400,9 +684,10 @@ func (r *Report) WriteFiles(dir string) error {
 		return err
 	}
 	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"t_s", "client_id", "outcome", "code"})
+	_ = cw.Write([]string{"t_s", "unix_ms", "client_id", "outcome", "code"})
 	for _, e := range r.events {
-		_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), e.clientID, e.outcome.String(), strconv.Itoa(int(e.code))})
+		_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), strconv.FormatInt(e.at.UnixMilli(), 10),
+			e.clientID, e.outcome, strconv.Itoa(e.code)})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

@@ -137,7 +137,7 @@ func meanVar(xs []int) (mean, variance float64) {
 func maxWindow(sorted []time.Duration, w time.Duration) int {
 	best, lo := 0, 0
 	for hi, t := range sorted {
-		for sorted[lo] <= t-w {
+		for lo < hi && sorted[lo] <= t-w {
 			lo++
 		}
 		best = max(best, hi-lo+1)

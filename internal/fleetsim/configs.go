@@ -1,0 +1,102 @@
+package fleetsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// fetchSpread is how far a fleet spreads the config fetch a push triggers
+// (device.FetcherConfig.FirstSpread's default).
+const fetchSpread = 10 * time.Second
+
+// setupConfigs starts the config server and gives every device a Fetcher
+// on the run's policy.
+func (r *run) setupConfigs() error {
+	r.configs = testbroker.NewConfigServer()
+	r.configs.SetConfig("", []byte(`{"settings": {"telemetry": "on"}}`))
+	shape, _ := Shape(r.c.Policy, r.c.MaxBackoff)
+	policy, err := reconnect.New(scaled{shape, r.c.TimeScale}, reconnect.Limits{MaxRetries: r.c.RetryCap})
+	if err != nil {
+		return err
+	}
+	// One transport for the fleet, as many connections as devices up to
+	// 4,000 (8,000 descriptors with the server's side).
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxConnsPerHost: 4000, MaxIdleConnsPerHost: 4000, IdleConnTimeout: time.Minute}}
+	if hint := r.scale(r.c.RetryAfter); hint%time.Second != 0 {
+		sent := (hint + time.Second - 1).Truncate(time.Second)
+		r.warn("Retry-After is sent in whole seconds: %v at time scale %g is %v, sent as %v (%v unscaled)",
+			r.c.RetryAfter, r.c.TimeScale, hint, sent, r.unscale(sent))
+	}
+	for _, i := range r.ids {
+		f, err := device.NewFetcher(device.FetcherConfig{URL: r.configs.DeviceURL(clientID(i)), Client: client,
+			Retry: policy, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
+		if err != nil {
+			return err
+		}
+		r.fetchers = append(r.fetchers, f)
+	}
+	return nil
+}
+
+// configOutage makes the config server answer 503 and then 429, both with
+// Retry-After, for the outage, while every device fetches once (spread over
+// fetchSpread, as after a config push). It returns when the fetches are done.
+func (r *run) configOutage(ctx context.Context, t0 time.Time) (disruption, error) {
+	outage, hint := r.scale(r.c.Outage), r.scale(r.c.RetryAfter)
+	d := disruption{t0: t0, returned: t0.Add(outage)}
+	for _, f := range []testbroker.Fault{
+		{Kind: testbroker.Unavailable, RetryAfter: hint, From: t0, Until: t0.Add(outage / 2)},
+		{Kind: testbroker.TooManyRequests, RetryAfter: hint, From: t0.Add(outage / 2), Until: t0.Add(outage)},
+	} {
+		if err := r.configs.AddFault(f); err != nil {
+			return d, err
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(r.fetchers))
+	for k, f := range r.fetchers {
+		wait := time.Duration(rand.New(rand.NewPCG(r.c.Seed, uint64(r.ids[k]))).Float64() * float64(r.scale(fetchSpread)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[k] = reconnect.Sleep(ctx, nil, wait); errs[k] == nil {
+				errs[k] = f.Fetch(ctx)
+			}
+		}()
+	}
+	d.wait = func() error {
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("config fetches failed: %w", err)
+		}
+		return nil
+	}
+	return d, nil
+}
+
+// configAttempts are the config server's requests since t0; an answer with
+// the config (200, or 304 for one already held) is a success.
+func (r *run) configAttempts(t0 time.Time) []attempt {
+	var out []attempt
+	for _, q := range r.configs.Requests() {
+		if q.Time.Before(t0) {
+			continue
+		}
+		o := testbroker.Refused
+		if q.Status == http.StatusOK || q.Status == http.StatusNotModified {
+			o = testbroker.Accepted
+		}
+		out = append(out, attempt{at: q.Time, clientID: q.Device, outcome: o, code: q.Status})
+	}
+	return out
+}

@@ -1,0 +1,179 @@
+package fleetsim
+
+import (
+	"context"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// member is one simulated device.
+type member interface {
+	start(ctx context.Context) error
+	stop(ctx context.Context) error
+	// stats counts connect attempts (including refused dials) and sessions.
+	stats() (attempts, connects int64)
+}
+
+// memberConfig is what every member of a run shares.
+type memberConfig struct {
+	broker    string
+	dial      func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
+	timing    *device.Timing
+	keepAlive time.Duration
+	seed      uint64
+	log       *deviceLog // nil unless the devices' side is observed
+	// paho-default only: paho's own reconnect with this cap.
+	pahoMaxInterval time.Duration
+	pahoBootSpread  time.Duration
+}
+
+func clientID(i int) string { return "dev-" + strconv.Itoa(i) }
+
+// agentMember is a real device.Agent.
+type agentMember struct {
+	a *device.Agent
+}
+
+func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
+	cfg := device.Config{Broker: mc.broker, ClientID: clientID(i), Timing: mc.timing,
+		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, ConnectTimeout: 10 * time.Second}
+	if mc.dial != nil {
+		cfg.Dial = mc.dial(i)
+	}
+	if l := mc.log; l != nil {
+		current := -1 // the attempt in flight; events come from the agent's one loop
+		cfg.OnEvent = func(e device.Event) {
+			switch e.Kind {
+			case device.EventConnecting:
+				current = l.begin(e.Time, cfg.ClientID)
+			case device.EventConnected:
+				l.end(current, i, testbroker.Accepted, 0)
+			case device.EventAttemptFailed:
+				o, code := testbroker.Dropped, 0
+				if e.Code != device.NoConnack {
+					o, code = testbroker.Refused, e.Code
+				}
+				l.end(current, i, o, code)
+			case device.EventLost:
+				l.lost(e.Time, i)
+			}
+		}
+	}
+	a, err := device.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &agentMember{a: a}, nil
+}
+
+func (m *agentMember) start(ctx context.Context) error { return m.a.Start(ctx) }
+func (m *agentMember) stop(ctx context.Context) error  { return m.a.Stop(ctx) }
+func (m *agentMember) stats() (int64, int64) {
+	s := m.a.Stats()
+	return s.Attempts, s.Connects
+}
+
+// pahoMember is a bare paho client with paho's built-in reconnect: what a
+// fleet gets without this project (the paho-default baseline). paho retries
+// a lost connection at once, then after 1, 2, 4 s ... up to its
+// MaxReconnectInterval, with no jitter; its 1 s start is a constant, so it
+// runs in real time only.
+type pahoMember struct {
+	c        paho.Client
+	i        int
+	boot     time.Duration
+	attempts atomic.Int64
+	connects atomic.Int64
+	mu       sync.Mutex
+	current  int // the attempt in flight, in the device log
+	cancel   context.CancelFunc
+	booted   chan struct{}
+}
+
+func newPahoMember(i int, mc memberConfig) *pahoMember {
+	m := &pahoMember{i: i, current: -1}
+	r := rand.New(rand.NewPCG(mc.seed, uint64(i)))
+	m.boot = time.Duration(r.Float64() * float64(mc.pahoBootSpread))
+	opts := paho.NewClientOptions().AddBroker(mc.broker).SetClientID(clientID(i)).SetProtocolVersion(4).
+		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
+		SetMaxReconnectInterval(mc.pahoMaxInterval).SetConnectTimeout(10 * time.Second).SetKeepAlive(mc.keepAlive)
+	if mc.dial != nil {
+		opts.SetCustomOpenConnectionFn(mc.dial(i))
+	}
+	l := mc.log
+	opts.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
+		switch n.(type) {
+		case paho.ConnectionNotificationConnecting:
+			m.attempts.Add(1)
+			if l != nil {
+				m.mu.Lock()
+				m.current = l.begin(time.Now(), clientID(i))
+				m.mu.Unlock()
+			}
+		case paho.ConnectionNotificationFailed:
+			if l != nil {
+				m.mu.Lock()
+				l.end(m.current, i, testbroker.Dropped, 0)
+				m.mu.Unlock()
+			}
+		}
+	})
+	opts.SetOnConnectHandler(func(paho.Client) {
+		m.connects.Add(1)
+		if l != nil {
+			m.mu.Lock()
+			l.end(m.current, i, testbroker.Accepted, 0)
+			m.mu.Unlock()
+		}
+	})
+	opts.SetConnectionLostHandler(func(paho.Client, error) {
+		if l != nil {
+			l.lost(time.Now(), i)
+		}
+	})
+	m.c = paho.NewClient(opts)
+	return m
+}
+
+func (m *pahoMember) start(ctx context.Context) error {
+	ctx, m.cancel = context.WithCancel(ctx)
+	m.booted = make(chan struct{})
+	go func() {
+		defer close(m.booted)
+		if reconnect.Sleep(ctx, nil, m.boot) == nil {
+			m.c.Connect() // with ConnectRetry, paho keeps trying in the background
+		}
+	}()
+	return nil
+}
+
+func (m *pahoMember) stop(context.Context) error {
+	m.cancel()
+	<-m.booted
+	m.c.Disconnect(100)
+	return nil
+}
+
+func (m *pahoMember) stats() (int64, int64) { return m.attempts.Load(), m.connects.Load() }
+
+// loopbackDialer spreads TCP devices over four loopback source addresses,
+// so a large fleet's reconnect churn does not run one (source, destination)
+// pair out of its ~28,000 ephemeral ports.
+func loopbackDialer(i int) paho.OpenConnectionFunc {
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
+	return func(uri *url.URL, opts paho.ClientOptions) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: local, Timeout: opts.ConnectTimeout}
+		return d.Dial("tcp", uri.Host)
+	}
+}

@@ -1,0 +1,160 @@
+package fleetsim
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/waitfor"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// attempt is one connection attempt, wherever it was seen.
+type attempt struct {
+	at       time.Time
+	clientID string
+	outcome  testbroker.Outcome
+	code     int // CONNACK return code, or HTTP status for config requests
+}
+
+// observer is where a run watches its fleet from: the in-process broker's
+// recorder (the broker's side, what the issue asks for), or the devices'
+// own events when the broker is external and records nothing for us.
+type observer interface {
+	connected() int
+	attempted() int // attempts so far
+	// await waits until cond holds for the number of devices connected.
+	await(timeout time.Duration, cond func(connected int) bool) error
+	// since returns the attempts at or after t, in the order they started.
+	since(t time.Time) []attempt
+	// awaitLoss waits for a session loss at or after t and returns the
+	// earliest one.
+	awaitLoss(t time.Time, timeout time.Duration) (time.Time, error)
+}
+
+// brokerObserver reads the in-process broker's recorder.
+type brokerObserver struct{ r *testbroker.Recorder }
+
+func (o brokerObserver) connected() int { return o.r.Counts().Connected }
+func (o brokerObserver) attempted() int { return o.r.Counts().Attempts }
+
+func (o brokerObserver) await(timeout time.Duration, cond func(int) bool) error {
+	return o.r.Await(timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
+}
+
+func (o brokerObserver) since(t time.Time) []attempt {
+	var out []attempt
+	for _, a := range o.r.Attempts() {
+		at := a.Connect
+		if at.IsZero() {
+			at = a.Accept
+		}
+		if !at.Before(t) {
+			out = append(out, attempt{at: at, clientID: a.ClientID, outcome: a.Outcome, code: int(a.Code)})
+		}
+	}
+	return out
+}
+
+// awaitLoss is for observe runs, which validate() allows only against an
+// external broker.
+func (o brokerObserver) awaitLoss(time.Time, time.Duration) (time.Time, error) {
+	return time.Time{}, fmt.Errorf("fleetsim: observe watches an external broker")
+}
+
+// deviceLog records what the devices themselves saw: every attempt's start
+// and outcome, and every session's end. A refused dial counts as an attempt
+// here, although no broker saw it.
+type deviceLog struct {
+	mu        sync.Mutex
+	changed   waitfor.Broadcast
+	up        int
+	attempts  []attempt
+	losses    []time.Time
+	connected []bool // by device index: a device reports each change once
+}
+
+func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]bool, devices)} }
+
+// begin records the start of an attempt and returns its index.
+func (l *deviceLog) begin(at time.Time, clientID string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: testbroker.Pending})
+	return len(l.attempts) - 1
+}
+
+// end records an attempt's outcome; a connected device is counted as up.
+func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i >= 0 && i < len(l.attempts) {
+		l.attempts[i].outcome, l.attempts[i].code = o, code
+	}
+	if o == testbroker.Accepted && !l.connected[device] {
+		l.connected[device] = true
+		l.up++
+		l.changed.Notify()
+	}
+}
+
+// lost records the end of a device's session.
+func (l *deviceLog) lost(at time.Time, device int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.losses = append(l.losses, at)
+	if l.connected[device] {
+		l.connected[device] = false
+		l.up--
+	}
+	l.changed.Notify()
+}
+
+func (l *deviceLog) connectedCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+type deviceObserver struct{ l *deviceLog }
+
+func (o deviceObserver) connected() int { return o.l.connectedCount() }
+
+func (o deviceObserver) attempted() int {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	return len(o.l.attempts)
+}
+
+func (o deviceObserver) await(timeout time.Duration, cond func(int) bool) error {
+	if err := waitfor.Until(&o.l.mu, &o.l.changed, timeout, func() bool { return cond(o.l.up) }); err != nil {
+		return fmt.Errorf("fleetsim: condition not met after %v; %d devices connected", timeout, o.l.connectedCount())
+	}
+	return nil
+}
+
+func (o deviceObserver) since(t time.Time) []attempt {
+	o.l.mu.Lock()
+	defer o.l.mu.Unlock()
+	var out []attempt
+	for _, a := range o.l.attempts {
+		if !a.at.Before(t) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (o deviceObserver) awaitLoss(t time.Time, timeout time.Duration) (time.Time, error) {
+	var at time.Time
+	err := waitfor.Until(&o.l.mu, &o.l.changed, timeout, func() bool {
+		for _, l := range o.l.losses {
+			if !l.Before(t) {
+				at = l
+				return true
+			}
+		}
+		return false
+	})
+	return at, err
+}

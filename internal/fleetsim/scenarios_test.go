@@ -1,0 +1,165 @@
+package fleetsim_test
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+func TestPahoDefaultReconnectsAtOnceInOneWave(t *testing.T) {
+	c := small(fleetsim.DropAll, fleetsim.PahoDefault)
+	var warn strings.Builder
+	c.Warn = &warn
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.Contains(t, warn.String(), "time scale 1", "paho's timers cannot be scaled, and the run says so")
+	assert.Equal(t, 1.0, r.TimeScale)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.Less(t, r.RecoveryJSON.MaxS, 1.0, "paho retries a lost connection at once: no backoff before the first retry")
+	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
+	assert.Zero(t, r.Attempts.Refused)
+	assert.Equal(t, stormstats.Waves, r.Verdict)
+	assert.Equal(t, 1.0, r.Arrivals.MaxShare1s, "the whole fleet inside one second")
+}
+
+func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
+	c := small(fleetsim.Flapping, "iotcore")
+	c.Outage, c.Flap = 20*time.Second, 2*time.Second
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.InDelta(t, 20, r.BrokerBackS, 1, "the flapping window ends at 20 s")
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 20.0-2, "a session admitted before 18 s was dropped inside the window")
+	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 3.0, "every device was dropped and let back in again and again")
+	assert.Zero(t, r.Attempts.Refused, "a flapping broker admits everyone, then drops them")
+}
+
+func TestConfigOutageHonoursRetryAfter(t *testing.T) {
+	c := small(fleetsim.ConfigOutage, "iotcore")
+	c.TimeScale = 10 // Retry-After goes in whole seconds: 10 s at 10x is 1 s
+	c.Outage, c.RetryAfter = 20*time.Second, 10*time.Second
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.Equal(t, "config-server", r.MeasuredAt)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	// Fetches start over 10 s; each 503/429 says wait 10 s, so every device
+	// asks about three times (start, +10 s, +20 s) and is served after 20 s.
+	assert.InDelta(t, 3, r.Attempts.PerDeviceMean, 0.2)
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 20.0)
+	assert.Less(t, r.RecoveryJSON.MaxS, 20.0+10+3)
+
+	dir := t.TempDir()
+	require.NoError(t, r.WriteFiles(dir))
+	byDevice := map[string][]float64{}
+	codes := map[string]int{}
+	for _, row := range readCSV(t, filepath.Join(dir, "events.csv"))[1:] {
+		ts, err := strconv.ParseFloat(row[0], 64)
+		require.NoError(t, err)
+		byDevice[row[2]] = append(byDevice[row[2]], ts)
+		codes[row[4]]++
+	}
+	require.Len(t, byDevice, 60)
+	for id, ts := range byDevice {
+		slices.Sort(ts)
+		for i := 1; i < len(ts); i++ {
+			assert.GreaterOrEqual(t, ts[i]-ts[i-1], 10.0-0.05, "%s asked again before its Retry-After", id)
+		}
+	}
+	assert.Positive(t, codes["503"])
+	assert.Positive(t, codes["429"])
+	assert.Equal(t, 60, codes["200"])
+}
+
+func TestTCPTransport(t *testing.T) {
+	c := small(fleetsim.DropAll, "full")
+	c.Transport = fleetsim.TCP
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.Equal(t, "tcp", r.Transport)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.Equal(t, 60, r.Arrivals.Count-int(r.Attempts.Refused))
+}
+
+// Two shards of one fleet observe a shared broker that the test drops; the
+// merged report covers every device once.
+func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TCP})
+	require.NoError(t, err)
+	defer b.Close()
+	var ready sync.WaitGroup
+	ready.Add(2)
+	dropped := make(chan struct{})
+	go func() {
+		ready.Wait()
+		b.DropAll()
+		close(dropped)
+	}()
+	reports := make([]*fleetsim.Report, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		c := fleetsim.Default()
+		c.Devices, c.Scenario, c.TimeScale, c.Broker = 40, fleetsim.Observe, 1, b.URL()
+		c.Duration = 30 * time.Second
+		c.Shard = fleetsim.Shard{Index: i, Count: 2}
+		c.Ready = ready.Done
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reports[i], errs[i] = fleetsim.Run(context.Background(), c)
+		}()
+	}
+	wg.Wait()
+	<-dropped
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	for _, r := range reports {
+		assert.Equal(t, 20, r.Devices)
+		assert.Equal(t, "devices", r.MeasuredAt)
+		assert.Equal(t, "external", r.Transport)
+		assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.0, "IoTCore never retries before 1 s")
+	}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	for i, r := range reports {
+		require.NoError(t, r.WriteFiles(dirs[i]))
+	}
+	var back []*fleetsim.Report
+	for _, d := range dirs {
+		r, err := fleetsim.ReadReport(d)
+		require.NoError(t, err)
+		back = append(back, r)
+	}
+	m, err := fleetsim.Merge(back)
+	require.NoError(t, err)
+	assert.Equal(t, 40, m.Devices)
+	assert.True(t, m.RecoveryJSON.AllRecovered)
+	assert.Equal(t, reports[0].Attempts.Total+reports[1].Attempts.Total, m.Attempts.Total)
+	assert.Equal(t, m.Arrivals.Count, reports[0].Arrivals.Count+reports[1].Arrivals.Count)
+	assert.GreaterOrEqual(t, m.RecoveryJSON.P50S, 1.0)
+
+	_, err = fleetsim.Merge([]*fleetsim.Report{back[0], back[0]})
+	assert.ErrorContains(t, err, "given twice")
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	return rows
+}
