@@ -176,6 +176,9 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 	if *attempts < 1 || *samples < 1 {
 		return fmt.Errorf("-attempts and -samples must be >= 1")
 	}
+	if *policy == fleetsim.PahoDefault {
+		return pahoDelays(stdout, *attempts, *samples, *maxBackoff)
+	}
 	shape, err := fleetsim.Shape(*policy, *maxBackoff)
 	if err != nil {
 		return err
@@ -228,4 +231,21 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html\n", *out)
 	return nil
+}
+
+// pahoDelays prints paho's reconnect waits after a lost connection: the
+// first retry at once, then 1 s doubling to the cap, the same for every
+// device (paho draws no jitter, so -seed changes nothing).
+func pahoDelays(stdout io.Writer, attempts, samples int, maxBackoff time.Duration) error {
+	w := csv.NewWriter(stdout)
+	_ = w.Write([]string{"attempt", "delay_ms"})
+	for s := 0; s < samples; s++ {
+		d := time.Duration(0)
+		for a := 1; a <= attempts; a++ {
+			_ = w.Write([]string{strconv.Itoa(a), strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)})
+			d = min(max(2*d, time.Second), maxBackoff)
+		}
+	}
+	w.Flush()
+	return w.Error()
 }

@@ -27,6 +27,8 @@ func TestDelaysAreReproducibleAndFollowThePolicy(t *testing.T) {
 	assert.Equal(t, "attempt,delay_ms", lines[0])
 	assert.True(t, strings.HasPrefix(lines[1], "1,1"), "wait_0 is 1 s + U[0, 1 s): %s", lines[1])
 	assert.Contains(t, delays(t, "-policy", "exponential", "-attempts", "2", "-samples", "1"), "2,2000.000")
+	assert.Equal(t, "attempt,delay_ms\n1,0.000\n2,1000.000\n3,2000.000\n4,4000.000\n5,4000.000\n",
+		delays(t, "-policy", "paho-default", "-attempts", "5", "-samples", "1", "-max-backoff", "4s"))
 }
 
 func TestCommandErrors(t *testing.T) {

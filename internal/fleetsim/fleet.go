@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -36,13 +37,28 @@ type memberConfig struct {
 	// paho-default only: paho's own reconnect with this cap.
 	pahoMaxInterval time.Duration
 	pahoBootSpread  time.Duration
+	// telemetry, if > 0: each agent publishes a message this often
+	// (scaled) through a publisher with these retry and drain settings.
+	telemetry  time.Duration
+	pubRetry   *reconnect.Policy
+	drainRate  float64
+	pubTimeout time.Duration
 }
 
 func clientID(i int) string { return "dev-" + strconv.Itoa(i) }
 
-// agentMember is a real device.Agent.
+// agentMember is a real device.Agent, with a store-and-forward publisher
+// when the run has telemetry.
 type agentMember struct {
-	a *device.Agent
+	a        *device.Agent
+	pub      *publisher.Publisher
+	id       string
+	every    time.Duration
+	phase    time.Duration
+	produce  context.CancelFunc
+	running  sync.WaitGroup
+	pubErr   error
+	produced atomic.Int64
 }
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
@@ -74,11 +90,77 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &agentMember{a: a}, nil
+	m := &agentMember{a: a, id: cfg.ClientID, every: mc.telemetry}
+	if mc.telemetry > 0 {
+		src := rand.NewPCG(mc.seed, uint64(i)|1<<62)
+		m.phase = time.Duration(reconnect.Float64(src) * float64(mc.telemetry))
+		m.pub, err = publisher.New(publisher.Config{Session: a, Retry: mc.pubRetry, DrainRate: mc.drainRate,
+			PublishTimeout: mc.pubTimeout, Source: src})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
-func (m *agentMember) start(ctx context.Context) error { return m.a.Start(ctx) }
-func (m *agentMember) stop(ctx context.Context) error  { return m.a.Stop(ctx) }
+func (m *agentMember) start(ctx context.Context) error {
+	if err := m.a.Start(ctx); err != nil {
+		return err
+	}
+	if m.pub == nil {
+		return nil
+	}
+	gen, cancel := context.WithCancel(ctx)
+	m.produce = cancel
+	m.running.Add(2)
+	go func() {
+		defer m.running.Done()
+		m.pubErr = m.pub.Run(ctx)
+	}()
+	go func() {
+		defer m.running.Done()
+		m.generate(gen)
+	}()
+	return nil
+}
+
+// generate enqueues one small reading every m.every, whatever the session
+// is doing: the publisher keeps them through outages.
+func (m *agentMember) generate(ctx context.Context) {
+	if reconnect.Sleep(ctx, nil, m.phase) != nil {
+		return
+	}
+	tick := time.NewTicker(m.every)
+	defer tick.Stop()
+	topic := "telemetry/" + m.id
+	for {
+		if _, err := m.pub.Publish(topic, []byte(`{"temp":21.5}`)); err == nil {
+			m.produced.Add(1)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// stopTelemetry stops producing; what is queued still drains.
+func (m *agentMember) stopTelemetry() {
+	if m.produce != nil {
+		m.produce()
+	}
+}
+
+func (m *agentMember) stop(ctx context.Context) error {
+	m.stopTelemetry()
+	err := m.a.Stop(ctx)
+	m.running.Wait()
+	if m.pub != nil {
+		_ = m.pub.Close()
+	}
+	return err
+}
 func (m *agentMember) stats() (int64, int64) {
 	s := m.a.Stats()
 	return s.Attempts, s.Connects

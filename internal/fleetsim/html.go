@@ -37,6 +37,8 @@ All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; th
 <td class="{{.Verdict}}">{{.Verdict}}</td><td class="why">{{.VerdictWhy}}</td>
 <td>{{printf "%.1f" .Host.WallS}} s</td><td>{{printf "%.0f" .Host.MemoryPerDeviceKB}}</td></tr>
 {{end}}</table>
+{{range .Reports}}{{with .Telemetry}}<p>Telemetry ({{.RatePerDevice}}/s per device, whole run): {{.Enqueued}} enqueued, {{.Acknowledged}} acknowledged,
+{{.ReceivedUnique}} received once, {{.Duplicates}} duplicates, {{.DroppedOldest}} dropped by full queues, <b>{{.Lost}} lost</b>.</p>{{end}}{{end}}
 <p>Thresholds: {{with .First.Thresholds}}local Fano above {{.MaxLocalFano}} or more than {{printf "%.0f" (pct .MaxShare1s)}} % of all attempts in one second is a wave{{end}}.
 Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's directory{{end}}.</p>
 </body></html>

@@ -26,6 +26,10 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
 	}
+	if t := r.Telemetry; t != nil {
+		fmt.Fprintf(w, "telemetry (%g/s per device, whole run): %d enqueued, %d acknowledged, %d received once, %d duplicates, %d publish failures retried, %d dropped by full queues, %d lost\n",
+			t.RatePerDevice, t.Enqueued, t.Acknowledged, t.ReceivedUnique, t.Duplicates, t.Retried, t.DroppedOldest, t.Lost)
+	}
 	fmt.Fprintf(w, "verdict: %s (%s)\n", r.Verdict, r.VerdictWhy)
 	fmt.Fprintf(w, "host: %.1f s wall, %.0f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
 }

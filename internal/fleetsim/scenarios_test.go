@@ -163,3 +163,20 @@ func readCSV(t *testing.T, path string) [][]string {
 	require.NoError(t, err)
 	return rows
 }
+
+func TestTelemetryLosesNothingAcrossTheRestart(t *testing.T) {
+	c := small(fleetsim.BrokerRestart, "full")
+	c.TimeScale, c.Telemetry = 20, 2 // a reading every 0.5 s, every 25 ms at this scale
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	tm := r.Telemetry
+	require.NotNil(t, tm)
+	assert.Greater(t, tm.Enqueued, uint64(60*2*30), "two a second through at least the 30 s outage")
+	assert.Equal(t, int64(0), tm.Lost)
+	assert.Equal(t, int(tm.Enqueued), tm.ReceivedUnique, "every reading reached the broker")
+	assert.Zero(t, tm.DroppedOldest)
+	assert.Zero(t, tm.QueuedAtEnd)
+	var sb strings.Builder
+	r.Summary(&sb)
+	assert.Contains(t, sb.String(), "0 lost")
+}

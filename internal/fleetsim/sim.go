@@ -180,8 +180,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("duration must be > 0, got %v", c.Duration)
 	case c.Telemetry < 0:
 		return fmt.Errorf("telemetry rate must be >= 0, got %g", c.Telemetry)
-	case c.Telemetry > 0:
-		return fmt.Errorf("telemetry is not built yet")
+	case c.Telemetry > 0 && c.Policy == PahoDefault:
+		return fmt.Errorf("telemetry goes through the agent's store-and-forward publisher; paho-default has none")
+	case c.Telemetry > 1000:
+		return fmt.Errorf("telemetry rate %g per device per second is beyond any device", c.Telemetry)
 	case c.Shard.Count < 0 || (c.Shard.Count > 0 && (c.Shard.Index < 0 || c.Shard.Index >= c.Shard.Count)):
 		return fmt.Errorf("shard %d/%d: want 0 <= i < n", c.Shard.Index, c.Shard.Count)
 	case c.Shard.Count > 0 && !external:
@@ -228,6 +230,9 @@ type Report struct {
 	// DisruptionUnixMS anchors the unscaled times, to merge shards.
 	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
 	Shard            string `json:"shard,omitempty"`
+	// Telemetry is what the devices' store-and-forward queues did over the
+	// whole run, when it had telemetry.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
 
 	events    []event
 	recovered int
@@ -285,6 +290,9 @@ type run struct {
 	members   []member
 	fetchers  []*device.Fetcher
 	admission testbroker.Admission
+	// publishes the broker saw before the recorder was reset at the
+	// disruption (telemetry counts the whole run)
+	earlyPublishes []testbroker.Publish
 }
 
 func (r *run) scale(d time.Duration) time.Duration { return time.Duration(float64(d) / r.c.TimeScale) }
@@ -361,7 +369,14 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		recoverErr = r.obs.await(r.recoverBound(), func(k int) bool { return k == n })
 	}
 	stopProgress()
+	var drainErr error
+	if r.c.Telemetry > 0 {
+		drainErr = r.drainTelemetry(ctx)
+	}
 	rep := r.report(d, statsBefore)
+	if r.c.Telemetry > 0 {
+		rep.Telemetry = r.telemetry()
+	}
 	if memPerDevice == 0 {
 		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
 	}
@@ -370,6 +385,12 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
 	if !rep.RecoveryJSON.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
+	}
+	if drainErr != nil {
+		return rep, drainErr
+	}
+	if t := rep.Telemetry; t != nil && t.Lost != 0 {
+		return rep, fmt.Errorf("%w: %d telemetry messages", ErrLost, t.Lost)
 	}
 	return rep, nil
 }
@@ -405,6 +426,10 @@ func (r *run) setup() error {
 		r.timing.CredentialsWait = r.scale(r.timing.CredentialsWait)
 		r.timing.Guard.Window = r.scale(r.timing.Guard.Window)
 		mc.timing = &r.timing
+		if c.Telemetry > 0 {
+			mc.telemetry = r.scale(time.Duration(float64(time.Second) / c.Telemetry))
+			mc.pubRetry, mc.drainRate, mc.pubTimeout = policy, 50*c.TimeScale, max(time.Second, r.scale(30*time.Second))
+		}
 	}
 	r.timing.BootSpread = r.scale(10 * time.Second)
 	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
@@ -506,6 +531,7 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	d := disruption{t0: t0, returned: t0}
 	b := r.broker
 	if b != nil && r.c.Scenario != BootStorm {
+		r.earlyPublishes = b.Recorder().Publishes()
 		b.Recorder().Reset()
 		if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
 			if err := b.SetAdmission(r.admission); err != nil {
@@ -628,6 +654,9 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 	rep.Verdict, rep.VerdictWhy = stormstats.Judge(rep.Arrivals, c.Thresholds)
 	return rep
 }
+
+// ErrLost is wrapped when telemetry went missing.
+var ErrLost = errors.New("fleetsim: telemetry lost")
 
 // ErrNotRecovered is wrapped when a run ends with devices still offline.
 var ErrNotRecovered = errors.New("fleetsim: not every device recovered")
