@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -71,6 +72,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
 	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
+	fs.IntVar(&c.TCPPerProcess, "tcp-per-process", 0, "TCP devices this process holds with the broker before the agents move to child processes (0: 9,500, what 20,000 descriptors allow)")
+	holdStdin := fs.Bool("hold-stdin", false, "internal: run as a child of another devicesim, which sends the disruption's time on stdin")
 	fs.Float64Var(&c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "run every duration this many times faster; reports stay unscaled")
 	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
@@ -107,6 +110,12 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if c.Shard.Count > 0 && !set["out"] {
 		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
+	}
+	if *holdStdin {
+		c.Hold = os.Stdin
+	}
+	if exe, err := os.Executable(); err == nil {
+		c.Exe = exe
 	}
 	c.RetryCap = *retryCap
 	mode, err := testbroker.ParseAdmissionMode(*admitMode)

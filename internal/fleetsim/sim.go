@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -101,6 +102,17 @@ type Config struct {
 	// Ready, if set, is called once the whole fleet is up, before the
 	// disruption (observe: when the run starts waiting for one).
 	Ready func()
+	// Exe is the devicesim binary, for fleets that run in child processes
+	// (TCP beyond one process's descriptors).
+	Exe string
+	// TCPPerProcess is how many TCP devices this process holds with the
+	// broker before the agents move to child processes, TCPPerProcess (or
+	// 5,000) each; 0 means 9,500, what 20,000 descriptors allow.
+	TCPPerProcess int
+	// Hold, if set, makes this run a child of another: start the devices
+	// against Broker, then read "t0 <unix ns>" from Hold (the parent sends
+	// it once its fleet has recovered) and report from that instant.
+	Hold io.Reader
 }
 
 // Shard is a slice of a fleet: index Index of Count.
@@ -159,13 +171,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
 	case external && c.AdmitRate > 0:
 		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies to the in-process broker")
-	case c.Scenario == Observe && c.TimeScale != 1:
+	case c.Scenario == Observe && c.TimeScale != 1 && c.Hold == nil:
 		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
 	case c.Transport != Mem && c.Transport != TCP:
 		return fmt.Errorf("unknown transport %q (mem or tcp)", c.Transport)
-	case !external && c.Transport == TCP && c.Devices > maxTCPDevices:
-		return fmt.Errorf("%d TCP devices need %d descriptors with the broker in this process (limit ~20,000): "+
-			"use -transport mem, or run shards of the fleet against the broker (-broker, -shard)", c.Devices, 2*c.Devices)
+	case c.needsChildren() && c.Exe == "":
+		return fmt.Errorf("%d TCP devices need %d descriptors with the broker in this process (limit ~20,000), "+
+			"so they run in child processes: set Config.Exe to the devicesim binary", c.Devices, 2*c.Devices)
 	case c.AdmitRate < 0 || c.AdmitBurst < 0:
 		return fmt.Errorf("admission rate and burst must be >= 0")
 	case !(c.TimeScale >= 1 && c.TimeScale <= 1000):
@@ -178,6 +190,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("retry-after must be >= 0, got %v", c.RetryAfter)
 	case c.Scenario == Observe && c.Duration <= 0:
 		return fmt.Errorf("duration must be > 0, got %v", c.Duration)
+	case c.TCPPerProcess < 0:
+		return fmt.Errorf("tcp-per-process must be >= 0, got %d", c.TCPPerProcess)
 	case c.Telemetry < 0:
 		return fmt.Errorf("telemetry rate must be >= 0, got %g", c.Telemetry)
 	case c.Telemetry > 0 && c.Policy == PahoDefault:
@@ -290,6 +304,10 @@ type run struct {
 	members   []member
 	fetchers  []*device.Fetcher
 	admission testbroker.Admission
+	// a TCP fleet too large for one process runs its agents in children
+	children     []*child
+	childDir     string
+	childReports []*Report
 	// publishes the broker saw before the recorder was reset at the
 	// disruption (telemetry counts the whole run)
 	earlyPublishes []testbroker.Publish
@@ -337,6 +355,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	defer r.stopMembers(cancel)
+	defer r.killChildren()
+	if r.c.Hold != nil {
+		return r.held(ctx, start, before)
+	}
 	n := len(r.ids)
 	var memPerDevice float64
 	t0 := bootStart
@@ -373,12 +395,20 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if r.c.Telemetry > 0 {
 		drainErr = r.drainTelemetry(ctx)
 	}
+	if len(r.children) > 0 {
+		if r.childReports, err = r.releaseChildren(d.t0); err != nil {
+			return nil, err
+		}
+	}
 	rep := r.report(d, statsBefore)
 	if r.c.Telemetry > 0 {
 		rep.Telemetry = r.telemetry()
 	}
 	if memPerDevice == 0 {
 		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
+	}
+	for _, cr := range r.childReports { // the agents' side, in their processes
+		memPerDevice += cr.Host.MemoryPerDeviceKB * float64(cr.Devices) / float64(n)
 	}
 	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
 	recovered := rep.recovered
@@ -435,7 +465,7 @@ func (r *run) setup() error {
 	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
 	// at half of what this host serves, or paho's connect timeouts turn the
 	// setup itself into a storm.
-	hostPaced := time.Duration(float64(len(r.ids)) / (HostAdmitLimit / 2) * float64(time.Second))
+	hostPaced := time.Duration(float64(c.Devices) / (HostAdmitLimit / 2) * float64(time.Second)) // the whole fleet, shards included
 	if c.Scenario != BootStorm {
 		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond)
 	} else if r.timing.BootSpread < hostPaced {
@@ -456,6 +486,9 @@ func (r *run) setup() error {
 	if c.Broker != "" {
 		log := newDeviceLog(c.Devices)
 		r.obs, mc.broker, mc.log = deviceObserver{log}, c.Broker, log
+		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
+			mc.dial = loopbackDialer
+		}
 	} else {
 		transport := testbroker.Memory
 		if c.Transport == TCP {
@@ -481,6 +514,9 @@ func (r *run) setup() error {
 		if err := r.setupConfigs(); err != nil {
 			return err
 		}
+	}
+	if c.needsChildren() {
+		return r.spawnChildren(r.broker.URL())
 	}
 	for _, i := range r.ids {
 		if c.Policy == PahoDefault {
@@ -626,13 +662,20 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 	rep.recovered = len(recovered)
 	rep.RecoveryJSON = recoveryJSON{P50S: stormstats.Percentile(recoveries, 50), P95S: stormstats.Percentile(recoveries, 95),
 		P99S: stormstats.Percentile(recoveries, 99), MaxS: stormstats.Percentile(recoveries, 100)}
-	if c.Scenario == ConfigOutage {
+	switch {
+	case len(r.childReports) > 0:
+		for _, cr := range r.childReports {
+			rep.Attempts.Total += cr.Attempts.Total
+			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, cr.Attempts.PerDeviceMax)
+		}
+		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
+	case c.Scenario == ConfigOutage || c.Hold != nil:
 		for _, k := range perDevice {
 			rep.Attempts.Total += k
 			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, k)
 		}
 		rep.Attempts.Refused = rep.Attempts.Total - int64(len(recovered))
-	} else {
+	default:
 		// The devices count their attempts (refused dials included, which
 		// no broker sees); what was admitted is counted where it is seen,
 		// since paho reports a session up only after the broker has.

@@ -64,6 +64,15 @@ func (r *run) telemetry() *Telemetry {
 		t.DroppedOldest += s.DroppedOldest
 		t.QueuedAtEnd += s.Queued
 	}
+	for _, cr := range r.childReports { // agents in child processes
+		if ct := cr.Telemetry; ct != nil {
+			t.Enqueued += ct.Enqueued
+			t.Acknowledged += ct.Acknowledged
+			t.Retried += ct.Retried
+			t.DroppedOldest += ct.DroppedOldest
+			t.QueuedAtEnd += ct.QueuedAtEnd
+		}
+	}
 	received := int64(t.Acknowledged)
 	if r.broker != nil {
 		type key struct {
