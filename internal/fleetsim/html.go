@@ -26,20 +26,22 @@ All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; th
 <table>
 <tr><th>policy</th><th>time scale</th><th>recovery p50</th><th>p95</th><th>p99</th><th>max</th><th>all back</th>
 <th>attempts / device</th><th>after return / device</th><th>refused</th>
-<th>peak/s (100 ms)</th><th>peak/s (1 s)</th><th>Fano</th><th>local Fano</th><th>max share in 1 s</th><th>verdict</th><th>why</th>
+<th>peak/s (100 ms)</th><th>peak/s (1 s)</th><th>Fano</th><th>local Fano</th><th>busiest s / around</th><th>max share in 1 s</th><th>verdict</th><th>why</th>
 <th>wall</th><th>KiB / device</th></tr>
 {{range .Reports}}<tr><td>{{.Policy}}</td><td>{{.TimeScale}}x</td>
 <td>{{printf "%.1f" .RecoveryJSON.P50S}} s</td><td>{{printf "%.1f" .RecoveryJSON.P95S}} s</td>
 <td>{{printf "%.1f" .RecoveryJSON.P99S}} s</td><td>{{printf "%.1f" .RecoveryJSON.MaxS}} s</td><td>{{.RecoveryJSON.AllRecovered}}</td>
 <td>{{printf "%.1f" .Attempts.PerDeviceMean}}</td><td>{{printf "%.2f" .Attempts.AfterReturnPerDeviceMean}}</td><td>{{.Attempts.Refused}}</td>
 <td>{{printf "%.0f" .Arrivals.PeakPerS100ms}}</td><td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td>
-<td>{{printf "%.1f" .Arrivals.Fano}}</td><td>{{printf "%.1f" .Arrivals.LocalFano}}</td><td>{{printf "%.0f" (pct .Arrivals.MaxShare1s)}} %</td>
+<td>{{printf "%.1f" .Arrivals.Fano}}</td><td>{{printf "%.1f" .Arrivals.LocalFano}}</td><td>{{printf "%.1f" .Arrivals.LocalPeakRatio}}x</td><td>{{printf "%.0f" (pct .Arrivals.MaxShare1s)}} %</td>
 <td class="{{.Verdict}}">{{.Verdict}}</td><td class="why">{{.VerdictWhy}}</td>
 <td>{{printf "%.1f" .Host.WallS}} s</td><td>{{printf "%.0f" .Host.MemoryPerDeviceKB}}</td></tr>
 {{end}}</table>
 {{range .Reports}}{{with .Telemetry}}<p>Telemetry ({{.RatePerDevice}}/s per device, whole run): {{.Enqueued}} enqueued, {{.Acknowledged}} acknowledged,
 {{.ReceivedUnique}} received once, {{.Duplicates}} duplicates, {{.DroppedOldest}} dropped by full queues, <b>{{.Lost}} lost</b>.</p>{{end}}{{end}}
-<p>Thresholds: {{with .First.Thresholds}}local Fano above {{.MaxLocalFano}} or more than {{printf "%.0f" (pct .MaxShare1s)}} % of all attempts in one second is a wave{{end}}.
+<p>Thresholds: {{with .First.Thresholds}}a burst is a wave when the local Fano factor is above {{.MaxLocalFano}} (beyond chance)
+and its second holds more than {{.MaxLocalPeakRatio}}x the median of the seconds within 5 s (big), or when one second holds more than
+{{printf "%.0f" (pct .MaxShare1s)}} % of all attempts{{end}}.
 Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's directory{{end}}.</p>
 </body></html>
 `))

@@ -34,6 +34,11 @@ type Arrivals struct {
 	// always decays), so the verdict uses this one.
 	LocalFano     float64 `json:"local_fano"`
 	LocalWindowMS int     `json:"local_window_ms"`
+	// LocalPeakRatio is the busiest second over the median of the seconds
+	// within 5 s either side (at least 1): how much a burst stands out from
+	// its surroundings, whatever the fleet's size. The Fano factors say
+	// whether a burst is beyond chance; this says whether it is big.
+	LocalPeakRatio float64 `json:"local_peak_ratio"`
 	// MaxShare1s is the largest fraction of all arrivals inside any 1 s window.
 	MaxShare1s float64 `json:"max_share_1s"`
 }
@@ -64,6 +69,7 @@ func Summarize(times []time.Duration, bucket time.Duration) Arrivals {
 	}
 	a.LocalWindowMS = int(LocalWindow / time.Millisecond)
 	a.LocalFano = localFano(counts, int(LocalWindow/bucket))
+	a.LocalPeakRatio = localPeakRatio(Counts(ts, first, time.Second), 5)
 	a.MaxShare1s = float64(maxWindow(ts, time.Second)) / float64(len(ts))
 	return a
 }
@@ -108,6 +114,28 @@ func localFano(counts []int, w int) float64 {
 		return 0
 	}
 	return num / den
+}
+
+// localPeakRatio is the largest c_i / max(median of the w counts either
+// side, 1).
+func localPeakRatio(counts []int, w int) float64 {
+	best := 0.0
+	nb := make([]int, 0, 2*w)
+	for i, c := range counts {
+		nb = append(nb[:0], counts[max(i-w, 0):i]...)
+		nb = append(nb, counts[i+1:min(i+w+1, len(counts))]...)
+		med := 0.0
+		if len(nb) > 0 {
+			slices.Sort(nb)
+			if n := len(nb); n%2 == 1 {
+				med = float64(nb[n/2])
+			} else {
+				med = float64(nb[n/2-1]+nb[n/2]) / 2
+			}
+		}
+		best = max(best, float64(c)/max(med, 1))
+	}
+	return best
 }
 
 func maxIn(xs []int) int {
@@ -159,16 +187,19 @@ func Percentile(xs []float64, p float64) float64 {
 
 // Thresholds decide the verdict; they are written beside it in a report.
 type Thresholds struct {
-	// MaxLocalFano: above it, the arrivals are waves.
-	MaxLocalFano float64 `json:"max_local_fano"`
+	// MaxLocalFano and MaxLocalPeakRatio: above both, a burst is beyond
+	// chance and big, and the arrivals are waves.
+	MaxLocalFano      float64 `json:"max_local_fano"`
+	MaxLocalPeakRatio float64 `json:"max_local_peak_ratio"`
 	// MaxShare1s: a larger share of all arrivals in one second is a wave.
 	MaxShare1s float64 `json:"max_share_1s"`
 }
 
-// DefaultThresholds: arrivals up to 3 times as bursty as independent ones
-// (against their local mean), and no second holding more than a fifth of
-// them, count as spread.
-var DefaultThresholds = Thresholds{MaxLocalFano: 3, MaxShare1s: 0.2}
+// DefaultThresholds: a burst is a wave when it is more than 3 times as
+// dispersed as independent arrivals against their local mean and its
+// second holds more than 3 times the median of the seconds around it, or
+// when one second holds more than a fifth of all arrivals.
+var DefaultThresholds = Thresholds{MaxLocalFano: 3, MaxLocalPeakRatio: 3, MaxShare1s: 0.2}
 
 // Verdict is "spread" or "waves".
 type Verdict string
@@ -181,10 +212,15 @@ const (
 // Judge applies th to a.
 func Judge(a Arrivals, th Thresholds) (Verdict, string) {
 	switch {
-	case a.LocalFano > th.MaxLocalFano:
-		return Waves, fmt.Sprintf("local Fano factor %.1f > %.1f", a.LocalFano, th.MaxLocalFano)
+	case a.LocalFano > th.MaxLocalFano && a.LocalPeakRatio > th.MaxLocalPeakRatio:
+		return Waves, fmt.Sprintf("local Fano factor %.1f > %.1f and the busiest second %.1fx its surroundings > %.1fx",
+			a.LocalFano, th.MaxLocalFano, a.LocalPeakRatio, th.MaxLocalPeakRatio)
 	case a.MaxShare1s > th.MaxShare1s:
 		return Waves, fmt.Sprintf("%.0f%% of arrivals in one second > %.0f%%", 100*a.MaxShare1s, 100*th.MaxShare1s)
+	}
+	if a.LocalFano > th.MaxLocalFano {
+		return Spread, fmt.Sprintf("bursts beyond chance (local Fano factor %.1f) but small: the busiest second is %.1fx its surroundings <= %.1fx; at most %.0f%% of arrivals in any second",
+			a.LocalFano, a.LocalPeakRatio, th.MaxLocalPeakRatio, 100*a.MaxShare1s)
 	}
 	return Spread, fmt.Sprintf("local Fano factor %.1f <= %.1f and at most %.0f%% of arrivals in any second",
 		a.LocalFano, th.MaxLocalFano, 100*a.MaxShare1s)
