@@ -40,7 +40,7 @@ All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; th
 {{range .Reports}}{{with .Telemetry}}<p>Telemetry ({{.RatePerDevice}}/s per device, whole run): {{.Enqueued}} enqueued, {{.Acknowledged}} acknowledged,
 {{.ReceivedUnique}} received once, {{.Duplicates}} duplicates, {{.DroppedOldest}} dropped by full queues, <b>{{.Lost}} lost</b>.</p>{{end}}{{end}}
 <p>Thresholds: {{with .First.Thresholds}}a burst is a wave when the local Fano factor is above {{.MaxLocalFano}} (beyond chance)
-and its second holds more than {{.MaxLocalPeakRatio}}x the median of the seconds within 5 s (big), or when one second holds more than
+and its second holds more than {{.MaxLocalPeakRatio}}x the median of the 5 s before it and of the 5 s after it (big), or when one second holds more than
 {{printf "%.0f" (pct .MaxShare1s)}} % of all attempts{{end}}.
 Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's directory{{end}}.</p>
 </body></html>

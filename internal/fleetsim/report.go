@@ -1,10 +1,93 @@
 package fleetsim
 
 import (
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
+
+// Report is what a run found; see the README for each key.
+type Report struct {
+	Scenario     string              `json:"scenario"`
+	Policy       string              `json:"policy"`
+	Engine       string              `json:"engine"`
+	Transport    string              `json:"transport"`
+	Devices      int                 `json:"devices"`
+	Seed         uint64              `json:"seed"`
+	TimeScale    float64             `json:"time_scale"`
+	RecoveryJSON recoveryJSON        `json:"recovery"`
+	Attempts     Attempts            `json:"attempts"`
+	Arrivals     stormstats.Arrivals `json:"arrivals"`
+	Limit        *Limit              `json:"limit,omitempty"`
+	// BrokerBackS is when the broker returned, in seconds after the
+	// disruption (restart scenarios).
+	BrokerBackS float64               `json:"broker_back_s,omitempty"`
+	Verdict     stormstats.Verdict    `json:"verdict"`
+	VerdictWhy  string                `json:"verdict_reason"`
+	Thresholds  stormstats.Thresholds `json:"thresholds"`
+	Host        Host                  `json:"host"`
+	// MeasuredAt says whose clock the arrivals are: "broker" (the
+	// in-process broker's), "devices" (an external broker: the devices'
+	// own attempts, refused dials included) or "config-server".
+	MeasuredAt string `json:"measured_at"`
+	// DisruptionUnixMS anchors the unscaled times, to merge shards.
+	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
+	Shard            string `json:"shard,omitempty"`
+	// Telemetry is what the devices' store-and-forward queues did over the
+	// whole run, when it had telemetry.
+	Telemetry *Telemetry `json:"telemetry,omitempty"`
+
+	events    []event
+	recovered int
+}
+
+type recoveryJSON struct {
+	P50S         float64 `json:"p50_s"`
+	P95S         float64 `json:"p95_s"`
+	P99S         float64 `json:"p99_s"`
+	MaxS         float64 `json:"max_s"`
+	AllRecovered bool    `json:"all_recovered"`
+}
+
+// Attempts counts connect attempts from the disruption to full recovery.
+type Attempts struct {
+	Total         int64   `json:"total"` // made by the devices, including refused dials
+	PerDeviceMean float64 `json:"per_device_mean"`
+	PerDeviceMax  int64   `json:"per_device_max"`
+	// Refused: attempts that did not end in a session (dial refused during
+	// the outage, CONNACK refusals, timeouts).
+	Refused int64 `json:"refused"`
+	// AfterReturnPerDeviceMean counts only the attempts the broker saw once
+	// it was back.
+	AfterReturnPerDeviceMean float64 `json:"after_return_per_device_mean"`
+}
+
+// Limit is the broker's admission limit and the recovery it allows at best.
+type Limit struct {
+	AdmitRate      float64 `json:"admit_rate"`
+	IdealRecoveryS float64 `json:"ideal_recovery_s"` // devices / admit_rate
+}
+
+// Host records what the run cost on this machine.
+type Host struct {
+	WallS             float64 `json:"wall_s"`
+	MemoryPerDeviceKB float64 `json:"memory_per_device_kib"` // heap + stack, agent and broker side
+}
+
+type event struct {
+	t        time.Duration // unscaled, since the disruption
+	at       time.Time     // wall clock, to merge shards' events
+	clientID string
+	outcome  string
+	code     int
+}
 
 // JSON encodes the report as report.json holds it.
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
@@ -46,4 +129,59 @@ func CompareTable(w io.Writer, reports []*Report) {
 		fmt.Fprintf(w, "%-22s %14s %16.1f %13.0f %8.1f %11.1f %12.1f  %s\n", r.Policy, p99,
 			r.Attempts.PerDeviceMean, r.Arrivals.PeakPerS1s, r.Arrivals.Fano, r.Arrivals.LocalFano, r.Arrivals.LocalPeakRatio, r.Verdict)
 	}
+}
+
+// WriteFiles writes report.json, events.csv, arrivals.svg and report.html
+// into dir.
+func (r *Report) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := r.JSON()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
+		return err
+	}
+	err = writeFile(filepath.Join(dir, "events.csv"), func(w io.Writer) error {
+		cw := csv.NewWriter(w)
+		_ = cw.Write([]string{"t_s", "unix_ms", "client_id", "outcome", "code"})
+		for _, e := range r.events {
+			_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), strconv.FormatInt(e.at.UnixMilli(), 10),
+				e.clientID, e.outcome, strconv.Itoa(e.code)})
+		}
+		cw.Flush()
+		return cw.Error()
+	})
+	if err != nil {
+		return err
+	}
+	return WriteCharts(dir, []*Report{r})
+}
+
+// WriteCharts writes arrivals.svg and report.html for reports (one run, or a
+// compare run's) into dir.
+func WriteCharts(dir string, reports []*Report) error {
+	svg, err := ChartSVG(reports)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "arrivals.svg"), svg, 0o644); err != nil {
+		return err
+	}
+	return writeFile(filepath.Join(dir, "report.html"), func(w io.Writer) error { return WriteHTML(w, reports) })
+}
+
+// writeFile creates path and fills it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

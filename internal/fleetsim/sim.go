@@ -5,16 +5,12 @@ package fleetsim
 
 import (
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -215,82 +211,6 @@ func (c Config) validate() error {
 	}
 	_, err := Shape(c.Policy, c.MaxBackoff)
 	return err
-}
-
-// Report is what a run found; see the README for each key.
-type Report struct {
-	Scenario     string              `json:"scenario"`
-	Policy       string              `json:"policy"`
-	Engine       string              `json:"engine"`
-	Transport    string              `json:"transport"`
-	Devices      int                 `json:"devices"`
-	Seed         uint64              `json:"seed"`
-	TimeScale    float64             `json:"time_scale"`
-	RecoveryJSON recoveryJSON        `json:"recovery"`
-	Attempts     Attempts            `json:"attempts"`
-	Arrivals     stormstats.Arrivals `json:"arrivals"`
-	Limit        *Limit              `json:"limit,omitempty"`
-	// BrokerBackS is when the broker returned, in seconds after the
-	// disruption (restart scenarios).
-	BrokerBackS float64               `json:"broker_back_s,omitempty"`
-	Verdict     stormstats.Verdict    `json:"verdict"`
-	VerdictWhy  string                `json:"verdict_reason"`
-	Thresholds  stormstats.Thresholds `json:"thresholds"`
-	Host        Host                  `json:"host"`
-	// MeasuredAt says whose clock the arrivals are: "broker" (the
-	// in-process broker's), "devices" (an external broker: the devices'
-	// own attempts, refused dials included) or "config-server".
-	MeasuredAt string `json:"measured_at"`
-	// DisruptionUnixMS anchors the unscaled times, to merge shards.
-	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
-	Shard            string `json:"shard,omitempty"`
-	// Telemetry is what the devices' store-and-forward queues did over the
-	// whole run, when it had telemetry.
-	Telemetry *Telemetry `json:"telemetry,omitempty"`
-
-	events    []event
-	recovered int
-}
-
-type recoveryJSON struct {
-	P50S         float64 `json:"p50_s"`
-	P95S         float64 `json:"p95_s"`
-	P99S         float64 `json:"p99_s"`
-	MaxS         float64 `json:"max_s"`
-	AllRecovered bool    `json:"all_recovered"`
-}
-
-// Attempts counts connect attempts from the disruption to full recovery.
-type Attempts struct {
-	Total         int64   `json:"total"` // made by the devices, including refused dials
-	PerDeviceMean float64 `json:"per_device_mean"`
-	PerDeviceMax  int64   `json:"per_device_max"`
-	// Refused: attempts that did not end in a session (dial refused during
-	// the outage, CONNACK refusals, timeouts).
-	Refused int64 `json:"refused"`
-	// AfterReturnPerDeviceMean counts only the attempts the broker saw once
-	// it was back.
-	AfterReturnPerDeviceMean float64 `json:"after_return_per_device_mean"`
-}
-
-// Limit is the broker's admission limit and the recovery it allows at best.
-type Limit struct {
-	AdmitRate      float64 `json:"admit_rate"`
-	IdealRecoveryS float64 `json:"ideal_recovery_s"` // devices / admit_rate
-}
-
-// Host records what the run cost on this machine.
-type Host struct {
-	WallS             float64 `json:"wall_s"`
-	MemoryPerDeviceKB float64 `json:"memory_per_device_kib"` // heap + stack, agent and broker side
-}
-
-type event struct {
-	t        time.Duration // unscaled, since the disruption
-	at       time.Time     // wall clock, to merge shards' events
-	clientID string
-	outcome  string
-	code     int
 }
 
 // run is one run's moving parts.
@@ -736,59 +656,4 @@ func progress(w io.Writer, obs observer, total int, scale float64, t0 time.Time)
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// WriteFiles writes report.json, events.csv, arrivals.svg and report.html
-// into dir.
-func (r *Report) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, err := r.JSON()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "events.csv"))
-	if err != nil {
-		return err
-	}
-	cw := csv.NewWriter(f)
-	_ = cw.Write([]string{"t_s", "unix_ms", "client_id", "outcome", "code"})
-	for _, e := range r.events {
-		_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), strconv.FormatInt(e.at.UnixMilli(), 10),
-			e.clientID, e.outcome, strconv.Itoa(e.code)})
-	}
-	cw.Flush()
-	if err := cw.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return WriteCharts(dir, []*Report{r})
-}
-
-// WriteCharts writes arrivals.svg and report.html for reports (one run, or a
-// compare run's) into dir.
-func WriteCharts(dir string, reports []*Report) error {
-	svg, err := ChartSVG(reports)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "arrivals.svg"), svg, 0o644); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, "report.html"))
-	if err != nil {
-		return err
-	}
-	if err := WriteHTML(f, reports); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -34,9 +34,9 @@ type Arrivals struct {
 	// always decays), so the verdict uses this one.
 	LocalFano     float64 `json:"local_fano"`
 	LocalWindowMS int     `json:"local_window_ms"`
-	// LocalPeakRatio is the busiest second over the median of the seconds
-	// within 5 s either side (at least 1): how much a burst stands out from
-	// its surroundings, whatever the fleet's size. The Fano factors say
+	// LocalPeakRatio is the busiest second over the larger of the medians
+	// of the 5 s before and the 5 s after it (at least 1): how much a burst
+	// stands out from its surroundings, whatever the fleet's size. The Fano factors say
 	// whether a burst is beyond chance; this says whether it is big.
 	LocalPeakRatio float64 `json:"local_peak_ratio"`
 	// MaxShare1s is the largest fraction of all arrivals inside any 1 s window.
@@ -116,24 +116,27 @@ func localFano(counts []int, w int) float64 {
 	return num / den
 }
 
-// localPeakRatio is the largest c_i / max(median of the w counts either
-// side, 1).
+// localPeakRatio is the largest c_i / max(median of the w counts before,
+// median of the w counts after, 1): a burst must stand out on both sides,
+// so the step up when a broker returns (silence before, a steady rate
+// after) is not one.
 func localPeakRatio(counts []int, w int) float64 {
 	best := 0.0
-	nb := make([]int, 0, 2*w)
-	for i, c := range counts {
-		nb = append(nb[:0], counts[max(i-w, 0):i]...)
-		nb = append(nb, counts[i+1:min(i+w+1, len(counts))]...)
-		med := 0.0
-		if len(nb) > 0 {
-			slices.Sort(nb)
-			if n := len(nb); n%2 == 1 {
-				med = float64(nb[n/2])
-			} else {
-				med = float64(nb[n/2-1]+nb[n/2]) / 2
-			}
+	side := make([]int, 0, w)
+	median := func(xs []int) float64 {
+		side = append(side[:0], xs...)
+		if len(side) == 0 {
+			return 0
 		}
-		best = max(best, float64(c)/max(med, 1))
+		slices.Sort(side)
+		if n := len(side); n%2 == 1 {
+			return float64(side[n/2])
+		}
+		return float64(side[len(side)/2-1]+side[len(side)/2]) / 2
+	}
+	for i, c := range counts {
+		around := max(median(counts[max(i-w, 0):i]), median(counts[i+1:min(i+w+1, len(counts))]), 1)
+		best = max(best, float64(c)/around)
 	}
 	return best
 }
@@ -197,8 +200,8 @@ type Thresholds struct {
 
 // DefaultThresholds: a burst is a wave when it is more than 3 times as
 // dispersed as independent arrivals against their local mean and its
-// second holds more than 3 times the median of the seconds around it, or
-// when one second holds more than a fifth of all arrivals.
+// second holds more than 3 times the seconds on either side of it, or when
+// one second holds more than a fifth of all arrivals.
 var DefaultThresholds = Thresholds{MaxLocalFano: 3, MaxLocalPeakRatio: 3, MaxShare1s: 0.2}
 
 // Verdict is "spread" or "waves".

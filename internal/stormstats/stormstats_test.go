@@ -143,6 +143,7 @@ func TestAUniformRoundWithSharpEdgesIsSpread(t *testing.T) {
 	}
 	a := stormstats.Summarize(ts, bucket)
 	assert.Less(t, a.LocalFano, 2.0, "the two edges are not waves")
+	assert.Less(t, a.LocalPeakRatio, 1.2, "nor do they stand out on both sides")
 	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
 	assert.Equal(t, stormstats.Spread, v, why)
 }
