@@ -21,8 +21,8 @@ import (
 )
 
 const usage = `devicesim launches a fleet of real device agents against an in-process
-broker, disrupts it, and reports whether the fleet came back spread out or in
-waves.
+broker (or an external one), disrupts it, and reports whether the fleet came
+back spread out or in waves.
 
 Commands:
   devicesim run [flags]      run a scenario (no flags: the embedded default)
@@ -81,7 +81,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.IntVar(&c.AdmitBurst, "admit-burst", 1, "admission burst")
 	admitMode := fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
 	compare := fs.String("compare", "", "comma-separated policies to run one after another under the same scenario, printed as one table")
-	out := fs.String("out", "devicesim-report", "directory for report.json and events.csv")
+	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
