@@ -56,9 +56,8 @@ type agentMember struct {
 	every    time.Duration
 	phase    time.Duration
 	produce  context.CancelFunc
+	produced chan struct{} // closed when the generator has returned
 	running  sync.WaitGroup
-	pubErr   error
-	produced atomic.Int64
 }
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
@@ -111,14 +110,14 @@ func (m *agentMember) start(ctx context.Context) error {
 		return nil
 	}
 	gen, cancel := context.WithCancel(ctx)
-	m.produce = cancel
-	m.running.Add(2)
+	m.produce, m.produced = cancel, make(chan struct{})
+	m.running.Add(1)
 	go func() {
 		defer m.running.Done()
-		m.pubErr = m.pub.Run(ctx)
+		_ = m.pub.Run(ctx) // ends with the run's context; what it left queued is counted
 	}()
 	go func() {
-		defer m.running.Done()
+		defer close(m.produced)
 		m.generate(gen)
 	}()
 	return nil
@@ -134,9 +133,7 @@ func (m *agentMember) generate(ctx context.Context) {
 	defer tick.Stop()
 	topic := "telemetry/" + m.id
 	for {
-		if _, err := m.pub.Publish(topic, []byte(`{"temp":21.5}`)); err == nil {
-			m.produced.Add(1)
-		}
+		_, _ = m.pub.Publish(topic, []byte(`{"temp":21.5}`)) // counted by the publisher's Stats
 		select {
 		case <-ctx.Done():
 			return
@@ -145,10 +142,12 @@ func (m *agentMember) generate(ctx context.Context) {
 	}
 }
 
-// stopTelemetry stops producing; what is queued still drains.
+// stopTelemetry stops producing and returns once nothing more can be
+// enqueued; what is queued still drains.
 func (m *agentMember) stopTelemetry() {
 	if m.produce != nil {
 		m.produce()
+		<-m.produced
 	}
 }
 
