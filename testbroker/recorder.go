@@ -1,6 +1,7 @@
 package testbroker
 
 import (
+	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -213,10 +214,19 @@ func (c *Counts) of(o Outcome) *int {
 // the real-time bound timeout. cond is called after every new record, with the
 // recorder locked: it must be quick and must not call the Recorder.
 func (r *Recorder) Await(timeout time.Duration, cond func(Counts) bool) error {
-	if err := waitfor.Until(&r.mu, &r.changed, timeout, func() bool { return cond(r.counts) }); err != nil {
-		return fmt.Errorf("testbroker: condition not met after %v; counts %+v", timeout, r.Counts())
+	return r.AwaitContext(context.Background(), timeout, cond)
+}
+
+// AwaitContext is Await that also gives up, with ctx.Err(), when ctx ends.
+func (r *Recorder) AwaitContext(ctx context.Context, timeout time.Duration, cond func(Counts) bool) error {
+	err := waitfor.UntilContext(ctx, &r.mu, &r.changed, timeout, func() bool { return cond(r.counts) })
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-	return nil
+	return fmt.Errorf("testbroker: condition not met after %v; counts %+v", timeout, r.Counts())
 }
 
 // Reset forgets everything recorded so far (attempts still open keep being

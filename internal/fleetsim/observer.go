@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -23,13 +24,14 @@ type attempt struct {
 type observer interface {
 	connected() int
 	attempted() int // attempts so far
-	// await waits until cond holds for the number of devices connected.
-	await(timeout time.Duration, cond func(connected int) bool) error
+	// await waits until cond holds for the number of devices connected,
+	// the bound passes, or ctx ends.
+	await(ctx context.Context, timeout time.Duration, cond func(connected int) bool) error
 	// since returns the attempts at or after t, in the order they started.
 	since(t time.Time) []attempt
 	// awaitLoss waits for a session loss at or after t and returns the
 	// earliest one.
-	awaitLoss(t time.Time, timeout time.Duration) (time.Time, error)
+	awaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error)
 }
 
 // brokerObserver reads the in-process broker's recorder.
@@ -38,8 +40,8 @@ type brokerObserver struct{ r *testbroker.Recorder }
 func (o brokerObserver) connected() int { return o.r.Counts().Connected }
 func (o brokerObserver) attempted() int { return o.r.Counts().Attempts }
 
-func (o brokerObserver) await(timeout time.Duration, cond func(int) bool) error {
-	return o.r.Await(timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
+func (o brokerObserver) await(ctx context.Context, timeout time.Duration, cond func(int) bool) error {
+	return o.r.AwaitContext(ctx, timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
 }
 
 func (o brokerObserver) since(t time.Time) []attempt {
@@ -58,7 +60,7 @@ func (o brokerObserver) since(t time.Time) []attempt {
 
 // awaitLoss is for observe runs, which validate() allows only against an
 // external broker.
-func (o brokerObserver) awaitLoss(time.Time, time.Duration) (time.Time, error) {
+func (o brokerObserver) awaitLoss(context.Context, time.Time, time.Duration) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("fleetsim: observe watches an external broker")
 }
 
@@ -126,8 +128,11 @@ func (o deviceObserver) attempted() int {
 	return len(o.l.attempts)
 }
 
-func (o deviceObserver) await(timeout time.Duration, cond func(int) bool) error {
-	if err := waitfor.Until(&o.l.mu, &o.l.changed, timeout, func() bool { return cond(o.l.up) }); err != nil {
+func (o deviceObserver) await(ctx context.Context, timeout time.Duration, cond func(int) bool) error {
+	if err := waitfor.UntilContext(ctx, &o.l.mu, &o.l.changed, timeout, func() bool { return cond(o.l.up) }); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		return fmt.Errorf("fleetsim: condition not met after %v; %d devices connected", timeout, o.l.connectedCount())
 	}
 	return nil
@@ -145,9 +150,9 @@ func (o deviceObserver) since(t time.Time) []attempt {
 	return out
 }
 
-func (o deviceObserver) awaitLoss(t time.Time, timeout time.Duration) (time.Time, error) {
+func (o deviceObserver) awaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error) {
 	var at time.Time
-	err := waitfor.Until(&o.l.mu, &o.l.changed, timeout, func() bool {
+	err := waitfor.UntilContext(ctx, &o.l.mu, &o.l.changed, timeout, func() bool {
 		for _, l := range o.l.losses {
 			if !l.Before(t) {
 				at = l

@@ -180,3 +180,23 @@ func TestTelemetryLosesNothingAcrossTheRestart(t *testing.T) {
 	r.Summary(&sb)
 	assert.Contains(t, sb.String(), "0 lost")
 }
+
+// cancelOnWrite ends a run from its first progress line.
+type cancelOnWrite struct{ cancel context.CancelFunc }
+
+func (w cancelOnWrite) Write(b []byte) (int, error) { w.cancel(); return len(b), nil }
+
+func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := small(fleetsim.ThrottledRestart, "iotcore")
+	c.AdmitRate = 0.2 // 300 s to readmit 60 devices: far beyond the first progress line
+	c.Progress = cancelOnWrite{cancel}
+	start := time.Now()
+	r, err := fleetsim.Run(ctx, c)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), 30*time.Second, "an interrupt ends the wait, not the bound")
+	require.NotNil(t, r, "the report so far is still written")
+	assert.False(t, r.RecoveryJSON.AllRecovered)
+	assert.Contains(t, err.Error(), "interrupted with")
+}

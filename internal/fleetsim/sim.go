@@ -284,7 +284,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	t0 := bootStart
 	statsBefore := make([]int64, n)
 	if r.c.Scenario != BootStorm {
-		if err := r.obs.await(r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
+		if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
 		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
@@ -308,7 +308,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if r.c.Scenario == ConfigOutage {
 		recoverErr = d.wait()
 	} else {
-		recoverErr = r.obs.await(r.recoverBound(), func(k int) bool { return k == n })
+		recoverErr = r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	}
 	stopProgress()
 	var drainErr error
@@ -333,6 +333,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
 	recovered := rep.recovered
 	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())
+	}
 	if !rep.RecoveryJSON.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
 	}
@@ -532,7 +535,7 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	case ConfigOutage:
 		return r.configOutage(ctx, t0)
 	case Observe:
-		lost, err := r.obs.awaitLoss(t0, r.c.Duration)
+		lost, err := r.obs.awaitLoss(ctx, t0, r.c.Duration)
 		if err != nil {
 			return d, fmt.Errorf("no disruption within %v: %w", r.c.Duration, err)
 		}

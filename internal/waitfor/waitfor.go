@@ -4,6 +4,7 @@
 package waitfor
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -37,6 +38,11 @@ func (b *Broadcast) Notify() {
 // again after every Notify on b. It returns ErrTimeout after the real-time
 // bound timeout.
 func Until(mu sync.Locker, b *Broadcast, timeout time.Duration, done func() bool) error {
+	return UntilContext(context.Background(), mu, b, timeout, done)
+}
+
+// UntilContext is Until that also returns ctx.Err() when ctx ends first.
+func UntilContext(ctx context.Context, mu sync.Locker, b *Broadcast, timeout time.Duration, done func() bool) error {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	for {
@@ -51,6 +57,8 @@ func Until(mu sync.Locker, b *Broadcast, timeout time.Duration, done func() bool
 		case <-next:
 		case <-deadline.C:
 			return ErrTimeout
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package waitfor_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -41,4 +42,14 @@ func TestNotifyWithoutWaitersIsFree(t *testing.T) {
 	default:
 		t.Fatal("Next's channel was not closed by Notify")
 	}
+}
+
+func TestUntilContextEndsWithTheContext(t *testing.T) {
+	var mu sync.Mutex
+	var b waitfor.Broadcast
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := waitfor.UntilContext(ctx, &mu, &b, time.Hour, func() bool { return false })
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.NoError(t, waitfor.UntilContext(ctx, &mu, &b, time.Hour, func() bool { return true }), "a condition already met wins")
 }
