@@ -59,6 +59,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	c := fleetsim.Default()
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.StringVar(&c.Engine, "engine", c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
 	fs.IntVar(&c.Devices, "devices", c.Devices, "number of devices")
 	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "one of "+strings.Join(fleetsim.Scenarios, ", "))
 	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames(), ", "))

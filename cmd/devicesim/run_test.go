@@ -93,7 +93,7 @@ func TestCommandErrors(t *testing.T) {
 func TestHelpListsRunFlags(t *testing.T) {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"help", "run"}, noenv, &out, &out))
-	for _, f := range []string{"-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out",
+	for _, f := range []string{"-engine", "-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out",
 		"-admit-rate", "-admit-burst", "-admit-mode", "-compare", "-transport", "-broker", "-flap", "-retry-after", "-duration",
 		"-shard", "-shards", "-telemetry", "paho-default", "config-outage", "observe", "flapping"} {
 		assert.Contains(t, out.String(), f)

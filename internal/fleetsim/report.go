@@ -114,7 +114,7 @@ func (r *Report) Summary(w io.Writer) {
 			t.RatePerDevice, t.Enqueued, t.Acknowledged, t.ReceivedUnique, t.Duplicates, t.Retried, t.DroppedOldest, t.Lost)
 	}
 	fmt.Fprintf(w, "verdict: %s (%s)\n", r.Verdict, r.VerdictWhy)
-	fmt.Fprintf(w, "host: %.1f s wall, %.0f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
 }
 
 // CompareTable writes one row per report: policy, recovery p99, attempts per

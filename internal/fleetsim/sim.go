@@ -52,6 +52,8 @@ const (
 
 // Config is one run. Durations are real-world (unscaled) time.
 type Config struct {
+	// Engine is Agents (real agents, the default) or Virtual.
+	Engine     string
 	Devices    int
 	Scenario   string
 	Policy     string
@@ -144,7 +146,7 @@ func (s Shard) ids(devices int) []int {
 // Default is the embedded default run: 2,000 devices on the in-memory
 // transport, a 30 s broker restart, the IoTCore policy, 10x time scale.
 func Default() Config {
-	return Config{Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
+	return Config{Engine: Agents, Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
 		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second, RetryAfter: 10 * time.Second,
 		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1,
 		Bucket: 100 * time.Millisecond, Thresholds: stormstats.DefaultThresholds}
@@ -156,6 +158,14 @@ const maxTCPDevices = 9500
 
 func (c Config) validate() error {
 	external := c.Broker != ""
+	if c.Engine != Agents && c.Engine != Virtual {
+		return fmt.Errorf("unknown engine %q (agents or virtual)", c.Engine)
+	}
+	if c.Engine == Virtual {
+		if err := c.validateVirtual(); err != nil {
+			return err
+		}
+	}
 	switch {
 	case c.Devices < 1:
 		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
@@ -228,6 +238,7 @@ type run struct {
 	children     []*child
 	childDir     string
 	childReports []*Report
+	virtual      *virtualFleet // the virtual engine's fleet, for its report
 	// publishes the broker saw before the recorder was reset at the
 	// disruption (telemetry counts the whole run)
 	earlyPublishes []testbroker.Publish
@@ -248,6 +259,9 @@ func (r *run) warn(format string, args ...any) {
 func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
+	}
+	if c.Engine == Virtual {
+		return runVirtual(ctx, c)
 	}
 	if c.Scenario == ConfigOutage && c.Policy == PahoDefault {
 		return nil, fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
@@ -586,6 +600,12 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 	rep.RecoveryJSON = recoveryJSON{P50S: stormstats.Percentile(recoveries, 50), P95S: stormstats.Percentile(recoveries, 95),
 		P99S: stormstats.Percentile(recoveries, 99), MaxS: stormstats.Percentile(recoveries, 100)}
 	switch {
+	case r.virtual != nil:
+		for _, d := range r.virtual.devs {
+			rep.Attempts.Total += int64(d.attempts)
+			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, int64(d.attempts))
+		}
+		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
 	case len(r.childReports) > 0:
 		for _, cr := range r.childReports {
 			rep.Attempts.Total += cr.Attempts.Total

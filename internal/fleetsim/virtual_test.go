@@ -1,0 +1,98 @@
+package fleetsim_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+func virtual(scenario, policy string, devices int) fleetsim.Config {
+	c := fleetsim.Default()
+	c.Engine, c.Devices, c.Scenario, c.Policy = fleetsim.Virtual, devices, scenario, policy
+	return c
+}
+
+func TestVirtualEngineMatchesTheAgents(t *testing.T) {
+	// The same restart as TestBrokerRestartWithoutJitterComesBackInWaves,
+	// with each device's state machine in virtual time: 1, 2, 4, 8, 16 s
+	// waits put every device back at exactly 31 s.
+	r, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "exponential", 60))
+	require.NoError(t, err)
+	assert.Equal(t, "virtual", r.Engine)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.InDelta(t, 31.0, r.RecoveryJSON.P50S, 0.001)
+	assert.InDelta(t, 31.0, r.RecoveryJSON.MaxS, 0.001)
+	assert.Equal(t, int64(5*60), r.Attempts.Total)
+	assert.Equal(t, 1.0, r.Attempts.AfterReturnPerDeviceMean)
+	assert.Equal(t, stormstats.Waves, r.Verdict)
+	assert.InDelta(t, 30.0, r.BrokerBackS, 0.001)
+}
+
+func TestVirtualEngineIsReproducible(t *testing.T) {
+	a, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "full", 5000))
+	require.NoError(t, err)
+	b, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "full", 5000))
+	require.NoError(t, err)
+	assert.Equal(t, a.RecoveryJSON, b.RecoveryJSON, "same seed, same draws, same virtual times")
+	assert.Equal(t, a.Arrivals, b.Arrivals)
+	c := virtual(fleetsim.BrokerRestart, "full", 5000)
+	c.Seed = 2
+	d, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.NotEqual(t, a.RecoveryJSON, d.RecoveryJSON)
+}
+
+func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
+	for _, mode := range []testbroker.AdmissionMode{testbroker.RefuseOverLimit, testbroker.PauseAccepting, testbroker.DisconnectOverLimit} {
+		c := virtual(fleetsim.ThrottledRestart, "full", 2000)
+		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
+		r, err := fleetsim.Run(context.Background(), c)
+		require.NoError(t, err, mode)
+		assert.True(t, r.RecoveryJSON.AllRecovered, mode)
+		assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 30.0+20-0.2, "%v: nobody beats the outage plus devices/rate", mode)
+		assert.LessOrEqual(t, r.Arrivals.PeakPerS1s, 2000.0)
+		require.NotNil(t, r.Limit)
+		assert.Equal(t, 20.0, r.Limit.IdealRecoveryS)
+	}
+}
+
+func TestVirtualFlappingAndBootStorm(t *testing.T) {
+	c := virtual(fleetsim.Flapping, "iotcore", 1000)
+	c.Outage, c.Flap = 20*time.Second, 2*time.Second
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 18.0, "sessions admitted in the window were dropped")
+
+	r, err = fleetsim.Run(context.Background(), virtual(fleetsim.BootStorm, "iotcore", 1000))
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
+	assert.Less(t, r.RecoveryJSON.MaxS, 10.0, "inside the 10 s boot spread")
+	assert.Equal(t, stormstats.Spread, r.Verdict)
+}
+
+func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
+	for name, c := range map[string]fleetsim.Config{
+		"paho-default":  virtual(fleetsim.BrokerRestart, fleetsim.PahoDefault, 10),
+		"config-outage": virtual(fleetsim.ConfigOutage, "iotcore", 10),
+		"tcp": func() fleetsim.Config {
+			c := virtual(fleetsim.DropAll, "iotcore", 10)
+			c.Transport = fleetsim.TCP
+			return c
+		}(),
+	} {
+		_, err := fleetsim.Run(context.Background(), c)
+		assert.ErrorContains(t, err, "agents", name)
+	}
+	c := virtual(fleetsim.DropAll, "iotcore", 10)
+	c.Engine = "quantum"
+	_, err := fleetsim.Run(context.Background(), c)
+	assert.ErrorContains(t, err, "unknown engine")
+}
