@@ -57,6 +57,8 @@ bench:
 	$(BENCHSTAT) -col /impl bench-device.out
 	$(GO) test -run '^$$' -bench Enqueue -benchmem -count 6 ./publisher/ > bench-publisher.out
 	$(BENCHSTAT) -col /store bench-publisher.out
+	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
+	$(BENCHSTAT) -col /engine bench-fleetsim.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).
