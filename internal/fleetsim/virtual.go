@@ -248,6 +248,7 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 					v.q.push(vevent{at: now + 10*time.Second, dev: int32(i), kind: vResult, code: device.NoConnack})
 					return
 				}
+				v.seen[seen].at = v.at(now + wait) // accepted off the backlog when a token frees, as the broker records it
 				v.q.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
 				return
 			}

@@ -2,6 +2,8 @@ package fleetsim_test
 
 import (
 	"context"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -60,6 +62,21 @@ func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 		assert.LessOrEqual(t, r.Arrivals.PeakPerS1s, 2000.0)
 		require.NotNil(t, r.Limit)
 		assert.Equal(t, 20.0, r.Limit.IdealRecoveryS)
+
+		// No second admits more than the rate plus the burst.
+		dir := t.TempDir()
+		require.NoError(t, r.WriteFiles(dir))
+		admitted := map[int]int{}
+		for _, row := range readCSV(t, filepath.Join(dir, "events.csv"))[1:] {
+			if row[3] == "accepted" {
+				ts, err := strconv.ParseFloat(row[0], 64)
+				require.NoError(t, err)
+				admitted[int(ts)]++
+			}
+		}
+		for sec, n := range admitted {
+			assert.LessOrEqual(t, n, 100+10, "%v: second %d admitted %d", mode, sec, n)
+		}
 	}
 }
 
