@@ -19,15 +19,10 @@ import (
 const fetchSpread = 10 * time.Second
 
 // setupConfigs starts the config server and gives every device a Fetcher
-// on the run's policy.
+// on the run's (scaled) policy, which setup has already built.
 func (r *run) setupConfigs() error {
 	r.configs = testbroker.NewConfigServer()
 	r.configs.SetConfig("", []byte(`{"settings": {"telemetry": "on"}}`))
-	shape, _ := Shape(r.c.Policy, r.c.MaxBackoff)
-	policy, err := reconnect.New(scaled{shape, r.c.TimeScale}, reconnect.Limits{MaxRetries: r.c.RetryCap})
-	if err != nil {
-		return err
-	}
 	// One transport for the fleet, as many connections as devices up to
 	// 4,000 (8,000 descriptors with the server's side).
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -39,7 +34,7 @@ func (r *run) setupConfigs() error {
 	}
 	for _, i := range r.ids {
 		f, err := device.NewFetcher(device.FetcherConfig{URL: r.configs.DeviceURL(clientID(i)), Client: client,
-			Retry: policy, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
+			Retry: r.timing.Policy, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
 		if err != nil {
 			return err
 		}

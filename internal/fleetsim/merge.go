@@ -102,16 +102,9 @@ func Merge(shards []*Report) (*Report, error) {
 			recovered[e.clientID] = e.t
 		}
 	}
-	var recoveries []float64
-	for _, t := range recovered {
-		recoveries = append(recoveries, t.Seconds())
-	}
-	m.recovered = len(recovered)
-	m.RecoveryJSON.P50S = stormstats.Percentile(recoveries, 50)
-	m.RecoveryJSON.P95S = stormstats.Percentile(recoveries, 95)
-	m.RecoveryJSON.P99S = stormstats.Percentile(recoveries, 99)
-	m.RecoveryJSON.MaxS = stormstats.Percentile(recoveries, 100)
-	m.RecoveryJSON.AllRecovered = m.RecoveryJSON.AllRecovered && m.recovered == m.Devices
+	all := m.RecoveryJSON.AllRecovered
+	m.recovered, m.RecoveryJSON = len(recovered), recoveryOf(recovered)
+	m.RecoveryJSON.AllRecovered = all && m.recovered == m.Devices
 	m.Attempts.PerDeviceMean = float64(m.Attempts.Total) / float64(m.Devices)
 	m.Attempts.AfterReturnPerDeviceMean = afterReturn / float64(m.Devices)
 	m.Arrivals = stormstats.Summarize(arrivals, time.Duration(max(first.Arrivals.BucketMS, 1))*time.Millisecond)

@@ -56,6 +56,17 @@ type recoveryJSON struct {
 	AllRecovered bool    `json:"all_recovered"`
 }
 
+// recoveryOf is the percentiles of each device's recovery time (AllRecovered
+// is the caller's to set).
+func recoveryOf(recovered map[string]time.Duration) recoveryJSON {
+	var xs []float64
+	for _, t := range recovered {
+		xs = append(xs, t.Seconds())
+	}
+	return recoveryJSON{P50S: stormstats.Percentile(xs, 50), P95S: stormstats.Percentile(xs, 95),
+		P99S: stormstats.Percentile(xs, 99), MaxS: stormstats.Percentile(xs, 100)}
+}
+
 // Attempts counts connect attempts from the disruption to full recovery.
 type Attempts struct {
 	Total         int64   `json:"total"` // made by the devices, including refused dials

@@ -303,7 +303,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
 		for i, m := range r.members {
-			statsBefore[i], _ = m.stats()
+			statsBefore[i] = m.attempts()
 		}
 		t0 = time.Now() // observe watches from here, Ready is its disruption
 		if r.c.Ready != nil {
@@ -592,13 +592,7 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 			recovered[a.clientID] = t // the last session admitted is the one that stayed
 		}
 	}
-	var recoveries []float64
-	for _, t := range recovered {
-		recoveries = append(recoveries, t.Seconds())
-	}
-	rep.recovered = len(recovered)
-	rep.RecoveryJSON = recoveryJSON{P50S: stormstats.Percentile(recoveries, 50), P95S: stormstats.Percentile(recoveries, 95),
-		P99S: stormstats.Percentile(recoveries, 99), MaxS: stormstats.Percentile(recoveries, 100)}
+	rep.recovered, rep.RecoveryJSON = len(recovered), recoveryOf(recovered)
 	switch {
 	case r.virtual != nil:
 		for _, d := range r.virtual.devs {
@@ -623,8 +617,7 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 		// no broker sees); what was admitted is counted where it is seen,
 		// since paho reports a session up only after the broker has.
 		for i, m := range r.members {
-			a, _ := m.stats()
-			n := a - statsBefore[i]
+			n := m.attempts() - statsBefore[i]
 			rep.Attempts.Total += n
 			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, n)
 		}
