@@ -470,8 +470,31 @@ func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
 	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	assert.Equal(t, []byte("ABC"), b.Recorder().Publishes()[0].Payload)
 
+	b.Recorder().ResetConnections()
+	assert.Equal(t, testbroker.Counts{Connected: 5, Publishes: 1}, b.Recorder().Counts())
+	assert.Empty(t, b.Recorder().Attempts())
+	assert.Len(t, b.Recorder().Publishes(), 1, "ResetConnections keeps the messages")
+
 	b.Recorder().Reset()
 	assert.Equal(t, testbroker.Counts{Connected: 5}, b.Recorder().Counts(), "Reset forgets events, not the sessions still open")
+	assert.Empty(t, b.Recorder().Publishes())
+}
+
+// TestAcknowledgedPublishIsAlreadyRecorded: a client holding a PUBACK must
+// find its message in the record at once (a count of messages received
+// that lags the acknowledgements reports acknowledged messages as lost).
+func TestAcknowledgedPublishIsAlreadyRecorded(t *testing.T) {
+	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
+	c := newClient(t, b, "pub")
+	c.mustConnect(t)
+	for i := range 300 {
+		tok := c.Publish("t", 1, false, fmt.Sprint(i))
+		require.True(t, tok.WaitTimeout(bound))
+		require.NoError(t, tok.Error())
+		ps := b.Recorder().Publishes()
+		require.Len(t, ps, i+1, "message %d acknowledged but not recorded", i)
+		assert.Equal(t, fmt.Sprint(i), string(ps[i].Payload))
+	}
 }
 
 // TestReconnectDuringCleanupKeepsSession: a client dropped and reconnecting

@@ -20,7 +20,7 @@ func (h *hook) ID() string { return "herdguard-testbroker" }
 func (h *hook) Provides(b byte) bool {
 	return bytes.Contains([]byte{
 		mqtt.OnConnect, mqtt.OnConnectAuthenticate, mqtt.OnACLCheck,
-		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnDisconnect, mqtt.OnPublished,
+		mqtt.OnSessionEstablish, mqtt.OnSessionEstablished, mqtt.OnDisconnect, mqtt.OnPublish,
 	}, []byte{b})
 }
 
@@ -134,7 +134,10 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 	}
 }
 
-func (h *hook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
+// OnPublish records a PUBLISH before mochi writes its PUBACK (OnPublished
+// runs after it): a client that holds an acknowledgement must never find its
+// message missing from the record.
+func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
 	p := Publish{Time: time.Now(), ClientID: cl.ID, Topic: pk.TopicName, QoS: pk.FixedHeader.Qos}
 	if f := h.b.cfg.PayloadDigest; f != nil {
 		p.Payload = f(pk.Payload)
@@ -142,4 +145,5 @@ func (h *hook) OnPublished(cl *mqtt.Client, pk packets.Packet) {
 		p.Payload = append([]byte(nil), pk.Payload...)
 	}
 	h.b.rec.publish(p)
+	return pk, nil
 }

@@ -71,7 +71,9 @@ type Disconnect struct {
 	Err      string // the underlying error, if any
 }
 
-// Publish is a PUBLISH the broker accepted from a client.
+// Publish is a PUBLISH the broker accepted from a client. It is recorded
+// before the broker acknowledges it, so a client holding a PUBACK finds its
+// message here without waiting.
 type Publish struct {
 	Time     time.Time
 	ClientID string
@@ -234,12 +236,28 @@ func (r *Recorder) AwaitContext(ctx context.Context, timeout time.Duration, cond
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.resetConnectionsLocked()
+	r.publishes = nil
+	r.counts.Publishes = 0
+	r.notifyLocked()
+}
+
+// ResetConnections forgets the attempts and disconnects recorded so far and
+// keeps the publishes, in one step: a run that measures a disruption's
+// connections while counting messages over the whole run loses none to a
+// gap between reading and resetting.
+func (r *Recorder) ResetConnections() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resetConnectionsLocked()
+	r.notifyLocked()
+}
+
+func (r *Recorder) resetConnectionsLocked() {
 	r.base += r.attempts.len()
 	r.attempts = chunked{}
 	r.disconnects = nil
-	r.publishes = nil
-	r.counts = Counts{Connected: r.counts.Connected}
-	r.notifyLocked()
+	r.counts = Counts{Connected: r.counts.Connected, Publishes: r.counts.Publishes}
 }
 
 // TimeOf chooses which timestamp of an attempt counts as its arrival.

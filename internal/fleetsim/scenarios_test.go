@@ -42,7 +42,10 @@ func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.InDelta(t, 20, r.BrokerBackS, 1, "the flapping window ends at 20 s")
+	// The window ends at 20 s; at 50x a host busy with other tests adds
+	// whole unscaled seconds (1 s is 20 ms here), never takes any away.
+	assert.GreaterOrEqual(t, r.BrokerBackS, 20.0, "the flapping window lasts 20 s")
+	assert.Less(t, r.BrokerBackS, 20.0+3)
 	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 20.0-2, "a session admitted before 18 s was dropped inside the window")
 	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 3.0, "every device was dropped and let back in again and again")
 	assert.Zero(t, r.Attempts.Refused, "a flapping broker admits everyone, then drops them")

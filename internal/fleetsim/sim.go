@@ -239,9 +239,6 @@ type run struct {
 	childDir     string
 	childReports []*Report
 	virtual      *virtualFleet // the virtual engine's fleet, for its report
-	// publishes the broker saw before the recorder was reset at the
-	// disruption (telemetry counts the whole run)
-	earlyPublishes []testbroker.Publish
 }
 
 func (r *run) scale(d time.Duration) time.Duration { return time.Duration(float64(d) / r.c.TimeScale) }
@@ -504,8 +501,7 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	d := disruption{t0: t0, returned: t0}
 	b := r.broker
 	if b != nil && r.c.Scenario != BootStorm {
-		r.earlyPublishes = b.Recorder().Publishes()
-		b.Recorder().Reset()
+		b.Recorder().ResetConnections() // telemetry counts the whole run
 		if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
 			if err := b.SetAdmission(r.admission); err != nil {
 				return d, err

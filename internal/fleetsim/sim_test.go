@@ -129,7 +129,8 @@ func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
 	r, err := fleetsim.Run(context.Background(), small(fleetsim.BootStorm, "iotcore"))
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.Less(t, r.RecoveryJSON.MaxS, 10.0+1, "everyone connects inside the 10 s boot spread")
+	// 10 s of boot spread, plus what a busy host adds at 50x (1 s is 20 ms).
+	assert.Less(t, r.RecoveryJSON.MaxS, 10.0+3, "everyone connects inside the 10 s boot spread")
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "an unthrottled broker takes each device's first attempt")
 	assert.Equal(t, stormstats.Spread, r.Verdict)
 }

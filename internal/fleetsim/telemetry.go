@@ -80,7 +80,7 @@ func (r *run) telemetry() *Telemetry {
 			seq uint64
 		}
 		seen := map[key]bool{}
-		for _, p := range append(r.earlyPublishes, r.broker.Recorder().Publishes()...) {
+		for _, p := range r.broker.Recorder().Publishes() {
 			e, err := publisher.DecodeEnvelope(p.Payload)
 			if err != nil {
 				continue
