@@ -145,6 +145,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		if werr := r.WriteFiles(filepath.Join(*out, c.Policy)); werr != nil {
 			return werr
 		}
+		r.DropEvents() // written; the table and the chart need only the summary
 		reports = append(reports, r)
 	}
 	fmt.Fprintln(stdout)

@@ -4,19 +4,21 @@ import (
 	"bytes"
 	"fmt"
 	"image/color"
-	"slices"
+	"math"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-
-	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // maxChartPoints bounds a series' points: long runs get wider bins.
 const maxChartPoints = 600
+
+// chartBin is the chart's finest bin: a synchronised round shows as the
+// spike it is.
+const chartBin = 100 * time.Millisecond
 
 // ChartSVG draws connect attempts per second at the broker against unscaled
 // time since the disruption, one line per report (a compare run's policies
@@ -30,18 +32,17 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	p.X.Label.Text = "seconds since the disruption (unscaled)"
 	p.Y.Label.Text = "attempts per second"
 	p.Legend.Top = true
-	span := 0.0
-	for _, r := range reports {
-		for _, e := range r.events {
-			span = max(span, e.t.Seconds())
-		}
+	counts := make([][]int, len(reports))
+	n := 0
+	for i, r := range reports {
+		counts[i] = r.arrivalCounts()
+		n = max(n, len(counts[i]))
 	}
-	// 100 ms bins show a synchronised round as the spike it is; long runs
-	// get wider ones.
-	bin := max(100*time.Millisecond, time.Duration(span/maxChartPoints*float64(time.Second)).Round(100*time.Millisecond))
+	span := float64(n) * chartBin.Seconds()
+	per := max(1, int(math.Round(float64(n)/maxChartPoints))) // long runs get wider bins
 	ymax := 0.0
 	for i, r := range reports {
-		xys := rateSeries(r.arrivalTimes(), bin)
+		xys := rateSeries(counts[i], per)
 		for _, xy := range xys {
 			ymax = max(ymax, xy.Y)
 		}
@@ -86,18 +87,17 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// rateSeries turns arrival times into (bin start in seconds, arrivals per
-// second) points, zero-filled, starting at 0.
-func rateSeries(times []time.Duration, bin time.Duration) plotter.XYs {
-	sorted := slices.Clone(times)
-	slices.Sort(sorted)
-	for len(sorted) > 0 && sorted[0] < 0 {
-		sorted = sorted[1:]
-	}
-	counts := stormstats.Counts(sorted, 0, bin)
-	xys := make(plotter.XYs, 0, len(counts)+1)
-	for i, n := range counts {
-		xys = append(xys, plotter.XY{X: (time.Duration(i) * bin).Seconds(), Y: float64(n) / bin.Seconds()})
+// rateSeries turns 100 ms counts into (bin start in seconds, arrivals per
+// second) points over bins of per counts, starting at 0.
+func rateSeries(counts []int, per int) plotter.XYs {
+	bin := time.Duration(per) * chartBin
+	xys := make(plotter.XYs, 0, len(counts)/per+1)
+	for i := 0; i < len(counts); i += per {
+		sum := 0
+		for _, c := range counts[i:min(i+per, len(counts))] {
+			sum += c
+		}
+		xys = append(xys, plotter.XY{X: (time.Duration(i) * chartBin).Seconds(), Y: float64(sum) / bin.Seconds()})
 	}
 	if len(xys) == 0 {
 		xys = append(xys, plotter.XY{})
@@ -105,10 +105,32 @@ func rateSeries(times []time.Duration, bin time.Duration) plotter.XYs {
 	return xys
 }
 
-func (r *Report) arrivalTimes() []time.Duration {
-	ts := make([]time.Duration, len(r.events))
-	for i, e := range r.events {
-		ts[i] = e.t
+// arrivalCounts is the attempts the broker saw per 100 ms from the
+// disruption on: all the chart needs, and what DropEvents keeps.
+func (r *Report) arrivalCounts() []int {
+	if r.eventsDropped {
+		return r.chartCounts
 	}
-	return ts
+	last := time.Duration(-1)
+	for _, e := range r.events {
+		last = max(last, e.t)
+	}
+	if last < 0 {
+		return nil
+	}
+	counts := make([]int, int(last/chartBin)+1)
+	for _, e := range r.events {
+		if e.t >= 0 {
+			counts[int(e.t/chartBin)]++
+		}
+	}
+	return counts
+}
+
+// DropEvents frees the per-attempt events once WriteFiles has written them,
+// keeping the 100 ms counts the chart draws: a compare run of million-device
+// runs would otherwise hold every run's tens of millions of attempts.
+func (r *Report) DropEvents() {
+	r.chartCounts = r.arrivalCounts()
+	r.events, r.eventsDropped = nil, true
 }

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -48,11 +49,11 @@ func ReadReport(dir string) (*Report, error) {
 			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
 		}
 		ms, err1 := strconv.ParseInt(row[1], 10, 64)
-		code, err2 := strconv.Atoi(row[4])
+		code, err2 := strconv.ParseInt(row[4], 10, 32)
 		if err := errors.Join(err1, err2); err != nil {
 			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
 		}
-		r.events = append(r.events, event{at: time.UnixMilli(ms), clientID: row[2], outcome: row[3], code: code})
+		r.events = append(r.events, event{unixNS: ms * 1e6, clientID: row[2], outcome: row[3], code: int32(code)})
 	}
 	return r, nil
 }
@@ -91,12 +92,12 @@ func Merge(shards []*Report) (*Report, error) {
 		m.events = append(m.events, s.events...)
 	}
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
-	slices.SortStableFunc(m.events, func(a, b event) int { return a.at.Compare(b.at) })
+	slices.SortStableFunc(m.events, func(a, b event) int { return cmp.Compare(a.unixNS, b.unixNS) })
 	recovered := map[string]time.Duration{}
 	arrivals := make([]time.Duration, len(m.events))
 	for i := range m.events {
 		e := &m.events[i]
-		e.t = time.Duration(float64(e.at.Sub(t0)) * m.TimeScale)
+		e.t = time.Duration(float64(e.unixNS-t0.UnixNano()) * m.TimeScale)
 		arrivals[i] = e.t
 		if e.outcome == "accepted" {
 			recovered[e.clientID] = e.t

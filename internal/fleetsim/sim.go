@@ -572,13 +572,14 @@ func (r *run) report(d disruption, statsBefore []int64) *Report {
 		attempts = r.obs.since(d.t0)
 	}
 	recovered := map[string]time.Duration{}
-	var arrivals []time.Duration
+	arrivals := make([]time.Duration, 0, len(attempts))
+	rep.events = make([]event, 0, len(attempts))
 	afterReturn, accepted := 0, 0
 	perDevice := map[string]int64{}
 	for _, a := range attempts {
 		t := r.unscale(a.at.Sub(d.t0))
 		arrivals = append(arrivals, t)
-		rep.events = append(rep.events, event{t: t, at: a.at, clientID: a.clientID, outcome: a.outcome.String(), code: a.code})
+		rep.events = append(rep.events, event{t: t, unixNS: a.at.UnixNano(), clientID: a.clientID, outcome: a.outcome.String(), code: int32(a.code)})
 		if !a.at.Before(d.returned) {
 			afterReturn++
 		}

@@ -83,6 +83,16 @@ func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(string(html), "<tr><td>"), "one table row per policy")
+
+	// A compare run frees each run's events once written; the chart is
+	// drawn from the 100 ms counts kept instead, to the same picture.
+	for _, r := range reports {
+		r.DropEvents()
+	}
+	after, err := fleetsim.ChartSVG(reports)
+	require.NoError(t, err)
+	assert.Equal(t, string(svg), string(after))
+	assert.Error(t, reports[0].WriteFiles(t.TempDir()), "an events.csv without its events would be a lie")
 }
 
 func TestDropAllWithFullJitterRecovers(t *testing.T) {
