@@ -6,15 +6,28 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race arm arm-test bench fuzz sim scale
+.PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table
 
-test: vet race arm arm-test
+test: vet race stats arm arm-test
 
 vet:
 	$(GO) vet ./...
 
 race:
 	$(GO) test -race -count=1 ./...
+
+# The statistical tests at full strength, without the race detector (which
+# slows them tenfold; under -race they run a few seeds): the verdict's
+# ground truth over 20 seeds a cell, and every run with a known verdict
+# over 20 consecutive seeds on both engines.
+stats:
+	$(GO) test -p 1 -count=1 -run 'GroundTruth|KnownVerdicts' ./internal/stormstats/ ./internal/fleetsim/
+
+# The verdict's measured error rates as README.md shows them: every cell of
+# the ground truth, a million arrivals a round included, 200 seeds each
+# (about an hour on 2 cores).
+verdict-table:
+	$(GO) test -count=1 -timeout 6h -run GroundTruth -v ./internal/stormstats/ -args -truth.seeds 200 -truth.full -truth.table
 
 # 32-bit ARM (GOARM 6 and 7) and arm64 builds of everything a device ships;
 # the firmware binary's size budget and what it may not depend on. The budget
@@ -59,6 +72,8 @@ bench:
 	$(BENCHSTAT) -col /store bench-publisher.out
 	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
+	$(GO) test -run '^$$' -bench Judge10M -benchmem -count 6 ./internal/stormstats/ > bench-stormstats.out
+	$(BENCHSTAT) -col /arrivals bench-stormstats.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).

@@ -28,25 +28,29 @@ Commands:
   devicesim run [flags]      run a scenario (no flags: the embedded default)
   devicesim merge -out DIR SHARD_DIR...
                              combine shard reports into one
+  devicesim judge [-json] [-expect spread|waves] FILE|-
+                             judge any arrival log: spread out, or in waves?
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a command is required")
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(ctx, args[1:], getenv, stdout, stderr)
+		return runCmd(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "merge":
 		return mergeCmd(args[1:], stdout, stderr)
+	case "judge":
+		return judgeCmd(args[1:], stdin, stdout, stderr)
 	case "delays":
 		return delaysCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		if len(args) > 1 {
-			return run(ctx, []string{args[1], "-h"}, getenv, stdout, stdout)
+			return run(ctx, []string{args[1], "-h"}, getenv, stdin, stdout, stdout)
 		}
 		fmt.Fprint(stdout, usage)
 		return nil
@@ -55,7 +59,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func runCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	c := fleetsim.Default()
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -83,6 +87,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	admitMode := fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
 	compare := fs.String("compare", "", "comma-separated policies to run one after another under the same scenario, printed as one table")
 	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
+	var expect expectFlag
+	fs.Var(&expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -113,7 +119,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
 	if *holdStdin {
-		c.Hold = os.Stdin
+		c.Hold = stdin
 	}
 	if exe, err := os.Executable(); err == nil {
 		c.Exe = exe
@@ -129,7 +135,10 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 		c.Progress = stdout // live progress only on a terminal
 	}
 	if *compare == "" {
-		return runOne(ctx, c, *out, stdout)
+		return runOne(ctx, c, *out, &expect, stdout)
+	}
+	if expect.v != "" {
+		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
 	var reports []*fleetsim.Report
 	var errs []error
@@ -157,7 +166,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdo
 	return errors.Join(errs...)
 }
 
-func runOne(ctx context.Context, c fleetsim.Config, out string, stdout io.Writer) error {
+func runOne(ctx context.Context, c fleetsim.Config, out string, expect *expectFlag, stdout io.Writer) error {
 	r, err := fleetsim.Run(ctx, c)
 	if r == nil {
 		return err
@@ -167,7 +176,7 @@ func runOne(ctx context.Context, c fleetsim.Config, out string, stdout io.Writer
 		return errors.Join(err, werr)
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg beside it)\n", out)
-	return err
+	return errors.Join(err, expect.check(r.Verdict))
 }
 
 func delaysCmd(args []string, stdout, stderr io.Writer) error {

@@ -22,7 +22,7 @@ func noenv(string) string { return "" }
 // child processes (a TCP fleet beyond one process's descriptors).
 func TestMain(m *testing.M) {
 	if os.Getenv("HERDGUARD_DEVICESIM_CHILD") == "1" {
-		if err := run(context.Background(), os.Args[1:], os.Getenv, io.Discard, os.Stderr); err != nil {
+		if err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdin, io.Discard, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, "devicesim child:", err)
 			os.Exit(1)
 		}
@@ -36,19 +36,21 @@ func TestTCPFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
 	err := run(context.Background(), []string{"run", "-transport", "tcp", "-devices", "90", "-tcp-per-process", "40",
-		"-scenario", "broker-restart", "-policy", "full", "-time-scale", "50", "-telemetry", "1", "-out", dir}, noenv, &out, &out)
+		"-scenario", "broker-restart", "-policy", "full", "-time-scale", "50", "-telemetry", "1", "-out", dir}, noenv, nil, &out, &out)
 	require.NoError(t, err, out.String())
 	r, err := fleetsim.ReadReport(dir)
 	require.NoError(t, err)
 	assert.Equal(t, 90, r.Devices)
 	assert.Equal(t, "tcp", r.Transport)
-	assert.Equal(t, "broker", r.MeasuredAt)
+	require.NotNil(t, r.Broker)
+	assert.Equal(t, "broker", r.Broker.MeasuredAt)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 30.0)
 	// Three children (40, 40 and 10 devices... by index mod 3: 30 each)
 	// counted every attempt, refused dials during the outage included,
 	// which the broker never sees.
-	assert.Greater(t, r.Attempts.Total, int64(r.Arrivals.Count))
+	assert.Greater(t, r.Attempts.Total, r.Broker.Arrivals.Count)
+	assert.Equal(t, r.Attempts.Total, r.Fleet.Arrivals.Count, "the children's attempts are the fleet's")
 	require.NotNil(t, r.Telemetry)
 	assert.Positive(t, r.Telemetry.Enqueued)
 	assert.Equal(t, int(r.Telemetry.Enqueued), r.Telemetry.ReceivedUnique)
@@ -57,7 +59,7 @@ func TestTCPFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 
 func delays(t *testing.T, args ...string) string {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), noenv, &out, &out))
+	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), noenv, nil, &out, &out))
 	return out.String()
 }
 
@@ -76,23 +78,23 @@ func TestDelaysAreReproducibleAndFollowThePolicy(t *testing.T) {
 
 func TestCommandErrors(t *testing.T) {
 	var out bytes.Buffer
-	assert.Error(t, run(context.Background(), nil, noenv, &out, &out))
-	assert.Error(t, run(context.Background(), []string{"fly"}, noenv, &out, &out))
-	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, noenv, &out, &out), "unknown policy")
-	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, noenv, &out, &out))
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-admit-mode", "maybe"}, noenv, &out, &out), "-admit-mode")
-	assert.Error(t, run(context.Background(), []string{"run", "-admit-rate", "-1"}, noenv, &out, &out))
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shard", "3/2"}, noenv, &out, &out), "-shard")
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, noenv, &out, &out), "JOB_COMPLETION_INDEX")
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, func(string) string { return "1" }, &out, &out),
+	assert.Error(t, run(context.Background(), nil, noenv, nil, &out, &out))
+	assert.Error(t, run(context.Background(), []string{"fly"}, noenv, nil, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"delays", "-policy", "hope"}, noenv, nil, &out, &out), "unknown policy")
+	assert.Error(t, run(context.Background(), []string{"run", "-devices", "0"}, noenv, nil, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-admit-mode", "maybe"}, noenv, nil, &out, &out), "-admit-mode")
+	assert.Error(t, run(context.Background(), []string{"run", "-admit-rate", "-1"}, noenv, nil, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shard", "3/2"}, noenv, nil, &out, &out), "-shard")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, noenv, nil, &out, &out), "JOB_COMPLETION_INDEX")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, func(string) string { return "1" }, nil, &out, &out),
 		"external broker", "a shard needs -broker")
-	assert.ErrorContains(t, run(context.Background(), []string{"run", "-scenario", "observe"}, noenv, &out, &out), "-broker")
-	assert.Error(t, run(context.Background(), []string{"merge"}, noenv, &out, &out))
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-scenario", "observe"}, noenv, nil, &out, &out), "-broker")
+	assert.Error(t, run(context.Background(), []string{"merge"}, noenv, nil, &out, &out))
 }
 
 func TestHelpListsRunFlags(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), []string{"help", "run"}, noenv, &out, &out))
+	require.NoError(t, run(context.Background(), []string{"help", "run"}, noenv, nil, &out, &out))
 	for _, f := range []string{"-engine", "-devices", "-scenario", "-policy", "-max-backoff", "-retry-cap", "-outage", "-time-scale", "-seed", "-out",
 		"-admit-rate", "-admit-burst", "-admit-mode", "-compare", "-transport", "-broker", "-flap", "-retry-after", "-duration",
 		"-shard", "-shards", "-telemetry", "paho-default", "config-outage", "observe", "flapping"} {

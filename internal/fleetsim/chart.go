@@ -20,29 +20,43 @@ const maxChartPoints = 600
 // spike it is.
 const chartBin = 100 * time.Millisecond
 
-// ChartSVG draws connect attempts per second at the broker against unscaled
-// time since the disruption, one line per report (a compare run's policies
-// share the axes). The broker's return and an admission limit are marked.
+// ChartSVG draws connect attempts per second against unscaled time since
+// the disruption: for each report (a compare run's policies share the axes)
+// a solid line for every attempt the devices made, refused dials included,
+// so that rounds show even while the broker is down, and a dashed one for
+// what reached the broker. The broker's return and an admission limit are
+// marked.
 func ChartSVG(reports []*Report) ([]byte, error) {
 	if len(reports) == 0 {
 		return nil, fmt.Errorf("fleetsim: no reports to chart")
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s, %d devices: connect attempts at the broker", reports[0].Scenario, reports[0].Devices)
+	p.Title.Text = fmt.Sprintf("%s, %d devices: connect attempts (solid: the devices', dashed: at the broker)", reports[0].Scenario, reports[0].Devices)
 	p.X.Label.Text = "seconds since the disruption (unscaled)"
 	p.Y.Label.Text = "attempts per second"
 	p.Legend.Top = true
-	counts := make([][]int, len(reports))
+	type series struct {
+		counts []int
+		dashed bool
+		label  string
+		color  int
+	}
+	var all []series
 	n := 0
 	for i, r := range reports {
-		counts[i] = r.arrivalCounts()
-		n = max(n, len(counts[i]))
+		all = append(all, series{counts: r.Fleet.chartCounts(), label: fmt.Sprintf("%s (%s, synchrony %.2f)", r.Policy, r.Verdict, r.Fleet.Judgement.Synchrony), color: i})
+		if b := r.Broker; b != nil {
+			all = append(all, series{counts: b.chartCounts(), dashed: true, label: fmt.Sprintf("%s at the broker (%s)", r.Policy, b.Judgement.Verdict), color: i})
+		}
+	}
+	for _, s := range all {
+		n = max(n, len(s.counts))
 	}
 	span := float64(n) * chartBin.Seconds()
 	per := max(1, int(math.Round(float64(n)/maxChartPoints))) // long runs get wider bins
 	ymax := 0.0
-	for i, r := range reports {
-		xys := rateSeries(counts[i], per)
+	for _, s := range all {
+		xys := rateSeries(s.counts, per)
 		for _, xy := range xys {
 			ymax = max(ymax, xy.Y)
 		}
@@ -50,10 +64,13 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		line.Color = plotutil.Color(i)
+		line.Color = plotutil.Color(s.color)
 		line.Width = vg.Points(1.2)
+		if s.dashed {
+			line.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+		}
 		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("%s (%s)", r.Policy, r.Verdict), line)
+		p.Legend.Add(s.label, line)
 	}
 	r0 := reports[0]
 	if r0.BrokerBackS > 0 {
@@ -105,32 +122,18 @@ func rateSeries(counts []int, per int) plotter.XYs {
 	return xys
 }
 
-// arrivalCounts is the attempts the broker saw per 100 ms from the
-// disruption on: all the chart needs, and what DropEvents keeps.
-func (r *Report) arrivalCounts() []int {
-	if r.eventsDropped {
-		return r.chartCounts
-	}
-	last := time.Duration(-1)
-	for _, e := range r.events {
-		last = max(last, e.t)
-	}
-	if last < 0 {
+// chartCounts is the side's attempts per 100 ms from the disruption on.
+func (s *Side) chartCounts() []int {
+	if s.hist == nil {
 		return nil
 	}
-	counts := make([]int, int(last/chartBin)+1)
-	for _, e := range r.events {
-		if e.t >= 0 {
-			counts[int(e.t/chartBin)]++
-		}
-	}
-	return counts
+	return s.hist.Counts(0, chartBin)
 }
 
-// DropEvents frees the per-attempt events once WriteFiles has written them,
-// keeping the 100 ms counts the chart draws: a compare run of million-device
-// runs would otherwise hold every run's tens of millions of attempts.
+// DropEvents frees the per-attempt events once WriteFiles has written them;
+// the chart is drawn from the histograms the report keeps. A compare run of
+// million-device runs would otherwise hold every run's tens of millions of
+// attempts.
 func (r *Report) DropEvents() {
-	r.chartCounts = r.arrivalCounts()
 	r.events, r.eventsDropped = nil, true
 }

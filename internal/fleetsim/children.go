@@ -153,11 +153,16 @@ func (r *run) held(ctx context.Context, start time.Time, before uint64) (*Report
 			return nil, err
 		}
 	}
-	rep := r.report(disruption{t0: t0, returned: t0}, nil)
+	d := disruption{t0: t0, returned: t0}
+	d.watched(r.obs.connected() == len(r.ids), r.c.MaxBackoff, r.c.TimeScale)
+	rep, err := r.report(d)
+	if err != nil {
+		return nil, err
+	}
 	if r.c.Telemetry > 0 {
 		rep.Telemetry = r.telemetry()
 	}
 	rep.RecoveryJSON.AllRecovered = r.obs.connected() == len(r.ids)
-	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: float64(memInUse()-before) / float64(len(r.ids)) / 1024}
+	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), float64(memInUse()-before)/float64(len(r.ids))/1024
 	return rep, nil
 }

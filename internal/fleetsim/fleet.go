@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -22,9 +21,6 @@ import (
 type member interface {
 	start(ctx context.Context) error
 	stop(ctx context.Context) error
-	// attempts counts connect attempts, refused dials included (what was
-	// admitted is counted where it is seen).
-	attempts() int64
 }
 
 // memberConfig is what every member of a run shares.
@@ -34,7 +30,7 @@ type memberConfig struct {
 	timing    *device.Timing
 	keepAlive time.Duration
 	seed      uint64
-	log       *deviceLog // nil unless the devices' side is observed
+	log       *deviceLog // every attempt the devices make
 	// paho-default only: paho's own reconnect with this cap.
 	pahoMaxInterval time.Duration
 	pahoBootSpread  time.Duration
@@ -68,11 +64,14 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 		cfg.Dial = mc.dial(i)
 	}
 	if l := mc.log; l != nil {
-		current := -1 // the attempt in flight; events come from the agent's one loop
+		current := -1     // the attempt in flight; events come from the agent's one loop
+		var due time.Time // when the wait before it ends
 		cfg.OnEvent = func(e device.Event) {
 			switch e.Kind {
+			case device.EventBackingOff:
+				due = e.Time.Add(e.Delay)
 			case device.EventConnecting:
-				current = l.begin(e.Time, cfg.ClientID)
+				current = l.begin(e.Time, cfg.ClientID, e.Time.Sub(due))
 			case device.EventConnected:
 				l.end(current, i, testbroker.Accepted, 0)
 			case device.EventAttemptFailed:
@@ -162,8 +161,6 @@ func (m *agentMember) stop(ctx context.Context) error {
 	return err
 }
 
-func (m *agentMember) attempts() int64 { return m.a.Stats().Attempts }
-
 // pahoMember is a bare paho client with paho's built-in reconnect: what a
 // fleet gets without this project (the paho-default baseline). paho retries
 // a lost connection at once, then after 1, 2, 4 s ... up to its
@@ -172,7 +169,6 @@ func (m *agentMember) attempts() int64 { return m.a.Stats().Attempts }
 type pahoMember struct {
 	c       paho.Client
 	boot    time.Duration
-	tried   atomic.Int64
 	mu      sync.Mutex
 	current int // the attempt in flight, in the device log
 	cancel  context.CancelFunc
@@ -193,10 +189,9 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 	opts.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
 		switch n.(type) {
 		case paho.ConnectionNotificationConnecting:
-			m.tried.Add(1)
 			if l != nil {
 				m.mu.Lock()
-				m.current = l.begin(time.Now(), clientID(i))
+				m.current = l.begin(time.Now(), clientID(i), -1) // paho keeps its schedule to itself
 				m.mu.Unlock()
 			}
 		case paho.ConnectionNotificationFailed:
@@ -241,8 +236,6 @@ func (m *pahoMember) stop(context.Context) error {
 	m.c.Disconnect(100)
 	return nil
 }
-
-func (m *pahoMember) attempts() int64 { return m.tried.Load() }
 
 // loopbackDialer spreads TCP devices over four loopback source addresses,
 // so a large fleet's reconnect churn does not run one (source, destination)

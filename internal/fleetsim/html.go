@@ -8,6 +8,7 @@ import (
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct": func(f float64) float64 { return 100 * f },
+	"ms":  func(s float64) float64 { return 1000 * s },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <title>devicesim: {{.First.Scenario}}, {{.First.Devices}} devices</title>
@@ -22,26 +23,33 @@ th:first-child, td:first-child, td.why { text-align: left; }
 <p>Engine {{.First.Engine}}, seed {{.First.Seed}}.
 All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; the broker came back at {{printf "%.1f" .First.BrokerBackS}} s{{end}}.
 {{with .First.Limit}}Admission limit {{printf "%.0f" .AdmitRate}} connects/s: the whole fleet needs at least {{printf "%.1f" .IdealRecoveryS}} s once the broker is back.{{end}}</p>
-<figure>{{.Chart}}<figcaption>Connect attempts per second as the broker saw them.</figcaption></figure>
+{{range .Reports}}{{if .Host.Bound}}<p class="waves">Host-bound ({{.Policy}}): attempts left up to {{printf "%.0f" (ms .Host.LagP99S)}} ms and losses were noticed up to
+{{printf "%.0f" (ms .Host.NoticeP99S)}} ms late (p99, unscaled): the host, not the fleet, set these times. Lower the time scale or the fleet.</p>{{end}}{{end}}
+<figure>{{.Chart}}<figcaption>Connect attempts per second: every attempt the devices made (solid, refused dials included) and what reached the broker (dashed).</figcaption></figure>
 <table>
 <tr><th>policy</th><th>time scale</th><th>recovery p50</th><th>p95</th><th>p99</th><th>max</th><th>all back</th>
 <th>attempts / device</th><th>after return / device</th><th>refused</th>
-<th>peak/s (100 ms)</th><th>peak/s (1 s)</th><th>Fano</th><th>local Fano</th><th>busiest s / around</th><th>max share in 1 s</th><th>verdict</th><th>why</th>
+<th>peak/s (100 ms)</th><th>peak/s (1 s)</th><th>synchrony</th><th>bursts</th><th>period</th><th>verdict</th><th>why</th>
+<th>broker peak/s (1 s)</th><th>broker verdict</th>
 <th>wall</th><th>KiB / device</th></tr>
 {{range .Reports}}<tr><td>{{.Policy}}</td><td>{{.TimeScale}}x</td>
 <td>{{printf "%.1f" .RecoveryJSON.P50S}} s</td><td>{{printf "%.1f" .RecoveryJSON.P95S}} s</td>
 <td>{{printf "%.1f" .RecoveryJSON.P99S}} s</td><td>{{printf "%.1f" .RecoveryJSON.MaxS}} s</td><td>{{.RecoveryJSON.AllRecovered}}</td>
 <td>{{printf "%.1f" .Attempts.PerDeviceMean}}</td><td>{{printf "%.2f" .Attempts.AfterReturnPerDeviceMean}}</td><td>{{.Attempts.Refused}}</td>
-<td>{{printf "%.0f" .Arrivals.PeakPerS100ms}}</td><td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td>
-<td>{{printf "%.1f" .Arrivals.Fano}}</td><td>{{printf "%.1f" .Arrivals.LocalFano}}</td><td>{{printf "%.1f" .Arrivals.LocalPeakRatio}}x</td><td>{{printf "%.0f" (pct .Arrivals.MaxShare1s)}} %</td>
-<td class="{{.Verdict}}">{{.Verdict}}</td><td class="why">{{.VerdictWhy}}</td>
+{{with .Fleet}}<td>{{printf "%.0f" .Arrivals.PeakPerS100ms}}</td><td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td>
+<td>{{printf "%.2f" .Judgement.Synchrony}}</td><td>{{len .Judgement.Bursts}}</td><td>{{if .Judgement.PeriodS}}{{printf "%.1f" .Judgement.PeriodS}} s{{end}}</td>
+<td class="{{.Judgement.Verdict}}">{{.Judgement.Verdict}}</td><td class="why">{{.Judgement.Reason}}</td>{{end}}
+{{with .Broker}}<td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td><td class="{{.Judgement.Verdict}}">{{.Judgement.Verdict}}</td>{{else}}<td>-</td><td>-</td>{{end}}
 <td>{{printf "%.1f" .Host.WallS}} s</td><td>{{printf "%.0f" .Host.MemoryPerDeviceKB}}</td></tr>
 {{end}}</table>
 {{range .Reports}}{{with .Telemetry}}<p>Telemetry ({{.RatePerDevice}}/s per device, whole run): {{.Enqueued}} enqueued, {{.Acknowledged}} acknowledged,
 {{.ReceivedUnique}} received once, {{.Duplicates}} duplicates, {{.DroppedOldest}} dropped by full queues, <b>{{.Lost}} lost</b>.</p>{{end}}{{end}}
-<p>Thresholds: {{with .First.Thresholds}}a burst is a wave when the local Fano factor is above {{.MaxLocalFano}} (beyond chance)
-and its second holds more than {{.MaxLocalPeakRatio}}x the median of the 5 s before it and of the 5 s after it (big), or when one second holds more than
-{{printf "%.0f" (pct .MaxShare1s)}} % of all attempts{{end}}.
+<p>How the verdict is reached: {{with .First.Fleet.Judgement.Method}}a burst is a window holding at least {{.Contrast}}x the attempts of each of
+the three windows of its width on either side, beyond chance (the chance of finding one where there is none is at most {{.Alpha}}, every window of
+every width tried counted). Waves are at least two bursts, those besides the largest holding at least {{printf "%.0f" (pct .MinRecurringShare)}} %
+of the attempts; one burst alone is reported but is not a sequence of rounds. Synchrony is the share of attempts in excess of the local rate,
+summed over the bursts. Below {{.MinArrivals}} attempts with no waves found the verdict is inconclusive{{end}}. The verdict judges every attempt the
+devices made, refused dials included: synchronisation is a property of the devices' schedule, visible even while the broker saw nothing.
 Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's directory{{end}}.</p>
 </body></html>
 `))

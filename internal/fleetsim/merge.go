@@ -11,10 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // ReadReport reads a run's report.json and events.csv back from dir.
@@ -37,7 +34,7 @@ func ReadReport(dir string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
 	}
-	if strings.Join(header, ",") != "t_s,unix_ms,client_id,outcome,code" {
+	if !slices.Equal(header, eventsHeader) {
 		return nil, fmt.Errorf("%s/events.csv: unexpected header %v", dir, header)
 	}
 	for {
@@ -48,12 +45,20 @@ func ReadReport(dir string) (*Report, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
 		}
+		ts, err0 := strconv.ParseFloat(row[0], 64)
 		ms, err1 := strconv.ParseInt(row[1], 10, 64)
 		code, err2 := strconv.ParseInt(row[4], 10, 32)
-		if err := errors.Join(err1, err2); err != nil {
+		if err := errors.Join(err0, err1, err2); err != nil {
 			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
 		}
-		r.events = append(r.events, event{unixNS: ms * 1e6, clientID: row[2], outcome: row[3], code: int32(code)})
+		lag := -1.0
+		if row[5] != "" {
+			if lag, err = strconv.ParseFloat(row[5], 64); err != nil {
+				return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
+			}
+		}
+		r.events = append(r.events, event{t: time.Duration(ts * float64(time.Second)), unixNS: ms * 1e6,
+			lag: time.Duration(lag * float64(time.Millisecond)), clientID: row[2], outcome: row[3], code: int32(code)})
 	}
 	return r, nil
 }
@@ -67,10 +72,10 @@ func Merge(shards []*Report) (*Report, error) {
 	}
 	first := shards[0]
 	m := &Report{Scenario: first.Scenario, Policy: first.Policy, Engine: first.Engine, Transport: first.Transport,
-		Seed: first.Seed, TimeScale: first.TimeScale, Thresholds: first.Thresholds, MeasuredAt: first.MeasuredAt,
-		DisruptionUnixMS: first.DisruptionUnixMS, RecoveryJSON: recoveryJSON{AllRecovered: true}}
+		Seed: first.Seed, TimeScale: first.TimeScale, DisruptionUnixMS: first.DisruptionUnixMS}
 	seen := map[string]bool{}
-	var afterReturn, wall, mem float64
+	all := true
+	var wall, mem float64
 	for _, s := range shards {
 		if s.Scenario != m.Scenario || s.Policy != m.Policy || s.Seed != m.Seed {
 			return nil, fmt.Errorf("fleetsim: shard %q ran %s/%s seed %d, not %s/%s seed %d",
@@ -82,35 +87,26 @@ func Merge(shards []*Report) (*Report, error) {
 		seen[s.Shard] = true
 		m.Devices += s.Devices
 		m.DisruptionUnixMS = min(m.DisruptionUnixMS, s.DisruptionUnixMS)
-		m.RecoveryJSON.AllRecovered = m.RecoveryJSON.AllRecovered && s.RecoveryJSON.AllRecovered
-		m.Attempts.Total += s.Attempts.Total
-		m.Attempts.Refused += s.Attempts.Refused
-		m.Attempts.PerDeviceMax = max(m.Attempts.PerDeviceMax, s.Attempts.PerDeviceMax)
-		afterReturn += s.Attempts.AfterReturnPerDeviceMean * float64(s.Devices)
+		all = all && s.RecoveryJSON.AllRecovered
 		wall = max(wall, s.Host.WallS)
 		mem += s.Host.MemoryPerDeviceKB * float64(s.Devices)
-		m.events = append(m.events, s.events...)
 	}
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
-	slices.SortStableFunc(m.events, func(a, b event) int { return cmp.Compare(a.unixNS, b.unixNS) })
-	recovered := map[string]time.Duration{}
-	arrivals := make([]time.Duration, len(m.events))
-	for i := range m.events {
-		e := &m.events[i]
-		e.t = time.Duration(float64(e.unixNS-t0.UnixNano()) * m.TimeScale)
-		arrivals[i] = e.t
-		if e.outcome == "accepted" {
-			recovered[e.clientID] = e.t
-		}
+	var events []event
+	for _, s := range shards {
+		events = append(events, s.events...)
 	}
-	all := m.RecoveryJSON.AllRecovered
-	m.recovered, m.RecoveryJSON = len(recovered), recoveryOf(recovered)
+	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.unixNS, b.unixNS) })
+	b := newBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "")
+	for _, e := range events {
+		e.t = b.since(time.Unix(0, e.unixNS))
+		b.deviceEvent(e)
+	}
+	if err := b.fill(m); err != nil {
+		return nil, err
+	}
 	m.RecoveryJSON.AllRecovered = all && m.recovered == m.Devices
-	m.Attempts.PerDeviceMean = float64(m.Attempts.Total) / float64(m.Devices)
-	m.Attempts.AfterReturnPerDeviceMean = afterReturn / float64(m.Devices)
-	m.Arrivals = stormstats.Summarize(arrivals, time.Duration(max(first.Arrivals.BucketMS, 1))*time.Millisecond)
-	m.Verdict, m.VerdictWhy = stormstats.Judge(m.Arrivals, m.Thresholds)
-	m.Host = Host{WallS: wall, MemoryPerDeviceKB: mem / float64(m.Devices)}
+	m.Host.WallS, m.Host.MemoryPerDeviceKB = wall, mem/float64(m.Devices)
 	m.Shard = fmt.Sprintf("merged from %d", len(shards))
 	return m, nil
 }

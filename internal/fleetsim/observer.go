@@ -16,6 +16,9 @@ type attempt struct {
 	clientID string
 	outcome  testbroker.Outcome
 	code     int // CONNACK return code, or HTTP status for config requests
+	// lag is how late the device started it against its own schedule (the
+	// end of its wait): what the host adds. Negative: not known.
+	lag time.Duration
 }
 
 // observer is where a run watches its fleet from: the in-process broker's
@@ -72,17 +75,18 @@ type deviceLog struct {
 	changed   waitfor.Broadcast
 	up        int
 	attempts  []attempt
-	losses    []time.Time
+	losses    []loss
 	connected []bool // by device index: a device reports each change once
 }
 
 func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]bool, devices)} }
 
-// begin records the start of an attempt and returns its index.
-func (l *deviceLog) begin(at time.Time, clientID string) int {
+// begin records the start of an attempt, lag after its schedule (negative:
+// unknown), and returns its index.
+func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: testbroker.Pending})
+	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: testbroker.Pending, lag: lag})
 	return len(l.attempts) - 1
 }
 
@@ -104,12 +108,34 @@ func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
 func (l *deviceLog) lost(at time.Time, device int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.losses = append(l.losses, at)
+	l.losses = append(l.losses, loss{at: at, device: device})
 	if l.connected[device] {
 		l.connected[device] = false
 		l.up--
 	}
 	l.changed.Notify()
+}
+
+// loss is a session's end as its device noticed it.
+type loss struct {
+	at     time.Time
+	device int
+}
+
+// noticed returns how long after t each device that lost its session at or
+// after t took to notice (its first loss since t).
+func (l *deviceLog) noticed(t time.Time) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[int]bool{}
+	var out []time.Duration
+	for _, x := range l.losses {
+		if !x.at.Before(t) && !seen[x.device] {
+			seen[x.device] = true
+			out = append(out, x.at.Sub(t))
+		}
+	}
+	return out
 }
 
 func (l *deviceLog) connectedCount() int {
@@ -138,11 +164,15 @@ func (o deviceObserver) await(ctx context.Context, timeout time.Duration, cond f
 	return nil
 }
 
-func (o deviceObserver) since(t time.Time) []attempt {
-	o.l.mu.Lock()
-	defer o.l.mu.Unlock()
+func (o deviceObserver) since(t time.Time) []attempt { return o.l.since(t) }
+
+// since returns the attempts started at or after t, in the order they
+// started.
+func (l *deviceLog) since(t time.Time) []attempt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	var out []attempt
-	for _, a := range o.l.attempts {
+	for _, a := range l.attempts {
 		if !a.at.Before(t) {
 			out = append(out, a)
 		}
@@ -154,8 +184,8 @@ func (o deviceObserver) awaitLoss(ctx context.Context, t time.Time, timeout time
 	var at time.Time
 	err := waitfor.UntilContext(ctx, &o.l.mu, &o.l.changed, timeout, func() bool {
 		for _, l := range o.l.losses {
-			if !l.Before(t) {
-				at = l
+			if !l.at.Before(t) {
+				at = l.at
 				return true
 			}
 		}

@@ -1,12 +1,14 @@
 package fleetsim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,28 +17,30 @@ import (
 
 // Report is what a run found; see the README for each key.
 type Report struct {
-	Scenario     string              `json:"scenario"`
-	Policy       string              `json:"policy"`
-	Engine       string              `json:"engine"`
-	Transport    string              `json:"transport"`
-	Devices      int                 `json:"devices"`
-	Seed         uint64              `json:"seed"`
-	TimeScale    float64             `json:"time_scale"`
-	RecoveryJSON recoveryJSON        `json:"recovery"`
-	Attempts     Attempts            `json:"attempts"`
-	Arrivals     stormstats.Arrivals `json:"arrivals"`
-	Limit        *Limit              `json:"limit,omitempty"`
+	Scenario     string       `json:"scenario"`
+	Policy       string       `json:"policy"`
+	Engine       string       `json:"engine"`
+	Transport    string       `json:"transport"`
+	Devices      int          `json:"devices"`
+	Seed         uint64       `json:"seed"`
+	TimeScale    float64      `json:"time_scale"`
+	RecoveryJSON recoveryJSON `json:"recovery"`
+	Attempts     Attempts     `json:"attempts"`
+	// Verdict is the fleet's: Fleet.Judgement.Verdict.
+	Verdict stormstats.Verdict `json:"verdict"`
+	// Fleet is every attempt the devices made, refused dials included:
+	// synchronisation is a property of the devices' schedule.
+	Fleet Side `json:"fleet"`
+	// Broker is what reached the broker, when the run can see it.
+	Broker *Side `json:"broker,omitempty"`
+	// Admitted is the sessions admitted: by the broker as it saw them, or
+	// as the devices did when the run cannot see the broker's side.
+	Admitted stormstats.Arrivals `json:"admitted"`
+	Limit    *Limit              `json:"limit,omitempty"`
 	// BrokerBackS is when the broker returned, in seconds after the
 	// disruption (restart scenarios).
-	BrokerBackS float64               `json:"broker_back_s,omitempty"`
-	Verdict     stormstats.Verdict    `json:"verdict"`
-	VerdictWhy  string                `json:"verdict_reason"`
-	Thresholds  stormstats.Thresholds `json:"thresholds"`
-	Host        Host                  `json:"host"`
-	// MeasuredAt says whose clock the arrivals are: "broker" (the
-	// in-process broker's), "devices" (an external broker: the devices'
-	// own attempts, refused dials included) or "config-server".
-	MeasuredAt string `json:"measured_at"`
+	BrokerBackS float64 `json:"broker_back_s,omitempty"`
+	Host        Host    `json:"host"`
 	// DisruptionUnixMS anchors the unscaled times, to merge shards.
 	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
 	Shard            string `json:"shard,omitempty"`
@@ -44,11 +48,21 @@ type Report struct {
 	// whole run, when it had telemetry.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
 
-	events    []event
-	recovered int
-	// after DropEvents: the chart's 100 ms arrival counts, events gone
-	chartCounts   []int
+	events        []event
+	recovered     int
 	eventsDropped bool
+}
+
+// Side is one view of a run's attempts and the judgement of their timing.
+type Side struct {
+	// MeasuredAt says whose clock the arrivals are on: "devices" (each
+	// attempt as its device started it), "broker" (the in-process broker's
+	// accept) or "config-server" (each request, config-outage).
+	MeasuredAt string               `json:"measured_at"`
+	Arrivals   stormstats.Arrivals  `json:"arrivals"`
+	Judgement  stormstats.Judgement `json:"judgement"`
+
+	hist *stormstats.Histogram
 }
 
 type recoveryJSON struct {
@@ -59,13 +73,9 @@ type recoveryJSON struct {
 	AllRecovered bool    `json:"all_recovered"`
 }
 
-// recoveryOf is the percentiles of each device's recovery time (AllRecovered
-// is the caller's to set).
-func recoveryOf(recovered map[string]time.Duration) recoveryJSON {
-	var xs []float64
-	for _, t := range recovered {
-		xs = append(xs, t.Seconds())
-	}
+// recoveryOf is the percentiles of each device's recovery time in seconds
+// (AllRecovered is the caller's to set).
+func recoveryOf(xs []float64) recoveryJSON {
 	return recoveryJSON{P50S: stormstats.Percentile(xs, 50), P95S: stormstats.Percentile(xs, 95),
 		P99S: stormstats.Percentile(xs, 99), MaxS: stormstats.Percentile(xs, 100)}
 }
@@ -93,17 +103,40 @@ type Limit struct {
 type Host struct {
 	WallS             float64 `json:"wall_s"`
 	MemoryPerDeviceKB float64 `json:"memory_per_device_kib"` // heap + stack, agent and broker side
+	// LagP50S and LagP99S: how late (unscaled) real agents started their
+	// attempts against their own schedules, what the host added.
+	LagP50S float64 `json:"lag_p50_s,omitempty"`
+	LagP99S float64 `json:"lag_p99_s,omitempty"`
+	// NoticeP99S: how long (unscaled) after the disruption the devices
+	// noticed their sessions had ended; each schedule starts there.
+	NoticeP99S float64 `json:"notice_p99_s,omitempty"`
+	// Bound: the host, not the fleet, set the timing: attempts left or
+	// losses were noticed more than hostBoundLate late at the 99th
+	// percentile. Lower the time scale or the fleet.
+	Bound bool `json:"host_bound"`
 }
 
+// hostBoundLate is the lateness (unscaled, p99) beyond which a run's
+// figures are the host's: half a second moves every recovery time by up to
+// half of the 1 s the two engines are held to agree within, and blurs
+// bursts narrower than a second, the jitter of the mission's formula.
+const hostBoundLate = 500 * time.Millisecond
+
 // event is one attempt in a report: tens of millions in a million-device
-// run, so kept small (56 bytes).
+// run, so kept small (64 bytes).
 type event struct {
 	t        time.Duration // unscaled, since the disruption
 	unixNS   int64         // wall clock, to merge shards' events
+	lag      time.Duration // unscaled: how late it left against its schedule; negative: unknown
 	clientID string
 	outcome  string
 	code     int32
 }
+
+// eventsHeader is events.csv's: one row an attempt a device made, t_s in
+// unscaled seconds since the disruption, lag_ms (unscaled) empty where not
+// known.
+var eventsHeader = []string{"t_s", "unix_ms", "client_id", "outcome", "code", "lag_ms"}
 
 // JSON encodes the report as report.json holds it.
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
@@ -118,9 +151,6 @@ func (r *Report) Summary(w io.Writer) {
 	a := r.Attempts
 	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device once the disruption ended\n",
 		a.Total, a.PerDeviceMean, a.PerDeviceMax, a.Refused, a.AfterReturnPerDeviceMean)
-	ar := r.Arrivals
-	fmt.Fprintf(w, "arrivals (seen by the %s): peak %.0f/s (100 ms), %.0f/s (1 s), peak/mean %.1f, Fano %.1f (local %.1f), busiest second %.1fx its surroundings, max share in 1 s %.0f%%\n",
-		r.MeasuredAt, ar.PeakPerS100ms, ar.PeakPerS1s, ar.PeakToMean, ar.Fano, ar.LocalFano, ar.LocalPeakRatio, 100*ar.MaxShare1s)
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
@@ -129,21 +159,53 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "telemetry (%g/s per device, whole run): %d enqueued, %d acknowledged, %d received once, %d duplicates, %d publish failures retried, %d dropped by full queues, %d lost\n",
 			t.RatePerDevice, t.Enqueued, t.Acknowledged, t.ReceivedUnique, t.Duplicates, t.Retried, t.DroppedOldest, t.Lost)
 	}
-	fmt.Fprintf(w, "verdict: %s (%s)\n", r.Verdict, r.VerdictWhy)
-	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device\n", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+	fmt.Fprintf(w, "the fleet (every attempt the devices made%s):\n", r.Fleet.about())
+	stormstats.WriteSummary(w, "  ", r.Fleet.Arrivals, r.Fleet.Judgement)
+	if b := r.Broker; b != nil {
+		fmt.Fprintf(w, "the broker (what reached it):\n")
+		stormstats.WriteSummary(w, "  ", b.Arrivals, b.Judgement)
+	}
+	if l := r.Limit; l != nil && len(r.Fleet.Judgement.Bursts) > 0 {
+		big := slices.MaxFunc(r.Fleet.Judgement.Bursts, func(a, b stormstats.Burst) int { return cmp.Compare(a.Count, b.Count) })
+		fmt.Fprintf(w, "the largest burst asked for %.0fx the admission rate: %d attempts within %.3f s against %.0f/s\n",
+			big.PeakPerS/l.AdmitRate, big.Count, big.WidthS, l.AdmitRate)
+	}
+	fmt.Fprintf(w, "verdict: %s\n", r.Verdict)
+	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+	if h := r.Host; h.LagP99S > 0 || h.NoticeP99S > 0 {
+		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",
+			1000*h.LagP50S, 1000*h.LagP99S, 1000*h.NoticeP99S)
+	}
+	fmt.Fprintln(w)
+	if r.Host.Bound {
+		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", hostBoundLate)
+	}
 }
 
-// CompareTable writes one row per report: policy, recovery p99, attempts per
-// device, peak arrivals per second, Fano factor and verdict.
+// about says where a side was measured, when that is not the devices.
+func (s Side) about() string {
+	if s.MeasuredAt == "devices" {
+		return ", refused dials included"
+	}
+	return ", as the " + s.MeasuredAt + " saw them"
+}
+
+// CompareTable writes one row per report: recovery, attempts, the fleet's
+// busiest second, synchrony and verdict, and the broker's.
 func CompareTable(w io.Writer, reports []*Report) {
-	fmt.Fprintf(w, "%-22s %14s %16s %13s %8s %11s %12s  %s\n", "policy", "recovery p99", "attempts/device", "peak/s (1 s)", "Fano", "local Fano", "peak/around", "verdict")
+	fmt.Fprintf(w, "%-22s %14s %16s %13s %10s %-8s %15s %s\n", "policy", "recovery p99", "attempts/device",
+		"peak/s (1 s)", "synchrony", "verdict", "broker peak/s", "broker verdict")
 	for _, r := range reports {
 		p99 := fmt.Sprintf("%.1f s", r.RecoveryJSON.P99S)
 		if !r.RecoveryJSON.AllRecovered {
 			p99 = "> " + p99 // p99 of those that came back; some did not
 		}
-		fmt.Fprintf(w, "%-22s %14s %16.1f %13.0f %8.1f %11.1f %12.1f  %s\n", r.Policy, p99,
-			r.Attempts.PerDeviceMean, r.Arrivals.PeakPerS1s, r.Arrivals.Fano, r.Arrivals.LocalFano, r.Arrivals.LocalPeakRatio, r.Verdict)
+		bPeak, bVerdict := "-", "-"
+		if b := r.Broker; b != nil {
+			bPeak, bVerdict = fmt.Sprintf("%.0f", b.Arrivals.PeakPerS1s), string(b.Judgement.Verdict)
+		}
+		fmt.Fprintf(w, "%-22s %14s %16.1f %13.0f %10.2f %-8s %15s %s\n", r.Policy, p99, r.Attempts.PerDeviceMean,
+			r.Fleet.Arrivals.PeakPerS1s, r.Fleet.Judgement.Synchrony, r.Verdict, bPeak, bVerdict)
 	}
 }
 
@@ -165,10 +227,14 @@ func (r *Report) WriteFiles(dir string) error {
 	}
 	err = writeFile(filepath.Join(dir, "events.csv"), func(w io.Writer) error {
 		cw := csv.NewWriter(w)
-		_ = cw.Write([]string{"t_s", "unix_ms", "client_id", "outcome", "code"})
+		_ = cw.Write(eventsHeader)
 		for _, e := range r.events {
+			lag := ""
+			if e.lag >= 0 {
+				lag = strconv.FormatFloat(float64(e.lag)/float64(time.Millisecond), 'f', 3, 64)
+			}
 			_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), strconv.FormatInt(e.unixNS/1e6, 10),
-				e.clientID, e.outcome, strconv.Itoa(int(e.code))})
+				e.clientID, e.outcome, strconv.Itoa(int(e.code)), lag})
 		}
 		cw.Flush()
 		return cw.Error()

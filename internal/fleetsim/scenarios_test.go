@@ -20,8 +20,9 @@ import (
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-func TestPahoDefaultReconnectsAtOnceInOneWave(t *testing.T) {
+func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
 	c := small(fleetsim.DropAll, fleetsim.PahoDefault)
+	c.Devices = 200
 	var warn strings.Builder
 	c.Warn = &warn
 	r, err := fleetsim.Run(context.Background(), c)
@@ -32,8 +33,13 @@ func TestPahoDefaultReconnectsAtOnceInOneWave(t *testing.T) {
 	assert.Less(t, r.RecoveryJSON.MaxS, 1.0, "paho retries a lost connection at once: no backoff before the first retry")
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
 	assert.Zero(t, r.Attempts.Refused)
-	assert.Equal(t, stormstats.Waves, r.Verdict)
-	assert.Equal(t, 1.0, r.Arrivals.MaxShare1s, "the whole fleet inside one second")
+	// One burst over silence is reported, but is not a sequence of rounds.
+	assert.Equal(t, stormstats.Spread, r.Verdict, r.Fleet.Judgement.Reason)
+	require.Len(t, r.Fleet.Judgement.Bursts, 1)
+	b := r.Fleet.Judgement.Bursts[0]
+	assert.EqualValues(t, 200, b.Count, "the whole fleet")
+	assert.Less(t, b.WidthS, 1.0, "the whole fleet within a second: at once")
+	assert.Contains(t, r.Fleet.Judgement.Reason, "one burst, not repeated: 200 arrivals within")
 }
 
 func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
@@ -57,7 +63,8 @@ func TestConfigOutageHonoursRetryAfter(t *testing.T) {
 	c.Outage, c.RetryAfter = 20*time.Second, 10*time.Second
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	assert.Equal(t, "config-server", r.MeasuredAt)
+	assert.Equal(t, "config-server", r.Fleet.MeasuredAt)
+	assert.Nil(t, r.Broker)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	// Fetches start over 10 s; each 503/429 says wait 10 s, so every device
 	// asks about three times (start, +10 s, +20 s) and is served after 20 s.
@@ -94,7 +101,9 @@ func TestTCPTransport(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "tcp", r.Transport)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.Equal(t, 60, r.Arrivals.Count-int(r.Attempts.Refused))
+	assert.EqualValues(t, 60, r.Attempts.Total-r.Attempts.Refused, "one admitted attempt per device")
+	assert.EqualValues(t, 60, r.Admitted.Count)
+	assert.GreaterOrEqual(t, r.Broker.Arrivals.Count, int64(60))
 }
 
 // Two shards of one fleet observe a shared broker that the test drops; the
@@ -132,7 +141,7 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 	require.NoError(t, errs[1])
 	for _, r := range reports {
 		assert.Equal(t, 20, r.Devices)
-		assert.Equal(t, "devices", r.MeasuredAt)
+		assert.Equal(t, "devices", r.Fleet.MeasuredAt)
 		assert.Equal(t, "external", r.Transport)
 		assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.0, "IoTCore never retries before 1 s")
 	}
@@ -151,7 +160,7 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 	assert.Equal(t, 40, m.Devices)
 	assert.True(t, m.RecoveryJSON.AllRecovered)
 	assert.Equal(t, reports[0].Attempts.Total+reports[1].Attempts.Total, m.Attempts.Total)
-	assert.Equal(t, m.Arrivals.Count, reports[0].Arrivals.Count+reports[1].Arrivals.Count)
+	assert.Equal(t, m.Fleet.Arrivals.Count, reports[0].Fleet.Arrivals.Count+reports[1].Fleet.Arrivals.Count)
 	assert.GreaterOrEqual(t, m.RecoveryJSON.P50S, 1.0)
 
 	_, err = fleetsim.Merge([]*fleetsim.Report{back[0], back[0]})

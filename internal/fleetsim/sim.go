@@ -17,7 +17,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
-	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -38,6 +37,11 @@ var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Fl
 
 // PahoDefault names the baseline: paho's built-in reconnect, unjittered.
 const PahoDefault = "paho-default"
+
+// hostTimerPrecision is how finely a loaded host keeps thousands of agents'
+// timers: no burst narrower than this (times the time scale, unscaled) can
+// be told from the host starting attempts in batches.
+const hostTimerPrecision = 2 * time.Millisecond
 
 // HostAdmitLimit is roughly the connects per second this 2-core host served
 // to real paho clients on the in-memory transport (make scale: 100,000 in
@@ -82,10 +86,8 @@ type Config struct {
 	Telemetry float64
 	// TimeScale runs every duration that many times faster; reports are in
 	// unscaled seconds.
-	TimeScale  float64
-	Seed       uint64
-	Bucket     time.Duration // arrival buckets for the statistics
-	Thresholds stormstats.Thresholds
+	TimeScale float64
+	Seed      uint64
 	// Admission, if AdmitRate > 0: the broker admits AdmitRate connects per
 	// (unscaled) second with bursts of AdmitBurst, over the limit behaving as
 	// AdmitMode. throttled-restart applies it when the broker returns (100/s
@@ -148,8 +150,7 @@ func (s Shard) ids(devices int) []int {
 func Default() Config {
 	return Config{Engine: Agents, Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
 		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second, RetryAfter: 10 * time.Second,
-		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1,
-		Bucket: 100 * time.Millisecond, Thresholds: stormstats.DefaultThresholds}
+		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1}
 }
 
 // maxTCPDevices is how many TCP devices one process holds with both ends
@@ -208,8 +209,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("shard %d/%d: want 0 <= i < n", c.Shard.Index, c.Shard.Count)
 	case c.Shard.Count > 0 && !external:
 		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
-	case c.Bucket <= 0:
-		return fmt.Errorf("bucket must be > 0, got %v", c.Bucket)
 	case c.RetryCap < 0 && c.RetryCap != reconnect.RetryForever:
 		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", c.RetryCap)
 	}
@@ -230,6 +229,7 @@ type run struct {
 	broker    *testbroker.Broker // nil against an external broker
 	configs   *testbroker.ConfigServer
 	obs       observer
+	devlog    *deviceLog // every attempt the devices made (nil in child-process fleets)
 	ids       []int
 	members   []member
 	fetchers  []*device.Fetcher
@@ -293,15 +293,11 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	n := len(r.ids)
 	var memPerDevice float64
 	t0 := bootStart
-	statsBefore := make([]int64, n)
 	if r.c.Scenario != BootStorm {
 		if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
 		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
-		for i, m := range r.members {
-			statsBefore[i] = m.attempts()
-		}
 		t0 = time.Now() // observe watches from here, Ready is its disruption
 		if r.c.Ready != nil {
 			r.c.Ready()
@@ -322,6 +318,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		recoverErr = r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	}
 	stopProgress()
+	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
 	var drainErr error
 	if r.c.Telemetry > 0 {
 		drainErr = r.drainTelemetry(ctx)
@@ -331,7 +328,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := r.report(d, statsBefore)
+	rep, err := r.report(d)
+	if err != nil {
+		return nil, err
+	}
 	if r.c.Telemetry > 0 {
 		rep.Telemetry = r.telemetry()
 	}
@@ -341,7 +341,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	for _, cr := range r.childReports { // the agents' side, in their processes
 		memPerDevice += cr.Host.MemoryPerDeviceKB * float64(cr.Devices) / float64(n)
 	}
-	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
+	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	recovered := rep.recovered
 	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
 	if ctx.Err() != nil {
@@ -417,9 +417,10 @@ func (r *run) setup() error {
 				r.admission.Rate, HostAdmitLimit)
 		}
 	}
+	r.devlog = newDeviceLog(c.Devices)
+	mc.log = r.devlog
 	if c.Broker != "" {
-		log := newDeviceLog(c.Devices)
-		r.obs, mc.broker, mc.log = deviceObserver{log}, c.Broker, log
+		r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
 		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
 			mc.dial = loopbackDialer
 		}
@@ -495,6 +496,19 @@ func (r *run) close() {
 type disruption struct {
 	t0, returned time.Time
 	wait         func() error
+	// until is when the run stopped watching for attempts: when every
+	// device was back, plus a cap of quiet (none was left to retry), or
+	// when the wait for them ended.
+	until time.Time
+}
+
+// watched sets until from now: recovered, no device retries for at least a
+// cap (unscaled) after the last one came back.
+func (d *disruption) watched(recovered bool, maxBackoff time.Duration, timeScale float64) {
+	d.until = time.Now()
+	if recovered {
+		d.until = d.until.Add(time.Duration(float64(maxBackoff) / timeScale))
+	}
 }
 
 func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
@@ -554,81 +568,60 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	return d, nil
 }
 
-// report builds the report from what the observer (or, for config-outage,
-// the config server) saw from the disruption on.
-func (r *run) report(d disruption, statsBefore []int64) *Report {
+// report builds the report from what the devices did and, with the
+// in-process broker, what it saw, from the disruption on.
+func (r *run) report(d disruption) (*Report, error) {
 	c := r.c
-	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: "agents", Transport: c.Transport, Devices: len(r.ids),
-		Seed: c.Seed, TimeScale: c.TimeScale, Thresholds: c.Thresholds, MeasuredAt: "broker",
-		DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
-	if c.Broker != "" {
-		rep.MeasuredAt, rep.Transport = "devices", "external"
-	}
-	var attempts []attempt
-	if c.Scenario == ConfigOutage {
-		rep.MeasuredAt = "config-server"
-		attempts = r.configAttempts(d.t0)
-	} else {
-		attempts = r.obs.since(d.t0)
-	}
-	recovered := map[string]time.Duration{}
-	arrivals := make([]time.Duration, 0, len(attempts))
-	rep.events = make([]event, 0, len(attempts))
-	afterReturn, accepted := 0, 0
-	perDevice := map[string]int64{}
-	for _, a := range attempts {
-		t := r.unscale(a.at.Sub(d.t0))
-		arrivals = append(arrivals, t)
-		rep.events = append(rep.events, event{t: t, unixNS: a.at.UnixNano(), clientID: a.clientID, outcome: a.outcome.String(), code: int32(a.code)})
-		if !a.at.Before(d.returned) {
-			afterReturn++
-		}
-		perDevice[a.clientID]++
-		if a.outcome == testbroker.Accepted {
-			accepted++
-			recovered[a.clientID] = t // the last session admitted is the one that stayed
-		}
-	}
-	rep.recovered, rep.RecoveryJSON = len(recovered), recoveryOf(recovered)
+	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: Agents, Transport: c.Transport, Devices: len(r.ids),
+		Seed: c.Seed, TimeScale: c.TimeScale, DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
+	fleetAt, brokerAt := "devices", "broker"
 	switch {
-	case r.virtual != nil:
-		for _, d := range r.virtual.devs {
-			rep.Attempts.Total += int64(d.attempts)
-			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, int64(d.attempts))
+	case c.Scenario == ConfigOutage:
+		fleetAt, brokerAt = "config-server", "" // every request reaches it
+	case r.broker == nil:
+		rep.Transport, brokerAt = "external", ""
+	}
+	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt)
+	b.minWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
+	b.watchedUntil(d.until)
+	switch {
+	case c.Scenario == ConfigOutage:
+		for _, a := range r.configAttempts(d.t0) {
+			b.device(a)
 		}
-		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
-	case len(r.childReports) > 0:
+	case len(r.childReports) > 0: // the agents ran in child processes, reporting from the same t0
 		for _, cr := range r.childReports {
-			rep.Attempts.Total += cr.Attempts.Total
-			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, cr.Attempts.PerDeviceMax)
+			for _, e := range cr.events {
+				b.deviceEvent(e)
+			}
 		}
-		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
-	case c.Scenario == ConfigOutage || c.Hold != nil:
-		for _, k := range perDevice {
-			rep.Attempts.Total += k
-			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, k)
-		}
-		rep.Attempts.Refused = rep.Attempts.Total - int64(len(recovered))
 	default:
-		// The devices count their attempts (refused dials included, which
-		// no broker sees); what was admitted is counted where it is seen,
-		// since paho reports a session up only after the broker has.
-		for i, m := range r.members {
-			n := m.attempts() - statsBefore[i]
-			rep.Attempts.Total += n
-			rep.Attempts.PerDeviceMax = max(rep.Attempts.PerDeviceMax, n)
+		for _, a := range r.devlog.since(d.t0) {
+			b.device(a)
 		}
-		rep.Attempts.Refused = max(0, rep.Attempts.Total-int64(accepted))
+		if c.Scenario != BootStorm && c.Scenario != Observe { // observe's t0 is the first loss noticed
+			b.noticed(r.devlog.noticed(d.t0))
+		}
 	}
-	rep.Attempts.PerDeviceMean = float64(rep.Attempts.Total) / float64(len(r.ids))
-	rep.Attempts.AfterReturnPerDeviceMean = float64(afterReturn) / float64(len(r.ids))
-	rep.Arrivals = stormstats.Summarize(arrivals, c.Bucket)
-	if r.c.AdmitRate > 0 {
-		rep.Limit = &Limit{AdmitRate: r.c.AdmitRate, IdealRecoveryS: float64(len(r.ids)) / r.c.AdmitRate}
+	if brokerAt != "" {
+		for _, a := range r.obs.since(d.t0) {
+			b.brokerSaw(a)
+		}
 	}
-	rep.BrokerBackS = r.unscale(d.returned.Sub(d.t0)).Seconds()
-	rep.Verdict, rep.VerdictWhy = stormstats.Judge(rep.Arrivals, c.Thresholds)
-	return rep
+	if err := b.fill(rep); err != nil {
+		return nil, err
+	}
+	rep.Limit, rep.BrokerBackS = c.limit(len(r.ids)), b.back.Seconds()
+	return rep, nil
+}
+
+// limit is the admission limit a run applies and the recovery it allows
+// devices at best, or nil.
+func (c Config) limit(devices int) *Limit {
+	if c.AdmitRate <= 0 {
+		return nil
+	}
+	return &Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(devices) / c.AdmitRate}
 }
 
 // ErrLost is wrapped when telemetry went missing.

@@ -33,9 +33,8 @@ const (
 
 // vdev is one device in the virtual engine.
 type vdev struct {
-	m        *device.Machine
-	online   bool
-	attempts int32 // since the disruption
+	m      *device.Machine
+	online bool
 }
 
 // vevent is something due at a virtual time.
@@ -76,7 +75,8 @@ type virtualFleet struct {
 	ids     []string
 	q       vqueue
 	online  int
-	seen    []attempt // attempts the broker saw, from t0
+	b       *builder // every attempt from t0, as it is made
+	now     time.Duration
 	t0      time.Duration
 	down    [2]time.Duration // the outage [from, until)
 	flap    [2]time.Duration // the flapping window
@@ -122,6 +122,7 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 		v.devs[i].m, v.ids[i] = m, clientID(i)
 	}
 	returned := v.setup()
+	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker")
 	bound := c.Outage + 20*c.MaxBackoff + time.Minute
 	if c.AdmitRate > 0 {
 		bound += time.Duration(3 * float64(c.Devices) / c.AdmitRate * float64(time.Second))
@@ -130,11 +131,19 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the broker's log
-	r := &run{c: c, ids: make([]int, c.Devices), obs: virtualObserver{v}, virtual: v}
-	rep := r.report(disruption{t0: v.at(v.t0), returned: v.at(returned)}, nil)
-	rep.Engine, rep.Transport = Virtual, "model"
-	rep.Host = Host{WallS: time.Since(start).Seconds(), MemoryPerDeviceKB: memPerDevice}
+	until := v.now
+	if finished {
+		until += c.MaxBackoff // everyone back: nobody left to retry
+	}
+	v.b.watchedUntil(v.at(until))
+	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's events
+	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: Virtual, Transport: "model", Devices: c.Devices,
+		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
+	if err := v.b.fill(rep); err != nil {
+		return nil, err
+	}
+	rep.Limit, rep.BrokerBackS = c.limit(c.Devices), v.b.back.Seconds()
+	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.RecoveryJSON.AllRecovered = finished && rep.recovered == c.Devices
 	if !rep.RecoveryJSON.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", ErrNotRecovered, rep.recovered, c.Devices, bound)
@@ -221,21 +230,28 @@ func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
 // connect is one attempt reaching the modelled broker at now.
 func (v *virtualFleet) connect(i int, now time.Duration) {
 	d := &v.devs[i]
-	if now >= v.t0 {
-		d.attempts++
+	at := v.at(now)
+	// record notes the attempt as the device made it and, if it reached
+	// the broker, as the broker saw it (seen: when it took it).
+	record := func(o testbroker.Outcome, code int, seen time.Duration) {
+		if now < v.t0 {
+			return // the boot before the disruption is setup, not measurement
+		}
+		v.b.device(attempt{at: at, clientID: v.ids[i], outcome: o, code: code})
+		if seen >= 0 {
+			v.b.brokerSaw(attempt{at: v.at(seen), clientID: v.ids[i], outcome: o, code: code})
+		}
 	}
 	if now >= v.down[0] && now < v.down[1] {
-		v.schedule(i, now, d.m.Result(v.at(now), device.Result{Code: device.NoConnack, Err: errDialRefused}))
+		record(testbroker.Dropped, 0, -1)
+		v.schedule(i, now, d.m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 		return
 	}
-	seen := len(v.seen)
-	v.seen = append(v.seen, attempt{at: v.at(now), clientID: v.ids[i], outcome: testbroker.Accepted})
 	if v.lim != nil && now >= v.limFrom {
-		at := v.at(now)
 		switch v.c.AdmitMode {
 		case testbroker.RefuseOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				v.seen[seen].outcome, v.seen[seen].code = testbroker.Refused, 3
+				record(testbroker.Refused, 3, now)
 				v.schedule(i, now, d.m.Result(at, device.Result{Code: 3}))
 				return
 			}
@@ -244,27 +260,28 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 			if wait := res.DelayFrom(at); wait > 0 {
 				if wait > 10*time.Second {
 					res.CancelAt(at)
-					v.seen[seen].outcome = testbroker.Dropped
+					record(testbroker.Dropped, 0, now)
 					v.q.push(vevent{at: now + 10*time.Second, dev: int32(i), kind: vResult, code: device.NoConnack})
 					return
 				}
-				v.seen[seen].at = v.at(now + wait) // accepted off the backlog when a token frees, as the broker records it
+				record(testbroker.Accepted, 0, now+wait) // accepted off the backlog when a token frees, as the broker records it
 				v.q.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
 				return
 			}
 		case testbroker.DisconnectOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				v.seen[seen].outcome = testbroker.Throttled
+				record(testbroker.Throttled, 0, now)
 				v.schedule(i, now, d.m.Result(at, device.Result{}))
 				v.lose(i, now)
 				return
 			}
 		}
 	}
+	record(testbroker.Accepted, 0, now)
 	if now >= v.flap[0] && now < v.flap[1] {
 		v.q.push(vevent{at: now + v.c.Flap, dev: int32(i), kind: vLost})
 	}
-	v.schedule(i, now, d.m.Result(v.at(now), device.Result{}))
+	v.schedule(i, now, d.m.Result(at, device.Result{}))
 }
 
 // run processes events until every device is back (and no flapping drop is
@@ -281,6 +298,7 @@ func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, erro
 			return false, nil
 		}
 		e := heap.Pop(&v.q).(vevent)
+		v.now = e.at
 		i, d := int(e.dev), &v.devs[e.dev]
 		switch e.kind {
 		case vDue:
@@ -295,17 +313,4 @@ func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, erro
 			v.lose(i, e.at)
 		}
 	}
-}
-
-// virtualObserver hands the engine's broker log to the report.
-type virtualObserver struct{ v *virtualFleet }
-
-func (o virtualObserver) connected() int { return o.v.online }
-func (o virtualObserver) attempted() int { return len(o.v.seen) }
-func (o virtualObserver) await(context.Context, time.Duration, func(int) bool) error {
-	return nil // the engine has already run to its end
-}
-func (o virtualObserver) since(t time.Time) []attempt { return o.v.seen }
-func (o virtualObserver) awaitLoss(context.Context, time.Time, time.Duration) (time.Time, error) {
-	return time.Time{}, fmt.Errorf("fleetsim: observe needs real devices")
 }

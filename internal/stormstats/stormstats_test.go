@@ -7,163 +7,182 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-const bucket = 100 * time.Millisecond
-
 func secs(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 
-// evenly: n arrivals at exactly equal spacing over span.
-func evenly(n int, span time.Duration) []time.Duration {
-	ts := make([]time.Duration, n)
+func histogramOf(ts []time.Duration) *stormstats.Histogram {
+	var h stormstats.Histogram
+	for _, t := range ts {
+		h.Add(t)
+	}
+	return &h
+}
+
+func judge(t *testing.T, ts []time.Duration) stormstats.Judgement {
+	t.Helper()
+	j, err := stormstats.Judge(histogramOf(ts), stormstats.DefaultMethod)
+	require.NoError(t, err)
+	return j
+}
+
+// The cases the old detector got wrong, each over 20 consecutive seeds.
+func TestTextbookCases(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		want   stormstats.Verdict
+		period float64 // the rounds' period, when waves
+		gen    func(r *rand.Rand) []time.Duration
+	}{
+		{"2,000 devices in lock-step, a round every 1 s, 20 rounds", stormstats.Waves, 1,
+			func(*rand.Rand) []time.Duration {
+				var ts []time.Duration
+				for k := range 20 {
+					for range 2000 {
+						ts = append(ts, secs(float64(k)))
+					}
+				}
+				return ts
+			}},
+		{"5,000 devices in 6 s-wide rounds every 32 s, 10 rounds", stormstats.Waves, 32,
+			rounds{count: 10, period: 32 * time.Second, widthShare: 6.0 / 32, shape: uniform, size: 5000, decay: 1}.arrivals},
+		{"6 rounds of 800 every 45 s, sigma 1.5 s, over a background holding 40 %", stormstats.Waves, 45,
+			rounds{count: 6, period: 45 * time.Second, widthShare: 6.0 / 45, shape: normal, size: 800, decay: 1, background: 0.4}.arrivals},
+		{"5 rounds of 50,000 every 120 s, each 10 s wide", stormstats.Waves, 120,
+			rounds{count: 5, period: 120 * time.Second, widthShare: 10.0 / 120, shape: uniform, size: 50_000, decay: 1}.arrivals},
+		{"10 devices, independent, uniform over 10 s", stormstats.Inconclusive, 0,
+			func(r *rand.Rand) []time.Duration {
+				return smooth{n: 10, draw: func(r *rand.Rand) float64 { return 10 * r.Float64() }}.arrivals(r)
+			}},
+		{"60 devices, independent, uniform over 10 s", stormstats.Inconclusive, 0,
+			func(r *rand.Rand) []time.Duration {
+				return smooth{n: 60, draw: func(r *rand.Rand) float64 { return 10 * r.Float64() }}.arrivals(r)
+			}},
+		{"600 devices, independent, uniform over 10 s", stormstats.Spread, 0,
+			func(r *rand.Rand) []time.Duration {
+				return smooth{n: 600, draw: func(r *rand.Rand) float64 { return 10 * r.Float64() }}.arrivals(r)
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for seed := range uint64(20) {
+				j := judge(t, tc.gen(rand.New(rand.NewPCG(seed, 1))))
+				require.Equal(t, tc.want, j.Verdict, "seed %d: %s", seed, j.Reason)
+				if tc.want == stormstats.Waves {
+					assert.InDelta(t, tc.period, j.PeriodS, 0.05*tc.period, "seed %d", seed)
+					assert.Greater(t, j.Synchrony, 0.5, "seed %d", seed)
+				}
+				if tc.want == stormstats.Inconclusive {
+					assert.Equal(t, 100, j.Needed)
+				}
+			}
+		})
+	}
+}
+
+func TestOneBurstIsNotWaves(t *testing.T) {
+	// A drop-all where every device reconnects at its first retry, 1 s
+	// after the drop: one burst over silence, reported, not repeated.
+	ts := make([]time.Duration, 2000)
 	for i := range ts {
-		ts[i] = span * time.Duration(i) / time.Duration(n)
+		ts[i] = time.Second + time.Duration(i%10)*time.Millisecond
 	}
-	return ts
+	assert.Empty(t, judge(t, ts).Bursts, "a burst is only seen against the quiet around it")
+	h := histogramOf(ts)
+	h.Cover(0) // watched from the drop on
+	j, err := stormstats.Judge(h, stormstats.DefaultMethod)
+	require.NoError(t, err)
+	assert.Equal(t, stormstats.Spread, j.Verdict, j.Reason)
+	require.Len(t, j.Bursts, 1)
+	b := j.Bursts[0]
+	assert.EqualValues(t, 2000, b.Count)
+	assert.InDelta(t, 1.0, b.AtS, 0.01)
+	assert.LessOrEqual(t, b.WidthS, 0.02)
+	assert.Greater(t, b.PeakPerS, 100_000.0)
+	assert.Zero(t, j.Synchrony, "one burst is not synchrony between retries")
+	assert.InDelta(t, 2000, b.Excess, 1, "every arrival came in the burst")
+	assert.Contains(t, j.Reason, "one burst, not repeated: 2000 arrivals within")
 }
 
-// poisson: n arrivals of a Poisson process at rate per second.
-func poisson(n int, rate float64, r *rand.Rand) []time.Duration {
-	ts := make([]time.Duration, n)
-	t := 0.0
+func TestLimiterPacedRecoveryIsSpread(t *testing.T) {
+	// A broker admitting exactly 100/s for 200 s: no burst at any width.
+	ts := make([]time.Duration, 20_000)
 	for i := range ts {
-		t += r.ExpFloat64() / rate
-		ts[i] = secs(t)
+		ts[i] = time.Duration(i) * 10 * time.Millisecond
 	}
-	return ts
+	j := judge(t, ts)
+	assert.Equal(t, stormstats.Spread, j.Verdict, j.Reason)
+	assert.Empty(t, j.Bursts)
+	assert.Zero(t, j.Synchrony)
 }
 
-// waves: n arrivals in bursts of width w every period.
-func waves(n, bursts int, period, w time.Duration, r *rand.Rand) []time.Duration {
-	ts := make([]time.Duration, n)
-	for i := range ts {
-		ts[i] = time.Duration(i%bursts)*period + time.Duration(r.Float64()*float64(w))
+func TestInvalidMethodIsAnError(t *testing.T) {
+	for _, m := range []stormstats.Method{
+		{Contrast: 0.5, Alpha: 0.001},
+		{Contrast: 3, Alpha: 0},
+		{Contrast: 3, Alpha: 1},
+		{Contrast: 3, Alpha: 0.001, MinRecurringShare: 2},
+		{Contrast: 3, Alpha: 0.001, MinArrivals: -1},
+		{Contrast: math.NaN(), Alpha: 0.001},
+	} {
+		_, err := stormstats.Judge(histogramOf(nil), m)
+		assert.Error(t, err, "%+v", m)
 	}
-	return ts
 }
 
-func TestEvenlyPacedArrivals(t *testing.T) {
-	a := stormstats.Summarize(evenly(1000, 100*time.Second), bucket) // 10 per second, exactly
-	assert.Equal(t, 1000, a.Count)
-	assert.InDelta(t, 0, a.Fano, 0.01, "no variance between buckets")
-	assert.InDelta(t, 0, a.LocalFano, 0.01)
-	assert.InDelta(t, 1, a.PeakToMean, 0.02)
-	assert.InDelta(t, 10, a.PeakPerS1s, 0.5)
-	assert.InDelta(t, 10, a.PeakPerS100ms, 0.5)
-	assert.InDelta(t, 0.01, a.MaxShare1s, 0.001)
-	v, _ := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Spread, v)
+func TestNoArrivalsAreInconclusive(t *testing.T) {
+	j := judge(t, nil)
+	assert.Equal(t, stormstats.Inconclusive, j.Verdict)
+	assert.Equal(t, 100, j.Needed)
+	assert.NotNil(t, j.Bursts, "an empty list in JSON, not null")
 }
 
-func TestPoissonArrivalsHaveFanoNearOne(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	a := stormstats.Summarize(poisson(100_000, 200, r), bucket) // 20 per bucket on average
-	assert.InDelta(t, 1, a.Fano, 0.05)
-	assert.InDelta(t, 1, a.LocalFano, 0.1)
-	assert.Less(t, a.LocalPeakRatio, 1.3)
-	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Spread, v, why)
-}
-
-func TestPeriodicWavesAreWaves(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	// 10,000 devices coming back in 5 bursts of 50 ms, 2 s apart: paho's
-	// unjittered reconnect after a fleet-wide drop looks like this.
-	a := stormstats.Summarize(waves(10_000, 5, 2*time.Second, 50*time.Millisecond, r), bucket)
-	assert.Greater(t, a.Fano, 100.0)
-	assert.Greater(t, a.LocalFano, 100.0)
-	assert.Greater(t, a.LocalPeakRatio, 100.0, "silence between the rounds")
-	assert.InDelta(t, 0.2, a.MaxShare1s, 0.01)
-	assert.InDelta(t, 2000/0.1, a.PeakPerS100ms, 2000/0.1*0.05) // a whole burst inside one 100 ms bucket
-	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Waves, v)
-	assert.Contains(t, why, "local Fano")
-}
-
-// decaying: n independent arrivals whose rate decays exponentially with time
-// constant tau, as a jittered fleet's retries do after an outage.
-func decaying(n int, tau float64, r *rand.Rand) []time.Duration {
-	ts := make([]time.Duration, n)
-	for i := range ts {
-		ts[i] = secs(r.ExpFloat64() * tau)
+func TestHistogramCountsInAnyOrder(t *testing.T) {
+	var h stormstats.Histogram
+	for _, t := range []time.Duration{5 * time.Second, -time.Second, 0, 1500 * time.Millisecond, 5 * time.Second} {
+		h.Add(t)
 	}
-	return ts
+	assert.EqualValues(t, 5, h.Count())
+	assert.Equal(t, stormstats.FinestResolution, h.Resolution())
+	assert.Equal(t, []int{1, 1, 1, 0, 0, 0, 2}, h.Counts(-time.Second, time.Second))
+	assert.Equal(t, []int{1, 1, 0, 0, 0, 2}, h.Counts(0, time.Second), "arrivals before the start are left out")
+	assert.Equal(t, 6*time.Second+stormstats.FinestResolution, h.Span())
 }
 
-func TestDecayingIndependentArrivalsAreSpread(t *testing.T) {
-	// 100,000 independent arrivals whose rate falls from 5,000/s: the
-	// whole-span Fano factor is huge because the rate changes, but no
-	// arrival is synchronised with another.
-	r := rand.New(rand.NewPCG(5, 6))
-	a := stormstats.Summarize(decaying(100_000, 20, r), bucket)
-	assert.Greater(t, a.Fano, 50.0, "the whole-span measure mistakes a changing rate for waves")
-	assert.InDelta(t, 1, a.LocalFano, 0.15)
-	assert.Equal(t, 2000, a.LocalWindowMS)
-	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Spread, v, why)
+func TestHistogramCoarsensBeyondMaxBins(t *testing.T) {
+	var h stormstats.Histogram
+	h.Add(0)
+	h.Add(time.Hour) // 14.4 million bins at the finest resolution
+	assert.EqualValues(t, 2, h.Count())
+	assert.Equal(t, 2*stormstats.FinestResolution, h.Resolution())
+	h.Add(-3 * time.Hour)
+	assert.Equal(t, 8*stormstats.FinestResolution, h.Resolution())
+	assert.Equal(t, []int{1, 0, 0, 1, 1}, h.Counts(-3*time.Hour, time.Hour))
+
+	var o stormstats.Histogram
+	o.Add(30 * time.Minute)
+	o.Merge(&h)
+	assert.EqualValues(t, 4, o.Count())
+	assert.Equal(t, []int{1, 0, 0, 2, 1}, o.Counts(-3*time.Hour, time.Hour))
 }
 
-func TestWavesOnTopOfIndependentArrivalsAreWaves(t *testing.T) {
-	// 10,000 devices coming back in 10 rounds of 100 ms, 5 s apart, over a
-	// Poisson background of 300/s: no second holds 6 % of the arrivals,
-	// but each round quadruples the broker's load for a moment.
-	r := rand.New(rand.NewPCG(7, 8))
-	ts := append(poisson(15_000, 300, r), waves(10_000, 10, 5*time.Second, 100*time.Millisecond, r)...)
-	a := stormstats.Summarize(ts, bucket)
-	assert.Less(t, a.MaxShare1s, 0.06)
-	assert.Greater(t, a.LocalFano, 10.0)
-	assert.Greater(t, a.LocalPeakRatio, 3.0)
-	v, _ := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Waves, v)
-}
-
-func TestSmallBurstsAreNotWaves(t *testing.T) {
-	// A 100,000-arrival Poisson stream at 2,000/s with a 10 % extra burst
-	// each second: beyond chance at this size, but the broker's load never
-	// rises by more than a fraction.
-	r := rand.New(rand.NewPCG(11, 12))
-	ts := append(poisson(100_000, 2000, r), waves(5_000, 50, time.Second, 100*time.Millisecond, r)...)
-	a := stormstats.Summarize(ts, bucket)
-	assert.Greater(t, a.LocalFano, 3.0, "significant")
-	assert.Less(t, a.LocalPeakRatio, 1.5, "small")
-	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Spread, v)
-	assert.Contains(t, why, "small")
-}
-
-func TestAUniformRoundWithSharpEdgesIsSpread(t *testing.T) {
-	// 100,000 devices' first full-jitter retries after the broker returns:
-	// uniform over 32 s, so the rate jumps from 0 to 3,125/s and back.
-	r := rand.New(rand.NewPCG(9, 10))
-	ts := make([]time.Duration, 100_000)
-	for i := range ts {
-		ts[i] = secs(32 * r.Float64())
+func TestSummarize(t *testing.T) {
+	// 10 per second for 100 s, then 50 in one 100 ms bucket.
+	var ts []time.Duration
+	for i := range 1000 {
+		ts = append(ts, time.Duration(i)*100*time.Millisecond)
 	}
-	a := stormstats.Summarize(ts, bucket)
-	assert.Less(t, a.LocalFano, 2.0, "the two edges are not waves")
-	assert.Less(t, a.LocalPeakRatio, 1.2, "nor do they stand out on both sides")
-	v, why := stormstats.Judge(a, stormstats.DefaultThresholds)
-	assert.Equal(t, stormstats.Spread, v, why)
-}
-
-func TestOneSecondShare(t *testing.T) {
-	// Half of all arrivals inside 0.9 s, the rest spread over 100 s.
-	ts := append(evenly(500, 900*time.Millisecond), evenly(500, 100*time.Second)...)
-	for i := 500; i < 1000; i++ {
-		ts[i] += 10 * time.Second
+	for range 50 {
+		ts = append(ts, 200*time.Second+50*time.Millisecond)
 	}
-	a := stormstats.Summarize(ts, bucket)
-	assert.InDelta(t, 0.5, a.MaxShare1s, 0.01)
-	v, _ := stormstats.Judge(a, stormstats.Thresholds{MaxLocalFano: math.Inf(1), MaxLocalPeakRatio: math.Inf(1), MaxShare1s: 0.2})
-	assert.Equal(t, stormstats.Waves, v)
-}
-
-func TestCounts(t *testing.T) {
-	ms := time.Millisecond
-	assert.Equal(t, []int{2, 0, 1, 1}, stormstats.Counts([]time.Duration{0, 50 * ms, 250 * ms, 399 * ms}, 0, bucket))
-	assert.Nil(t, stormstats.Counts(nil, 0, bucket))
+	a := stormstats.Summarize(histogramOf(ts))
+	assert.EqualValues(t, 1050, a.Count)
+	assert.InDelta(t, 200.05, a.SpanS, 0.001)
+	assert.Equal(t, 500.0, a.PeakPerS100ms)
+	assert.Equal(t, 50.0, a.PeakPerS1s)
+	assert.Zero(t, stormstats.Summarize(histogramOf(nil)).Count)
 }
 
 func TestPercentile(t *testing.T) {
@@ -173,11 +192,4 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, 10.0, stormstats.Percentile(xs, 100))
 	assert.Equal(t, 1.0, stormstats.Percentile(xs, 0))
 	assert.True(t, math.IsNaN(stormstats.Percentile(nil, 50)))
-}
-
-func TestEmpty(t *testing.T) {
-	a := stormstats.Summarize(nil, bucket)
-	assert.Zero(t, a.Count)
-	assert.Zero(t, a.Fano)
-	assert.Zero(t, a.LocalPeakRatio)
 }

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+// exitError ends the command with a status other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// badInput is exit status 2: the input could not be judged.
+func badInput(err error) error { return &exitError{code: 2, err: err} }
+
+// expectFlag is -expect: a verdict a run or a log must get.
+type expectFlag struct{ v stormstats.Verdict }
+
+func (f *expectFlag) String() string { return string(f.v) }
+func (f *expectFlag) Set(s string) error {
+	switch v := stormstats.Verdict(s); v {
+	case stormstats.Spread, stormstats.Waves, stormstats.Inconclusive:
+		f.v = v
+		return nil
+	}
+	return fmt.Errorf("want spread, waves or inconclusive, got %q", s)
+}
+
+// check returns an error when a verdict is not the one expected.
+func (f *expectFlag) check(got stormstats.Verdict) error {
+	if f.v != "" && got != f.v {
+		return fmt.Errorf("verdict %s, expected %s", got, f.v)
+	}
+	return nil
+}
+
+func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("devicesim judge", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: devicesim judge [-json] [-expect spread|waves] FILE|-\n\n"+
+			"Judges any arrival log: devicesim's events.csv, a CSV whose header names t_s (seconds)\n"+
+			"or unix_ms, or one time in seconds per line. Exit status: 0, 1 if the verdict is not\n"+
+			"the one -expect names, 2 if the input cannot be read.\n\n")
+		fs.PrintDefaults()
+	}
+	asJSON := fs.Bool("json", false, "print one JSON object: verdict, count, synchrony, bursts, arrivals ...")
+	var expect expectFlag
+	fs.Var(&expect, "expect", "exit 1 unless the verdict is this one (spread, waves or inconclusive)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return badInput(err)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return badInput(errors.New("judge: name one file, or - for standard input"))
+	}
+	name, in := fs.Arg(0), stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return badInput(err)
+		}
+		defer f.Close()
+		in = f
+	}
+	h, m, err := stormstats.ReadArrivals(in)
+	if err != nil {
+		return badInput(fmt.Errorf("%s: %w", name, err))
+	}
+	j, err := stormstats.Judge(h, m)
+	if err != nil {
+		return err
+	}
+	a := stormstats.Summarize(h)
+	if *asJSON {
+		b, err := json.MarshalIndent(struct {
+			stormstats.Judgement
+			Arrivals stormstats.Arrivals `json:"arrivals"`
+		}{j, a}, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		stormstats.WriteSummary(stdout, "", a, j)
+	}
+	return expect.check(j.Verdict)
+}

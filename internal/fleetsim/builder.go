@@ -1,0 +1,192 @@
+package fleetsim
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// builder turns a run's attempts into a report, whichever engine made them.
+// It takes two views of them: every attempt the devices made (refused dials
+// included, which no broker sees) and, when the run can see it, what
+// reached the broker. Arrival statistics stream into histograms; per
+// attempt it keeps only the event events.csv writes.
+type builder struct {
+	timeScale float64
+	t0        time.Time
+	back      time.Duration // unscaled: when the broker returned
+
+	fleet, broker stormstats.Histogram
+	admissions    stormstats.Histogram // sessions admitted, in the view recovery uses
+	// minWidth is the finest timing the run can vouch for (the host's timer
+	// precision for real agents); measured lags can only widen it.
+	minWidth time.Duration
+	// where each view is measured (Side.MeasuredAt); brokerAt is "" when
+	// the run cannot see the broker's side (an external broker)
+	fleetAt, brokerAt string
+	events            []event
+
+	// Per device index: attempts made, and the last admitted session (the
+	// one that stayed), from the broker's view when there is one (it admits;
+	// a device hears of it a moment later). Negative: not admitted.
+	tried       []int32
+	recovered   []time.Duration
+	accepted    int64
+	afterReturn int64     // attempts that reached the broker once it was back
+	strangers   int64     // attempts by a client ID that is not one of the fleet's
+	lags        []float64 // unscaled seconds each attempt started late, where known
+	notices     []float64 // unscaled seconds each device took to notice the disruption, where known
+}
+
+func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string) *builder {
+	b := &builder{timeScale: timeScale, t0: t0, fleetAt: fleetAt, brokerAt: brokerAt,
+		tried: make([]int32, devices), recovered: make([]time.Duration, devices)}
+	b.back = b.since(returned)
+	for i := range b.recovered {
+		b.recovered[i] = -1
+	}
+	b.fleet.Cover(0) // watched from the disruption on: a first burst shows against the quiet before it
+	b.broker.Cover(0)
+	return b
+}
+
+// watchedUntil records that the run watched for attempts until t, so that
+// the quiet after the last one is known (a drop-all's one burst stands out
+// against it). A zero t is the last attempt.
+func (b *builder) watchedUntil(t time.Time) {
+	if !t.IsZero() {
+		b.fleet.Cover(b.since(t))
+		b.broker.Cover(b.since(t))
+	}
+}
+
+// noticed records how long (real time) each device took to notice the
+// disruption ended its session: every device's schedule starts there, so a
+// host slow to deliver the losses delays whole schedules.
+func (b *builder) noticed(delays []time.Duration) {
+	for _, d := range delays {
+		b.notices = append(b.notices, d.Seconds()*b.timeScale)
+	}
+}
+
+// since is at's unscaled time after the disruption.
+func (b *builder) since(at time.Time) time.Duration {
+	return time.Duration(float64(at.Sub(b.t0)) * b.timeScale)
+}
+
+// device adds an attempt a device made.
+func (b *builder) device(a attempt) {
+	lag := time.Duration(-1)
+	if a.lag >= 0 {
+		lag = time.Duration(float64(a.lag) * b.timeScale)
+	}
+	b.deviceEvent(event{t: b.since(a.at), unixNS: a.at.UnixNano(), clientID: a.clientID, outcome: a.outcome.String(),
+		code: int32(a.code), lag: lag})
+}
+
+// deviceEvent adds an attempt a device made, already an event (a child
+// process's or a shard's).
+func (b *builder) deviceEvent(e event) {
+	b.fleet.Add(e.t)
+	if e.lag >= 0 {
+		b.lags = append(b.lags, e.lag.Seconds())
+	}
+	b.events = append(b.events, e)
+	i, ok := b.index(e.clientID)
+	if ok {
+		b.tried[i]++
+	}
+	if b.brokerAt == "" {
+		if e.t >= b.back {
+			b.afterReturn++
+		}
+		if e.outcome == testbroker.Accepted.String() && ok {
+			b.admitted(i, e.t)
+		}
+	}
+}
+
+// brokerSaw adds an attempt as the broker saw it.
+func (b *builder) brokerSaw(a attempt) {
+	t := b.since(a.at)
+	b.broker.Add(t)
+	if t >= b.back {
+		b.afterReturn++
+	}
+	if i, ok := b.index(a.clientID); ok && a.outcome == testbroker.Accepted {
+		b.admitted(i, t)
+	}
+}
+
+func (b *builder) admitted(i int, t time.Duration) {
+	b.accepted++
+	b.admissions.Add(t)
+	b.recovered[i] = t
+}
+
+// index is the fleet's index of a device's client ID ("dev-<index>").
+func (b *builder) index(clientID string) (int, bool) {
+	n, ok := strings.CutPrefix(clientID, "dev-")
+	i, err := strconv.Atoi(n)
+	if !ok || err != nil || i < 0 || i >= len(b.tried) {
+		b.strangers++
+		return 0, false
+	}
+	return i, true
+}
+
+// fill sets what the attempts say in rep (whose Devices is set): recovery,
+// attempts, and both views with their judgements.
+func (b *builder) fill(rep *Report) error {
+	var recovered []float64
+	a := &rep.Attempts
+	for i, t := range b.recovered {
+		if t >= 0 {
+			recovered = append(recovered, t.Seconds())
+		}
+		a.Total += int64(b.tried[i])
+		a.PerDeviceMax = max(a.PerDeviceMax, int64(b.tried[i]))
+	}
+	rep.recovered, rep.RecoveryJSON = len(recovered), recoveryOf(recovered)
+	a.Refused = max(0, a.Total-b.accepted)
+	a.PerDeviceMean = float64(a.Total) / float64(rep.Devices)
+	a.AfterReturnPerDeviceMean = float64(b.afterReturn) / float64(rep.Devices)
+	rep.events = b.events
+	// Times are known only as finely as the host kept the devices'
+	// schedules: no burst narrower than twice the lag is the fleet's.
+	m := stormstats.DefaultMethod
+	m.MinWidth = b.minWidth
+	h := &rep.Host
+	if len(b.lags) > 0 {
+		h.LagP50S, h.LagP99S = stormstats.Percentile(b.lags, 50), stormstats.Percentile(b.lags, 99)
+	}
+	if len(b.notices) > 0 {
+		h.NoticeP99S = stormstats.Percentile(b.notices, 99)
+	}
+	if late := max(h.LagP99S, h.NoticeP99S); late > 0 {
+		m.MinWidth = max(m.MinWidth, time.Duration(2*late*float64(time.Second)))
+		h.Bound = late > hostBoundLate.Seconds()
+	}
+	var err error
+	if rep.Fleet, err = judged(&b.fleet, b.fleetAt, m); err != nil {
+		return err
+	}
+	rep.Verdict = rep.Fleet.Judgement.Verdict
+	rep.Admitted = stormstats.Summarize(&b.admissions)
+	if b.brokerAt != "" {
+		s, err := judged(&b.broker, b.brokerAt, m)
+		if err != nil {
+			return err
+		}
+		rep.Broker = &s
+	}
+	return nil
+}
+
+func judged(h *stormstats.Histogram, measuredAt string, m stormstats.Method) (Side, error) {
+	j, err := stormstats.Judge(h, m)
+	return Side{MeasuredAt: measuredAt, Arrivals: stormstats.Summarize(h), Judgement: j, hist: h}, err
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package fleetsim_test
+
+const raceDetector = false

@@ -1,0 +1,64 @@
+package fleetsim_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+// knownVerdicts are the runs whose verdict follows from the policy: rounds
+// the devices make in step are waves whether or not the broker saw them;
+// one burst of first retries (drop-all) is not a sequence of rounds.
+//
+// The agents' runs go one at a time: runs side by side in one process
+// delay each other's devices past what Host.Bound allows (half a second
+// unscaled, 10 ms at 50x, 25 ms at 20x). Restarts last 10 s, so that they
+// are quick.
+var knownVerdicts = []struct {
+	scenario, policy string
+	devices          int
+	timeScale        float64
+	want             stormstats.Verdict
+}{
+	{fleetsim.BrokerRestart, "exponential", 60, 20, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
+	{fleetsim.BrokerRestart, "iotcore", 60, 20, stormstats.Waves},     // the same, each a second or more wide
+	{fleetsim.BrokerRestart, "full", 60, 20, stormstats.Spread},
+	{fleetsim.DropAll, "exponential", 200, 10, stormstats.Spread}, // everyone back at 1 s: one burst
+	{fleetsim.DropAll, "iotcore", 200, 10, stormstats.Spread},     // everyone back within [1, 2) s: one burst
+	{fleetsim.DropAll, "full", 200, 10, stormstats.Spread},
+	{fleetsim.BootStorm, "iotcore", 200, 10, stormstats.Spread}, // the boot spread
+}
+
+// Every known verdict holds for 20 consecutive seeds on both engines. The
+// race detector slows the agents' host tenfold: under it, one seed at 10x;
+// make test runs all twenty without it.
+func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
+	seeds := uint64(20)
+	if raceDetector {
+		seeds = 1
+	}
+	for _, engine := range []string{fleetsim.Virtual, fleetsim.Agents} {
+		for _, k := range knownVerdicts {
+			t.Run(fmt.Sprintf("%s/%s/%s", engine, k.scenario, k.policy), func(t *testing.T) {
+				for seed := uint64(1); seed <= seeds; seed++ {
+					c := small(k.scenario, k.policy)
+					c.Engine, c.Devices, c.Seed, c.TimeScale, c.Outage = engine, k.devices, seed, k.timeScale, 10*time.Second
+					if raceDetector {
+						c.TimeScale = 10
+					}
+					r, err := fleetsim.Run(context.Background(), c)
+					if assert.NoError(t, err, "seed %d", seed) {
+						assert.False(t, r.Host.Bound, "seed %d: the host set the times, not the fleet", seed)
+						assert.Equal(t, k.want, r.Verdict, "seed %d: %s", seed, r.Fleet.Judgement.Reason)
+					}
+				}
+			})
+		}
+	}
+}

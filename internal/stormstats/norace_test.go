@@ -1,0 +1,5 @@
+//go:build !race
+
+package stormstats_test
+
+const raceDetector = false
