@@ -108,6 +108,7 @@ type Broker struct {
 	admission atomic.Pointer[admission]
 	flapAfter atomic.Int64 // time.Duration
 	latency   atomic.Int64 // time.Duration
+	withhold  atomic.Bool  // drop QoS 1+ PUBLISHes without a PUBACK
 
 	sessions sync.Map // client ID -> *trackedConn of its latest session
 
@@ -445,6 +446,12 @@ func (b *Broker) SetConnackLatency(d time.Duration) error {
 	b.latency.Store(int64(d))
 	return nil
 }
+
+// WithholdPubacks makes the broker drop every QoS 1 or 2 PUBLISH it reads,
+// unacknowledged and out of the record (Counts.Withheld counts them), as a
+// broker that fails before storing one does, until called again with false. A client keeps such a message in
+// flight; with a persistent session it resends it on its next connection.
+func (b *Broker) WithholdPubacks(on bool) { b.withhold.Store(on) }
 
 // ConnackCode is an MQTT 3.1.1 CONNACK return code to refuse with.
 type ConnackCode byte
