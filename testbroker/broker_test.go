@@ -144,6 +144,25 @@ func TestWithholdPubacks(t *testing.T) {
 	assert.Equal(t, []byte("first"), b.Recorder().Publishes()[1].Payload, "resent on the resumed session")
 }
 
+// A held PUBACK: the message is recorded at once, its acknowledgement
+// waits for the release.
+func TestHoldPubacks(t *testing.T) {
+	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
+	c := newClient(t, b, "dev-h")
+	c.mustConnect(t)
+	b.HoldPubacks(true)
+	tok := c.Publish("t/dev-h", 1, false, "held")
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	select {
+	case <-tok.Done():
+		t.Fatal("acknowledged while held")
+	default:
+	}
+	b.HoldPubacks(false)
+	require.True(t, tok.WaitTimeout(bound))
+	require.NoError(t, tok.Error())
+}
+
 func TestMutualTLSRejectsClientWithoutCertificate(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
 	cfg, err := b.ClientTLSConfig("dev-1")

@@ -149,5 +149,8 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		p.Payload = append([]byte(nil), pk.Payload...)
 	}
 	h.b.rec.publish(p)
+	if pk.FixedHeader.Qos > 0 {
+		h.b.awaitAck() // mochi writes the PUBACK when this returns
+	}
 	return pk, nil
 }
