@@ -36,12 +36,16 @@ ifneq ($(wildcard cmd/deviceagent/*.go),)
 endif
 
 # The firmware packages' tests on 32-bit ARM, where misaligned 64-bit atomics
-# panic. Skipped (loudly) where qemu-arm-static is not installed.
+# panic, and the firmware binary's SIGKILL loop (its real main, emulated).
+# Skipped (loudly) where qemu-arm-static is not installed.
 arm-test:
 ifeq ($(QEMU),)
 	@echo "qemu-arm-static not installed: skipping the 32-bit ARM test run (.ci/run installs it)"
 else
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) $(FIRMWARE)
+ifneq ($(wildcard cmd/deviceagent/*.go),)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) -run '^TestSIGKILLLoop' ./cmd/deviceagent
+endif
 endif
 
 # Benchmarks, with benchstat summarising; compare against the alternatives in
