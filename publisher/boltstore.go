@@ -242,12 +242,24 @@ func decodeRecord(k, v []byte) (Message, error) {
 	}, nil
 }
 
-func (s *BoltStore) Append(m Message) error {
+// errBoltPanic wraps a panic bbolt raised in a store operation: not
+// expected once the file passed the check, and a panic here would reboot the
+// device into the same panic.
+var errBoltPanic = errors.New("publisher: bbolt panicked")
+
+func recoverBolt(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %v", errBoltPanic, r)
+	}
+}
+
+func (s *BoltStore) Append(m Message) (err error) {
+	defer recoverBolt(&err)
 	if s.closed {
 		return ErrClosed
 	}
 	k, v := encodeRecord(m)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(queueBucket).Put(k, v); err != nil {
 			return err
 		}
@@ -263,6 +275,7 @@ func (s *BoltStore) Append(m Message) error {
 }
 
 func (s *BoltStore) Front() (m Message, ok bool, err error) {
+	defer recoverBolt(&err)
 	if s.closed {
 		return Message{}, false, ErrClosed
 	}
@@ -278,12 +291,13 @@ func (s *BoltStore) Front() (m Message, ok bool, err error) {
 	return m, ok, err
 }
 
-func (s *BoltStore) Remove(seq uint64) error {
+func (s *BoltStore) Remove(seq uint64) (err error) {
+	defer recoverBolt(&err)
 	if s.closed {
 		return ErrClosed
 	}
 	var removed int64 = -1
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(queueBucket)
 		k := binary.BigEndian.AppendUint64(nil, seq)
 		v := b.Get(k)
