@@ -33,7 +33,8 @@ var errLocked = ErrStoreInUse
 // queue and a new epoch. If MovedTo is empty, only one of the file's two meta
 // pages was damaged: the store keeps what the other one describes (which may
 // be one change older than the last) and starts a new epoch, since a
-// sequence number may have been rolled back.
+// sequence number may have been rolled back. It is a plain value, built by
+// OpenBoltStore.
 type CorruptStoreError struct {
 	Path, MovedTo string
 	Err           error // what was wrong with the file
@@ -48,7 +49,8 @@ func (e *CorruptStoreError) Error() string {
 
 func (e *CorruptStoreError) Unwrap() error { return e.Err }
 
-// BoltOptions configure a BoltStore. The zero value is the safe default.
+// BoltOptions configure a BoltStore: plain data, whose zero value is the
+// safe default.
 type BoltOptions struct {
 	// NoSync skips the fsync after each change: many times faster, but a
 	// power cut may lose the last messages (a process crash does not). A
