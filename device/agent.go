@@ -27,6 +27,12 @@ var (
 	ErrStopped = errors.New("device: agent stopped")
 	// ErrAlreadyStarted: Start was called twice.
 	ErrAlreadyStarted = errors.New("device: agent already started")
+	// ErrUnconfirmed: a QoS 1 publish completed without proof of a PUBACK.
+	// The connection it went out on ended before paho reported it done, and
+	// paho v1.5.1 completes such a publish when it resends it on the next
+	// connection of a persistent session, before any PUBACK. The message may
+	// or may not have arrived: publish it again (package publisher does).
+	ErrUnconfirmed = errors.New("device: publish not confirmed by a PUBACK on its connection")
 )
 
 // Config configures an Agent. Broker and ClientID are required; the rest
@@ -44,11 +50,18 @@ type Config struct {
 	// in-memory transport, a proxy).
 	Dial paho.OpenConnectionFunc
 
-	KeepAlive      time.Duration // 0 means 30 s
-	ConnectTimeout time.Duration // 0 means 10 s; paho fails every connect at 0
+	KeepAlive time.Duration // 0 means 30 s
+	// ConnectTimeout bounds one connect attempt (0 means 10 s; paho fails
+	// every connect at 0). Stopping the agent cuts an attempt short.
+	ConnectTimeout time.Duration
 	// PersistentSession asks the broker to keep the session across
-	// connections (CleanSession false). Off by default: see FIELD-NOTES on
-	// paho completing tokens before the PUBACK in that mode.
+	// connections (CleanSession false): subscriptions and the QoS 1 messages
+	// sent to the device while it was away survive a reconnect, and
+	// EventConnected says whether the broker resumed the session. paho
+	// resends an unacknowledged publish on the next connection and, in this
+	// mode, reports it complete before its PUBACK: Publish returns
+	// ErrUnconfirmed for it rather than success, so a caller that removes a
+	// message only when Publish succeeds still loses nothing.
 	PersistentSession bool
 
 	// Timing is the reconnect timing (nil: DefaultTiming()). A fleet may share one.
@@ -99,7 +112,10 @@ type Event struct {
 	Attempt int
 	Delay   time.Duration
 	Code    int // CONNACK code for EventAttemptFailed (NoConnack if none)
-	Err     error
+	// SessionPresent: for EventConnected, the broker resumed a persistent
+	// session (Config.PersistentSession).
+	SessionPresent bool
+	Err            error
 }
 
 // Stats are an agent's counters.
@@ -133,6 +149,12 @@ type Agent struct {
 
 	sniff atomic.Pointer[sniffConn] // the current attempt's connection
 	lost  chan error
+	// conns counts connect attempts: a publish whose completion is seen
+	// under a later count than its start may have been completed by paho's
+	// resend rather than by a PUBACK.
+	conns          atomic.Uint64
+	sessionPresent atomic.Bool     // the last accepted CONNACK's flag
+	runCtx         context.Context // set by Start before the loop; ends attempts
 
 	connects, losses, attempts, waitNanos atomic.Int64
 
@@ -215,19 +237,26 @@ func supportedScheme(s string) bool {
 }
 
 // open is paho's connection function: dial, and watch for the CONNACK.
+// Stopping the agent aborts a TCP or TLS dial (a custom Dial runs to its own
+// end) and closes a connection still in its handshake (see connectOnce).
 func (a *Agent) open(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+	ctx := a.runCtx
 	var conn net.Conn
 	var err error
 	if a.cfg.Dial != nil {
 		conn, err = a.cfg.Dial(u, o)
 	} else {
-		conn, err = dialURL(u, o.ConnectTimeout, a.cfg.TLS)
+		conn, err = dialURL(ctx, u, o.ConnectTimeout, a.cfg.TLS)
 	}
 	if err != nil {
 		return nil, err
 	}
 	s := newSniffConn(conn)
 	a.sniff.Store(s)
+	if err := ctx.Err(); err != nil { // stopped while dialling: connectOnce may have missed this conn
+		conn.Close()
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -241,12 +270,15 @@ func (a *Agent) Start(ctx context.Context) error {
 	}
 	a.started = true
 	ctx, a.cancel = context.WithCancel(ctx)
+	a.runCtx = ctx
 	go a.run(ctx)
 	return nil
 }
 
 // Stop ends the session: it disconnects and waits, until ctx's deadline, for
-// the loop to finish. It returns ctx.Err() if the deadline came first.
+// the loop to finish. It returns ctx.Err() if the deadline came first. A
+// connect attempt in progress is cut short (its socket closed), so Stop does
+// not wait out ConnectTimeout against a broker that never answers.
 func (a *Agent) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	cancel, started := a.cancel, a.started
@@ -358,7 +390,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
-			cause, stopped := a.session(ctx, s.Attempt)
+			cause, stopped := a.session(ctx, s.Attempt, a.sessionPresent.Load())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
@@ -375,7 +407,7 @@ func (a *Agent) run(ctx context.Context) {
 }
 
 // session runs one connection: restore subscriptions, then wait for the loss.
-func (a *Agent) session(ctx context.Context, attempt int) (cause error, stopped bool) {
+func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause error, stopped bool) {
 	a.connects.Add(1)
 	a.mu.Lock()
 	a.online = true // from here Subscribe subscribes at once
@@ -387,8 +419,8 @@ func (a *Agent) session(ctx context.Context, attempt int) (cause error, stopped 
 	a.mu.Lock()
 	close(a.up)
 	a.mu.Unlock()
-	a.emit(Event{Kind: EventConnected, Attempt: attempt})
-	a.log.Info("connected", "attempt", attempt)
+	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed})
+	a.log.Info("connected", "attempt", attempt, "session_present", resumed)
 
 	select {
 	case cause = <-a.lost:
@@ -422,18 +454,30 @@ const (
 )
 
 // connectOnce makes one attempt and reads its outcome, trusting the CONNACK
-// byte on the wire over paho's token.
+// byte on the wire over paho's token. If ctx ends first the attempt is cut
+// short: its socket is closed, which fails paho's handshake at once, and
+// connectOnce still waits for paho to finish with it, so no paho goroutine
+// outlives the agent and a connect that won the race is disconnected by the
+// caller.
 func (a *Agent) connectOnce(ctx context.Context) Result {
 	select { // a loss report from an earlier session is stale now
 	case <-a.lost:
 	default:
 	}
+	a.conns.Add(1) // before Connect: paho's resend may complete older publishes
 	a.sniff.Store(nil)
 	var tok paho.Token
 	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
 	for {
 		tok = a.client.Connect()
-		<-tok.Done() // paho bounds it by ConnectTimeout; never overlap two connects
+		select { // never overlap two connects
+		case <-tok.Done():
+		case <-ctx.Done():
+			if s := a.sniff.Load(); s != nil {
+				s.Conn.Close()
+			}
+			<-tok.Done() // prompt now: a TCP/TLS dial watches ctx too
+		}
 		err := tok.Error()
 		if err == nil || time.Now().After(settle) || ctx.Err() != nil {
 			break
@@ -458,6 +502,7 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 		a.client.Disconnect(0)
 		return Result{Code: code, Err: fmt.Errorf("CONNACK %d %s, which paho reports as success", code, connackText(code))}
 	case err == nil:
+		a.sessionPresent.Store(tok.(*paho.ConnectToken).SessionPresent())
 		return Result{Code: 0}
 	}
 	if code == NoConnack {
@@ -528,17 +573,26 @@ func (a *Agent) restoreSubscriptions() {
 // Publish sends payload to topic. With QoS 1 it returns once the broker
 // acknowledged it, or ctx ends. Without a session it fails at once with
 // ErrNotConnected: queueing across outages is the publisher package's job.
+//
+// A QoS 1 publish succeeds only when its completion is seen on the
+// connection it went out on; one completed after that connection ended
+// returns ErrUnconfirmed (see Config.PersistentSession).
 func (a *Agent) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
+	conn := a.conns.Load() // before Connected: a later attempt can only raise it
 	if !a.Connected() {
 		return ErrNotConnected
 	}
 	tok := a.client.Publish(topic, qos, retained, payload)
 	select {
 	case <-tok.Done():
-		if errors.Is(tok.Error(), paho.ErrNotConnected) {
+		err := tok.Error()
+		switch {
+		case errors.Is(err, paho.ErrNotConnected):
 			return ErrNotConnected
+		case err == nil && qos > 0 && a.conns.Load() != conn:
+			return ErrUnconfirmed
 		}
-		return tok.Error()
+		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	}

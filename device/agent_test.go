@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -358,4 +359,106 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		_, err := device.New(c)
 		assert.ErrorIs(t, err, reconnect.ErrInvalid, name)
 	}
+}
+
+// silentBroker accepts TCP connections and never answers: the CONNECT waits
+// for a CONNACK that never comes. accepted hears of each connection.
+type silentBroker struct {
+	ln       net.Listener
+	accepted chan net.Conn
+}
+
+func newSilentBroker(t *testing.T) *silentBroker {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	s := &silentBroker{ln: ln, accepted: make(chan net.Conn, 16)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-done
+		close(s.accepted)
+		for c := range s.accepted {
+			c.Close()
+		}
+	})
+	return s
+}
+
+// TestStopMidConnectToSilentBroker: Stop cuts a connect attempt short
+// rather than waiting out its 30 s timeout; goleak (TestMain) checks that
+// nothing of the abandoned attempt is left running.
+func TestStopMidConnectToSilentBroker(t *testing.T) {
+	sb := newSilentBroker(t)
+	clock := fakeclock.New(t0)
+	events := make(chan device.Event, 100)
+	tm := device.DefaultTiming()
+	a, err := device.New(device.Config{Broker: "tcp://" + sb.ln.Addr().String(), ClientID: "dev-s", Timing: &tm,
+		Clock: clock, Source: rand.NewPCG(1, 1), ConnectTimeout: 30 * time.Second,
+		OnEvent: func(e device.Event) { events <- e }})
+	require.NoError(t, err)
+	require.NoError(t, a.Start(context.Background()))
+	_, err = clock.AdvanceToNext(bound) // the boot spread
+	require.NoError(t, err)
+	select {
+	case c := <-sb.accepted:
+		sb.accepted <- c // closed at cleanup
+	case <-time.After(bound):
+		t.Fatal("the agent never reached the broker")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, a.Stop(ctx), "Stop must not wait out the connect timeout")
+	t.Logf("Stop mid-connect returned after %v", time.Since(start))
+	assert.ErrorIs(t, a.Err(), device.ErrStopped)
+	assert.Equal(t, int64(0), a.Stats().Connects)
+}
+
+// TestPersistentSessionPublishNeedsItsPUBACK: a QoS 1 publish the broker
+// never acknowledged is in flight when the broker restarts; the agent comes
+// back on the resumed session, paho resends the message and completes the
+// original publish before any PUBACK for it. Publish must not report that as
+// a success.
+func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
+	r := newRig(t, testbroker.Config{}, func(c *device.Config) { c.PersistentSession = true })
+	r.advanceWait()
+	first := r.next(device.EventConnected)
+	assert.False(t, first.SessionPresent)
+
+	r.broker.WithholdPubacks(true)
+	published := make(chan error, 1)
+	go func() {
+		published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
+	}()
+	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
+	r.broker.BeginOutage() // the broker restarts
+	r.next(device.EventLost)
+	r.broker.WithholdPubacks(false)
+	require.NoError(t, r.broker.EndOutage())
+	r.advanceWait()
+	again := r.next(device.EventConnected)
+	assert.True(t, again.SessionPresent, "the broker resumed the session")
+
+	select {
+	case err := <-published:
+		assert.ErrorIs(t, err, device.ErrUnconfirmed)
+	case <-time.After(bound):
+		t.Fatal("paho never completed the resent publish")
+	}
+	// paho's resend did reach the broker on the resumed session.
+	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	// A publish on a live connection still succeeds.
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("acknowledged")))
 }

@@ -218,10 +218,13 @@ type FetcherConfig struct {
 }
 
 // Fetcher keeps a device's configuration fresh over HTTP: GET with
-// If-None-Match, retry 429, 5xx (not 501) and 403 rateLimitExceeded with
-// backoff honouring Retry-After, reject bad documents and keep the last good
-// one. Its methods are safe for concurrent use. The zero value is not usable:
-// use NewFetcher.
+// If-None-Match; retry 429, every 5xx and a 403 whose body names a rate
+// limit, with backoff; take a Retry-After as a floor and add jitter on top
+// (reconnect.Retry.RetryAfterJitter's default: a hint h is waited h +
+// U[0, min(h, 1 min))), measuring an HTTP-date against the response's Date
+// so that a device without a real-time clock waits what the server meant;
+// reject bad documents and keep the last good one. Its methods are safe for
+// concurrent use. The zero value is not usable: use NewFetcher.
 type Fetcher struct {
 	cfg    FetcherConfig
 	bounds Bounds

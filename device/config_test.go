@@ -3,8 +3,11 @@ package device_test
 import (
 	"context"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +97,42 @@ func TestFetch503RetryAfterWaitsAtLeastHint(t *testing.T) {
 	require.Len(t, waits, 1)
 	assert.GreaterOrEqual(t, waits[0], 7*time.Second)
 	assert.Len(t, r.srv.Requests(), 2)
+}
+
+// The device's clock (t0, years before the server's) does not matter: an
+// HTTP-date hint is measured against the response's Date, and the wait is the
+// hint plus jitter, never the 5-minute cap.
+func TestFetchRetryAfterDateWithoutRealTimeClock(t *testing.T) {
+	r := newFetchRig(t, nil)
+	r.srv.SetConfig("dev-1", []byte(goodDoc))
+	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 9 * time.Second, AsDate: true, Times: 1}))
+	err, waits := r.fetch(t)
+	require.NoError(t, err)
+	require.Len(t, waits, 1)
+	// The date is sent in whole seconds, rounded up: a hint of 9 or 10 s.
+	assert.GreaterOrEqual(t, waits[0], 9*time.Second)
+	assert.Less(t, waits[0], 20*time.Second)
+}
+
+// A 501 is a 5xx like the others: retried.
+func TestFetchRetries501(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if calls.Add(1) == 1 {
+			w.WriteHeader(http.StatusNotImplemented)
+			return
+		}
+		_, _ = w.Write([]byte(goodDoc))
+	}))
+	defer srv.Close()
+	r := &fetchRig{clock: fakeclock.New(t0)}
+	var err error
+	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.URL, Clock: r.clock, Source: rand.NewPCG(3, 3)})
+	require.NoError(t, err)
+	err, waits := r.fetch(t)
+	require.NoError(t, err)
+	assert.Len(t, waits, 1)
+	assert.Equal(t, int32(2), calls.Load())
 }
 
 func TestFetchRetriesRateLimit403ButNot404(t *testing.T) {

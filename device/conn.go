@@ -1,6 +1,7 @@
 package device
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -43,15 +44,16 @@ func (c *sniffConn) Read(p []byte) (int, error) {
 // connackCode returns the code read, or NoConnack.
 func (c *sniffConn) connackCode() int { return int(c.code.Load()) }
 
-// dialURL opens a TCP or TLS connection for a broker URL, as paho would.
-func dialURL(u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, error) {
+// dialURL opens a TCP or TLS connection for a broker URL, as paho would,
+// giving up when ctx ends.
+func dialURL(ctx context.Context, u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, error) {
 	host := u.Host
 	switch u.Scheme {
 	case "tcp", "mqtt":
 		if u.Port() == "" {
 			host = net.JoinHostPort(u.Hostname(), "1883")
 		}
-		return net.DialTimeout("tcp", host, timeout)
+		return (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", host)
 	case "ssl", "tls", "mqtts", "tcps":
 		if u.Port() == "" {
 			host = net.JoinHostPort(u.Hostname(), "8883")
@@ -63,7 +65,7 @@ func dialURL(u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, e
 		if cfg.ServerName == "" {
 			cfg.ServerName = u.Hostname()
 		}
-		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", host, cfg)
+		return (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}).DialContext(ctx, "tcp", host)
 	}
 	return nil, fmt.Errorf("device: unsupported broker URL scheme %q (tcp, mqtt, ssl, tls, mqtts)", u.Scheme)
 }

@@ -14,5 +14,8 @@
 // successful connect on a closed socket, so the agent reads the code off the
 // wire; and a failed connect's token completes before paho's status settles,
 // so an immediate Connect can be refused by paho itself, which the agent
-// retries within the connect timeout rather than counting as an attempt.
+// retries within the connect timeout rather than counting as an attempt. A
+// third: with a persistent session paho completes a publish it resends on
+// the next connection before any PUBACK, which Publish reports as
+// ErrUnconfirmed rather than success.
 package device

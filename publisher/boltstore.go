@@ -8,109 +8,210 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/herdguard/herdguard/reconnect"
 )
 
 var (
 	queueBucket = []byte("queue")
 	metaBucket  = []byte("meta")
 	lastSeqKey  = []byte("last_seq")
+	epochKey    = []byte("epoch")
+	dirtyKey    = []byte("dirty") // present while a NoSync session has the store open
 )
 
-// CorruptStoreError reports a store file that could not be used. The file was
-// moved aside to MovedTo, not deleted, and the store starts empty.
+// ErrStoreInUse is wrapped by OpenBoltStore's error when another process
+// (or another open in this one) holds the store: nothing was read, moved or
+// changed.
+var ErrStoreInUse = errors.New("publisher: store in use by another process")
+
+var errLocked = ErrStoreInUse
+
+// CorruptStoreError reports a damaged store that OpenBoltStore recovered
+// from: it comes with a usable store. If MovedTo is set, the damaged file was
+// renamed to MovedTo (never deleted) and the store starts with an empty
+// queue and a new epoch. If MovedTo is empty, only one of the file's two meta
+// pages was damaged: the store keeps what the other one describes (which may
+// be one change older than the last) and starts a new epoch, since a
+// sequence number may have been rolled back. It is a plain value, built by
+// OpenBoltStore.
 type CorruptStoreError struct {
 	Path, MovedTo string
-	Err           error
+	Err           error // what was wrong with the file
 }
 
 func (e *CorruptStoreError) Error() string {
-	return fmt.Sprintf("publisher: store %s unusable (%v); moved aside to %s, starting with an empty queue", e.Path, e.Err, e.MovedTo)
+	if e.MovedTo == "" {
+		return fmt.Sprintf("publisher: store %s damaged (%v); kept the state its other meta page describes, with a new epoch", e.Path, e.Err)
+	}
+	return fmt.Sprintf("publisher: store %s damaged (%v); moved aside to %s, starting with an empty queue", e.Path, e.Err, e.MovedTo)
 }
 
 func (e *CorruptStoreError) Unwrap() error { return e.Err }
 
-// BoltOptions configure a BoltStore.
+// BoltOptions configure a BoltStore: plain data, whose zero value is the
+// safe default.
 type BoltOptions struct {
 	// NoSync skips the fsync after each change: many times faster, but a
-	// power cut may lose the last messages (a process crash does not).
+	// power cut may lose the last messages (a process crash does not). A
+	// store opened after a NoSync session that did not close cleanly starts
+	// a new epoch, because a power cut may have rolled its sequence back.
 	NoSync bool
+	// LockTimeout is how long OpenBoltStore waits for another process to
+	// release the store before failing with ErrStoreInUse (0: 1 s).
+	LockTimeout time.Duration
 }
 
 // BoltStore is a durable Store in one go.etcd.io/bbolt file: it survives the
 // process being killed and the device rebooting. Each Append and Remove is a
-// transaction, fsynced unless NoSync.
+// transaction, fsynced unless NoSync. Like every Store it is not safe for
+// concurrent use on its own (the Publisher serialises its calls). The zero
+// value is not usable: use OpenBoltStore.
 type BoltStore struct {
 	db      *bolt.DB
+	opts    BoltOptions
+	epoch   string
 	n       int
 	bytes   int64
 	lastSeq uint64
+	closed  bool
 }
 
-// OpenBoltStore opens (or creates) the store at path. If the file exists but
-// is not a usable store, it is renamed to path.corrupt-<time> and a fresh
-// store is created: the returned store is usable and the error is a
-// *CorruptStoreError saying where the old file went.
+// OpenBoltStore opens the store at path, creating it if there is none. The
+// file is checked, page by page, before bbolt reads it (see boltcheck.go):
+// bbolt crashes the process on some damaged pages rather than failing. Its
+// results:
+//
+//   - (s, nil): the store, with whatever its last run left queued.
+//   - (s, *CorruptStoreError): the file was damaged; s is usable and the
+//     error says what happened (moved aside to MovedTo and starting empty,
+//     or kept with a new epoch). Report it and carry on.
+//   - (nil, error wrapping ErrStoreInUse): another process holds the store
+//     (a lock not released within LockTimeout). Nothing was changed.
+//   - (nil, other error): invalid options, a path that cannot hold a store
+//     (a directory, no permission) or a failure to read or write it.
+//     Nothing was moved.
 func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
-	s, err := openBolt(path, opts)
-	if err == nil {
+	if opts.LockTimeout < 0 {
+		return nil, fmt.Errorf("%w: BoltOptions.LockTimeout must be >= 0, got %v", reconnect.ErrInvalid, opts.LockTimeout)
+	}
+	if opts.LockTimeout == 0 {
+		opts.LockTimeout = time.Second
+	}
+	f, err := openLocked(path, opts.LockTimeout)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("publisher: store %s is not a regular file", path)
+	}
+	fc, err := checkBoltFile(f, fi.Size())
+	var dmg *damageError
+	switch {
+	case err == nil:
+		s, err := openBolt(f, path, opts, fc)
+		if err != nil {
+			return nil, err
+		}
+		if fc.metaFallback {
+			return s, &CorruptStoreError{Path: path, Err: errors.New("one meta page invalid")}
+		}
 		return s, nil
+	case !errors.As(err, &dmg):
+		f.Close()
+		return nil, fmt.Errorf("publisher: reading store %s: %w", path, err)
 	}
-	if fi, statErr := os.Stat(path); statErr != nil || !fi.Mode().IsRegular() {
-		return nil, err // no file there to move aside: a real error (permissions, a directory)
-	}
+	// Damaged. The lock on f is held until the file is renamed, so no
+	// other process reads it meanwhile; one that was waiting for it finds
+	// the file moved and opens the new one (openLocked).
 	moved := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000000000"))
-	if rerr := os.Rename(path, moved); rerr != nil {
-		return nil, fmt.Errorf("publisher: store %s unusable (%v) and could not be moved aside: %w", path, err, rerr)
+	rerr := os.Rename(path, moved)
+	f.Close()
+	if rerr != nil {
+		return nil, fmt.Errorf("publisher: store %s damaged (%v) and could not be moved aside: %w", path, err, rerr)
 	}
-	s, err2 := openBolt(path, opts)
+	nf, err2 := openLocked(path, opts.LockTimeout)
+	if err2 != nil {
+		return nil, err2
+	}
+	s, err2 := openBolt(nf, path, opts, fileCheck{})
 	if err2 != nil {
 		return nil, err2
 	}
 	return s, &CorruptStoreError{Path: path, MovedTo: moved, Err: err}
 }
 
-func openBolt(path string, opts BoltOptions) (s *BoltStore, err error) {
-	defer func() { // bbolt panics on some corrupt pages rather than failing
+// openLocked opens (or creates) path and takes its lock. A file moved
+// aside while this process waited for its lock is let go, and the file now
+// at path is opened instead.
+func openLocked(path string, timeout time.Duration) (*os.File, error) {
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(f, timeout); err != nil {
+			f.Close()
+			if errors.Is(err, errLocked) {
+				return nil, fmt.Errorf("%w: %s (its lock was not released within %v)", ErrStoreInUse, path, timeout)
+			}
+			return nil, fmt.Errorf("publisher: locking store %s: %w", path, err)
+		}
+		if sameFile(f, path) {
+			return f, nil
+		}
+		f.Close()
+		if attempt == 2 {
+			return nil, fmt.Errorf("publisher: store %s keeps being replaced", path)
+		}
+	}
+}
+
+// openBolt hands bbolt the checked, locked file f and prepares the store:
+// its buckets, its epoch, and the NoSync marker. bbolt closes f.
+func openBolt(f *os.File, path string, opts BoltOptions, fc fileCheck) (s *BoltStore, err error) {
+	defer func() { // not expected after the check: a crash here is a reboot loop
 		if r := recover(); r != nil {
-			err = fmt.Errorf("corrupt store: %v", r)
+			err = fmt.Errorf("publisher: store %s: bbolt panicked: %v", path, r)
 		}
 	}()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, NoSync: opts.NoSync})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{NoSync: opts.NoSync, Timeout: opts.LockTimeout,
+		OpenFile: func(string, int, os.FileMode) (*os.File, error) { return f, nil }})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("publisher: opening store %s: %w", path, err)
 	}
-	s = &BoltStore{db: db}
+	s = &BoltStore{db: db, opts: opts, n: fc.queued, bytes: fc.queuedBytes, lastSeq: fc.lastSeq}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for e := range tx.Check() {
-			return e
-		}
-		q, err := tx.CreateBucketIfNotExists(queueBucket)
-		if err != nil {
+		if _, err := tx.CreateBucketIfNotExists(queueBucket); err != nil {
 			return err
 		}
 		meta, err := tx.CreateBucketIfNotExists(metaBucket)
 		if err != nil {
 			return err
 		}
-		if v := meta.Get(lastSeqKey); v != nil {
-			if len(v) != 8 {
-				return errors.New("corrupt last_seq")
-			}
-			s.lastSeq = binary.BigEndian.Uint64(v)
-		}
-		return q.ForEach(func(k, v []byte) error {
-			m, err := decodeRecord(k, v)
-			if err != nil {
+		// A store from before epochs keeps the empty epoch: its sequence
+		// never restarted, so receivers' state for it stays right.
+		s.epoch = string(meta.Get(epochKey))
+		if fc.metaFallback || fc.dirty || (s.epoch == "" && s.lastSeq == 0) {
+			s.epoch = newEpoch()
+			if err := meta.Put(epochKey, []byte(s.epoch)); err != nil {
 				return err
 			}
-			s.n++
-			s.bytes += m.size()
-			return nil
-		})
+		}
+		if opts.NoSync {
+			return meta.Put(dirtyKey, []byte{1})
+		}
+		return meta.Delete(dirtyKey)
 	})
 	if err != nil {
 		db.Close()
-		return nil, err
+		return nil, fmt.Errorf("publisher: preparing store %s: %w", path, err)
 	}
 	return s, nil
 }
@@ -143,9 +244,24 @@ func decodeRecord(k, v []byte) (Message, error) {
 	}, nil
 }
 
-func (s *BoltStore) Append(m Message) error {
+// errBoltPanic wraps a panic bbolt raised in a store operation: not
+// expected once the file passed the check, and a panic here would reboot the
+// device into the same panic.
+var errBoltPanic = errors.New("publisher: bbolt panicked")
+
+func recoverBolt(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: %v", errBoltPanic, r)
+	}
+}
+
+func (s *BoltStore) Append(m Message) (err error) {
+	defer recoverBolt(&err)
+	if s.closed {
+		return ErrClosed
+	}
 	k, v := encodeRecord(m)
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(queueBucket).Put(k, v); err != nil {
 			return err
 		}
@@ -161,6 +277,10 @@ func (s *BoltStore) Append(m Message) error {
 }
 
 func (s *BoltStore) Front() (m Message, ok bool, err error) {
+	defer recoverBolt(&err)
+	if s.closed {
+		return Message{}, false, ErrClosed
+	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		k, v := tx.Bucket(queueBucket).Cursor().First()
 		if k == nil {
@@ -173,9 +293,13 @@ func (s *BoltStore) Front() (m Message, ok bool, err error) {
 	return m, ok, err
 }
 
-func (s *BoltStore) Remove(seq uint64) error {
+func (s *BoltStore) Remove(seq uint64) (err error) {
+	defer recoverBolt(&err)
+	if s.closed {
+		return ErrClosed
+	}
 	var removed int64 = -1
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err = s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(queueBucket)
 		k := binary.BigEndian.AppendUint64(nil, seq)
 		v := b.Get(k)
@@ -198,4 +322,19 @@ func (s *BoltStore) Remove(seq uint64) error {
 
 func (s *BoltStore) Len() (int, int64) { return s.n, s.bytes }
 func (s *BoltStore) LastSeq() uint64   { return s.lastSeq }
-func (s *BoltStore) Close() error      { return s.db.Close() }
+func (s *BoltStore) Epoch() string     { return s.epoch }
+
+// Close closes the file; a NoSync store is synced first and marked as
+// closed cleanly.
+func (s *BoltStore) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	var err error
+	if s.opts.NoSync {
+		err = s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(metaBucket).Delete(dirtyKey) })
+		err = errors.Join(err, s.db.Sync())
+	}
+	return errors.Join(err, s.db.Close())
+}

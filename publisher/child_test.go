@@ -1,14 +1,18 @@
 package publisher_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -59,11 +63,22 @@ func childMain() int {
 }
 
 func startChild(t *testing.T, broker, db string, enqueue int) *exec.Cmd {
-	env := append(os.Environ(), "PUBLISHER_CHILD=1", "PUBLISHER_BROKER="+broker, "PUBLISHER_DB="+db,
+	cmd, _ := startSelf(t, "PUBLISHER_CHILD=1", "PUBLISHER_BROKER="+broker, "PUBLISHER_DB="+db,
 		"PUBLISHER_ENQUEUE="+strconv.Itoa(enqueue))
-	cmd := exec.Command(os.Args[0])
-	cmd.Env, cmd.Stderr = env, os.Stderr
-	err := cmd.Start()
+	return cmd
+}
+
+// startSelf runs this test binary again with env added, its stdout piped.
+func startSelf(t *testing.T, env ...string) (*exec.Cmd, io.ReadCloser) {
+	env = append(os.Environ(), env...)
+	start := func(name string, args ...string) (*exec.Cmd, io.ReadCloser, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env, cmd.Stderr = env, os.Stderr
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		return cmd, out, cmd.Start()
+	}
+	cmd, out, err := start(os.Args[0])
 	if errors.Is(err, syscall.ENOEXEC) {
 		// Under qemu-user without binfmt_misc an ARM test binary cannot exec
 		// itself: run the child through the emulator explicitly.
@@ -71,12 +86,23 @@ func startChild(t *testing.T, broker, db string, enqueue int) *exec.Cmd {
 		if lerr != nil {
 			t.Skip("cannot re-exec the emulated test binary and qemu-arm-static is not on PATH")
 		}
-		cmd = exec.Command(qemu, os.Args[0])
-		cmd.Env, cmd.Stderr = env, os.Stderr
-		err = cmd.Start()
+		cmd, out, err = start(qemu, os.Args[0])
 	}
 	require.NoError(t, err)
-	return cmd
+	return cmd, out
+}
+
+// holdMain opens the store at PUBLISHER_DB, says "held" and keeps it open
+// until killed.
+func holdMain() int {
+	s, err := publisher.OpenBoltStore(os.Getenv("PUBLISHER_DB"), publisher.BoltOptions{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "hold:", err)
+		return 2
+	}
+	defer s.Close()
+	fmt.Println("held", s.Epoch())
+	select {}
 }
 
 func kill(t *testing.T, cmd *exec.Cmd) {
@@ -110,4 +136,47 @@ func TestDurableQueueSurvivesSIGKILL(t *testing.T) {
 		dups += got[seq] - 1
 	}
 	t.Logf("killed after %d of %d; after restart all %d arrived, %d duplicates", before, total, total, dups)
+}
+
+// TestStoreHeldByAnotherProcess: while one process holds a store, opening
+// it from another is a clear error, and the store is neither moved nor
+// changed; once the holder is gone it opens with its queue intact.
+func TestStoreHeldByAnotherProcess(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "queue.db")
+	s, err := publisher.OpenBoltStore(db, publisher.BoltOptions{})
+	require.NoError(t, err)
+	for i := uint64(1); i <= 10; i++ {
+		require.NoError(t, s.Append(publisher.Message{Seq: i, Topic: "t", Payload: []byte("x")}))
+	}
+	require.NoError(t, s.Close())
+
+	holder, out := startSelf(t, "PUBLISHER_CHILD=hold", "PUBLISHER_DB="+db)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err, "the holder never said it held the store")
+	epoch := strings.TrimSpace(strings.TrimPrefix(line, "held"))
+	before, err := os.ReadFile(db)
+	require.NoError(t, err)
+
+	start := time.Now()
+	_, err = publisher.OpenBoltStore(db, publisher.BoltOptions{LockTimeout: 300 * time.Millisecond})
+	require.ErrorIs(t, err, publisher.ErrStoreInUse)
+	require.ErrorContains(t, err, "in use by another process")
+	var ce *publisher.CorruptStoreError
+	require.False(t, errors.As(err, &ce))
+	require.Less(t, time.Since(start), bound, "bounded by LockTimeout")
+	after, err := os.ReadFile(db)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "the held store is untouched")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing moved aside: %v", entries)
+
+	kill(t, holder)
+	s, err = publisher.OpenBoltStore(db, publisher.BoltOptions{})
+	require.NoError(t, err)
+	defer s.Close()
+	n, _ := s.Len()
+	require.Equal(t, 10, n)
+	require.Equal(t, epoch, s.Epoch())
 }

@@ -154,3 +154,74 @@ func TestNothingLostAcrossRestartsAndDrops(t *testing.T) {
 	defer stop()
 	require.NoError(t, agent.Stop(stopCtx))
 }
+
+// TestPersistentSessionKeepsUnacknowledgedMessage: with PersistentSession a
+// message the broker never acknowledged is in flight across a broker
+// restart; the session resumes and paho resends it, completing the original
+// publish before any PUBACK. The publisher must keep the message until a
+// PUBACK really comes, then deliver it.
+func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory, PayloadDigest: seqDigest})
+	require.NoError(t, err)
+	defer b.Close()
+	p, err := reconnect.New(reconnect.Constant{Interval: 5 * time.Millisecond}, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	require.NoError(t, err)
+	tm := device.DefaultTiming()
+	tm.Policy, tm.BootSpread, tm.Guard = p, time.Millisecond, nil
+	events := make(chan device.Event, 100)
+	agent, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-p", Dial: b.Dial, Timing: &tm,
+		Source: rand.NewPCG(1, 2), PersistentSession: true,
+		OnEvent: func(e device.Event) {
+			select {
+			case events <- e:
+			default:
+			}
+		}})
+	require.NoError(t, err)
+	require.NoError(t, agent.Start(context.Background()))
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		require.NoError(t, agent.Stop(ctx))
+	}()
+	awaitConnected := func(resumed bool) {
+		t.Helper()
+		deadline := time.After(bound)
+		for {
+			select {
+			case e := <-events:
+				if e.Kind == device.EventConnected {
+					require.Equal(t, resumed, e.SessionPresent)
+					return
+				}
+			case <-deadline:
+				t.Fatal("no connection")
+			}
+		}
+	}
+	awaitConnected(false)
+	pub, err := publisher.New(publisher.Config{Session: agent, Retry: p, PublishTimeout: bound, DrainRate: 1000, DrainBurst: 10})
+	require.NoError(t, err)
+	defer pub.Close()
+	stop := startRun(pub)
+
+	b.WithholdPubacks(true)
+	seq, err := pub.Publish("telemetry/dev-p", []byte("precious"))
+	require.NoError(t, err)
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
+	b.BeginOutage() // the broker restarts with the message unacknowledged
+	require.NoError(t, b.EndOutage())
+	awaitConnected(true)
+	// paho's resend on the resumed session, then the publisher's own.
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 3 }))
+	s := pub.Stats()
+	require.Zero(t, s.Delivered, "no PUBACK yet: %+v", s)
+	require.Equal(t, 1, s.Queued)
+
+	b.WithholdPubacks(false)
+	b.DropAll() // the next resumed session acknowledges
+	flush(t, pub)
+	require.Equal(t, uint64(1), pub.Stats().Delivered)
+	require.Positive(t, seen(b)[seq], "the message reached the broker")
+	require.ErrorIs(t, stop(), context.Canceled)
+}

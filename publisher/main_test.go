@@ -9,7 +9,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PUBLISHER_CHILD") != "" { // the SIGKILL test's child process
+	switch os.Getenv("PUBLISHER_CHILD") {
+	case "": // the test binary itself
+	case "hold": // TestStoreHeldByAnotherProcess's other process
+		os.Exit(holdMain())
+	default: // the SIGKILL test's child process
 		os.Exit(childMain())
 	}
 	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}

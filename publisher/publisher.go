@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -61,6 +62,11 @@ type Config struct {
 	DrainRate  float64
 	DrainBurst int
 	// Retry times the waits after a failed publish (nil: IoTCore, forever).
+	// With a finite cap (MaxRetries or MaxElapsed), Run gives up when one
+	// message has used it up: it returns an error wrapping
+	// reconnect.ErrExhausted and the message stays at the front of the queue
+	// for the next Run. Failures while the session is down do not count:
+	// the session's own reconnect paces those.
 	Retry *reconnect.Policy
 	// PublishTimeout bounds one publish waiting for its PUBACK (0: 30 s).
 	PublishTimeout time.Duration
@@ -69,11 +75,21 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// Stats are exact counters: every message enqueued is delivered, still
-// queued, or counted as dropped.
+// Stats are exact counters. At every instant (a Stats value is one
+// consistent snapshot) each message the queue has held is in exactly one
+// place:
+//
+//	Restored + Enqueued = Delivered + DroppedOldest + Queued
+//
+// A message Publish refused (Rejected) never entered the queue, so what
+// Publish was offered with valid input is Enqueued + Rejected.
 type Stats struct {
-	Enqueued      uint64 // accepted by Publish
-	Delivered     uint64 // acknowledged by the broker and removed
+	Restored uint64 // queued in the store when New opened it (left by an earlier run)
+	Enqueued uint64 // accepted by Publish
+	// Delivered counts messages acknowledged by the broker and removed. One
+	// that DropOldest removed while it was in flight counts as dropped, even
+	// if its PUBACK comes later.
+	Delivered     uint64
 	DroppedOldest uint64 // removed to make room (DropOldest)
 	Rejected      uint64 // refused with ErrQueueFull (RejectNew)
 	Failures      uint64 // publish attempts that failed and were retried
@@ -83,21 +99,28 @@ type Stats struct {
 
 // Publisher is store-and-forward telemetry: Publish enqueues at any time and
 // never waits for the network; Run delivers at least once, in order, at
-// QoS 1, removing a message only after its PUBACK. Every message carries a
-// per-device sequence number (see Envelope) so that the receiver can drop
-// the duplicates that at-least-once delivery implies. Safe for concurrent
-// use. The zero value is not usable: use New.
+// QoS 1, removing a message only after its PUBACK. Every message carries its
+// store's epoch and a sequence number (see Envelope) so that the receiver
+// can drop the duplicates that at-least-once delivery implies. Safe for
+// concurrent use. The zero value is not usable: use New.
 type Publisher struct {
 	cfg   Config
 	log   *slog.Logger
 	clock reconnect.Clock
 	lim   *rate.Limiter
 
+	epoch string // the store's, read once
+
 	mu     sync.Mutex
 	store  Store
 	stats  Stats
-	wake   chan struct{} // signalled when a message is enqueued
+	wake   chan struct{}     // signalled when a message is enqueued
+	left   waitfor.Broadcast // announces every message leaving the queue
 	closed bool
+	// inFlight is the seq Run is publishing (0: none); inFlightDropped says
+	// DropOldest removed it meanwhile, so its PUBACK must not count it again.
+	inFlight        uint64
+	inFlightDropped bool
 }
 
 // New validates cfg and opens the publisher over its store.
@@ -146,7 +169,12 @@ func New(cfg Config) (*Publisher, error) {
 	if p.clock == nil {
 		p.clock = reconnect.SystemClock
 	}
-	p.stats.Queued, p.stats.QueuedBytes = p.store.Len()
+	n, _ := p.store.Len()
+	p.stats.Restored = uint64(n)
+	p.epoch = p.store.Epoch()
+	if !validEpoch(p.epoch) && p.epoch != "" {
+		return nil, fmt.Errorf("%w: the store's epoch %q is not 1-64 printable ASCII bytes", reconnect.ErrInvalid, p.epoch)
+	}
 	return p, nil
 }
 
@@ -165,9 +193,10 @@ func validTopic(t string) error {
 	return nil
 }
 
-// Publish enqueues payload for topic and returns its sequence number. It
-// never waits for the network: it fails only on bad input, a full queue
-// under RejectNew, or a store that cannot be written.
+// Publish enqueues payload for topic and returns its sequence number (in
+// the store's epoch: see Epoch). It never waits for the network: it fails
+// only on bad input, a full queue under RejectNew, or a store that cannot be
+// written.
 func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	if err := validTopic(topic); err != nil {
 		return 0, err
@@ -200,7 +229,11 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 		if err := p.store.Remove(oldest.Seq); err != nil {
 			return 0, fmt.Errorf("publisher: making room: %w", err)
 		}
+		if oldest.Seq == p.inFlight {
+			p.inFlightDropped = true
+		}
 		p.stats.DroppedOldest++
+		p.left.Notify()
 		p.log.Warn("queue full: dropped the oldest message", "seq", oldest.Seq)
 	}
 	m.Seq = p.store.LastSeq() + 1
@@ -215,7 +248,11 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	return m.Seq, nil
 }
 
-// Stats returns the counters.
+// Epoch returns the epoch of the publisher's store, which every envelope
+// carries.
+func (p *Publisher) Epoch() string { return p.epoch }
+
+// Stats returns the counters, as one consistent snapshot.
 func (p *Publisher) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -224,30 +261,73 @@ func (p *Publisher) Stats() Stats {
 	return s
 }
 
+// front returns the oldest message and marks it in flight.
 func (p *Publisher) front() (Message, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return Message{}, false, ErrClosed
 	}
-	return p.store.Front()
+	m, ok, err := p.store.Front()
+	if ok && err == nil {
+		p.inFlight, p.inFlightDropped = m.Seq, false
+	}
+	return m, ok, err
 }
 
-// delivered removes m; it may already be gone if DropOldest dropped it while
-// it was in flight.
+// delivered removes m after its PUBACK, unless DropOldest already did (and
+// counted it) while it was in flight.
 func (p *Publisher) delivered(m Message) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		return ErrClosed
 	}
+	dropped := p.inFlightDropped && p.inFlight == m.Seq
+	p.inFlight, p.inFlightDropped = 0, false
+	if dropped {
+		return nil
+	}
+	if err := p.store.Remove(m.Seq); err != nil {
+		return err
+	}
 	p.stats.Delivered++
-	return p.store.Remove(m.Seq)
+	p.left.Notify()
+	return nil
+}
+
+// Flush blocks until the queue is empty (every message delivered or
+// dropped), ctx ends (ctx.Err()), or the publisher is closed (ErrClosed). It
+// needs Run to be delivering.
+func (p *Publisher) Flush(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		n, _ := p.store.Len()
+		closed := p.closed
+		next := p.left.Next()
+		p.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case n == 0:
+			return nil
+		}
+		select {
+		case <-next:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // Run delivers the queue until ctx ends, then returns ctx.Err(). Messages
 // go one at a time in sequence order; one that fails stays at the front and
-// is retried after a backoff wait.
+// is retried after a backoff wait. If the Retry policy has a finite cap and
+// one message uses it up, Run returns an error wrapping
+// reconnect.ErrExhausted (and the message's last error); the message stays
+// queued, and calling Run again starts a fresh retry sequence. Run also
+// returns when the session ends for good (its AwaitConnection error) or the
+// store fails. Only one Run may be active at a time.
 func (p *Publisher) Run(ctx context.Context) error {
 	src := p.cfg.Source
 	if src == nil {
@@ -277,7 +357,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 		if err := reconnect.Sleep(ctx, p.clock, p.lim.ReserveN(now, 1).DelayFrom(now)); err != nil {
 			return err
 		}
-		env, err := Envelope{Seq: m.Seq, Time: m.Time, Payload: m.Payload}.Marshal()
+		env, err := Envelope{Epoch: p.epoch, Seq: m.Seq, Time: m.Time, Payload: m.Payload}.Marshal()
 		if err != nil {
 			return err
 		}
@@ -303,7 +383,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 			p.log.Info("publish failed with the session down; waiting for it", "seq", m.Seq, "error", err)
 			continue
 		}
-		wait, _ := backoff.Next(p.clock.Now())
+		wait, ok := backoff.Next(p.clock.Now())
+		if !ok {
+			p.log.Warn("publish retries exhausted; message stays queued", "seq", m.Seq, "error", err)
+			return fmt.Errorf("publisher: message %d not delivered after %d retries: %w: %w", m.Seq, backoff.Retries(),
+				reconnect.ErrExhausted, err)
+		}
 		p.log.Info("publish failed; message stays at the front", "seq", m.Seq, "wait", wait, "error", err)
 		if err := reconnect.Sleep(ctx, p.clock, wait); err != nil {
 			return err
@@ -320,18 +405,23 @@ func (p *Publisher) Close() error {
 		return nil
 	}
 	p.closed = true
+	p.left.Notify()
 	return p.store.Close()
 }
 
 // Envelope is the payload the publisher sends, as JSON:
 //
-//	{"seq": 42, "time": "2026-11-21T10:00:00.123Z", "payload": "<base64>"}
+//	{"epoch": "5f3ab2c0d1e4f607", "seq": 42, "time": "2026-11-21T10:00:00.123Z", "payload": "<base64>"}
 //
-// seq is the device's sequence number, from 1, never reused (it survives
-// restarts with a durable store); with at-least-once delivery a receiver
-// keeps the highest seq seen per device and drops anything at or below it.
-// time is when the device enqueued the message.
+// (epoch, seq) identifies a message of one device. seq counts from 1 within
+// the epoch and is never reused in it (it survives restarts with a durable
+// store); the epoch changes whenever the sequence may restart (see
+// Store.Epoch). With at-least-once delivery a receiver keeps, per device and
+// epoch, the highest seq seen and drops a message at or below it; a message
+// in an epoch it has not seen is new. time is when the device enqueued the
+// message. An envelope from before epochs has none ("").
 type Envelope struct {
+	Epoch   string    `json:"epoch,omitempty"`
 	Seq     uint64    `json:"seq"`
 	Time    time.Time `json:"time"`
 	Payload []byte    `json:"payload"`
@@ -340,14 +430,22 @@ type Envelope struct {
 // Marshal encodes the envelope.
 func (e Envelope) Marshal() ([]byte, error) { return json.Marshal(e) }
 
-// DecodeEnvelope parses what the publisher sent.
+// ErrNotEnvelope is wrapped by DecodeEnvelope's errors.
+var ErrNotEnvelope = errors.New("publisher: not an envelope")
+
+// DecodeEnvelope parses what the publisher sent. It rejects, wrapping
+// ErrNotEnvelope, anything that is not one JSON envelope with a seq of at
+// least 1 and an epoch of at most 64 printable ASCII bytes.
 func DecodeEnvelope(b []byte) (Envelope, error) {
 	var e Envelope
 	if err := json.Unmarshal(b, &e); err != nil {
-		return Envelope{}, fmt.Errorf("publisher: not an envelope: %w", err)
+		return Envelope{}, fmt.Errorf("%w: %v", ErrNotEnvelope, err)
 	}
 	if e.Seq == 0 {
-		return Envelope{}, errors.New("publisher: envelope without a sequence number")
+		return Envelope{}, fmt.Errorf("%w: no sequence number", ErrNotEnvelope)
+	}
+	if e.Epoch != "" && !validEpoch(e.Epoch) {
+		return Envelope{}, fmt.Errorf("%w: epoch %q is not 1-64 printable ASCII bytes", ErrNotEnvelope, e.Epoch)
 	}
 	return e, nil
 }

@@ -1,7 +1,11 @@
 package reconnect_test
 
 import (
+	"bytes"
+	"errors"
+	"io"
 	"math"
+	"net/http"
 	"testing"
 	"time"
 
@@ -61,5 +65,46 @@ func FuzzParseRetryAfter(f *testing.F) {
 		if d < 0 || (!ok && d != 0) {
 			t.Fatalf("ParseRetryAfter(%q) = %v, %v", v, d, ok)
 		}
+	})
+}
+
+// FuzzCheckResponse: any status, Retry-After, Date and error body from a
+// server gives nil below 400 or an *HTTPError with a hint in [0, max] and
+// non-empty reasons, and a 429 or 5xx is always retryable. Never a panic.
+func FuzzCheckResponse(f *testing.F) {
+	f.Add(503, "7", "", []byte(""))
+	f.Add(503, "Sat, 21 Nov 2026 12:00:30 GMT", "Sat, 21 Nov 2026 12:00:00 GMT", []byte(""))
+	f.Add(403, "", "", []byte(`{"error":{"errors":[{"reason":"forbidden"},{"reason":"rateLimitExceeded"}]}}`))
+	f.Add(403, "", "", []byte(`{"error":{"details":[{"reason":"RATE_LIMIT_EXCEEDED"}],"errors":"x"}}`))
+	f.Add(429, "-1", "yesterday", []byte(`{"error":`))
+	f.Add(200, "", "", []byte("{}"))
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, status int, retryAfter, date string, body []byte) {
+		resp := &http.Response{StatusCode: status, Header: http.Header{}, Body: io.NopCloser(bytes.NewReader(body))}
+		resp.Header.Set("Retry-After", retryAfter)
+		resp.Header.Set("Date", date)
+		err := reconnect.CheckResponse(resp, now)
+		if status < 400 {
+			if err != nil {
+				t.Fatalf("status %d: %v", status, err)
+			}
+			return
+		}
+		var he *reconnect.HTTPError
+		if !errors.As(err, &he) {
+			t.Fatalf("status %d: %T %v", status, err, err)
+		}
+		if he.RetryAfter < 0 {
+			t.Fatalf("negative hint %v", he.RetryAfter)
+		}
+		for _, r := range he.Reasons {
+			if r == "" {
+				t.Fatal("empty reason")
+			}
+		}
+		if (status == 429 || (status >= 500 && status <= 599)) && !he.Retryable() {
+			t.Fatalf("%d not retryable", status)
+		}
+		_ = he.Error()
 	})
 }

@@ -3,6 +3,7 @@ package reconnect
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,19 +13,22 @@ import (
 )
 
 // HTTPError is a response that was not a success, classified for retrying.
+// It is a plain value: safe to share once built.
 type HTTPError struct {
 	StatusCode int
 	// RetryAfter is the server's Retry-After, parsed; 0 if absent or malformed.
 	RetryAfter time.Duration
-	// Reason is the first error reason of a Google-style JSON error body
-	// ({"error":{"errors":[{"reason":"rateLimitExceeded"}]}}), if any.
-	Reason string
+	// Reasons are the error reasons of a Google-style JSON error body, in
+	// the order they appear: every error.errors[].reason and every
+	// error.details[].reason ({"error":{"errors":[{"reason":"rateLimitExceeded"}]}}).
+	// nil if the body is not one.
+	Reasons []string
 }
 
 func (e *HTTPError) Error() string {
 	s := fmt.Sprintf("http %d %s", e.StatusCode, http.StatusText(e.StatusCode))
-	if e.Reason != "" {
-		s += " (" + e.Reason + ")"
+	if len(e.Reasons) > 0 {
+		s += " (" + strings.Join(e.Reasons, ", ") + ")"
 	}
 	if e.RetryAfter > 0 {
 		s += fmt.Sprintf(", retry after %v", e.RetryAfter)
@@ -32,79 +36,119 @@ func (e *HTTPError) Error() string {
 	return s
 }
 
-// Retryable reports whether the request is worth repeating: 429, 500, 502,
-// 503 and 504, and a 403 whose body names a rate limit (Google APIs answer
-// flood protection that way). 501 and every other 4xx are permanent.
+// Retryable reports whether the request is worth repeating; see
+// [RetryableStatus].
 func (e *HTTPError) Retryable() bool {
-	return RetryableStatus(e.StatusCode, e.Reason)
+	return RetryableStatus(e.StatusCode, e.Reasons...)
 }
 
 // RetryAfterHint returns the parsed Retry-After.
 func (e *HTTPError) RetryAfterHint() time.Duration { return e.RetryAfter }
 
-// RetryableStatus classifies a status code, with reason the error reason from
-// the body (only consulted for 403).
-func RetryableStatus(code int, reason string) bool {
-	switch code {
-	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+// RetryableStatus classifies a status code as IoT Core's guidance does: back
+// off and retry on 429 and on every 5xx (501 included: a caller whose server
+// means it for good opts in with [NotImplementedIsPermanent]), and on a 403
+// when any of reasons names a rate limit (Google APIs answer flood
+// protection that way). Every other status is permanent. reasons are the
+// body's error reasons (see [ErrorReasons]); only a 403 consults them.
+func RetryableStatus(code int, reasons ...string) bool {
+	switch {
+	case code == http.StatusTooManyRequests, code >= 500 && code <= 599:
 		return true
-	case http.StatusForbidden:
-		return reason == "rateLimitExceeded" || reason == "userRateLimitExceeded"
+	case code == http.StatusForbidden:
+		for _, r := range reasons {
+			if rateLimitReasons[r] {
+				return true
+			}
+		}
 	}
 	return false
 }
 
-// maxErrorBody bounds how much of an error response is read for its reason.
+// rateLimitReasons are the reasons Google APIs give a 403 (or 429) that
+// means "slow down" rather than "never": the classic errors[].reason values
+// and the google.rpc.ErrorInfo reason of the newer APIs.
+var rateLimitReasons = map[string]bool{
+	"rateLimitExceeded": true, "userRateLimitExceeded": true, "RATE_LIMIT_EXCEEDED": true,
+}
+
+// NotImplementedIsPermanent is a [Retry.Retryable] predicate for callers
+// whose server answers 501 Not Implemented for something it will never do:
+// it is [IsRetryable], except that an *HTTPError with status 501 is
+// permanent. Without it a 501 is retried like any 5xx.
+func NotImplementedIsPermanent(err error) bool {
+	var he *HTTPError
+	if errors.As(err, &he) && he.StatusCode == http.StatusNotImplemented {
+		return false
+	}
+	return IsRetryable(err)
+}
+
+// maxErrorBody bounds how much of an error response is read for its reasons.
 const maxErrorBody = 64 << 10
 
+// maxReasons bounds how many reasons one body contributes.
+const maxReasons = 32
+
 // CheckResponse returns nil for a response below 400 and an *HTTPError
-// otherwise. For an error it reads (at most 64 KiB of) the body, looking for a
-// Google-style reason, and parses Retry-After against now; the caller still
-// closes the body. A malformed Retry-After is ignored, not an error.
+// otherwise. For an error it reads (at most 64 KiB of) the body for its
+// Google-style reasons and parses Retry-After. A Retry-After given as an
+// HTTP-date is measured against the response's own Date header when that is
+// valid, so a device whose clock is wrong (one without a real-time clock
+// that booted in 1970) waits what the server meant; now is the fallback. The
+// caller still closes the body. A malformed Retry-After is ignored, not an
+// error.
 func CheckResponse(resp *http.Response, now time.Time) error {
 	if resp.StatusCode < 400 {
 		return nil
 	}
 	e := &HTTPError{StatusCode: resp.StatusCode}
-	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), now); ok {
+	ref := now
+	if served, err := http.ParseTime(resp.Header.Get("Date")); err == nil {
+		ref = served
+	}
+	if d, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), ref); ok {
 		e.RetryAfter = d
 	}
 	if resp.Body != nil {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		e.Reason = ErrorReason(body)
+		e.Reasons = ErrorReasons(body)
 	}
 	return e
 }
 
-// ErrorReason extracts the first reason from a Google-style JSON error body,
-// or "" if body is not one.
-func ErrorReason(body []byte) string {
+// ErrorReasons extracts every reason from a Google-style JSON error body, in
+// order (error.errors[].reason, then error.details[].reason; empty ones
+// skipped, at most 32), or nil if body is not one.
+func ErrorReasons(body []byte) []string {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
-		return ""
+		return nil
+	}
+	type reasoned struct {
+		Reason string `json:"reason"`
 	}
 	var doc struct {
 		Error struct {
-			Errors []struct {
-				Reason string `json:"reason"`
-			} `json:"errors"`
-			Status string `json:"status"`
+			Errors  []reasoned `json:"errors"`
+			Details []reasoned `json:"details"`
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &doc) != nil {
-		return ""
+		return nil
 	}
-	for _, e := range doc.Error.Errors {
-		if e.Reason != "" {
-			return e.Reason
+	var out []string
+	for _, e := range append(doc.Error.Errors, doc.Error.Details...) {
+		if e.Reason != "" && len(out) < maxReasons {
+			out = append(out, e.Reason)
 		}
 	}
-	return ""
+	return out
 }
 
 // ParseRetryAfter parses a Retry-After value in either form RFC 9110 allows:
-// delta-seconds ("120") or an HTTP-date, taken relative to now. A date in the
+// delta-seconds ("120") or an HTTP-date, taken relative to now (pass the
+// response's Date when there is one; [CheckResponse] does). A date in the
 // past means 0. ok is false for an empty or malformed value, which callers
 // should ignore rather than treat as fatal.
 func ParseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {

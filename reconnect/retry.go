@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"time"
 )
 
@@ -26,10 +27,15 @@ var (
 // enough that a hostile or broken "Retry-After: 9999999" cannot park a device.
 const DefaultMaxRetryAfter = 5 * time.Minute
 
+// DefaultMaxRetryAfterJitter bounds the jitter added to a server's hint when
+// [Retry.RetryAfterJitter] is zero; see there.
+const DefaultMaxRetryAfterJitter = time.Minute
+
 // Retry runs one operation until it succeeds, fails permanently, runs out of
 // retries or its context ends. It is plain configuration: the zero value is
-// not usable (Policy is required), a Retry value may be shared and reused, and
-// each Do call keeps its own state.
+// not usable (Policy is required), and a Retry value may be shared and used
+// by concurrent Do calls, each of which keeps its own state and its own
+// random generator (see Source).
 type Retry struct {
 	// Policy times the waits and caps the retries. Required.
 	Policy *Policy
@@ -39,11 +45,24 @@ type Retry struct {
 	// MaxRetryAfter caps a server's hint (an error carrying a RetryAfterHint).
 	// 0 means DefaultMaxRetryAfter; a negative value ignores hints.
 	MaxRetryAfter time.Duration
+	// RetryAfterJitter bounds the jitter added to a hint. A hint is a floor,
+	// not an instant: after a hint h (already capped by MaxRetryAfter) the
+	// wait is h + U[0, J), or the policy's own wait if that is longer, so a
+	// fleet given the same hint at the same moment does not come back at
+	// the same instant. 0 means J = min(h, DefaultMaxRetryAfterJitter): the
+	// fleet returns spread over [h, 2h), at most one minute past h. A
+	// positive value is J itself; a negative one adds no jitter.
+	RetryAfterJitter time.Duration
 	// Notify, if set, is called before each wait. It must not block.
 	Notify func(Notice)
 	// Clock is the source of time (nil: SystemClock). Tests pass a fake.
 	Clock Clock
-	// Source draws the jitter (nil: a fresh crypto-seeded source per Do).
+	// Source seeds the jitter. Each Do call seeds a generator of its own
+	// with two draws from Source, made under a lock that every Retry shares,
+	// so one Retry with a Source may serve concurrent Do calls, and a seeded
+	// Source makes a sequence of Do calls reproducible. Source itself must
+	// not be drawn from elsewhere while a Do call may be starting. nil: each
+	// Do call seeds its generator from crypto/rand.
 	Source rand.Source
 }
 
@@ -51,7 +70,7 @@ type Retry struct {
 type Notice struct {
 	Attempt int           // attempts made so far (1 after the first failure)
 	Delay   time.Duration // how long the loop will wait
-	Hint    time.Duration // the server's hint after clamping, 0 if none
+	Hint    time.Duration // the server's hint after clamping, before its jitter; 0 if none
 	Cause   error         // the error that caused the retry
 }
 
@@ -101,7 +120,7 @@ func DoValue[T any](ctx context.Context, r Retry, op func(context.Context) (T, e
 	if retryable == nil {
 		retryable = IsRetryable
 	}
-	b := NewBackoff(r.Policy, r.Source)
+	b := NewBackoff(r.Policy, r.callSource())
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return zero, &RetryError{Attempts: attempt - 1, Reason: ErrCancelled, ctxErr: err}
@@ -122,10 +141,12 @@ func DoValue[T any](ctx context.Context, r Retry, op func(context.Context) (T, e
 			return zero, &RetryError{Attempts: attempt, Reason: ErrExhausted, Last: err}
 		}
 		hint := r.clampHint(err)
-		if hint > delay {
-			delay = hint
-			if max := r.Policy.limits.MaxElapsed; max > 0 && now.Add(delay).Sub(b.start) > max {
-				return zero, &RetryError{Attempts: attempt, Reason: ErrExhausted, Last: err}
+		if hint > 0 {
+			if floor := addSaturating(hint, r.hintJitter(hint, b.Float64())); floor > delay {
+				delay = floor
+				if max := r.Policy.limits.MaxElapsed; max > 0 && now.Add(delay).Sub(b.start) > max {
+					return zero, &RetryError{Attempts: attempt, Reason: ErrExhausted, Last: err}
+				}
 			}
 		}
 		if r.Notify != nil {
@@ -135,6 +156,39 @@ func DoValue[T any](ctx context.Context, r Retry, op func(context.Context) (T, e
 			return zero, &RetryError{Attempts: attempt, Reason: ErrCancelled, Last: err, ctxErr: ctxErr}
 		}
 	}
+}
+
+// sourceMu serialises the seeding draws from every Retry's Source: a Retry
+// is a value, copied freely, so the lock cannot live in it.
+var sourceMu sync.Mutex
+
+// callSource returns a generator for one Do call.
+func (r Retry) callSource() rand.Source {
+	if r.Source == nil {
+		return NewSource()
+	}
+	sourceMu.Lock()
+	defer sourceMu.Unlock()
+	return rand.NewPCG(r.Source.Uint64(), r.Source.Uint64())
+}
+
+// hintJitter is the jitter added to hint h for a uniform u in [0, 1).
+func (r Retry) hintJitter(h time.Duration, u float64) time.Duration {
+	j := r.RetryAfterJitter
+	switch {
+	case j < 0:
+		return 0
+	case j == 0:
+		j = min(h, DefaultMaxRetryAfterJitter)
+	}
+	return scale(j, u)
+}
+
+func addSaturating(a, b time.Duration) time.Duration {
+	if a > maxDuration-b {
+		return maxDuration
+	}
+	return a + b
 }
 
 func (r Retry) clampHint(err error) time.Duration {

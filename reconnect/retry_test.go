@@ -49,7 +49,8 @@ func TestRetryWaitsThePolicyAndStopsAtCap(t *testing.T) {
 	}
 	done := runRetry(context.Background(), r, func(context.Context) error { calls++; return errFlaky })
 
-	ref := reconnect.NewBackoff(p, rand.NewPCG(9, 9))
+	seeds := rand.NewPCG(9, 9) // Do seeds its own generator with two draws
+	ref := reconnect.NewBackoff(p, rand.NewPCG(seeds.Uint64(), seeds.Uint64()))
 	for i := 0; i < 3; i++ {
 		moved, err := clock.AdvanceToNext(bound)
 		require.NoError(t, err)
@@ -126,22 +127,27 @@ func TestRetryCustomPredicate(t *testing.T) {
 func TestRetryHonoursRetryAfterClampedToCeiling(t *testing.T) {
 	p := mustPolicy(t, reconnect.Constant{Interval: time.Second}, reconnect.Limits{MaxRetries: 3})
 	cases := []struct {
-		name    string
-		hint    time.Duration
-		ceiling time.Duration
-		want    time.Duration
+		name     string
+		hint     time.Duration
+		ceiling  time.Duration
+		jitter   time.Duration
+		min, max time.Duration // the wait is in [min, max)
 	}{
-		{"hint above policy", 7 * time.Second, 0, 7 * time.Second},
-		{"hint below policy", 100 * time.Millisecond, 0, time.Second},
-		{"hostile hint clamped to default", 1000 * time.Hour, 0, reconnect.DefaultMaxRetryAfter},
-		{"hint clamped to configured ceiling", time.Hour, 30 * time.Second, 30 * time.Second},
-		{"hints ignored", time.Hour, -1, time.Second},
+		{"hint above policy, jitter up to the hint", 7 * time.Second, 0, 0, 7 * time.Second, 14 * time.Second},
+		{"hint below policy", 100 * time.Millisecond, 0, 0, time.Second, time.Second + 1},
+		{"hostile hint clamped to default, jitter to one minute", 1000 * time.Hour, 0, 0,
+			reconnect.DefaultMaxRetryAfter, reconnect.DefaultMaxRetryAfter + reconnect.DefaultMaxRetryAfterJitter},
+		{"hint clamped to configured ceiling", time.Hour, 30 * time.Second, 0, 30 * time.Second, 60 * time.Second},
+		{"configured jitter", 7 * time.Second, 0, 2 * time.Second, 7 * time.Second, 9 * time.Second},
+		{"jitter off", 7 * time.Second, 0, -1, 7 * time.Second, 7*time.Second + 1},
+		{"hints ignored", time.Hour, -1, 0, time.Second, time.Second + 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			clock := fakeclock.New(time.Unix(0, 0))
 			calls := 0
-			done := runRetry(context.Background(), reconnect.Retry{Policy: p, Clock: clock, MaxRetryAfter: c.ceiling},
+			done := runRetry(context.Background(), reconnect.Retry{Policy: p, Clock: clock, MaxRetryAfter: c.ceiling,
+				RetryAfterJitter: c.jitter, Source: rand.NewPCG(3, 4)},
 				func(context.Context) error {
 					calls++
 					if calls == 1 {
@@ -151,11 +157,80 @@ func TestRetryHonoursRetryAfterClampedToCeiling(t *testing.T) {
 				})
 			pending, err := clock.WaitTimers(1, bound)
 			require.NoError(t, err)
-			assert.Equal(t, c.want, pending[0])
+			assert.GreaterOrEqual(t, pending[0], c.min)
+			assert.Less(t, pending[0], c.max)
 			clock.Advance(pending[0])
 			assert.NoError(t, awaitResult(t, done))
 		})
 	}
+}
+
+// hintedWaits returns the first wait of n Do calls, each its own device
+// (seed, i), all told to come back after hint at the same instant.
+func hintedWaits(seed uint64, n int, hint time.Duration) []time.Duration {
+	p, _ := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	waits := make([]time.Duration, 0, n)
+	for i := 0; i < n; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		_ = reconnect.Retry{Policy: p, Source: rand.NewPCG(seed, uint64(i)),
+			Notify: func(no reconnect.Notice) { waits = append(waits, no.Delay); cancel() }, // no wait: cancelled
+		}.Do(ctx, func(context.Context) error { return reconnect.WithRetryAfter(errFlaky, hint) })
+		cancel()
+	}
+	return waits
+}
+
+// A fleet given the same Retry-After at the same instant comes back spread
+// over [hint, 2 x hint): never before the hint, and no second holds more than
+// an even share of the fleet plus chance. Checked for 20 seeds.
+func TestRetryAfterHintSpreadsAFleet(t *testing.T) {
+	const devices, hint = 1000, 10 * time.Second
+	for seed := uint64(1); seed <= 20; seed++ {
+		buckets := make([]int, 10)
+		for _, w := range hintedWaits(seed, devices, hint) {
+			require.GreaterOrEqual(t, w, hint, "seed %d: back before the hint", seed)
+			require.Less(t, w, 2*hint, "seed %d", seed)
+			buckets[(w-hint)/time.Second]++
+		}
+		for s, n := range buckets {
+			// Even is 100 a second; 150 is over 5 standard deviations away.
+			assert.Less(t, n, 150, "seed %d: %d of %d devices in second %d after the hint", seed, n, devices, s)
+			assert.Greater(t, n, 50, "seed %d: second %d nearly empty", seed, s)
+		}
+	}
+}
+
+// One Retry with a Source serves concurrent Do calls (go test -race checks
+// that they never draw from the shared source at the same time).
+func TestRetrySharedSourceConcurrentDo(t *testing.T) {
+	p := mustPolicy(t, reconnect.FullJitter{Base: time.Microsecond, Max: 10 * time.Microsecond}, reconnect.Limits{MaxRetries: 3})
+	r := reconnect.Retry{Policy: p, Source: rand.NewPCG(7, 7)}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*50)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				errs <- r.Do(context.Background(), func(context.Context) error { return errFlaky })
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		assert.ErrorIs(t, err, reconnect.ErrExhausted)
+		n++
+	}
+	assert.Equal(t, 400, n)
+}
+
+// Sequential Do calls on a seeded Source are reproducible.
+func TestRetrySeededSourceIsReproducible(t *testing.T) {
+	a, b := hintedWaits(99, 50, 10*time.Second), hintedWaits(99, 50, 10*time.Second)
+	assert.Equal(t, a, b)
+	assert.NotEqual(t, a, hintedWaits(100, 50, 10*time.Second))
 }
 
 func TestRetryReturnsPromptlyOnCancel(t *testing.T) {

@@ -106,8 +106,10 @@ type Broker struct {
 	closeOnce sync.Once
 
 	admission atomic.Pointer[admission]
-	flapAfter atomic.Int64 // time.Duration
-	latency   atomic.Int64 // time.Duration
+	flapAfter atomic.Int64                  // time.Duration
+	latency   atomic.Int64                  // time.Duration
+	withhold  atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
+	holdAcks  atomic.Pointer[chan struct{}] // while set, PUBACKs wait for it to close
 
 	sessions sync.Map // client ID -> *trackedConn of its latest session
 
@@ -444,6 +446,36 @@ func (b *Broker) SetConnackLatency(d time.Duration) error {
 	}
 	b.latency.Store(int64(d))
 	return nil
+}
+
+// WithholdPubacks makes the broker drop every QoS 1 or 2 PUBLISH it reads,
+// unacknowledged and out of the record (Counts.Withheld counts them), as a
+// broker that fails before storing one does, until called again with false. A client keeps such a message in
+// flight; with a persistent session it resends it on its next connection.
+func (b *Broker) WithholdPubacks(on bool) { b.withhold.Store(on) }
+
+// HoldPubacks makes the broker record each QoS 1 or 2 PUBLISH as usual but
+// hold back its PUBACK until HoldPubacks(false) (or Close): a client's
+// message stays in flight, already received, for as long as a test needs.
+func (b *Broker) HoldPubacks(on bool) {
+	if on {
+		ch := make(chan struct{})
+		b.holdAcks.CompareAndSwap(nil, &ch) // already holding: nothing to do
+		return
+	}
+	if ch := b.holdAcks.Swap(nil); ch != nil {
+		close(*ch)
+	}
+}
+
+// awaitAck blocks a PUBACK while HoldPubacks is on.
+func (b *Broker) awaitAck() {
+	if ch := b.holdAcks.Load(); ch != nil {
+		select {
+		case <-*ch:
+		case <-b.ctx.Done():
+		}
+	}
 }
 
 // ConnackCode is an MQTT 3.1.1 CONNACK return code to refuse with.

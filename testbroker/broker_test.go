@@ -112,6 +112,57 @@ func TestEveryTransportConnectsPublishesAndRecords(t *testing.T) {
 	}
 }
 
+// A withheld PUBLISH is neither acknowledged nor recorded; a client with a
+// persistent session resends it on its next connection, and then it lands.
+func TestWithholdPubacks(t *testing.T) {
+	b := newBroker(t, testbroker.Config{})
+	c := &client{lost: make(chan error, 4)}
+	c.Client = paho.NewClient(b.ClientOptions("dev-p").SetCleanSession(false).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { c.lost <- err }))
+	t.Cleanup(func() { c.Disconnect(0) })
+	c.mustConnect(t)
+
+	b.WithholdPubacks(true)
+	first := c.Publish("t/dev-p", 1, false, "first")
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
+	b.WithholdPubacks(false)
+	second := c.Publish("t/dev-p", 1, false, "second")
+	require.True(t, second.WaitTimeout(bound))
+	require.NoError(t, second.Error())
+	select { // a PUBACK for first would have come before second's
+	case <-first.Done():
+		t.Fatal("a withheld publish was acknowledged")
+	default:
+	}
+	require.Len(t, b.Recorder().Publishes(), 1)
+	assert.Equal(t, []byte("second"), b.Recorder().Publishes()[0].Payload)
+
+	require.Equal(t, 1, b.DropAll())
+	<-c.lost
+	c.mustConnect(t)
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
+	assert.Equal(t, []byte("first"), b.Recorder().Publishes()[1].Payload, "resent on the resumed session")
+}
+
+// A held PUBACK: the message is recorded at once, its acknowledgement
+// waits for the release.
+func TestHoldPubacks(t *testing.T) {
+	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
+	c := newClient(t, b, "dev-h")
+	c.mustConnect(t)
+	b.HoldPubacks(true)
+	tok := c.Publish("t/dev-h", 1, false, "held")
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	select {
+	case <-tok.Done():
+		t.Fatal("acknowledged while held")
+	default:
+	}
+	b.HoldPubacks(false)
+	require.True(t, tok.WaitTimeout(bound))
+	require.NoError(t, tok.Error())
+}
+
 func TestMutualTLSRejectsClientWithoutCertificate(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
 	cfg, err := b.ClientTLSConfig("dev-1")

@@ -138,6 +138,10 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // runs after it): a client that holds an acknowledgement must never find its
 // message missing from the record.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
+	if pk.FixedHeader.Qos > 0 && h.b.withhold.Load() {
+		h.b.rec.withheld()
+		return pk, packets.ErrRejectPacket // mochi drops it: no PUBACK
+	}
 	p := Publish{Time: time.Now(), ClientID: cl.ID, Topic: pk.TopicName, QoS: pk.FixedHeader.Qos}
 	if f := h.b.cfg.PayloadDigest; f != nil {
 		p.Payload = f(pk.Payload)
@@ -145,5 +149,8 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 		p.Payload = append([]byte(nil), pk.Payload...)
 	}
 	h.b.rec.publish(p)
+	if pk.FixedHeader.Qos > 0 {
+		h.b.awaitAck() // mochi writes the PUBACK when this returns
+	}
 	return pk, nil
 }

@@ -159,6 +159,13 @@ func (r *Recorder) publish(p Publish) {
 	r.notifyLocked()
 }
 
+func (r *Recorder) withheld() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.counts.Withheld++
+	r.notifyLocked()
+}
+
 // Attempts returns a copy of every attempt so far, in order of acceptance.
 func (r *Recorder) Attempts() []Attempt {
 	r.mu.Lock()
@@ -184,6 +191,8 @@ func (r *Recorder) Publishes() []Publish {
 type Counts struct {
 	Attempts, Accepted, Refused, Throttled, Dropped, Pending int
 	Disconnects, Publishes                                   int
+	// Withheld counts the PUBLISHes dropped unacknowledged (WithholdPubacks).
+	Withheld int
 	// Connected is sessions established and not yet ended: a state, which
 	// Reset keeps, rather than a count of events.
 	Connected int
@@ -238,7 +247,7 @@ func (r *Recorder) Reset() {
 	defer r.mu.Unlock()
 	r.resetConnectionsLocked()
 	r.publishes = nil
-	r.counts.Publishes = 0
+	r.counts.Publishes, r.counts.Withheld = 0, 0
 	r.notifyLocked()
 }
 

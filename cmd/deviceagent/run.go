@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 type options struct {
 	broker, clientID, username, password string
 	ca, cert, key                        string
-	configURL, dataDir, topic            string
+	configURL, dataDir, topic, events    string
 	heartbeat, bootSpread, stopTimeout   time.Duration
 	logLevel                             string
 }
@@ -57,8 +58,9 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	str(&o.cert, "cert", "", "PEM device certificate, for mutual TLS")
 	str(&o.key, "key", "", "PEM device key, for mutual TLS")
 	str(&o.configURL, "config-url", "", "URL of this device's JSON configuration")
-	str(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration)")
+	str(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration and the telemetry queue)")
 	str(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
+	str(&o.events, "event-topic", "devices/{id}/events", "topic of the agent's own events (a damaged queue); {id} is the client ID")
 	dur(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
 	dur(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
 	dur(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
@@ -147,7 +149,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := agent.Start(runCtx); err != nil {
 		return err
 	}
-	store, err := openQueue(o.dataDir, log)
+	store, damage, err := openQueue(o.dataDir, log)
 	if err != nil {
 		return err
 	}
@@ -157,6 +159,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer pub.Close()
+	if damage != nil { // tell the fleet's operators too: a device's log is rarely read
+		event, _ := json.Marshal(map[string]string{"event": "telemetry-queue-damaged", "error": damage.Err.Error(),
+			"moved_to": damage.MovedTo, "epoch": pub.Epoch()})
+		if _, err := pub.Publish(strings.ReplaceAll(o.events, "{id}", o.clientID), event); err != nil {
+			log.Warn("damage event not queued", "error", err)
+		}
+	}
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = pub.Run(runCtx) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
@@ -216,16 +225,21 @@ func (h *heartbeat) run(ctx context.Context, pub *publisher.Publisher, topic str
 }
 
 // openQueue opens the telemetry queue: durable in dataDir if given, else in
-// memory. A corrupt queue file is moved aside and logged; the agent goes on.
-func openQueue(dataDir string, log *slog.Logger) (publisher.Store, error) {
+// memory. A damaged queue file is moved aside (or kept with a new epoch),
+// logged and returned as damage; the agent goes on. A queue another process
+// holds is an error: two agents must not share a data directory.
+func openQueue(dataDir string, log *slog.Logger) (publisher.Store, *publisher.CorruptStoreError, error) {
 	if dataDir == "" {
-		return &publisher.MemoryStore{}, nil
+		return &publisher.MemoryStore{}, nil, nil
 	}
 	s, err := publisher.OpenBoltStore(filepath.Join(dataDir, "queue.db"), publisher.BoltOptions{})
-	var corrupt *publisher.CorruptStoreError
-	if errors.As(err, &corrupt) {
-		log.Error("telemetry queue was corrupt", "error", err)
-		return s, nil
+	var damage *publisher.CorruptStoreError
+	if errors.As(err, &damage) {
+		log.Error("telemetry queue was damaged", "error", err, "moved_to", damage.MovedTo)
+		return s, damage, nil
 	}
-	return s, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("telemetry queue: %w", err)
+	}
+	return s, nil, nil
 }

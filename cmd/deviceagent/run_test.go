@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -224,4 +228,125 @@ func TestHeartbeatsQueuedDuringOutageSurviveRestart(t *testing.T) {
 	env, err := publisher.DecodeEnvelope(b.Recorder().Publishes()[0].Payload)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), env.Seq, "the heartbeat queued while the broker was down came first")
+}
+
+// TestDamagedQueueIsMovedAsideAndReported: a queue file that is not a store
+// is moved aside, said so in the log and in an event message, and the agent
+// goes on with an empty queue.
+func TestDamagedQueueIsMovedAsideAndReported(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	dir := t.TempDir()
+	garbage := bytes.Repeat([]byte("not a queue "), 3000)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queue.db"), garbage, 0o600))
+	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-d", "-heartbeat", "1h", "-boot-spread", "1ms",
+		"-data-dir", dir})
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 2 }))
+	require.NoError(t, stop())
+	assert.Contains(t, logs.String(), "telemetry queue was damaged")
+
+	var event map[string]string
+	for _, p := range b.Recorder().Publishes() {
+		if p.Topic == "devices/dev-d/events" {
+			env, err := publisher.DecodeEnvelope(p.Payload)
+			require.NoError(t, err)
+			require.NoError(t, json.Unmarshal(env.Payload, &event))
+		}
+	}
+	require.Equal(t, "telemetry-queue-damaged", event["event"], "the damage is reported to the fleet")
+	kept, err := os.ReadFile(event["moved_to"])
+	require.NoError(t, err)
+	assert.Equal(t, garbage, kept, "moved aside, byte for byte")
+}
+
+// TestSharedDataDirIsAClearError: a second agent on a data directory one
+// already uses fails at once with a clear error and changes nothing.
+func TestSharedDataDirIsAClearError(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	dir := t.TempDir()
+	args := []string{"-broker", b.URL(), "-client-id", "dev-s", "-heartbeat", "1h", "-boot-spread", "1ms", "-data-dir", dir}
+	stop, _ := startRun(t, args)
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	err = run(context.Background(), args, noEnv, &bytes.Buffer{})
+	require.ErrorIs(t, err, publisher.ErrStoreInUse)
+	assert.Contains(t, err.Error(), "in use by another process")
+	require.NoError(t, stop())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.NotContains(t, e.Name(), "corrupt", "nothing moved aside")
+	}
+}
+
+// startMain runs the real main in a child process (this test binary, which
+// runs main when DEVICEAGENT_RUN_MAIN is set), configured by env. Under
+// qemu-user without binfmt_misc an ARM test binary cannot exec itself, so it
+// goes through qemu-arm-static explicitly.
+func startMain(t *testing.T, stderr io.Writer, env ...string) *exec.Cmd {
+	env = append(os.Environ(), append([]string{"DEVICEAGENT_RUN_MAIN=1"}, env...)...)
+	cmd := exec.Command(os.Args[0])
+	cmd.Env, cmd.Stderr = env, stderr
+	err := cmd.Start()
+	if errors.Is(err, syscall.ENOEXEC) {
+		qemu, lerr := exec.LookPath("qemu-arm-static")
+		if lerr != nil {
+			t.Skip("cannot re-exec the emulated test binary and qemu-arm-static is not on PATH")
+		}
+		cmd = exec.Command(qemu, os.Args[0])
+		cmd.Env, cmd.Stderr = env, stderr
+		err = cmd.Start()
+	}
+	require.NoError(t, err)
+	return cmd
+}
+
+// TestSIGTERMMidConnectExitsZero: the broker accepts the TCP connection and
+// never answers the CONNECT; SIGTERM must still end the agent cleanly
+// (exit 0) within 5 s, not after the 10 s connect timeout.
+func TestSIGTERMMidConnectExitsZero(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	accepted := make(chan net.Conn, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	defer func() {
+		ln.Close()
+		for c := range accepted {
+			c.Close()
+		}
+	}()
+	var stderr syncBuffer
+	cmd := startMain(t, &stderr, "HERDGUARD_BROKER=tcp://"+ln.Addr().String(), "HERDGUARD_CLIENT_ID=dev-silent",
+		"HERDGUARD_BOOT_SPREAD=1ms")
+	select {
+	case c := <-accepted: // dialled: the CONNECT waits for a CONNACK that never comes
+		defer c.Close()
+	case <-time.After(bound):
+		_ = cmd.Process.Kill()
+		t.Fatal("the agent never reached the silent broker")
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	signalled := time.Now()
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	select {
+	case err := <-waited:
+		require.NoError(t, err, "exit status; stderr:\n%s", stderr.String())
+		t.Logf("exited %v after SIGTERM", time.Since(signalled))
+	case <-time.After(5 * time.Second):
+		_ = cmd.Process.Kill()
+		<-waited
+		t.Fatalf("deviceagent still running 5 s after SIGTERM mid-connect; stderr:\n%s", stderr.String())
+	}
 }

@@ -75,9 +75,9 @@ func (r *run) telemetry() *Telemetry {
 	}
 	received := int64(t.Acknowledged)
 	if r.broker != nil {
-		type key struct {
-			id  string
-			seq uint64
+		type key struct { // the receiver's rule: per device and epoch, by seq
+			id, epoch string
+			seq       uint64
 		}
 		seen := map[key]bool{}
 		for _, p := range r.broker.Recorder().Publishes() {
@@ -85,7 +85,7 @@ func (r *run) telemetry() *Telemetry {
 			if err != nil {
 				continue
 			}
-			k := key{p.ClientID, e.Seq}
+			k := key{p.ClientID, e.Epoch, e.Seq}
 			if seen[k] {
 				t.Duplicates++
 			}
