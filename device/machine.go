@@ -140,9 +140,10 @@ type Machine struct {
 	timing    *Timing
 	backoff   *reconnect.Backoff
 	guard     *reconnect.FloodGuard
-	guarded   bool      // the pending wait already holds a guard slot
-	upSince   time.Time // when the current connection came up
-	attempts  int       // attempts since the last stable connection
+	guardSlot time.Duration // the guard's time between slots: Window / Requests
+	guarded   bool          // the pending wait was the guard's: its slot is free at its end
+	upSince   time.Time     // when the current connection came up
+	attempts  int           // attempts since the last stable connection
 	lastError error
 }
 
@@ -157,8 +158,9 @@ func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
 		src = reconnect.NewSource()
 	}
 	m := &Machine{timing: timing, backoff: reconnect.NewBackoff(timing.Policy, src)}
-	if timing.Guard != nil {
-		m.guard, _ = reconnect.NewFloodGuard(*timing.Guard) // validated above
+	if g := timing.Guard; g != nil {
+		m.guard, _ = reconnect.NewFloodGuard(*g) // validated above
+		m.guardSlot = g.Window / time.Duration(g.Requests)
 	}
 	return m, nil
 }
@@ -179,11 +181,16 @@ func (m *Machine) Start(time.Time) Step {
 // Due is called when a wait has elapsed: it returns KindConnect, or another
 // wait if the flood guard needs one.
 func (m *Machine) Due(now time.Time) Step {
-	if m.guard != nil && !m.guarded {
-		if d := m.guard.Reserve(now); d > 0 {
+	if m.guard != nil {
+		if d := m.guard.Delay(now); d > 0 && !m.guarded {
 			m.guarded = true
-			return m.waitFor(d)
+			// Every device whose bucket was full when a disruption hit the
+			// fleet gets its slots on the same grid: up to one slot's time
+			// on top keeps guarded devices from retrying in step. The slot
+			// is taken when the wait is over, so the guard's bound holds.
+			return m.waitFor(d + time.Duration(m.backoff.Float64()*float64(m.guardSlot)))
 		}
+		m.guard.Reserve(now)
 	}
 	m.guarded = false
 	m.attempts++

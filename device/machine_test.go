@@ -192,6 +192,44 @@ func TestGuardBoundsAttemptsWhateverThePolicy(t *testing.T) {
 	}
 }
 
+// A fleet whose guards all filled before one disruption must not retry on
+// the guard's grid together: each guarded wait gets up to a slot of jitter.
+func TestGuardedDevicesDoNotRetryInStep(t *testing.T) {
+	p, err := reconnect.New(reconnect.Constant{Interval: 10 * time.Millisecond}, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	require.NoError(t, err)
+	tm := timing(t, func(tm *device.Timing) {
+		tm.Policy = p
+		tm.Guard = &reconnect.FloodGuardConfig{Requests: 10, Window: time.Minute, Burst: 5}
+	})
+	const devices = 1000
+	lost := t0.Add(time.Hour) // every session ends at once, every bucket full
+	perInstant := map[time.Time]int{}
+	for i := range devices {
+		m, err := device.NewMachine(tm, rand.NewPCG(1, uint64(i)))
+		require.NoError(t, err)
+		m.Start(t0)
+		m.Due(t0)
+		m.Result(t0, device.Result{})
+		now, s := lost, m.Lost(lost, errors.New("dropped"))
+		for now.Before(lost.Add(2 * time.Minute)) {
+			now = now.Add(s.Wait)
+			if s = m.Due(now); s.Kind == device.KindConnect {
+				if now.Sub(lost) > time.Second { // past the policy's own 10 ms retries: guarded
+					perInstant[now.Truncate(10*time.Millisecond)]++
+				}
+				s = m.Result(now, device.Result{Code: 3})
+			}
+		}
+	}
+	busiest := 0
+	for _, n := range perInstant {
+		busiest = max(busiest, n)
+	}
+	// Without jitter every one of the 1,000 devices retries in the same
+	// 10 ms every 6 s; with up to a slot (6 s) of it, about 2 do.
+	assert.Less(t, busiest, devices/50, "guarded retries in step")
+}
+
 func TestTimingRejectsUnsafeValues(t *testing.T) {
 	for name, mod := range map[string]func(*device.Timing){
 		"nil policy":        func(tm *device.Timing) { tm.Policy = nil },

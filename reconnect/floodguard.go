@@ -2,6 +2,7 @@ package reconnect
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -62,4 +63,15 @@ func (g *FloodGuard) Wait(ctx context.Context) error {
 // state machine, a simulator in virtual time) uses it instead of Wait.
 func (g *FloodGuard) Reserve(now time.Time) time.Duration {
 	return g.lim.ReserveN(now, 1).DelayFrom(now)
+}
+
+// Delay returns how long from now until a slot is free, without taking it:
+// a caller that waits longer than that (to add jitter) takes the slot with
+// Reserve when it is done waiting, so the bound holds whatever it added.
+func (g *FloodGuard) Delay(now time.Time) time.Duration {
+	missing := 1 - g.lim.TokensAt(now)
+	if missing <= 0 {
+		return 0
+	}
+	return time.Duration(math.Ceil(missing / float64(g.lim.Limit()) * float64(time.Second)))
 }
