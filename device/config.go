@@ -203,6 +203,10 @@ type FetcherConfig struct {
 	Retry *reconnect.Policy
 	// MaxRetryAfter caps a server's Retry-After (0: 5 min).
 	MaxRetryAfter time.Duration
+	// RetryAfterJitter bounds the jitter added to a Retry-After, as
+	// reconnect.Retry.RetryAfterJitter does: 0 its default (a hint h is
+	// waited h + U[0, min(h, 1 min))), a negative value none.
+	RetryAfterJitter time.Duration
 	// Refresh is the time between rounds unless the config sets its own (0: 1 h);
 	// each wait is jittered to Refresh x U[0.75, 1.25) so a fleet does not poll
 	// in step, and the first round waits U[0, FirstSpread) (0: 10 s).
@@ -319,7 +323,7 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64()) // one round's jitter, from the device's sequence
 	f.mu.Unlock()
 
-	r := reconnect.Retry{Policy: f.cfg.Retry, MaxRetryAfter: f.cfg.MaxRetryAfter, Clock: f.clock, Source: src,
+	r := reconnect.Retry{Policy: f.cfg.Retry, MaxRetryAfter: f.cfg.MaxRetryAfter, RetryAfterJitter: f.cfg.RetryAfterJitter, Clock: f.clock, Source: src,
 		Notify: func(n reconnect.Notice) {
 			f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
 		}}

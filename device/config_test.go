@@ -31,12 +31,20 @@ type fetchRig struct {
 }
 
 func newFetchRig(t *testing.T, store device.ConfigStore) *fetchRig {
+	return newFetchRigWith(t, store, nil)
+}
+
+func newFetchRigWith(t *testing.T, store device.ConfigStore, mod func(*device.FetcherConfig)) *fetchRig {
 	srv := testbroker.NewConfigServer()
 	t.Cleanup(srv.Close)
 	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan device.RemoteConfig, 10), events: make(chan device.Event, 10)}
+	cfg := device.FetcherConfig{URL: srv.DeviceURL("dev-1"), Clock: r.clock, Source: rand.NewPCG(3, 3),
+		Store: store, OnApply: func(c device.RemoteConfig) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }}
+	if mod != nil {
+		mod(&cfg)
+	}
 	var err error
-	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.DeviceURL("dev-1"), Clock: r.clock, Source: rand.NewPCG(3, 3),
-		Store: store, OnApply: func(c device.RemoteConfig) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }})
+	r.f, err = device.NewFetcher(cfg)
 	require.NoError(t, err)
 	return r
 }
@@ -97,6 +105,26 @@ func TestFetch503RetryAfterWaitsAtLeastHint(t *testing.T) {
 	require.Len(t, waits, 1)
 	assert.GreaterOrEqual(t, waits[0], 7*time.Second)
 	assert.Len(t, r.srv.Requests(), 2)
+}
+
+func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
+	for _, tc := range []struct {
+		jitter   time.Duration
+		min, max time.Duration
+	}{
+		{-1, 7 * time.Second, 7 * time.Second},               // none: the hint exactly
+		{3 * time.Second, 7 * time.Second, 10 * time.Second}, // up to 3 s on top
+		{0, 7 * time.Second, 14 * time.Second},               // the default: up to the hint again
+	} {
+		r := newFetchRigWith(t, nil, func(c *device.FetcherConfig) { c.RetryAfterJitter = tc.jitter })
+		r.srv.SetConfig("dev-1", []byte(goodDoc))
+		require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
+		err, waits := r.fetch(t)
+		require.NoError(t, err)
+		require.Len(t, waits, 1)
+		assert.GreaterOrEqual(t, waits[0], tc.min, "jitter %v", tc.jitter)
+		assert.LessOrEqual(t, waits[0], tc.max, "jitter %v", tc.jitter)
+	}
 }
 
 // The device's clock (t0, years before the server's) does not matter: an

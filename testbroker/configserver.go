@@ -47,7 +47,10 @@ func (k FaultKind) String() string {
 type Fault struct {
 	Kind       FaultKind
 	RetryAfter time.Duration // sent with 503 and 429 when > 0
-	AsDate     bool          // send Retry-After as an HTTP-date instead of seconds
+	// RetryAtEnd sends, instead of RetryAfter, the time left until Until,
+	// as a maintenance page does: every device gets the same instant.
+	RetryAtEnd bool
+	AsDate     bool // send Retry-After as an HTTP-date instead of seconds
 	From       time.Time
 	Until      time.Time
 	Devices    []string
@@ -143,6 +146,9 @@ func (s *ConfigServer) ETag(device string) string {
 func (s *ConfigServer) AddFault(f Fault) error {
 	if f.RetryAfter < 0 || f.Times < 0 {
 		return fmt.Errorf("testbroker: fault needs RetryAfter >= 0 and Times >= 0, got %+v", f)
+	}
+	if f.RetryAtEnd && f.Until.IsZero() {
+		return fmt.Errorf("testbroker: a fault that sends the time left until its end needs an Until")
 	}
 	if f.Kind < Unavailable || f.Kind > Oversized {
 		return fmt.Errorf("testbroker: unknown fault kind %d", f.Kind)
@@ -274,14 +280,18 @@ func etagMatch(header, etag string) bool {
 
 func (s *ConfigServer) misbehave(w http.ResponseWriter, r *http.Request, f *Fault, now time.Time) int {
 	retryAfter := func() {
-		if f.RetryAfter <= 0 {
+		hint := f.RetryAfter
+		if f.RetryAtEnd {
+			hint = max(f.Until.Sub(now), time.Nanosecond)
+		}
+		if hint <= 0 {
 			return
 		}
 		if f.AsDate {
 			// HTTP-dates have whole seconds: round up so the hint is never short.
-			w.Header().Set("Retry-After", now.Add(f.RetryAfter+time.Second-1).UTC().Format(http.TimeFormat))
+			w.Header().Set("Retry-After", now.Add(hint+time.Second-1).UTC().Format(http.TimeFormat))
 		} else {
-			w.Header().Set("Retry-After", strconv.Itoa(int((f.RetryAfter+time.Second-1)/time.Second)))
+			w.Header().Set("Retry-After", strconv.Itoa(int((hint+time.Second-1)/time.Second)))
 		}
 	}
 	switch f.Kind {

@@ -78,6 +78,8 @@ func TestConfigServerFaults(t *testing.T) {
 		{testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second}, 503, true, 7 * time.Second},
 		{testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 9 * time.Second, AsDate: true}, 503, true, 8 * time.Second},
 		{testbroker.Fault{Kind: testbroker.TooManyRequests, RetryAfter: 3 * time.Second}, 429, true, 3 * time.Second},
+		// the time left until the window ends, rounded up to whole seconds
+		{testbroker.Fault{Kind: testbroker.TooManyRequests, RetryAtEnd: true, Until: now.Add(4500 * time.Millisecond)}, 429, true, 4 * time.Second},
 		{testbroker.Fault{Kind: testbroker.InternalError}, 500, true, 0},
 		{testbroker.Fault{Kind: testbroker.RateLimited403}, 403, true, 0},
 		{testbroker.Fault{Kind: testbroker.Forbidden}, 403, false, 0},
@@ -166,6 +168,7 @@ func TestConfigServerRejectsBadFaults(t *testing.T) {
 		{Kind: testbroker.Unavailable, Times: -1},
 		{Kind: 99},
 		{Kind: testbroker.Unavailable, From: now, Until: now.Add(-time.Second)},
+		{Kind: testbroker.Unavailable, RetryAtEnd: true},
 	} {
 		assert.Error(t, s.AddFault(f), "%+v", f)
 	}

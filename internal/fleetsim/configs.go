@@ -27,14 +27,12 @@ func (r *run) setupConfigs() error {
 	// 4,000 (8,000 descriptors with the server's side).
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
 		MaxConnsPerHost: 4000, MaxIdleConnsPerHost: 4000, IdleConnTimeout: time.Minute}}
-	if hint := r.scale(r.c.RetryAfter); hint%time.Second != 0 {
-		sent := (hint + time.Second - 1).Truncate(time.Second)
-		r.warn("Retry-After is sent in whole seconds: %v at time scale %g is %v, sent as %v (%v unscaled)",
-			r.c.RetryAfter, r.c.TimeScale, hint, sent, r.unscale(sent))
+	if hint := r.c.RetryAfter; hint%time.Second != 0 {
+		r.warn("Retry-After is sent in whole seconds: %v is sent as %v", hint, (hint + time.Second - 1).Truncate(time.Second))
 	}
 	for _, i := range r.ids {
 		f, err := device.NewFetcher(device.FetcherConfig{URL: r.configs.DeviceURL(clientID(i)), Client: client,
-			Retry: r.timing.Policy, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
+			Retry: r.timing.Policy, RetryAfterJitter: r.c.RetryAfterJitter, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
 		if err != nil {
 			return err
 		}
@@ -43,15 +41,18 @@ func (r *run) setupConfigs() error {
 	return nil
 }
 
-// configOutage makes the config server answer 503 and then 429, both with
-// Retry-After, for the outage, while every device fetches once (spread over
-// fetchSpread, as after a config push). It returns when the fetches are done.
+// configOutage makes the config server answer 503 for the first half of
+// the outage and 429 for the second, both with Retry-After (the time left
+// in that half unless the run names a hint), while every device fetches
+// once (spread over fetchSpread, as after a config push). It returns when
+// the fetches are done. The run is in real time (time scale 1).
 func (r *run) configOutage(ctx context.Context, t0 time.Time) (disruption, error) {
-	outage, hint := r.scale(r.c.Outage), r.scale(r.c.RetryAfter)
+	outage, hint := r.c.Outage, r.c.RetryAfter
 	d := disruption{t0: t0, returned: t0.Add(outage)}
+	atEnd := hint == 0
 	for _, f := range []testbroker.Fault{
-		{Kind: testbroker.Unavailable, RetryAfter: hint, From: t0, Until: t0.Add(outage / 2)},
-		{Kind: testbroker.TooManyRequests, RetryAfter: hint, From: t0.Add(outage / 2), Until: t0.Add(outage)},
+		{Kind: testbroker.Unavailable, RetryAfter: hint, RetryAtEnd: atEnd, From: t0, Until: t0.Add(outage / 2)},
+		{Kind: testbroker.TooManyRequests, RetryAfter: hint, RetryAtEnd: atEnd, From: t0.Add(outage / 2), Until: t0.Add(outage)},
 	} {
 		if err := r.configs.AddFault(f); err != nil {
 			return d, err
@@ -60,7 +61,7 @@ func (r *run) configOutage(ctx context.Context, t0 time.Time) (disruption, error
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.fetchers))
 	for k, f := range r.fetchers {
-		wait := time.Duration(rand.New(rand.NewPCG(r.c.Seed, uint64(r.ids[k]))).Float64() * float64(r.scale(fetchSpread)))
+		wait := time.Duration(rand.New(rand.NewPCG(r.c.Seed, uint64(r.ids[k]))).Float64() * float64(fetchSpread))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

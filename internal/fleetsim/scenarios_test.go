@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,42 +56,49 @@ func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
 	assert.Zero(t, r.Attempts.Refused, "a flapping broker admits everyone, then drops them")
 }
 
-func TestConfigOutageHonoursRetryAfter(t *testing.T) {
+// The config server names the end of its fault window, as a maintenance
+// page does: every device is told the same instant. The firmware takes the
+// hint as a floor and adds jitter, so the fleet does not come back together;
+// without the jitter it comes back in two bursts, at the end of each half.
+func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
 	c := small(fleetsim.ConfigOutage, "iotcore")
-	c.TimeScale = 10 // Retry-After goes in whole seconds: 10 s at 10x is 1 s
-	c.Outage, c.RetryAfter = 20*time.Second, 10*time.Second
+	c.Devices, c.Outage = 200, 10*time.Second // 503 until 5 s, then 429 until 10 s
+	var warn strings.Builder
+	c.Warn = &warn
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
+	assert.Contains(t, warn.String(), "time scale 1", "Retry-After travels in whole seconds")
 	assert.Equal(t, "config-server", r.Fleet.MeasuredAt)
 	assert.Nil(t, r.Broker)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
-	// Fetches start over 10 s; each 503/429 says wait 10 s, a floor to
-	// which the fetcher adds U[0, 10 s), so a device asks two or three
-	// times and is served after 20 s, within 20 s more.
-	assert.InDelta(t, 2.5, r.Attempts.PerDeviceMean, 0.3)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 20.0)
-	assert.Less(t, r.RecoveryJSON.MaxS, 20.0+20+3)
+	assert.Equal(t, stormstats.Spread, r.Verdict, r.Fleet.Judgement.Reason)
 
 	dir := t.TempDir()
 	require.NoError(t, r.WriteFiles(dir))
-	byDevice := map[string][]float64{}
 	codes := map[string]int{}
 	for _, row := range readCSV(t, filepath.Join(dir, "events.csv"))[1:] {
 		ts, err := strconv.ParseFloat(row[0], 64)
 		require.NoError(t, err)
-		byDevice[row[2]] = append(byDevice[row[2]], ts)
 		codes[row[4]]++
-	}
-	require.Len(t, byDevice, 60)
-	for id, ts := range byDevice {
-		slices.Sort(ts)
-		for i := 1; i < len(ts); i++ {
-			assert.GreaterOrEqual(t, ts[i]-ts[i-1], 10.0-0.05, "%s asked again before its Retry-After", id)
+		if row[4] == "200" {
+			assert.GreaterOrEqual(t, ts, 10.0-0.05, "%s served inside the fault window", row[2])
+			assert.Less(t, ts, 10.0+5+1, "%s waited past the hint plus its jitter", row[2])
 		}
 	}
 	assert.Positive(t, codes["503"])
 	assert.Positive(t, codes["429"])
-	assert.Equal(t, 60, codes["200"])
+	assert.Equal(t, 200, codes["200"])
+
+	c.RetryAfterJitter = -1 // the hint taken as an instant
+	r, err = fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	j := r.Fleet.Judgement
+	assert.Equal(t, stormstats.Waves, r.Verdict, j.Reason)
+	require.Len(t, j.Bursts, 2, j.Reason)
+	for i, end := range []float64{5, 10} {
+		b := j.Bursts[i]
+		assert.InDelta(t, end+0.5, b.AtS+b.WidthS/2, 1, "every device told the same instant comes back at it")
+	}
 }
 
 func TestTCPTransport(t *testing.T) {

@@ -68,8 +68,14 @@ type Config struct {
 	Outage time.Duration
 	// Flap is how long each session lasts while the broker flaps.
 	Flap time.Duration
-	// RetryAfter is the hint the config server sends in config-outage.
+	// RetryAfter is the hint the config server sends in config-outage; 0
+	// sends the time left in the fault window, as a maintenance page does,
+	// which names one instant to every device that asks.
 	RetryAfter time.Duration
+	// RetryAfterJitter is the devices' fetchers' bound on the jitter they
+	// add to a hint (device.FetcherConfig.RetryAfterJitter: 0 the firmware's
+	// default, negative none).
+	RetryAfterJitter time.Duration
 	// Transport is Mem or TCP for the in-process broker.
 	Transport string
 	// Broker, if set, is an external broker's URL (tcp://host:port): the
@@ -149,7 +155,7 @@ func (s Shard) ids(devices int) []int {
 // transport, a 30 s broker restart, the IoTCore policy, 10x time scale.
 func Default() Config {
 	return Config{Engine: Agents, Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
-		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second, RetryAfter: 10 * time.Second,
+		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second,
 		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1}
 }
 
@@ -266,6 +272,10 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	r := &run{c: c, ids: c.Shard.ids(c.Devices)}
 	if c.Policy == PahoDefault && c.TimeScale != 1 {
 		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
+		r.c.TimeScale = 1
+	}
+	if c.Scenario == ConfigOutage && c.TimeScale != 1 {
+		r.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
 		r.c.TimeScale = 1
 	}
 	if c.Scenario == ThrottledRestart && c.AdmitRate == 0 {

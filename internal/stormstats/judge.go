@@ -288,10 +288,10 @@ func bar(tally []int64, alpha float64) (z float64, windows int64) {
 func normalTail(z float64) float64 { return 0.5 * math.Erfc(z/math.Sqrt2) }
 
 // select_ keeps the candidates above the bar and picks bursts among them,
-// narrowest first: a wider window takes the place of the one burst it
-// holds when it shows it more strongly (all of a wide round, not its
-// middle), but never joins two, so rounds a growing gap apart are not
-// taken for one.
+// narrowest first: a wider window centred on a burst takes its place when
+// it shows it more strongly (all of a wide round, not its middle), but never
+// joins two, so that rounds a growing gap apart are not taken for one, nor
+// a burst and the smooth arrivals beside it.
 func (s scanResult) select_() []candidate {
 	var strong []candidate
 	for _, c := range s.cands {
@@ -317,11 +317,17 @@ func (s scanResult) select_() []candidate {
 		switch {
 		case overlap == -1:
 			picked = append(picked, c)
-		case overlap >= 0 && c.z > picked[overlap].z:
+		case overlap >= 0 && c.z > picked[overlap].z && centredOn(c, picked[overlap]):
 			picked[overlap] = c
 		}
 	}
 	return picked
+}
+
+// centredOn reports whether wide's middle lies inside narrow.
+func centredOn(wide, narrow candidate) bool {
+	mid := 2*wide.t + wide.h // twice the middle, in bins
+	return mid >= 2*narrow.t && mid < 2*(narrow.t+narrow.h)
 }
 
 // decide sets the verdict, synchrony, period and reason from the bursts.
