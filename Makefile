@@ -6,7 +6,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table
+.PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table soak
 
 test: vet race stats arm arm-test
 
@@ -16,12 +16,19 @@ vet:
 race:
 	$(GO) test -race -count=1 ./...
 
+# 10,000 in-memory devices with telemetry through ten storms; goroutines and
+# live heap must come back within 10 % of the baseline, no message lost, no
+# more duplicates than session losses. make test runs a short one (1,000
+# devices, three storms).
+soak:
+	$(GO) run ./cmd/devicesim soak
+
 # The statistical tests at full strength, without the race detector (which
 # slows them tenfold; under -race they run a few seeds): the verdict's
 # ground truth over 20 seeds a cell, and every run with a known verdict
 # over 20 consecutive seeds on both engines.
 stats:
-	$(GO) test -p 1 -count=1 -run 'GroundTruth|KnownVerdicts' ./internal/stormstats/ ./internal/fleetsim/
+	$(GO) test -p 1 -count=1 -run 'GroundTruth|KnownVerdicts|Soak' ./internal/stormstats/ ./internal/fleetsim/
 
 # The verdict's measured error rates as README.md shows them: every cell of
 # the ground truth, a million arrivals a round included, 200 seeds each

@@ -115,12 +115,31 @@ func (s *MemoryStore) Remove(seq uint64) error {
 		}
 		break
 	}
-	if s.head > 1024 && s.head*2 > len(s.q) { // compact: keep memory proportional to the queue
-		s.q = append([]Message(nil), s.q[s.head:]...)
-		s.head = 0
-	}
+	s.compact()
 	return nil
 }
+
+// compact keeps the queue's memory proportional to what it holds: removed
+// slots at the front are reused, and an array left large by a backlog that
+// has drained is given back, so a device settles to its baseline after an
+// outage (a soak measures it).
+func (s *MemoryStore) compact() {
+	live := len(s.q) - s.head
+	switch {
+	case cap(s.q) > minQueueCap && live*4 < cap(s.q):
+		s.q = append(make([]Message, 0, max(minQueueCap, 2*live)), s.q[s.head:]...)
+		s.head = 0
+	case live == 0:
+		s.q, s.head = s.q[:0], 0
+	case s.head*2 >= len(s.q) && s.head >= minQueueCap: // mostly removed slots: move the rest down
+		n := copy(s.q, s.q[s.head:])
+		clear(s.q[n:])
+		s.q, s.head = s.q[:n], 0
+	}
+}
+
+// minQueueCap is the array a MemoryStore keeps whatever drains.
+const minQueueCap = 16
 
 func (s *MemoryStore) Len() (int, int64) { return len(s.q) - s.head, s.bytes }
 func (s *MemoryStore) LastSeq() uint64   { return s.lastSeq }

@@ -526,6 +526,15 @@ func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
 	assert.Empty(t, b.Recorder().Attempts())
 	assert.Len(t, b.Recorder().Publishes(), 1, "ResetConnections keeps the messages")
 
+	taken := b.Recorder().TakePublishes()
+	require.Len(t, taken, 1)
+	assert.Equal(t, "pub", taken[0].ClientID)
+	assert.Empty(t, b.Recorder().TakePublishes(), "taken once")
+	assert.Equal(t, 1, b.Recorder().Counts().Publishes, "still counted")
+	c.Publish("t", 0, false, "def")
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
+	assert.Len(t, b.Recorder().TakePublishes(), 1, "only what came since")
+
 	b.Recorder().Reset()
 	assert.Equal(t, testbroker.Counts{Connected: 5}, b.Recorder().Counts(), "Reset forgets events, not the sessions still open")
 	assert.Empty(t, b.Recorder().Publishes())

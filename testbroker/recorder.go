@@ -187,6 +187,17 @@ func (r *Recorder) Publishes() []Publish {
 	return append([]Publish(nil), r.publishes...)
 }
 
+// TakePublishes returns every accepted PUBLISH recorded since the last
+// take (or reset) and forgets them, in one step: a long run counts its
+// messages as it goes instead of holding them all.
+func (r *Recorder) TakePublishes() []Publish {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps := r.publishes
+	r.publishes = nil
+	return ps
+}
+
 // Counts is a summary of attempts by outcome.
 type Counts struct {
 	Attempts, Accepted, Refused, Throttled, Dropped, Pending int

@@ -30,6 +30,8 @@ Commands:
                              combine shard reports into one
   devicesim judge [-json] [-expect spread|waves] FILE|-
                              judge any arrival log: spread out, or in waves?
+  devicesim soak [flags]     one fleet with telemetry through storm after storm:
+                             memory, goroutines and messages must all come back
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
 `
@@ -46,6 +48,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return mergeCmd(args[1:], stdout, stderr)
 	case "judge":
 		return judgeCmd(args[1:], stdin, stdout, stderr)
+	case "soak":
+		return soakCmd(ctx, args[1:], stdout, stderr)
 	case "delays":
 		return delaysCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -138,6 +138,21 @@ func (l *deviceLog) noticed(t time.Time) []time.Duration {
 	return out
 }
 
+// lossCount is how many sessions ended since the log began or was reset.
+func (l *deviceLog) lossCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.losses)
+}
+
+// reset forgets the attempts and losses recorded so far, keeping which
+// devices are connected: a soak measures each storm on its own.
+func (l *deviceLog) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts, l.losses = nil, nil
+}
+
 func (l *deviceLog) connectedCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/herdguard/herdguard/publisher"
 )
 
 // Telemetry counts a run's messages over the whole run (boot, disruption,
@@ -75,24 +73,10 @@ func (r *run) telemetry() *Telemetry {
 	}
 	received := int64(t.Acknowledged)
 	if r.broker != nil {
-		type key struct { // the receiver's rule: per device and epoch, by seq
-			id, epoch string
-			seq       uint64
-		}
-		seen := map[key]bool{}
-		for _, p := range r.broker.Recorder().Publishes() {
-			e, err := publisher.DecodeEnvelope(p.Payload)
-			if err != nil {
-				continue
-			}
-			k := key{p.ClientID, e.Epoch, e.Seq}
-			if seen[k] {
-				t.Duplicates++
-			}
-			seen[k] = true
-		}
-		t.ReceivedUnique = len(seen)
-		received = int64(len(seen))
+		rc := newReceiver()
+		rc.take(r.broker.Recorder().Publishes())
+		t.ReceivedUnique, t.Duplicates = int(rc.unique), int(rc.duplicates)
+		received = rc.unique
 	}
 	t.Lost = int64(t.Enqueued) - int64(t.DroppedOldest) - int64(t.QueuedAtEnd) - received
 	return t

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+)
+
+func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	sc := fleetsim.DefaultSoak()
+	fs := flag.NewFlagSet("devicesim soak", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&sc.Devices, "devices", sc.Devices, "number of devices (real agents, in memory)")
+	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(fleetsim.SoakStorms, ", "))
+	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames()[1:], ", "))
+	fs.Float64Var(&sc.Telemetry, "telemetry", sc.Telemetry, "QoS 1 messages per device per (unscaled) second, for the whole soak")
+	fs.Float64Var(&sc.TimeScale, "time-scale", sc.TimeScale, "run every duration this many times faster")
+	fs.DurationVar(&sc.Outage, "outage", sc.Outage, "each restart's and flapping window's length (unscaled)")
+	fs.Float64Var(&sc.AdmitRate, "admit-rate", sc.AdmitRate, "the throttled storms' admission, connects per (unscaled) second")
+	fs.Uint64Var(&sc.Seed, "seed", sc.Seed, "seed for every device's jitter")
+	out := fs.String("out", "devicesim-report/soak", "directory for soak.json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	sc.Progress = stdout
+	rep, err := fleetsim.Soak(ctx, sc)
+	if rep == nil {
+		return err
+	}
+	rep.Summary(stdout)
+	b, jerr := json.MarshalIndent(rep, "", "  ")
+	if jerr == nil {
+		if jerr = os.MkdirAll(*out, 0o755); jerr == nil {
+			jerr = os.WriteFile(filepath.Join(*out, "soak.json"), b, 0o644)
+		}
+	}
+	if err == nil && !rep.Pass {
+		err = fmt.Errorf("%w: %s", fleetsim.ErrSoakFailed, strings.Join(rep.Problems, "; "))
+	}
+	return errors.Join(err, jerr)
+}
