@@ -88,9 +88,7 @@ func (t Timing) Validate() error {
 		return fmt.Errorf("%w: unknown Timing.Credentials %d", reconnect.ErrInvalid, t.Credentials)
 	}
 	if t.Guard != nil {
-		if _, err := reconnect.NewFloodGuard(*t.Guard); err != nil {
-			return err
-		}
+		return t.Guard.Validate()
 	}
 	return nil
 }
@@ -135,15 +133,15 @@ const NoConnack = -1
 // starts no goroutine; its driver (the Agent with the real clock, or a
 // simulator in virtual time) passes the time in and carries out each Step.
 // A Machine is not safe for concurrent use. The zero value is not usable:
-// use NewMachine.
+// use NewMachine, or Init on one in place.
 type Machine struct {
 	timing    *Timing
-	backoff   *reconnect.Backoff
-	guard     *reconnect.FloodGuard
-	guardSlot time.Duration // the guard's time between slots: Window / Requests
-	guarded   bool          // the pending wait was the guard's: its slot is free at its end
-	upSince   time.Time     // when the current connection came up
-	attempts  int           // attempts since the last stable connection
+	backoff   reconnect.Backoff
+	guard     reconnect.FloodGuard // in use when guardSlot > 0
+	guardSlot time.Duration        // the guard's time between slots: Window / Requests
+	guarded   bool                 // the pending wait was the guard's: its slot is free at its end
+	attempts  int                  // attempts since the last stable connection
+	upSince   time.Time            // when the current connection came up
 	lastError error
 }
 
@@ -151,18 +149,28 @@ type Machine struct {
 // src (nil: a crypto-seeded source of its own). timing is read, not copied:
 // it may be shared by a fleet and must not change afterwards.
 func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
-	if err := timing.Validate(); err != nil {
+	m := &Machine{}
+	if err := m.Init(timing, src); err != nil {
 		return nil, err
+	}
+	return m, nil
+}
+
+// Init makes m a new machine, as NewMachine does, in place: a simulator
+// holds a fleet's machines in one slice.
+func (m *Machine) Init(timing *Timing, src rand.Source) error {
+	if err := timing.Validate(); err != nil {
+		return err
 	}
 	if src == nil {
 		src = reconnect.NewSource()
 	}
-	m := &Machine{timing: timing, backoff: reconnect.NewBackoff(timing.Policy, src)}
+	*m = Machine{timing: timing, backoff: *reconnect.NewBackoff(timing.Policy, src)}
 	if g := timing.Guard; g != nil {
-		m.guard, _ = reconnect.NewFloodGuard(*g) // validated above
-		m.guardSlot = g.Window / time.Duration(g.Requests)
+		guard, _ := reconnect.NewFloodGuard(*g) // validated above
+		m.guard, m.guardSlot = *guard, g.Window/time.Duration(g.Requests)
 	}
-	return m, nil
+	return nil
 }
 
 // SetPolicy switches to p for the following waits, keeping the retry count.
@@ -181,16 +189,18 @@ func (m *Machine) Start(time.Time) Step {
 // Due is called when a wait has elapsed: it returns KindConnect, or another
 // wait if the flood guard needs one.
 func (m *Machine) Due(now time.Time) Step {
-	if m.guard != nil {
-		if d := m.guard.Delay(now); d > 0 && !m.guarded {
+	if m.guardSlot > 0 {
+		switch d := m.guard.TryReserve(now); {
+		case d > 0 && !m.guarded:
 			m.guarded = true
 			// Every device whose bucket was full when a disruption hit the
 			// fleet gets its slots on the same grid: up to one slot's time
 			// on top keeps guarded devices from retrying in step. The slot
 			// is taken when the wait is over, so the guard's bound holds.
 			return m.waitFor(d + time.Duration(m.backoff.Float64()*float64(m.guardSlot)))
+		case d > 0: // the wait ended a rounding error early: take the slot
+			m.guard.Reserve(now)
 		}
-		m.guard.Reserve(now)
 	}
 	m.guarded = false
 	m.attempts++
@@ -215,7 +225,7 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 	case r.Code > 0:
 		// 3 (server unavailable), and any code a 3.1.1 client does not know:
 		// a refusal, never a session.
-		m.lastError = fmt.Errorf("CONNACK %d (%s)", r.Code, connackText(r.Code))
+		m.lastError = connackRefusal(min(r.Code, 255))
 	default:
 		m.lastError = r.Err
 	}
@@ -248,6 +258,14 @@ func (m *Machine) waitFor(d time.Duration) Step {
 
 func (m *Machine) stop(err error) Step {
 	return Step{Kind: KindStop, Attempt: m.attempts, Err: err}
+}
+
+// connackRefusal is a refused CONNACK kept as the last error: a byte-sized
+// value, so that a refusal allocates nothing (a simulator makes millions).
+type connackRefusal uint8
+
+func (c connackRefusal) Error() string {
+	return fmt.Sprintf("CONNACK %d (%s)", int(c), connackText(int(c)))
 }
 
 func connackText(code int) string {

@@ -2,7 +2,6 @@ package reconnect
 
 import (
 	"context"
-	"math"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -29,16 +28,24 @@ type FloodGuardConfig struct {
 	Clock    Clock         // nil: SystemClock
 }
 
-// NewFloodGuard validates c and returns the guard.
-func NewFloodGuard(c FloodGuardConfig) (*FloodGuard, error) {
+// Validate reports the first unusable field, as NewFloodGuard would.
+func (c FloodGuardConfig) Validate() error {
 	if c.Requests <= 0 {
-		return nil, invalid("FloodGuard Requests must be > 0, got %d", c.Requests)
+		return invalid("FloodGuard Requests must be > 0, got %d", c.Requests)
 	}
 	if err := positive("FloodGuard Window", c.Window); err != nil {
-		return nil, err
+		return err
 	}
 	if c.Burst < 0 {
-		return nil, invalid("FloodGuard Burst must be >= 0, got %d", c.Burst)
+		return invalid("FloodGuard Burst must be >= 0, got %d", c.Burst)
+	}
+	return nil
+}
+
+// NewFloodGuard validates c and returns the guard.
+func NewFloodGuard(c FloodGuardConfig) (*FloodGuard, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
 	burst := max(c.Burst, 1)
 	every := rate.Limit(float64(c.Requests) / c.Window.Seconds())
@@ -65,13 +72,15 @@ func (g *FloodGuard) Reserve(now time.Time) time.Duration {
 	return g.lim.ReserveN(now, 1).DelayFrom(now)
 }
 
-// Delay returns how long from now until a slot is free, without taking it:
-// a caller that waits longer than that (to add jitter) takes the slot with
-// Reserve when it is done waiting, so the bound holds whatever it added.
-func (g *FloodGuard) Delay(now time.Time) time.Duration {
-	missing := 1 - g.lim.TokensAt(now)
-	if missing <= 0 {
-		return 0
+// TryReserve takes a slot at time now if one is free and returns 0;
+// otherwise it takes nothing and returns how long until one is. A caller
+// that then waits longer than that (to add jitter) calls TryReserve again
+// when done, so the bound holds whatever it added.
+func (g *FloodGuard) TryReserve(now time.Time) time.Duration {
+	r := g.lim.ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d > 0 {
+		r.CancelAt(now)
 	}
-	return time.Duration(math.Ceil(missing / float64(g.lim.Limit()) * float64(time.Second)))
+	return d
 }

@@ -37,18 +37,18 @@ func TestFloodGuardNeverExceedsRequestsPerWindow(t *testing.T) {
 	assert.Equal(t, 990*time.Second, at[99].Sub(start))
 }
 
-func TestFloodGuardDelayPeeksWithoutTakingASlot(t *testing.T) {
+func TestFloodGuardTryReserveTakesOnlyAFreeSlot(t *testing.T) {
 	start := time.Unix(0, 0)
 	g, err := reconnect.NewFloodGuard(reconnect.FloodGuardConfig{Requests: 6, Window: time.Minute, Burst: 2})
 	require.NoError(t, err)
-	assert.Zero(t, g.Delay(start), "a full bucket")
-	assert.Zero(t, g.Delay(start), "and still full: Delay took nothing")
-	g.Reserve(start)
-	g.Reserve(start)
-	assert.Equal(t, 10*time.Second, g.Delay(start), "empty: the next slot in 60 s / 6")
-	assert.Equal(t, 4*time.Second, g.Delay(start.Add(6*time.Second)))
-	assert.Zero(t, g.Reserve(start.Add(13*time.Second)), "a caller that waited longer takes the slot at once")
-	assert.Equal(t, 7*time.Second, g.Delay(start.Add(13*time.Second)))
+	assert.Zero(t, g.TryReserve(start), "a full bucket: taken")
+	assert.Zero(t, g.TryReserve(start), "the second of the burst")
+	assert.Equal(t, 10*time.Second, g.TryReserve(start), "empty: the next slot in 60 s / 6, not taken")
+	assert.InDelta(t, 4*time.Second, g.TryReserve(start.Add(6*time.Second)), float64(time.Microsecond), "and still not taken")
+	assert.Zero(t, g.TryReserve(start.Add(13*time.Second)), "a caller that waited longer takes it at once")
+	assert.InDelta(t, 7*time.Second, g.TryReserve(start.Add(13*time.Second)), float64(time.Microsecond))
+	assert.NoError(t, reconnect.FloodGuardConfig{Requests: 1, Window: time.Second}.Validate())
+	assert.ErrorIs(t, reconnect.FloodGuardConfig{Requests: 1}.Validate(), reconnect.ErrInvalid)
 }
 
 func TestFloodGuardWaitUsesClockAndGivesSlotBackOnCancel(t *testing.T) {

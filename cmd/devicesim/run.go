@@ -94,6 +94,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
+	events := fs.String("events", "auto", "write events.csv, one row an attempt, as the run goes: on, off, or auto (on up to 1,000,000 devices)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -139,8 +140,14 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if f, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
 		c.Progress = stdout // live progress only on a terminal
 	}
+	switch *events {
+	case "on", "off", "auto":
+	default:
+		return fmt.Errorf("-events: want on, off or auto, got %q", *events)
+	}
+	writeEvents := *events == "on" || (*events == "auto" && c.Devices <= autoEventsDevices)
 	if *compare == "" {
-		return runOne(ctx, c, *out, &expect, stdout)
+		return runOne(ctx, c, *out, writeEvents, &expect, stdout)
 	}
 	if expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
@@ -150,7 +157,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	for _, p := range strings.Split(*compare, ",") {
 		c.Policy = strings.TrimSpace(p)
 		fmt.Fprintf(stdout, "== %s\n", c.Policy)
-		r, err := fleetsim.Run(ctx, c)
+		r, err := runWritingEvents(ctx, c, filepath.Join(*out, c.Policy), writeEvents)
 		if r == nil {
 			return err
 		}
@@ -159,7 +166,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		if werr := r.WriteFiles(filepath.Join(*out, c.Policy)); werr != nil {
 			return werr
 		}
-		r.DropEvents() // written; the table and the chart need only the summary
+		r.DropEvents() // the table and the chart need only the summary
 		reports = append(reports, r)
 	}
 	fmt.Fprintln(stdout)
@@ -171,8 +178,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	return errors.Join(errs...)
 }
 
-func runOne(ctx context.Context, c fleetsim.Config, out string, expect *expectFlag, stdout io.Writer) error {
-	r, err := fleetsim.Run(ctx, c)
+func runOne(ctx context.Context, c fleetsim.Config, out string, writeEvents bool, expect *expectFlag, stdout io.Writer) error {
+	r, err := runWritingEvents(ctx, c, out, writeEvents)
 	if r == nil {
 		return err
 	}
@@ -180,8 +187,36 @@ func runOne(ctx context.Context, c fleetsim.Config, out string, expect *expectFl
 	if werr := r.WriteFiles(out); werr != nil {
 		return errors.Join(err, werr)
 	}
-	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg beside it)\n", out)
+	beside := "report.json, events.csv, arrivals.svg"
+	if !writeEvents {
+		beside = "report.json, arrivals.svg; no events.csv beyond 1,000,000 devices without -events on"
+	}
+	fmt.Fprintf(stdout, "report: %s/report.html (%s beside it)\n", out, beside)
 	return errors.Join(err, expect.check(r.Verdict))
+}
+
+// autoEventsDevices is the largest fleet whose events.csv -events auto
+// writes: a million devices make up to tens of millions of rows, a few GB.
+const autoEventsDevices = 1_000_000
+
+// runWritingEvents runs c with its events streamed to dir/events.csv, or
+// to nowhere when not writing them (never kept in memory either way).
+func runWritingEvents(ctx context.Context, c fleetsim.Config, dir string, write bool) (*fleetsim.Report, error) {
+	c.Events = io.Discard
+	if write {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		f, err := os.Create(filepath.Join(dir, "events.csv"))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		c.Events = f
+	} else {
+		_ = os.Remove(filepath.Join(dir, "events.csv")) // not this run's
+	}
+	return fleetsim.Run(ctx, c)
 }
 
 func delaysCmd(args []string, stdout, stderr io.Writer) error {

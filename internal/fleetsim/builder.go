@@ -1,19 +1,19 @@
 package fleetsim
 
 import (
-	"strconv"
-	"strings"
+	"io"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// builder turns a run's attempts into a report, whichever engine made them.
-// It takes two views of them: every attempt the devices made (refused dials
-// included, which no broker sees) and, when the run can see it, what
-// reached the broker. Arrival statistics stream into histograms; per
-// attempt it keeps only the event events.csv writes.
+// builder turns a run's attempts into a report, whichever engine made them:
+// the engines feed it one attempt at a time. It takes two views of them:
+// every attempt the devices made (refused dials included, which no broker
+// sees) and, when the run can see it, what reached the broker. Statistics
+// stream into histograms and per-device counters; each attempt's event goes
+// to the run's events.csv, or is kept for WriteFiles.
 type builder struct {
 	timeScale float64
 	t0        time.Time
@@ -27,7 +27,7 @@ type builder struct {
 	// where each view is measured (Side.MeasuredAt); brokerAt is "" when
 	// the run cannot see the broker's side (an external broker)
 	fleetAt, brokerAt string
-	events            []event
+	events            *eventLog
 
 	// Per device index: attempts made, and the last admitted session (the
 	// one that stayed), from the broker's view when there is one (it admits;
@@ -35,15 +35,18 @@ type builder struct {
 	tried       []int32
 	recovered   []time.Duration
 	accepted    int64
-	afterReturn int64     // attempts that reached the broker once it was back
+	afterReturn int64     // attempts the devices made once the broker was back
 	strangers   int64     // attempts by a client ID that is not one of the fleet's
 	lags        []float64 // unscaled seconds each attempt started late, where known
 	notices     []float64 // unscaled seconds each device took to notice the disruption, where known
 }
 
-func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string) *builder {
+// newBuilder starts a report of a fleet of devices (indexes 0 to devices-1)
+// disrupted at t0, whose broker returned at returned, in a run at
+// timeScale. Events go to w as events.csv, or are kept when w is nil.
+func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *builder {
 	b := &builder{timeScale: timeScale, t0: t0, fleetAt: fleetAt, brokerAt: brokerAt,
-		tried: make([]int32, devices), recovered: make([]time.Duration, devices)}
+		tried: make([]int32, devices), recovered: make([]time.Duration, devices), events: newEventLog(w, t0, timeScale)}
 	b.back = b.since(returned)
 	for i := range b.recovered {
 		b.recovered[i] = -1
@@ -77,65 +80,59 @@ func (b *builder) since(at time.Time) time.Duration {
 	return time.Duration(float64(at.Sub(b.t0)) * b.timeScale)
 }
 
-// device adds an attempt a device made.
+// attempt adds an attempt device dev made at t (unscaled, since the
+// disruption), lag late against its schedule (negative: unknown).
+func (b *builder) attempt(dev int, t time.Duration, o testbroker.Outcome, code int, lag time.Duration) {
+	b.fleet.Add(t)
+	b.events.add(event{t: t, lag: lag, device: int32(dev), code: int32(code), outcome: o})
+	if lag >= 0 {
+		b.lags = append(b.lags, lag.Seconds())
+	}
+	if t >= b.back {
+		b.afterReturn++
+	}
+	if dev < 0 || dev >= len(b.tried) {
+		b.strangers++
+		return
+	}
+	b.tried[dev]++
+	if b.brokerAt == "" && o == testbroker.Accepted {
+		b.admitted(dev, t)
+	}
+}
+
+// reached adds an attempt by device dev as the broker saw it at t.
+func (b *builder) reached(dev int, t time.Duration, o testbroker.Outcome) {
+	b.broker.Add(t)
+	if o == testbroker.Accepted && dev >= 0 && dev < len(b.recovered) {
+		b.admitted(dev, t)
+	}
+}
+
+// device adds an attempt a real device made, as its log has it.
 func (b *builder) device(a attempt) {
 	lag := time.Duration(-1)
 	if a.lag >= 0 {
 		lag = time.Duration(float64(a.lag) * b.timeScale)
 	}
-	b.deviceEvent(event{t: b.since(a.at), unixNS: a.at.UnixNano(), clientID: a.clientID, outcome: a.outcome.String(),
-		code: int32(a.code), lag: lag})
+	dev, _ := deviceIndex(a.clientID)
+	b.attempt(dev, b.since(a.at), a.outcome, a.code, lag)
+}
+
+// brokerSaw adds an attempt as the in-process broker recorded it.
+func (b *builder) brokerSaw(a attempt) {
+	dev, _ := deviceIndex(a.clientID)
+	b.reached(dev, b.since(a.at), a.outcome)
 }
 
 // deviceEvent adds an attempt a device made, already an event (a child
-// process's or a shard's).
-func (b *builder) deviceEvent(e event) {
-	b.fleet.Add(e.t)
-	if e.lag >= 0 {
-		b.lags = append(b.lags, e.lag.Seconds())
-	}
-	b.events = append(b.events, e)
-	i, ok := b.index(e.clientID)
-	if ok {
-		b.tried[i]++
-	}
-	if b.brokerAt == "" {
-		if e.t >= b.back {
-			b.afterReturn++
-		}
-		if e.outcome == testbroker.Accepted.String() && ok {
-			b.admitted(i, e.t)
-		}
-	}
-}
+// process's or a shard's, from its events.csv).
+func (b *builder) deviceEvent(e event) { b.attempt(int(e.device), e.t, e.outcome, int(e.code), e.lag) }
 
-// brokerSaw adds an attempt as the broker saw it.
-func (b *builder) brokerSaw(a attempt) {
-	t := b.since(a.at)
-	b.broker.Add(t)
-	if t >= b.back {
-		b.afterReturn++
-	}
-	if i, ok := b.index(a.clientID); ok && a.outcome == testbroker.Accepted {
-		b.admitted(i, t)
-	}
-}
-
-func (b *builder) admitted(i int, t time.Duration) {
+func (b *builder) admitted(dev int, t time.Duration) {
 	b.accepted++
 	b.admissions.Add(t)
-	b.recovered[i] = t
-}
-
-// index is the fleet's index of a device's client ID ("dev-<index>").
-func (b *builder) index(clientID string) (int, bool) {
-	n, ok := strings.CutPrefix(clientID, "dev-")
-	i, err := strconv.Atoi(n)
-	if !ok || err != nil || i < 0 || i >= len(b.tried) {
-		b.strangers++
-		return 0, false
-	}
-	return i, true
+	b.recovered[dev] = t
 }
 
 // fill sets what the attempts say in rep (whose Devices is set): recovery,
@@ -150,21 +147,26 @@ func (b *builder) fill(rep *Report) error {
 		a.Total += int64(b.tried[i])
 		a.PerDeviceMax = max(a.PerDeviceMax, int64(b.tried[i]))
 	}
+	a.Total += b.strangers
 	rep.recovered, rep.RecoveryJSON = len(recovered), recoveryOf(recovered)
 	a.Refused = max(0, a.Total-b.accepted)
 	a.PerDeviceMean = float64(a.Total) / float64(rep.Devices)
 	a.AfterReturnPerDeviceMean = float64(b.afterReturn) / float64(rep.Devices)
-	rep.events = b.events
+	if err := b.events.flush(); err != nil {
+		return err
+	}
+	rep.events, rep.eventsStreamed = b.events.kept, b.events.out != nil
 	// Times are known only as finely as the host kept the devices'
 	// schedules: no burst narrower than twice the lag is the fleet's.
 	m := stormstats.DefaultMethod
 	m.MinWidth = b.minWidth
 	h := &rep.Host
 	if len(b.lags) > 0 {
-		h.LagP50S, h.LagP99S = stormstats.Percentile(b.lags, 50), stormstats.Percentile(b.lags, 99)
+		p := stormstats.Percentiles(b.lags, 50, 99)
+		h.LagP50S, h.LagP99S = p[0], p[1]
 	}
 	if len(b.notices) > 0 {
-		h.NoticeP99S = stormstats.Percentile(b.notices, 99)
+		h.NoticeP99S = stormstats.Percentiles(b.notices, 99)[0]
 	}
 	if late := max(h.LagP99S, h.NoticeP99S); late > 0 {
 		m.MinWidth = max(m.MinWidth, time.Duration(2*late*float64(time.Second)))

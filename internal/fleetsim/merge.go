@@ -2,15 +2,11 @@ package fleetsim
 
 import (
 	"cmp"
-	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -24,41 +20,8 @@ func ReadReport(dir string) (*Report, error) {
 	if err := json.Unmarshal(b, r); err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	f, err := os.Open(filepath.Join(dir, "events.csv"))
-	if err != nil {
+	if r.events, err = readEvents(eventsPath(dir)); err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	cr := csv.NewReader(f)
-	header, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
-	}
-	if !slices.Equal(header, eventsHeader) {
-		return nil, fmt.Errorf("%s/events.csv: unexpected header %v", dir, header)
-	}
-	for {
-		row, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
-		}
-		ts, err0 := strconv.ParseFloat(row[0], 64)
-		ms, err1 := strconv.ParseInt(row[1], 10, 64)
-		code, err2 := strconv.ParseInt(row[4], 10, 32)
-		if err := errors.Join(err0, err1, err2); err != nil {
-			return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
-		}
-		lag := -1.0
-		if row[5] != "" {
-			if lag, err = strconv.ParseFloat(row[5], 64); err != nil {
-				return nil, fmt.Errorf("%s/events.csv: %w", dir, err)
-			}
-		}
-		r.events = append(r.events, event{t: time.Duration(ts * float64(time.Second)), unixNS: ms * 1e6,
-			lag: time.Duration(lag * float64(time.Millisecond)), clientID: row[2], outcome: row[3], code: int32(code)})
 	}
 	return r, nil
 }
@@ -94,12 +57,15 @@ func Merge(shards []*Report) (*Report, error) {
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
 	var events []event
 	for _, s := range shards {
-		events = append(events, s.events...)
+		shift := time.Duration(float64(s.DisruptionUnixMS-m.DisruptionUnixMS) * float64(time.Millisecond) * m.TimeScale)
+		for _, e := range s.events {
+			e.t += shift // re-anchored at the earliest disruption
+			events = append(events, e)
+		}
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.unixNS, b.unixNS) })
-	b := newBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "")
+	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.t, b.t) })
+	b := newBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
 	for _, e := range events {
-		e.t = b.since(time.Unix(0, e.unixNS))
 		b.deviceEvent(e)
 	}
 	if err := b.fill(m); err != nil {

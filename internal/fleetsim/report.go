@@ -2,14 +2,12 @@ package fleetsim
 
 import (
 	"cmp"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
@@ -48,9 +46,10 @@ type Report struct {
 	// whole run, when it had telemetry.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
 
-	events        []event
-	recovered     int
-	eventsDropped bool
+	events         []event // kept for WriteFiles, unless streamed or dropped
+	eventsStreamed bool    // written to Config.Events as the run went
+	eventsDropped  bool
+	recovered      int
 }
 
 // Side is one view of a run's attempts and the judgement of their timing.
@@ -73,11 +72,11 @@ type recoveryJSON struct {
 	AllRecovered bool    `json:"all_recovered"`
 }
 
-// recoveryOf is the percentiles of each device's recovery time in seconds
-// (AllRecovered is the caller's to set).
+// recoveryOf is the percentiles of each device's recovery time in seconds,
+// sorting xs (AllRecovered is the caller's to set).
 func recoveryOf(xs []float64) recoveryJSON {
-	return recoveryJSON{P50S: stormstats.Percentile(xs, 50), P95S: stormstats.Percentile(xs, 95),
-		P99S: stormstats.Percentile(xs, 99), MaxS: stormstats.Percentile(xs, 100)}
+	p := stormstats.Percentiles(xs, 50, 95, 99, 100)
+	return recoveryJSON{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
 }
 
 // Attempts counts connect attempts from the disruption to full recovery.
@@ -88,8 +87,8 @@ type Attempts struct {
 	// Refused: attempts that did not end in a session (dial refused during
 	// the outage, CONNACK refusals, timeouts).
 	Refused int64 `json:"refused"`
-	// AfterReturnPerDeviceMean counts only the attempts the broker saw once
-	// it was back.
+	// AfterReturnPerDeviceMean counts only the attempts the devices made
+	// once the broker was back.
 	AfterReturnPerDeviceMean float64 `json:"after_return_per_device_mean"`
 }
 
@@ -121,22 +120,6 @@ type Host struct {
 // half of the 1 s the two engines are held to agree within, and blurs
 // bursts narrower than a second, the jitter of the mission's formula.
 const hostBoundLate = 500 * time.Millisecond
-
-// event is one attempt in a report: tens of millions in a million-device
-// run, so kept small (64 bytes).
-type event struct {
-	t        time.Duration // unscaled, since the disruption
-	unixNS   int64         // wall clock, to merge shards' events
-	lag      time.Duration // unscaled: how late it left against its schedule; negative: unknown
-	clientID string
-	outcome  string
-	code     int32
-}
-
-// eventsHeader is events.csv's: one row an attempt a device made, t_s in
-// unscaled seconds since the disruption, lag_ms (unscaled) empty where not
-// known.
-var eventsHeader = []string{"t_s", "unix_ms", "client_id", "outcome", "code", "lag_ms"}
 
 // JSON encodes the report as report.json holds it.
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
@@ -209,8 +192,8 @@ func CompareTable(w io.Writer, reports []*Report) {
 	}
 }
 
-// WriteFiles writes report.json, events.csv, arrivals.svg and report.html
-// into dir.
+// WriteFiles writes report.json, events.csv (unless the run streamed its
+// events to Config.Events), arrivals.svg and report.html into dir.
 func (r *Report) WriteFiles(dir string) error {
 	if r.eventsDropped {
 		return fmt.Errorf("fleetsim: the report's events were dropped; write its files before DropEvents")
@@ -225,22 +208,10 @@ func (r *Report) WriteFiles(dir string) error {
 	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
 		return err
 	}
-	err = writeFile(filepath.Join(dir, "events.csv"), func(w io.Writer) error {
-		cw := csv.NewWriter(w)
-		_ = cw.Write(eventsHeader)
-		for _, e := range r.events {
-			lag := ""
-			if e.lag >= 0 {
-				lag = strconv.FormatFloat(float64(e.lag)/float64(time.Millisecond), 'f', 3, 64)
-			}
-			_ = cw.Write([]string{strconv.FormatFloat(e.t.Seconds(), 'f', 4, 64), strconv.FormatInt(e.unixNS/1e6, 10),
-				e.clientID, e.outcome, strconv.Itoa(int(e.code)), lag})
+	if !r.eventsStreamed {
+		if err := writeEvents(eventsPath(dir), r.events, time.UnixMilli(r.DisruptionUnixMS), r.TimeScale); err != nil {
+			return err
 		}
-		cw.Flush()
-		return cw.Error()
-	})
-	if err != nil {
-		return err
 	}
 	return WriteCharts(dir, []*Report{r})
 }

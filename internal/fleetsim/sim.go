@@ -101,6 +101,10 @@ type Config struct {
 	AdmitRate  float64
 	AdmitBurst int
 	AdmitMode  testbroker.AdmissionMode
+	// Events, if set, receives events.csv as the run makes its attempts,
+	// and the report keeps none (a million-device run makes tens of
+	// millions); nil keeps them for Report.WriteFiles.
+	Events io.Writer
 	// Progress, if set, receives a line a second while the fleet recovers.
 	Progress io.Writer
 	// Warn, if set, receives warnings about the run's own validity.
@@ -591,7 +595,7 @@ func (r *run) report(d disruption) (*Report, error) {
 	case r.broker == nil:
 		rep.Transport, brokerAt = "external", ""
 	}
-	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt)
+	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
 	b.minWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
 	b.watchedUntil(d.until)
 	switch {

@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"container/heap"
 	"context"
 	"errors"
 	"fmt"
@@ -23,23 +22,24 @@ const (
 
 // The virtual engine drives every device's reconnect state machine (the
 // same device.Machine the Agent runs) against a model of the broker in
-// virtual time: no goroutine, socket or timer per device, so a million
+// virtual time: no goroutine, socket or timer per device, so millions of
 // devices fit in one process and a synchronised wave is measured as the
 // devices make it, not as the host manages to serve it. The model: the
 // broker refuses dials while down, answers instantly when up, and applies
 // admission (refuse, pause or accept-then-disconnect) and flapping as the
-// test broker does. What it leaves out is the broker's own speed: it admits
-// whatever the admission limit allows, however many arrive at once.
+// test broker does; a paused attempt waits for a token up to the connect
+// timeout, unseen by the broker if it gives up. What it leaves out is the
+// broker's own speed: it admits whatever the admission limit allows,
+// however many arrive at once.
 
-// vdev is one device in the virtual engine.
-type vdev struct {
-	m      *device.Machine
-	online bool
-}
+// connectTimeout is how long a device waits for a CONNACK (the agents'
+// Config.ConnectTimeout default, which a run scales).
+const connectTimeout = 10 * time.Second
 
 // vevent is something due at a virtual time.
 type vevent struct {
 	at   time.Duration // since the engine's epoch
+	key  uint32        // a random tie-break: devices due at one instant go in no fixed order
 	dev  int32
 	kind vkind
 	code int16 // vResult: the CONNACK code, or NoConnack
@@ -53,29 +53,67 @@ const (
 	vLost                // the broker drops the device's session
 )
 
+func (e vevent) before(f vevent) bool {
+	if e.at != f.at {
+		return e.at < f.at
+	}
+	if e.key != f.key {
+		return e.key < f.key
+	}
+	return e.dev < f.dev
+}
+
+// vqueue is a 4-ary min-heap of events: shallower than a binary one, its
+// children share cache lines, and it needs no interface calls.
 type vqueue []vevent
 
-func (q vqueue) Len() int { return len(q) }
-func (q vqueue) Less(i, j int) bool {
-	if q[i].at != q[j].at {
-		return q[i].at < q[j].at
+func (q *vqueue) push(e vevent) {
+	*q = append(*q, e)
+	h := *q
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !h[i].before(h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
 	}
-	return q[i].dev < q[j].dev // a fixed order for equal times: runs repeat exactly
 }
-func (q vqueue) Swap(i, j int)  { q[i], q[j] = q[j], q[i] }
-func (q *vqueue) Push(x any)    { *q = append(*q, x.(vevent)) }
-func (q *vqueue) Pop() (x any)  { x, *q = (*q)[len(*q)-1], (*q)[:len(*q)-1]; return x }
-func (q *vqueue) push(e vevent) { heap.Push(q, e) }
+
+func (q *vqueue) pop() vevent {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		least := i
+		for c := 4*i + 1; c <= 4*i+4 && c < len(h); c++ {
+			if h[c].before(h[least]) {
+				least = c
+			}
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+	*q = h
+	return top
+}
 
 // virtualFleet is the engine's state.
 type virtualFleet struct {
 	c       Config
 	epoch   time.Time
-	devs    []vdev
-	ids     []string
+	machine []device.Machine
+	online  []bool
+	up      int
 	q       vqueue
-	online  int
-	b       *builder // every attempt from t0, as it is made
+	order   *rand.Rand // tie-breaks, seeded: runs repeat exactly
+	b       *builder   // every attempt from t0, as it is made
 	now     time.Duration
 	t0      time.Duration
 	down    [2]time.Duration // the outage [from, until)
@@ -84,7 +122,10 @@ type virtualFleet struct {
 	limFrom time.Duration
 }
 
-var errDialRefused = errors.New("connection refused")
+var (
+	errDialRefused    = errors.New("connection refused")
+	errConnectTimeout = errors.New("connect timeout")
+)
 
 func (c Config) validateVirtual() error {
 	switch {
@@ -112,17 +153,21 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	}
 	timing := device.DefaultTiming()
 	timing.Policy = policy
+	if err := timing.Validate(); err != nil {
+		return nil, err
+	}
 	before := memInUse()
-	v := &virtualFleet{c: c, epoch: start.Truncate(time.Millisecond), devs: make([]vdev, c.Devices), ids: make([]string, c.Devices)}
-	for i := range v.devs {
-		m, err := device.NewMachine(&timing, rand.NewPCG(c.Seed, uint64(i)))
-		if err != nil {
+	v := &virtualFleet{c: c, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
+		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
+		q: make(vqueue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
+
+	for i := range v.machine {
+		if err := v.machine[i].Init(&timing, rand.NewPCG(c.Seed, uint64(i))); err != nil {
 			return nil, err
 		}
-		v.devs[i].m, v.ids[i] = m, clientID(i)
 	}
 	returned := v.setup()
-	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker")
+	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	bound := c.Outage + 20*c.MaxBackoff + time.Minute
 	if c.AdmitRate > 0 {
 		bound += time.Duration(3 * float64(c.Devices) / c.AdmitRate * float64(time.Second))
@@ -136,7 +181,7 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 		until += c.MaxBackoff // everyone back: nobody left to retry
 	}
 	v.b.watchedUntil(v.at(until))
-	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's events
+	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
 	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: Virtual, Transport: "model", Devices: c.Devices,
 		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
 	if err := v.b.fill(rep); err != nil {
@@ -160,23 +205,22 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 	v.t0 = time.Second
 	if c.Scenario == BootStorm {
 		v.t0 = 0
-		for i := range v.devs {
-			s := v.devs[i].m.Start(v.at(0))
-			v.schedule(i, 0, s)
+		for i := range v.machine {
+			v.schedule(i, 0, v.machine[i].Start(v.at(0)))
 		}
 		if c.AdmitRate > 0 {
 			v.limit(0)
 		}
 		return 0
 	}
-	for i := range v.devs { // booted before the disruption: setup, not measurement
-		d := &v.devs[i]
-		d.m.Start(v.at(0))
-		d.m.Due(v.at(0))
-		d.m.Result(v.at(0), device.Result{})
-		d.online = true
+	for i := range v.machine { // booted before the disruption: setup, not measurement
+		m := &v.machine[i]
+		m.Start(v.at(0))
+		m.Due(v.at(0))
+		m.Result(v.at(0), device.Result{})
+		v.online[i] = true
 	}
-	v.online = len(v.devs)
+	v.up = len(v.machine)
 	returned = v.t0
 	switch c.Scenario {
 	case BrokerRestart, ThrottledRestart:
@@ -193,7 +237,7 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 		}
 		v.limit(from)
 	}
-	for i := range v.devs { // the disruption ends every session at once
+	for i := range v.machine { // the disruption ends every session at once
 		v.lose(i, v.t0)
 	}
 	return returned
@@ -204,84 +248,91 @@ func (v *virtualFleet) limit(from time.Duration) {
 	v.limFrom = from
 }
 
+func (v *virtualFleet) push(e vevent) {
+	e.key = v.order.Uint32()
+	v.q.push(e)
+}
+
 func (v *virtualFleet) lose(i int, now time.Duration) {
-	d := &v.devs[i]
-	if !d.online {
+	if !v.online[i] {
 		return
 	}
-	d.online = false
-	v.online--
-	v.schedule(i, now, d.m.Lost(v.at(now), errDialRefused))
+	v.online[i] = false
+	v.up--
+	v.schedule(i, now, v.machine[i].Lost(v.at(now), errDialRefused))
 }
 
 // schedule carries out a Step at now.
 func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
 	switch s.Kind {
 	case device.KindWait:
-		v.q.push(vevent{at: now + s.Wait, dev: int32(i), kind: vDue})
+		v.push(vevent{at: now + s.Wait, dev: int32(i), kind: vDue})
 	case device.KindConnect:
 		v.connect(i, now)
 	case device.KindOnline:
-		v.devs[i].online = true
-		v.online++
+		v.online[i] = true
+		v.up++
+	}
+}
+
+// record notes an attempt device i made at now as the device made it and,
+// if it reached the broker, as the broker saw it (seen: when it took it).
+func (v *virtualFleet) record(i int, now time.Duration, o testbroker.Outcome, code int, seen time.Duration) {
+	if now < v.t0 {
+		return // the boot before the disruption is setup, not measurement
+	}
+	v.b.attempt(i, now-v.t0, o, code, -1) // virtual time is exact: no lag
+	if seen >= 0 {
+		v.b.reached(i, seen-v.t0, o)
 	}
 }
 
 // connect is one attempt reaching the modelled broker at now.
 func (v *virtualFleet) connect(i int, now time.Duration) {
-	d := &v.devs[i]
+	m := &v.machine[i]
 	at := v.at(now)
-	// record notes the attempt as the device made it and, if it reached
-	// the broker, as the broker saw it (seen: when it took it).
-	record := func(o testbroker.Outcome, code int, seen time.Duration) {
-		if now < v.t0 {
-			return // the boot before the disruption is setup, not measurement
-		}
-		v.b.device(attempt{at: at, clientID: v.ids[i], outcome: o, code: code})
-		if seen >= 0 {
-			v.b.brokerSaw(attempt{at: v.at(seen), clientID: v.ids[i], outcome: o, code: code})
-		}
-	}
 	if now >= v.down[0] && now < v.down[1] {
-		record(testbroker.Dropped, 0, -1)
-		v.schedule(i, now, d.m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
+		v.record(i, now, testbroker.Dropped, 0, -1)
+		v.schedule(i, now, m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 		return
 	}
 	if v.lim != nil && now >= v.limFrom {
 		switch v.c.AdmitMode {
 		case testbroker.RefuseOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				record(testbroker.Refused, 3, now)
-				v.schedule(i, now, d.m.Result(at, device.Result{Code: 3}))
+				v.record(i, now, testbroker.Refused, 3, now)
+				v.schedule(i, now, m.Result(at, device.Result{Code: 3}))
 				return
 			}
 		case testbroker.PauseAccepting: // the socket waits for a token, up to the connect timeout
 			res := v.lim.ReserveN(at, 1)
 			if wait := res.DelayFrom(at); wait > 0 {
-				if wait > 10*time.Second {
+				if wait > connectTimeout {
+					// The device gives up first; the broker never took the
+					// socket off its backlog, so it never saw it.
 					res.CancelAt(at)
-					record(testbroker.Dropped, 0, now)
-					v.q.push(vevent{at: now + 10*time.Second, dev: int32(i), kind: vResult, code: device.NoConnack})
+					v.record(i, now, testbroker.Dropped, 0, -1)
+					v.push(vevent{at: now + connectTimeout, dev: int32(i), kind: vResult, code: device.NoConnack})
 					return
 				}
-				record(testbroker.Accepted, 0, now+wait) // accepted off the backlog when a token frees, as the broker records it
-				v.q.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
+				v.record(i, now, testbroker.Accepted, 0, now+wait) // taken off the backlog when a token frees
+				v.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
 				return
 			}
 		case testbroker.DisconnectOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				record(testbroker.Throttled, 0, now)
-				v.schedule(i, now, d.m.Result(at, device.Result{}))
+				v.record(i, now, testbroker.Throttled, 0, now)
+				v.schedule(i, now, m.Result(at, device.Result{}))
 				v.lose(i, now)
 				return
 			}
 		}
 	}
-	record(testbroker.Accepted, 0, now)
+	v.record(i, now, testbroker.Accepted, 0, now)
 	if now >= v.flap[0] && now < v.flap[1] {
-		v.q.push(vevent{at: now + v.c.Flap, dev: int32(i), kind: vLost})
+		v.push(vevent{at: now + v.c.Flap, dev: int32(i), kind: vLost})
 	}
-	v.schedule(i, now, d.m.Result(at, device.Result{}))
+	v.schedule(i, now, m.Result(at, device.Result{}))
 }
 
 // run processes events until every device is back (and no flapping drop is
@@ -291,24 +342,24 @@ func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, erro
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.online == len(v.devs) && (len(v.q) == 0 || v.q[0].at >= v.flap[1]+v.c.Flap) {
+		if v.up == len(v.machine) && (len(v.q) == 0 || v.q[0].at >= v.flap[1]+v.c.Flap) {
 			return true, nil
 		}
 		if len(v.q) == 0 || v.q[0].at > bound {
 			return false, nil
 		}
-		e := heap.Pop(&v.q).(vevent)
+		e := v.q.pop()
 		v.now = e.at
-		i, d := int(e.dev), &v.devs[e.dev]
+		i, m := int(e.dev), &v.machine[e.dev]
 		switch e.kind {
 		case vDue:
-			v.schedule(i, e.at, d.m.Due(v.at(e.at)))
+			v.schedule(i, e.at, m.Due(v.at(e.at)))
 		case vResult:
 			r := device.Result{Code: int(e.code)}
 			if e.code == device.NoConnack {
-				r.Err = errors.New("connect timeout")
+				r.Err = errConnectTimeout
 			}
-			v.schedule(i, e.at, d.m.Result(v.at(e.at), r))
+			v.schedule(i, e.at, m.Result(v.at(e.at), r))
 		case vLost:
 			v.lose(i, e.at)
 		}

@@ -124,7 +124,8 @@ type Judgement struct {
 // at most 1/Contrast of its arrivals: a round narrow against the gaps
 // around it (three widths of quiet each side) passes, the peak of a smooth
 // oscillation (its shoulders are as wide as its peak) does not. They start
-// a quarter width away from the window (the step between windows).
+// a quarter width away from the window (the step between windows); the
+// quarter widths between may be no denser than the window itself.
 const neighbours = 3
 
 // zFloor is the least evidence a candidate burst is kept for, before the
@@ -233,6 +234,13 @@ func scan(counts []int32, narrowest int, m Method) scanResult {
 			}
 			tally[min(c+busiest, tallyCap)]++
 			if float64(c) < m.Contrast*float64(busiest) || c+busiest < minN {
+				continue
+			}
+			// A burst is a local peak: the quarter widths beside it, which
+			// the neighbours skip, are no denser than it is (a round it
+			// straddles spills into them at its own density). A wide
+			// window beside a denser one is the tail of something else.
+			if g := max(at(t)-at(before), at(after)-at(t+h)); g*int64(h) > c*int64(step) {
 				continue
 			}
 			if z := zScore(c, busiest); z >= zFloor {

@@ -61,13 +61,23 @@ func (h *Histogram) start() time.Duration {
 }
 
 // Percentile returns the p-th percentile (0-100) of xs by nearest rank, or
-// NaN for an empty series.
+// NaN for an empty series. It sorts a copy; Percentiles sorts once for many.
 func Percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
+	return Percentiles(slices.Clone(xs), p)[0]
+}
+
+// Percentiles sorts xs in place and returns the p-th percentile (0-100) of
+// it by nearest rank for each p (NaN for an empty series).
+func Percentiles(xs []float64, ps ...float64) []float64 {
+	slices.Sort(xs)
+	out := make([]float64, len(ps))
+	for i, p := range ps {
+		if len(xs) == 0 {
+			out[i] = math.NaN()
+			continue
+		}
+		rank := int(math.Ceil(p / 100 * float64(len(xs))))
+		out[i] = xs[min(max(rank, 1), len(xs))-1]
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	rank := int(math.Ceil(p / 100 * float64(len(s))))
-	return s[min(max(rank, 1), len(s))-1]
+	return out
 }
