@@ -4,6 +4,9 @@
 // A [Policy] is a [Shape] (the wait before retry n: [IoTCore], the formula
 // min(2^n x Base + U[0, Jitter], MaxBackoff), and the other well-known
 // curves) with explicit [Limits] ([RetryForever] must be asked for by name).
+// [FleetSafe] is the shape for a large fleet behind a broker that admits
+// only so many connects a second: it passes every cell of the simulator's
+// policy grid, where the formula and the other shapes do not.
 // It is read-only and shared by a whole fleet. A [Backoff] is one device's
 // position in a policy: small, not safe for concurrent use, and drawing its
 // jitter from a [math/rand/v2.Source] the caller injects, so runs are

@@ -76,3 +76,20 @@ func ExampleFloodGuard() {
 	// 20s
 	// 30s
 }
+
+// A large fleet behind a broker that admits only so many connects a second:
+// FleetSafe's waits grow from each device's last draw and, at the cap, stay
+// between half the cap and the cap.
+func ExampleFleetSafe() {
+	policy, err := reconnect.New(reconnect.DefaultFleetSafe, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	if err != nil {
+		panic(err)
+	}
+	b := reconnect.NewBackoff(policy, rand.NewPCG(1, 42))
+	for range 8 {
+		d, _ := b.Next(time.Time{})
+		fmt.Print(d.Round(100*time.Millisecond), " ")
+	}
+	fmt.Println()
+	// Output: 1.6s 3.6s 5.9s 12.5s 20.8s 16.1s 23.8s 28.5s
+}

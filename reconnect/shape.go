@@ -12,7 +12,7 @@ import (
 // by any number of goroutines and devices.
 //
 // Delay must be a pure function of its arguments: prev is the previous wait
-// (0 before the first retry; only [Decorrelated] uses it) and u is a uniform
+// (0 before the first retry; only [Decorrelated] and [FleetSafe] use it) and u is a uniform
 // random number in [0, 1) supplied by the caller, so that every draw is
 // reproducible from a seed.
 type Shape interface {
@@ -172,6 +172,44 @@ func (s Decorrelated) Validate() error {
 func (s Decorrelated) String() string {
 	return fmt.Sprintf("decorrelated(base=%v,max=%v)", s.Base, s.Max)
 }
+
+// FleetSafe waits U[hi/2, hi) with hi = min(Max, 3 * prev), prev the
+// previous wait (Base before the first retry): equal jitter on the envelope
+// of decorrelated jitter. The first wait is U[1.5, 3) x Base. It is the shape
+// that passes every cell of devicesim's grid, fleets of 1,000 to a million
+// devices against a broker back from a minute's outage that admits 500 to
+// 50,000 connects/s and refuses, holds or drops the rest (README.md):
+//
+//   - At the cap it still spreads its waits over [Max/2, Max), where
+//     [Decorrelated] waits exactly Max two times in three, so that devices
+//     refused together come back together one cap later.
+//   - It waits at least half its envelope, three quarters of the cap on
+//     average once there, so that a fleet queued behind a slow admission
+//     makes fewer attempts than with [FullJitter], whose waits average half
+//     the cap (too many attempts a device when the queue is long).
+//   - Its envelope grows from each device's own previous draw, so that
+//     devices that lost their sessions together share no schedule after it,
+//     as they do under [EqualJitter]'s 2^n envelope (which comes back from
+//     a flapping broker in rounds).
+type FleetSafe struct {
+	Base time.Duration
+	Max  time.Duration
+}
+
+func (s FleetSafe) Delay(_ int, prev time.Duration, u float64) time.Duration {
+	prev = max(prev, s.Base)
+	hi := min(float64(s.Max), 3*float64(prev)) // in float64: 3*prev may overflow a Duration
+	return time.Duration(hi/2 + u*hi/2)
+}
+
+func (s FleetSafe) Validate() error {
+	return firstErr(positive("Base", s.Base), atLeast("Max", s.Max, "Base", s.Base))
+}
+
+func (s FleetSafe) String() string { return fmt.Sprintf("fleet-safe(base=%v,max=%v)", s.Base, s.Max) }
+
+// DefaultFleetSafe is FleetSafe with the mission's base and cap: 1 s and 32 s.
+var DefaultFleetSafe = FleetSafe{Base: time.Second, Max: 32 * time.Second}
 
 // Linear waits Initial + n * Step, up to Max.
 type Linear struct {

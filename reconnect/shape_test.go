@@ -51,6 +51,11 @@ func TestShapeDelaysExact(t *testing.T) {
 		{"decorrelated from prev", reconnect.Decorrelated{Base: s, Max: 32 * s}, 5, 4 * s, 0.5, 6500 * time.Millisecond},
 		{"decorrelated capped", reconnect.Decorrelated{Base: s, Max: 32 * s}, 5, 30 * s, 0.9, 32 * s},
 		{"decorrelated draws before capping", reconnect.Decorrelated{Base: s, Max: 32 * s}, 5, 30 * s, 0.3, 27700 * time.Millisecond},
+		{"fleet-safe first", reconnect.DefaultFleetSafe, 0, 0, 0, 1500 * time.Millisecond},
+		{"fleet-safe first u.5", reconnect.DefaultFleetSafe, 0, 0, 0.5, 2250 * time.Millisecond},
+		{"fleet-safe from prev", reconnect.DefaultFleetSafe, 5, 4 * s, 0.5, 9 * s},
+		{"fleet-safe at the cap keeps its jitter", reconnect.DefaultFleetSafe, 5, 30 * s, 0.5, 24 * s},
+		{"fleet-safe at the cap u0", reconnect.DefaultFleetSafe, 5, 30 * s, 0, 16 * s},
 		{"linear n0", reconnect.Linear{Initial: s, Step: 2 * s, Max: 10 * s}, 0, 0, 0.5, 1 * s},
 		{"linear n3", reconnect.Linear{Initial: s, Step: 2 * s, Max: 10 * s}, 3, 0, 0.5, 7 * s},
 		{"linear capped", reconnect.Linear{Initial: s, Step: 2 * s, Max: 10 * s}, math.MaxInt32, 0, 0.5, 10 * s},
@@ -83,6 +88,8 @@ func TestNewRejectsInvalidParameters(t *testing.T) {
 		{"full max below base", reconnect.FullJitter{Base: s, Max: 1}, forever},
 		{"equal zero base", reconnect.EqualJitter{Max: s}, forever},
 		{"decorrelated zero", reconnect.Decorrelated{}, forever},
+		{"fleet-safe zero", reconnect.FleetSafe{}, forever},
+		{"fleet-safe max below base", reconnect.FleetSafe{Base: s, Max: 1}, forever},
 		{"linear zero step", reconnect.Linear{Initial: s, Max: 2 * s}, forever},
 		{"constant zero", reconnect.Constant{}, forever},
 		{"negative retries", reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: -2}},
@@ -171,6 +178,29 @@ func TestDecorrelatedGrowsFromPreviousWait(t *testing.T) {
 		require.Equal(t, want, d, "retry %d", i)
 		prev = d
 	}
+}
+
+// FleetSafe's waits grow from each draw and, once at the cap, stay in
+// [Max/2, Max), averaging three quarters of it.
+func TestFleetSafeKeepsJitterAtTheCap(t *testing.T) {
+	p := mustPolicy(t, reconnect.DefaultFleetSafe, reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	b := reconnect.NewBackoff(p, rand.NewPCG(5, 6))
+	ref := rand.NewPCG(5, 6)
+	prev, sum, atCap := s, time.Duration(0), 0
+	for i := 0; i < 2000; i++ {
+		d, _ := b.Next(time.Unix(0, 0))
+		hi := min(3*prev, 32*s)
+		require.InDelta(t, hi/2+time.Duration(reconnect.Float64(ref)*float64(hi/2)), d, 2, "retry %d", i)
+		require.GreaterOrEqual(t, d, hi/2)
+		require.Less(t, d, hi)
+		if hi == 32*s {
+			sum += d
+			atCap++
+		}
+		prev = d
+	}
+	assert.Greater(t, atCap, 1900, "the envelope reaches the cap within a few retries")
+	assert.InDelta(t, 24*s, sum/time.Duration(atCap), float64(500*time.Millisecond), "three quarters of the cap")
 }
 
 func TestBackoffIsSmall(t *testing.T) {

@@ -32,6 +32,10 @@ Commands:
                              judge any arrival log: spread out, or in waves?
   devicesim soak [flags]     one fleet with telemetry through storm after storm:
                              memory, goroutines and messages must all come back
+  devicesim calibrate [flags]
+                             the same runs on both engines: do they agree?
+  devicesim grid [flags]     every policy against fleets of 1,000 to a million and
+                             brokers admitting 500 to 50,000 connects/s (virtual time)
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
 `
@@ -50,6 +54,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return judgeCmd(args[1:], stdin, stdout, stderr)
 	case "soak":
 		return soakCmd(ctx, args[1:], stdout, stderr)
+	case "calibrate":
+		return calibrateCmd(ctx, args[1:], stdout, stderr)
+	case "grid":
+		return gridCmd(ctx, args[1:], stdout, stderr)
 	case "delays":
 		return delaysCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
@@ -90,7 +98,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs.Float64Var(&c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
 	fs.IntVar(&c.AdmitBurst, "admit-burst", 1, "admission burst")
 	admitMode := fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
-	compare := fs.String("compare", "", "comma-separated policies to run one after another under the same scenario, printed as one table")
+	compare := fs.String("compare", defaultCompare, "comma-separated policies to run one after another under the same scenario, printed as one table (without -policy: the mission's formula against fleet-safe)")
 	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
@@ -103,6 +111,9 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["policy"] && !set["compare"] {
+		*compare = "" // one policy, as asked
+	}
 	if c.Scenario == fleetsim.Observe && !set["time-scale"] {
 		c.TimeScale = 1 // the disruption is someone else's, in real time
 	}
@@ -177,6 +188,10 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fmt.Fprintf(stdout, "report: %s/report.html (chart: %s/arrivals.svg), one directory per policy\n", *out, *out)
 	return errors.Join(errs...)
 }
+
+// defaultCompare is the embedded default's compare: the mission's formula,
+// which devices ship with, and the policy the grid finds safe for a fleet.
+const defaultCompare = "iotcore,fleet-safe"
 
 func runOne(ctx context.Context, c fleetsim.Config, out string, writeEvents bool, expect *expectFlag, stdout io.Writer) error {
 	r, err := runWritingEvents(ctx, c, out, writeEvents)

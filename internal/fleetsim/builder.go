@@ -28,6 +28,7 @@ type builder struct {
 	// the run cannot see the broker's side (an external broker)
 	fleetAt, brokerAt string
 	events            *eventLog
+	until             time.Duration // unscaled: how long after the disruption the run watched
 
 	// Per device index: attempts made, and the last admitted session (the
 	// one that stayed), from the broker's view when there is one (it admits;
@@ -61,8 +62,9 @@ func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 // against it). A zero t is the last attempt.
 func (b *builder) watchedUntil(t time.Time) {
 	if !t.IsZero() {
-		b.fleet.Cover(b.since(t))
-		b.broker.Cover(b.since(t))
+		b.until = b.since(t)
+		b.fleet.Cover(b.until)
+		b.broker.Cover(b.until)
 	}
 }
 
@@ -155,7 +157,8 @@ func (b *builder) fill(rep *Report) error {
 	if err := b.events.flush(); err != nil {
 		return err
 	}
-	rep.events, rep.eventsStreamed = b.events.kept, b.events.out != nil
+	rep.events, rep.eventsStreamed = b.events.kept, b.events.out != nil || b.events.discard
+	rep.WatchedS = b.until.Seconds()
 	// Times are known only as finely as the host kept the devices'
 	// schedules: no burst narrower than twice the lag is the fleet's.
 	m := stormstats.DefaultMethod

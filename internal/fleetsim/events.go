@@ -37,6 +37,7 @@ var eventsHeader = []string{"t_s", "unix_ms", "client_id", "outcome", "code", "l
 type eventLog struct {
 	kept      []event
 	out       *bufio.Writer // nil: keep
+	discard   bool          // written to io.Discard: not even formatted
 	t0        time.Time     // unix_ms = t0 + t / timeScale
 	timeScale float64
 	rows      int64
@@ -45,8 +46,8 @@ type eventLog struct {
 }
 
 func newEventLog(w io.Writer, t0 time.Time, timeScale float64) *eventLog {
-	l := &eventLog{t0: t0, timeScale: timeScale}
-	if w != nil {
+	l := &eventLog{t0: t0, timeScale: timeScale, discard: w == io.Discard}
+	if w != nil && !l.discard {
 		l.out = bufio.NewWriterSize(w, 1<<16)
 		l.writeHeader()
 	}
@@ -66,7 +67,10 @@ func (l *eventLog) writeHeader() {
 
 func (l *eventLog) add(e event) {
 	l.rows++
-	if l.out == nil {
+	switch {
+	case l.discard:
+		return
+	case l.out == nil:
 		l.kept = append(l.kept, e)
 		return
 	}

@@ -29,8 +29,10 @@ type memberConfig struct {
 	dial      func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
 	timing    *device.Timing
 	keepAlive time.Duration
-	seed      uint64
-	log       *deviceLog // every attempt the devices make
+	// connectTimeout bounds one connect attempt, scaled as every duration.
+	connectTimeout time.Duration
+	seed           uint64
+	log            *deviceLog // every attempt the devices make
 	// paho-default only: paho's own reconnect with this cap.
 	pahoMaxInterval time.Duration
 	pahoBootSpread  time.Duration
@@ -59,7 +61,7 @@ type agentMember struct {
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	cfg := device.Config{Broker: mc.broker, ClientID: clientID(i), Timing: mc.timing,
-		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, ConnectTimeout: 10 * time.Second}
+		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {
 		cfg.Dial = mc.dial(i)
 	}
@@ -181,7 +183,7 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 	m.boot = time.Duration(r.Float64() * float64(mc.pahoBootSpread))
 	opts := paho.NewClientOptions().AddBroker(mc.broker).SetClientID(clientID(i)).SetProtocolVersion(4).
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
-		SetMaxReconnectInterval(mc.pahoMaxInterval).SetConnectTimeout(10 * time.Second).SetKeepAlive(mc.keepAlive)
+		SetMaxReconnectInterval(mc.pahoMaxInterval).SetConnectTimeout(mc.connectTimeout).SetKeepAlive(mc.keepAlive)
 	if mc.dial != nil {
 		opts.SetCustomOpenConnectionFn(mc.dial(i))
 	}

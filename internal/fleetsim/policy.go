@@ -22,6 +22,7 @@ var shapes = map[string]func(maxBackoff time.Duration) reconnect.Shape{
 	"full":         func(m time.Duration) reconnect.Shape { return reconnect.FullJitter{Base: time.Second, Max: m} },
 	"equal":        func(m time.Duration) reconnect.Shape { return reconnect.EqualJitter{Base: time.Second, Max: m} },
 	"decorrelated": func(m time.Duration) reconnect.Shape { return reconnect.Decorrelated{Base: time.Second, Max: m} },
+	"fleet-safe":   func(m time.Duration) reconnect.Shape { return reconnect.FleetSafe{Base: time.Second, Max: m} },
 	"linear": func(m time.Duration) reconnect.Shape {
 		return reconnect.Linear{Initial: time.Second, Step: time.Second, Max: m}
 	},

@@ -38,7 +38,10 @@ type Report struct {
 	// BrokerBackS is when the broker returned, in seconds after the
 	// disruption (restart scenarios).
 	BrokerBackS float64 `json:"broker_back_s,omitempty"`
-	Host        Host    `json:"host"`
+	// WatchedS is how long after the disruption the run watched for
+	// attempts: a cap past the last device's return, or where it gave up.
+	WatchedS float64 `json:"watched_s"`
+	Host     Host    `json:"host"`
 	// DisruptionUnixMS anchors the unscaled times, to merge shards.
 	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
 	Shard            string `json:"shard,omitempty"`

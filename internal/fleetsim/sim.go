@@ -68,6 +68,11 @@ type Config struct {
 	Outage time.Duration
 	// Flap is how long each session lasts while the broker flaps.
 	Flap time.Duration
+	// BootSpread is the window over which each device's first connect
+	// falls at power-on (boot-storm): an operator who knows what the broker
+	// admits spreads boots over at least devices / rate (0: the agents' own
+	// 10 s).
+	BootSpread time.Duration
 	// RetryAfter is the hint the config server sends in config-outage; 0
 	// sends the time left in the fault window, as a maintenance page does,
 	// which names one instant to every device that asks.
@@ -101,6 +106,13 @@ type Config struct {
 	AdmitRate  float64
 	AdmitBurst int
 	AdmitMode  testbroker.AdmissionMode
+	// Bound, if > 0, is how long (unscaled) after the disruption a run
+	// waits for its fleet before ending unrecovered; 0 sets one from the
+	// outage, the cap and the admission rate.
+	Bound time.Duration
+	// failFast, if set, ends a virtual run as soon as it fails a grid
+	// cell's bounds for certain.
+	failFast *failFast
 	// Events, if set, receives events.csv as the run makes its attempts,
 	// and the report keeps none (a million-device run makes tens of
 	// millions); nil keeps them for Report.WriteFiles.
@@ -207,6 +219,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("retry-after must be >= 0, got %v", c.RetryAfter)
 	case c.Scenario == Observe && c.Duration <= 0:
 		return fmt.Errorf("duration must be > 0, got %v", c.Duration)
+	case c.BootSpread < 0:
+		return fmt.Errorf("boot spread must be >= 0, got %v", c.BootSpread)
+	case c.Bound < 0:
+		return fmt.Errorf("bound must be >= 0, got %v", c.Bound)
 	case c.TCPPerProcess < 0:
 		return fmt.Errorf("tcp-per-process must be >= 0, got %d", c.TCPPerProcess)
 	case c.Telemetry < 0:
@@ -373,8 +389,31 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return rep, nil
 }
 
+// bootSpread is the run's boot spread, the agents' own 10 s unless set.
+func (c Config) bootSpread() time.Duration {
+	if c.BootSpread > 0 {
+		return c.BootSpread
+	}
+	return device.DefaultTiming().BootSpread
+}
+
+// minKeepAlive is the shortest keepalive a run gives its agents: MQTT
+// counts it in whole seconds, and the broker drops a session silent for
+// 1.5 of them, which a loaded host reaches below two.
+const minKeepAlive = 2 * time.Second
+
+// keepAlive is the agents' keepalive: 30 s scaled, in whole seconds, at
+// least minKeepAlive (so above 15x it is longer than 30 s unscaled; only a
+// scenario where the path goes silent notices).
+func (r *run) keepAlive() time.Duration {
+	return max(minKeepAlive, r.scale(30*time.Second).Round(time.Second))
+}
+
 // recoverBound is how long a run waits for its fleet to come back.
 func (r *run) recoverBound() time.Duration {
+	if r.c.Bound > 0 {
+		return r.scale(r.c.Bound)
+	}
 	bound := r.scale(r.c.Outage+20*r.c.MaxBackoff) + time.Minute
 	if r.c.AdmitRate > 0 {
 		bound += time.Duration(3 * float64(len(r.ids)) / r.admission.Rate * float64(time.Second))
@@ -386,7 +425,7 @@ func (r *run) recoverBound() time.Duration {
 // server if the scenario needs it, and the members.
 func (r *run) setup() error {
 	c := r.c
-	mc := memberConfig{seed: c.Seed, keepAlive: max(5*time.Second, r.scale(30*time.Second)),
+	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), connectTimeout: r.scale(connectTimeout),
 		pahoMaxInterval: c.MaxBackoff}
 	if c.Policy != PahoDefault {
 		shape, _ := Shape(c.Policy, c.MaxBackoff)
@@ -394,10 +433,8 @@ func (r *run) setup() error {
 		if err != nil {
 			return err
 		}
-		// Every duration is scaled but the keepalive, which has a 5 s floor:
-		// the broker ends sessions itself in every scenario, so keepalive
-		// never shapes the measurement, while a scaled one under a second
-		// drops sessions on a loaded host.
+		// Every duration the agents use is scaled with the run (the
+		// keepalive down to a floor: see keepAlive).
 		r.timing = device.DefaultTiming()
 		r.timing.Policy = policy
 		r.timing.StableAfter = r.scale(time.Minute)
@@ -409,7 +446,7 @@ func (r *run) setup() error {
 			mc.pubRetry, mc.drainRate, mc.pubTimeout = policy, 50*c.TimeScale, max(time.Second, r.scale(30*time.Second))
 		}
 	}
-	r.timing.BootSpread = r.scale(10 * time.Second)
+	r.timing.BootSpread = r.scale(c.bootSpread())
 	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
 	// at half of what this host serves, or paho's connect timeouts turn the
 	// setup itself into a storm.

@@ -152,7 +152,7 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 		return nil, err
 	}
 	timing := device.DefaultTiming()
-	timing.Policy = policy
+	timing.Policy, timing.BootSpread = policy, c.bootSpread()
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,15 +168,18 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	}
 	returned := v.setup()
 	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
-	bound := c.Outage + 20*c.MaxBackoff + time.Minute
-	if c.AdmitRate > 0 {
-		bound += time.Duration(3 * float64(c.Devices) / c.AdmitRate * float64(time.Second))
+	bound := c.Bound
+	if bound == 0 {
+		bound = c.Outage + 20*c.MaxBackoff + time.Minute
+		if c.AdmitRate > 0 {
+			bound += time.Duration(3 * float64(c.Devices) / c.AdmitRate * float64(time.Second))
+		}
 	}
 	finished, err := v.run(ctx, v.t0+bound)
 	if err != nil {
 		return nil, err
 	}
-	until := v.now
+	until := max(v.now, v.t0)
 	if finished {
 		until += c.MaxBackoff // everyone back: nobody left to retry
 	}
@@ -335,6 +338,17 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 	v.schedule(i, now, m.Result(at, device.Result{}))
 }
 
+// failed reports whether a grid cell has failed for certain by virtual
+// time at: too many attempts since the return, or fewer than 99 % of the
+// devices back by the time the 99th percentile was due.
+func (v *virtualFleet) failed(at time.Duration) bool {
+	f := v.c.failFast
+	if f == nil {
+		return false
+	}
+	return v.b.afterReturn > f.maxAfterReturn || (at-v.t0 > f.p99By && v.up < f.p99Count)
+}
+
 // run processes events until every device is back (and no flapping drop is
 // still due), the queue empties, or the bound passes.
 func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, error) {
@@ -345,7 +359,11 @@ func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, erro
 		if v.up == len(v.machine) && (len(v.q) == 0 || v.q[0].at >= v.flap[1]+v.c.Flap) {
 			return true, nil
 		}
-		if len(v.q) == 0 || v.q[0].at > bound {
+		if len(v.q) == 0 {
+			return false, nil
+		}
+		if next := v.q[0].at; next > bound || v.failed(next) {
+			v.now = max(v.now, min(next, bound)) // nothing happened before the next event
 			return false, nil
 		}
 		e := v.q.pop()

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	gc := fleetsim.DefaultGrid()
+	fs := flag.NewFlagSet("devicesim grid", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	devices := fs.String("devices", joinInts(gc.Devices), "comma-separated fleet sizes")
+	rates := fs.String("admit-rates", "500,5000,50000", "comma-separated admission rates, connects per second (bursts of rate/20)")
+	modes := fs.String("admit-mode", "refuse", "comma-separated: refuse (CONNACK 3), pause (stop accepting), disconnect (accept, then drop)")
+	policies := fs.String("policies", strings.Join(gc.Policies, ","), "comma-separated policies")
+	fs.DurationVar(&gc.Outage, "outage", gc.Outage, "the broker's outage before it admits")
+	fs.DurationVar(&gc.MaxBackoff, "max-backoff", gc.MaxBackoff, "every policy's cap")
+	fs.Uint64Var(&gc.Seed, "seed", gc.Seed, "seed for every device's jitter")
+	out := fs.String("out", "devicesim-report/grid", "directory for grid.json and grid.html")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var err error
+	if gc.Devices, err = parseInts(*devices); err != nil {
+		return fmt.Errorf("-devices: %w", err)
+	}
+	if gc.AdmitRates, err = parseFloats(*rates); err != nil {
+		return fmt.Errorf("-admit-rates: %w", err)
+	}
+	gc.AdmitModes = nil
+	for _, m := range strings.Split(*modes, ",") {
+		mode, err := testbroker.ParseAdmissionMode(strings.TrimSpace(m))
+		if err != nil {
+			return fmt.Errorf("-admit-mode: %w", err)
+		}
+		gc.AdmitModes = append(gc.AdmitModes, mode)
+	}
+	gc.Policies = nil
+	for _, p := range strings.Split(*policies, ",") {
+		gc.Policies = append(gc.Policies, strings.TrimSpace(p))
+	}
+	gc.Progress = stdout
+	g, err := fleetsim.RunGrid(ctx, gc)
+	if g == nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "\n%d cells in %.0f s\n", len(g.Cells), g.WallS)
+	for _, p := range gc.Policies {
+		fmt.Fprintf(stdout, "%-22s %s\n", p, map[bool]string{true: "passes every cell", false: "fails"}[g.Passed(p)])
+	}
+	if werr := writeGrid(g, *out); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(stdout, "grid: %s/grid.html (grid.json beside it)\n", *out)
+	return err
+}
+
+func writeGrid(g *fleetsim.Grid, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "grid.json"), b, 0o644); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, "grid.html"))
+	if err != nil {
+		return err
+	}
+	if err := g.WriteHTML(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.ReplaceAll(strings.TrimSpace(f), "_", ""))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseFloats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
+func joinInts(xs []int) string {
+	var s []string
+	for _, x := range xs {
+		s = append(s, strconv.Itoa(x))
+	}
+	return strings.Join(s, ",")
+}

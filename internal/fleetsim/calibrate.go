@@ -1,0 +1,189 @@
+package fleetsim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// CalibrationCell is one run both engines make.
+type CalibrationCell struct {
+	Scenario string
+	Policy   string
+	Mode     testbroker.AdmissionMode
+	// AdmitRate applies from the broker's return (throttled-restart).
+	AdmitRate float64
+}
+
+func (c CalibrationCell) String() string {
+	if c.AdmitRate > 0 {
+		return fmt.Sprintf("%s %s %.0f/s, %s", c.Scenario, c.Mode, c.AdmitRate, c.Policy)
+	}
+	return fmt.Sprintf("%s, %s", c.Scenario, c.Policy)
+}
+
+// CalibrationCells are the cells make calibrate runs: every disruption the
+// engines both model, under the mission's formula and two jittered shapes.
+func CalibrationCells() []CalibrationCell {
+	var cells []CalibrationCell
+	for _, p := range []string{"iotcore", "full", "decorrelated"} {
+		cells = append(cells,
+			CalibrationCell{Scenario: BrokerRestart, Policy: p},
+			CalibrationCell{Scenario: DropAll, Policy: p},
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.RefuseOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.PauseAccepting, AdmitRate: 200},
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.DisconnectOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: Flapping, Policy: p})
+	}
+	return cells
+}
+
+// Calibration is what make calibrate measures: the same cells on both
+// engines, and whether they agree.
+type Calibration struct {
+	Devices   int               `json:"devices"`
+	TimeScale float64           `json:"time_scale"` // the agents'
+	Seeds     []uint64          `json:"seeds"`
+	Rows      []CalibrationRow  `json:"rows"`
+	Agree     bool              `json:"agree"`
+	Tolerance CalibrationBounds `json:"tolerance"`
+}
+
+// CalibrationBounds is how close the engines must be.
+type CalibrationBounds struct {
+	Share float64 `json:"share"`  // of the larger figure: 10 %
+	TimeS float64 `json:"time_s"` // or this much for times, whichever is larger: 1 s
+	Count float64 `json:"count"`  // or this many for attempts per device
+}
+
+// DefaultCalibrationBounds: within 10 %, or 1 s for times and 0.1 for
+// attempts per device, whichever is larger.
+var DefaultCalibrationBounds = CalibrationBounds{Share: 0.10, TimeS: 1, Count: 0.1}
+
+// CalibrationRow is one cell's figures on both engines.
+type CalibrationRow struct {
+	Cell    string        `json:"cell"`
+	Agents  EngineFigures `json:"agents"`
+	Virtual EngineFigures `json:"virtual"`
+	Agree   bool          `json:"agree"`
+	Apart   []string      `json:"apart,omitempty"` // the figures that differ too much
+	Bound   bool          `json:"host_bound"`      // the agents' run was host-bound
+}
+
+// EngineFigures are the figures compared, each the mean over the seeds: a
+// percentile of rounds 32 s apart lands in one round or the next from seed
+// to seed on either engine.
+type EngineFigures struct {
+	P50S                float64            `json:"p50_s"`
+	P99S                float64            `json:"p99_s"`
+	AttemptsPerDevice   float64            `json:"attempts_per_device"`
+	AttemptsAfterReturn float64            `json:"attempts_after_return_per_device"`
+	Verdict             stormstats.Verdict `json:"verdict"`
+	WallS               float64            `json:"wall_s"`
+}
+
+// add adds one run's figures, the k-th of n seeds.
+func (f *EngineFigures) add(r *Report, n int) {
+	w := 1 / float64(n)
+	f.P50S += w * r.RecoveryJSON.P50S
+	f.P99S += w * r.RecoveryJSON.P99S
+	f.AttemptsPerDevice += w * r.Attempts.PerDeviceMean
+	f.AttemptsAfterReturn += w * r.Attempts.AfterReturnPerDeviceMean
+	f.WallS += w * r.Host.WallS
+}
+
+// Calibrate runs each cell on both engines with devices devices (the agents
+// at timeScale, in memory), once per seed, and compares the means; each
+// seed's verdicts must match. Progress, if set, gets each row as it is
+// measured.
+func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeScale float64, seeds []uint64, progress io.Writer) (*Calibration, error) {
+	cal := &Calibration{Devices: devices, TimeScale: timeScale, Seeds: seeds, Agree: true, Tolerance: DefaultCalibrationBounds}
+	for _, cell := range cells {
+		c := Default()
+		c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, timeScale
+		c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
+		c.Events = io.Discard
+		row := CalibrationRow{Cell: cell.String()}
+		var verdicts []string
+		for _, seed := range seeds {
+			c.Seed = seed
+			var got [2]stormstats.Verdict
+			for k, engine := range []string{Agents, Virtual} {
+				c.Engine = engine
+				r, err := Run(ctx, c)
+				if r == nil {
+					return cal, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)
+				}
+				got[k] = r.Verdict
+				if engine == Agents {
+					row.Agents.add(r, len(seeds))
+					row.Bound = row.Bound || r.Host.Bound
+				} else {
+					row.Virtual.add(r, len(seeds))
+				}
+			}
+			row.Agents.Verdict, row.Virtual.Verdict = got[0], got[1]
+			if got[0] != got[1] {
+				verdicts = append(verdicts, fmt.Sprintf("seed %d: verdict %s vs %s", seed, got[0], got[1]))
+			}
+		}
+		row.Apart = append(cal.Tolerance.Apart(row.Agents, row.Virtual), verdicts...)
+		row.Agree = len(row.Apart) == 0
+		cal.Agree = cal.Agree && row.Agree
+		cal.Rows = append(cal.Rows, row)
+		if progress != nil {
+			writeRow(progress, row)
+		}
+	}
+	return cal, nil
+}
+
+// Apart lists the figures a and v disagree on.
+func (b CalibrationBounds) Apart(a, v EngineFigures) []string {
+	var out []string
+	near := func(x, y, floor float64) bool { return math.Abs(x-y) <= max(b.Share*max(x, y), floor) }
+	for _, f := range []struct {
+		name  string
+		x, y  float64
+		floor float64
+	}{{"p50", a.P50S, v.P50S, b.TimeS}, {"p99", a.P99S, v.P99S, b.TimeS},
+		{"attempts", a.AttemptsPerDevice, v.AttemptsPerDevice, b.Count},
+		{"after return", a.AttemptsAfterReturn, v.AttemptsAfterReturn, b.Count}} {
+		if !near(f.x, f.y, f.floor) {
+			out = append(out, fmt.Sprintf("%s %.2f vs %.2f", f.name, f.x, f.y))
+		}
+	}
+	return out
+}
+
+// Table writes the calibration as a markdown table.
+func (cal *Calibration) Table(w io.Writer) {
+	fmt.Fprintf(w, "| cell (%d devices, agents at %gx, mean of %d seeds) | p50 agents / virtual | p99 | attempts / device | after the return | verdict | agree |\n",
+		cal.Devices, cal.TimeScale, len(cal.Seeds))
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, r := range cal.Rows {
+		writeRow(w, r)
+	}
+}
+
+func writeRow(w io.Writer, r CalibrationRow) {
+	a, v := r.Agents, r.Virtual
+	verdict := string(a.Verdict)
+	if a.Verdict != v.Verdict {
+		verdict = fmt.Sprintf("%s / %s", a.Verdict, v.Verdict)
+	}
+	agree := "yes"
+	if !r.Agree {
+		agree = "no: " + fmt.Sprint(r.Apart)
+	}
+	if r.Bound {
+		agree += " (agents host-bound)"
+	}
+	fmt.Fprintf(w, "| %s | %.1f / %.1f s | %.1f / %.1f s | %.2f / %.2f | %.2f / %.2f | %s | %s |\n", r.Cell,
+		a.P50S, v.P50S, a.P99S, v.P99S, a.AttemptsPerDevice, v.AttemptsPerDevice, a.AttemptsAfterReturn, v.AttemptsAfterReturn,
+		verdict, agree)
+}

@@ -1,0 +1,283 @@
+package fleetsim
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// GridConfig is a policy grid: which policy brings N devices back through a
+// broker that admits R connects per second, in the virtual engine. Each
+// throttled-restart cell has the broker down for Outage and then admitting
+// AdmitRate connects/s (bursts of AdmitRate/20) in AdmitMode; each
+// boot-storm cell powers every device on at once against the same
+// admission, each device's first connect spread over W, the agents' 10 s or
+// devices / rate if longer: an operator who knows what the broker admits
+// spreads boots over at least that.
+type GridConfig struct {
+	Devices    []int
+	AdmitRates []float64
+	AdmitModes []testbroker.AdmissionMode
+	Policies   []string
+	Outage     time.Duration
+	MaxBackoff time.Duration
+	Seed       uint64
+	// Parallel is how many cells run at once (0: 2).
+	Parallel int
+	// Progress, if set, gets a line per cell as it finishes.
+	Progress io.Writer
+}
+
+// DefaultGrid is devicesim grid's: 1,000 to a million devices, 500 to
+// 50,000 connects/s refused over the limit, every policy, a 60 s outage, a
+// 32 s cap.
+func DefaultGrid() GridConfig {
+	var policies []string
+	for _, p := range PolicyNames() {
+		if p != PahoDefault { // real paho clients only: not in virtual time
+			policies = append(policies, p)
+		}
+	}
+	return GridConfig{Devices: []int{1000, 10_000, 100_000, 1_000_000}, AdmitRates: []float64{500, 5000, 50_000},
+		AdmitModes: []testbroker.AdmissionMode{testbroker.RefuseOverLimit}, Policies: policies,
+		Outage: time.Minute, MaxBackoff: 32 * time.Second, Seed: 1}
+}
+
+// GridCell is one cell's outcome and the bounds it is held to.
+type GridCell struct {
+	Policy    string  `json:"policy"`
+	Scenario  string  `json:"scenario"` // throttled-restart or boot-storm
+	Devices   int     `json:"devices"`
+	AdmitRate float64 `json:"admit_rate"`
+	AdmitMode string  `json:"admit_mode"`
+	// IdealS is devices / admit_rate: the broker's admission, flat out.
+	IdealS float64 `json:"ideal_s"`
+	// BootSpreadS (boot-storm) is the operator's boot spread W: the agents'
+	// 10 s, or the ideal if longer.
+	BootSpreadS float64 `json:"boot_spread_s,omitempty"`
+	// P99AfterReturnS is the recovery's 99th percentile from the broker's
+	// return (boot-storm: from power-on); MaxP99S the most it may be.
+	P99AfterReturnS float64 `json:"p99_after_return_s"`
+	P99AtLeast      bool    `json:"p99_at_least,omitempty"` // the run stopped first: p99 is later still
+	MaxP99S         float64 `json:"max_p99_s"`
+	// AttemptsAfterReturn is the attempts per device from the return
+	// (boot-storm: all of them); MaxAttempts the most it may be.
+	AttemptsAfterReturn float64 `json:"attempts_after_return"`
+	AttemptsAtLeast     bool    `json:"attempts_at_least,omitempty"`
+	MaxAttempts         float64 `json:"max_attempts"`
+	Verdict             string  `json:"verdict"`
+	AllRecovered        bool    `json:"all_recovered"`
+	Pass                bool    `json:"pass"`
+	Why                 string  `json:"why,omitempty"` // what failed
+	WallS               float64 `json:"wall_s"`
+}
+
+// Grid is a grid's cells, in the order run.
+type Grid struct {
+	Config struct {
+		Outage     float64 `json:"outage_s"`
+		MaxBackoff float64 `json:"max_backoff_s"`
+		BootSpread float64 `json:"boot_spread_s"`
+		Seed       uint64  `json:"seed"`
+	} `json:"config"`
+	Cells []GridCell `json:"cells"`
+	WallS float64    `json:"wall_s"`
+}
+
+// Passed reports whether every cell of policy passed.
+func (g *Grid) Passed(policy string) bool {
+	for _, c := range g.Cells {
+		if c.Policy == policy && !c.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// RunGrid runs every cell of gc. A cell's run stops once it has taken twice
+// as long as it may (it fails then anyway), so that policies that never
+// recover do not hold the grid up.
+func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
+	if err := gc.validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	g := &Grid{}
+	g.Config.Outage, g.Config.MaxBackoff, g.Config.Seed = gc.Outage.Seconds(), gc.MaxBackoff.Seconds(), gc.Seed
+	g.Config.BootSpread = bootSpread.Seconds() // or the ideal, if longer
+	for _, p := range gc.Policies {
+		for _, mode := range gc.AdmitModes {
+			for _, n := range gc.Devices {
+				for _, rate := range gc.AdmitRates {
+					for _, sc := range []string{ThrottledRestart, BootStorm} {
+						g.Cells = append(g.Cells, GridCell{Policy: p, Scenario: sc, Devices: n, AdmitRate: rate, AdmitMode: mode.String()})
+					}
+				}
+			}
+		}
+	}
+	// The largest cells first, so that two cores finish together.
+	order := make([]int, len(g.Cells))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return g.Cells[b].Devices - g.Cells[a].Devices })
+	work := make(chan int)
+	errs := make([]error, len(g.Cells))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range max(gc.Parallel, 2) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				errs[i] = gc.run(ctx, &g.Cells[i])
+				if gc.Progress != nil && errs[i] == nil {
+					mu.Lock()
+					writeGridLine(gc.Progress, g.Cells[i])
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for _, i := range order {
+		if ctx.Err() != nil {
+			break
+		}
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	g.WallS = time.Since(start).Seconds()
+	return g, errors.Join(append(errs, ctx.Err())...)
+}
+
+// failFast is a grid cell's bounds, as a virtual run can check them while
+// it runs: a cell past them fails whatever comes after.
+type failFast struct {
+	maxAfterReturn int64         // attempts, all devices together
+	p99By          time.Duration // since the disruption
+	p99Count       int           // devices back by then
+}
+
+// bootSpread is the agents' own (device.DefaultTiming): the window over
+// which a fleet that powers on at once spreads its first connects.
+const bootSpread = 10 * time.Second
+
+func (gc GridConfig) validate() error {
+	if len(gc.Devices) == 0 || len(gc.AdmitRates) == 0 || len(gc.AdmitModes) == 0 || len(gc.Policies) == 0 {
+		return fmt.Errorf("a grid needs devices, admission rates, admission modes and policies")
+	}
+	for _, n := range gc.Devices {
+		if n < 1 {
+			return fmt.Errorf("devices must be >= 1, got %d", n)
+		}
+	}
+	for _, r := range gc.AdmitRates {
+		if !(r > 0) {
+			return fmt.Errorf("admission rates must be > 0, got %g", r)
+		}
+	}
+	for _, p := range gc.Policies {
+		if _, err := Shape(p, gc.MaxBackoff); err != nil {
+			return err
+		}
+	}
+	if gc.Outage <= 0 {
+		return fmt.Errorf("outage must be > 0, got %v", gc.Outage)
+	}
+	return nil
+}
+
+// run runs one cell and judges it.
+func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
+	mode, _ := testbroker.ParseAdmissionMode(cell.AdmitMode)
+	c := Default()
+	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
+	c.Outage, c.MaxBackoff, c.Events = gc.Outage, gc.MaxBackoff, io.Discard
+	c.AdmitRate, c.AdmitBurst, c.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
+	capS := gc.MaxBackoff.Seconds()
+	cell.IdealS = float64(cell.Devices) / cell.AdmitRate
+	from := gc.Outage.Seconds()
+	if cell.Scenario == BootStorm {
+		from = 0
+		c.BootSpread = max(bootSpread, time.Duration(cell.IdealS*float64(time.Second)))
+		cell.BootSpreadS = c.BootSpread.Seconds()
+		cell.MaxP99S = 1.2*cell.BootSpreadS + 2
+		cell.MaxAttempts = 1.5
+	} else {
+		cell.MaxP99S = 1.2*cell.IdealS + capS
+		cell.MaxAttempts = 1.5 * (1 + cell.IdealS/(2*capS))
+	}
+	c.Bound = time.Duration((from + 2*cell.MaxP99S + capS) * float64(time.Second))
+	ninetyNine := int(math.Ceil(0.99 * float64(cell.Devices)))
+	c.failFast = &failFast{maxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
+		p99By: time.Duration((from + cell.MaxP99S) * float64(time.Second)), p99Count: ninetyNine}
+	if cell.Scenario == BootStorm { // every attempt counts, from power-on
+		c.failFast.maxAfterReturn = math.MaxInt64
+	}
+	r, err := Run(ctx, c)
+	if r == nil {
+		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
+	}
+	if err != nil && !errors.Is(err, ErrNotRecovered) {
+		return err
+	}
+	cell.AllRecovered = r.RecoveryJSON.AllRecovered
+	cell.P99AfterReturnS = r.RecoveryJSON.P99S - from
+	cell.AttemptsAfterReturn = r.Attempts.AfterReturnPerDeviceMean
+	if cell.Scenario == BootStorm {
+		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
+	}
+	cell.Verdict = string(r.Verdict)
+	cell.WallS = r.Host.WallS
+	var why []string
+	switch {
+	case r.recovered < ninetyNine: // the p99 of the whole fleet is later than the run went
+		cell.P99AfterReturnS, cell.P99AtLeast = r.WatchedS-from, true
+		why = append(why, fmt.Sprintf("%d of %d back within %.0f s", r.recovered, cell.Devices, cell.P99AfterReturnS))
+	case cell.P99AfterReturnS > cell.MaxP99S:
+		why = append(why, fmt.Sprintf("p99 %.1f s > %.1f s", cell.P99AfterReturnS, cell.MaxP99S))
+	}
+	if !cell.AllRecovered && len(why) == 0 {
+		why = append(why, fmt.Sprintf("%d of %d back", r.recovered, cell.Devices))
+	}
+	if cell.AttemptsAfterReturn > cell.MaxAttempts {
+		why = append(why, fmt.Sprintf("%.2f attempts > %.2f", cell.AttemptsAfterReturn, cell.MaxAttempts))
+	}
+	cell.AttemptsAtLeast = !cell.AllRecovered // the stragglers would have made more
+	if cell.Scenario == ThrottledRestart && r.Verdict != "spread" {
+		why = append(why, "verdict "+cell.Verdict)
+	}
+	cell.Pass = len(why) == 0
+	cell.Why = strings.Join(why, "; ")
+	return nil
+}
+
+func writeGridLine(w io.Writer, c GridCell) {
+	mark := "pass"
+	if !c.Pass {
+		mark = "FAIL: " + c.Why
+	}
+	fmt.Fprintf(w, "%-22s %-17s %9d devices %6.0f/s %-10s p99 %7.1f s (<= %7.1f)  %6.2f attempts (<= %5.2f)  %-12s %s\n",
+		c.Policy, c.Scenario, c.Devices, c.AdmitRate, c.AdmitMode, c.P99AfterReturnS, c.MaxP99S,
+		c.AttemptsAfterReturn, c.MaxAttempts, c.Verdict, mark)
+}
+
+// Table writes the grid's cells, a line each, grouped by policy.
+func (g *Grid) Table(w io.Writer) {
+	cells := slices.Clone(g.Cells)
+	slices.SortStableFunc(cells, func(a, b GridCell) int { return cmp.Compare(a.Policy, b.Policy) })
+	for _, c := range cells {
+		writeGridLine(w, c)
+	}
+}
