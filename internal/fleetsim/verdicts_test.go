@@ -23,16 +23,15 @@ import (
 var knownVerdicts = []struct {
 	scenario, policy string
 	devices          int
-	timeScale        float64
 	want             stormstats.Verdict
 }{
-	{fleetsim.BrokerRestart, "exponential", 60, 10, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
-	{fleetsim.BrokerRestart, "iotcore", 60, 10, stormstats.Waves},     // the same, each a second or more wide
-	{fleetsim.BrokerRestart, "full", 60, 10, stormstats.Spread},
-	{fleetsim.DropAll, "exponential", 200, 10, stormstats.Spread}, // everyone back at 1 s: one burst
-	{fleetsim.DropAll, "iotcore", 200, 10, stormstats.Spread},     // everyone back within [1, 2) s: one burst
-	{fleetsim.DropAll, "full", 200, 10, stormstats.Spread},
-	{fleetsim.BootStorm, "iotcore", 200, 10, stormstats.Spread}, // the boot spread
+	{fleetsim.BrokerRestart, "exponential", 60, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
+	{fleetsim.BrokerRestart, "iotcore", 60, stormstats.Waves},     // the same, each a second or more wide
+	{fleetsim.BrokerRestart, "full", 60, stormstats.Spread},
+	{fleetsim.DropAll, "exponential", 200, stormstats.Spread}, // everyone back at 1 s: one burst
+	{fleetsim.DropAll, "iotcore", 200, stormstats.Spread},     // everyone back within [1, 2) s: one burst
+	{fleetsim.DropAll, "full", 200, stormstats.Spread},
+	{fleetsim.BootStorm, "iotcore", 200, stormstats.Spread}, // the boot spread
 }
 
 // Every known verdict holds for 20 consecutive seeds on both engines. The
@@ -48,7 +47,7 @@ func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s/%s", engine, k.scenario, k.policy), func(t *testing.T) {
 				for seed := uint64(1); seed <= seeds; seed++ {
 					c := small(k.scenario, k.policy)
-					c.Engine, c.Devices, c.Seed, c.TimeScale, c.Outage = engine, k.devices, seed, k.timeScale, 10*time.Second
+					c.Engine, c.Devices, c.Seed, c.TimeScale, c.Outage = engine, k.devices, seed, 10, 10*time.Second
 					r, err := fleetsim.Run(context.Background(), c)
 					if assert.NoError(t, err, "seed %d", seed) {
 						assert.False(t, r.Host.Bound, "seed %d: the host set the times, not the fleet: %+v", seed, r.Host)
