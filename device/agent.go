@@ -50,7 +50,17 @@ type Config struct {
 	// in-memory transport, a proxy).
 	Dial paho.OpenConnectionFunc
 
-	KeepAlive time.Duration // 0 means 30 s
+	// KeepAlive is the MQTT keepalive (0 means 30 s): after that long
+	// without traffic the agent sends a PINGREQ. PingTimeout is how long it
+	// then waits for the PINGRESP before it calls the connection dead (0
+	// means 10 s). Together they bound how long a silent path goes
+	// unnoticed, a NAT or load balancer that forgot the connection without
+	// a reset: at most KeepAlive + PingTimeout + min(KeepAlive/4, 5 s), the
+	// last being how often paho checks. A fleet's sessions start at
+	// different times, so their pings, and the moments they notice, are
+	// spread over a keepalive.
+	KeepAlive   time.Duration
+	PingTimeout time.Duration
 	// ConnectTimeout bounds one connect attempt (0 means 10 s; paho fails
 	// every connect at 0). Stopping the agent cuts an attempt short.
 	ConnectTimeout time.Duration
@@ -177,11 +187,20 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Config.Broker: %v", reconnect.ErrInvalid, err)
 	}
-	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 {
-		return nil, fmt.Errorf("%w: KeepAlive and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
+	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
+		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 30 * time.Second
+	}
+	if cfg.KeepAlive < time.Second {
+		// MQTT counts the keepalive in whole seconds; below one it would be
+		// sent as 0, which turns keepalive off: a silent path then goes
+		// unnoticed for ever.
+		return nil, fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", reconnect.ErrInvalid, cfg.KeepAlive)
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = 10 * time.Second
 	}
 	if cfg.ConnectTimeout == 0 {
 		cfg.ConnectTimeout = 10 * time.Second
@@ -208,7 +227,7 @@ func New(cfg Config) (*Agent, error) {
 	opts := paho.NewClientOptions().AddBroker(cfg.Broker).SetClientID(cfg.ClientID).
 		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
 		SetAutoReconnect(false).SetConnectRetry(false).
-		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).
+		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
 		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
 		SetOrderMatters(false). // handlers on their own goroutines: a slow one cannot stall paho
 		SetCustomOpenConnectionFn(a.open).

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/fakeclock"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
@@ -355,6 +357,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"no client id": {Broker: "tcp://127.0.0.1:1883"},
 		"bad scheme":   {Broker: "carrier://x", ClientID: "x"},
 		"bad timeout":  {Broker: "tcp://127.0.0.1:1883", ClientID: "x", ConnectTimeout: -1},
+		// sent as 0 s, which would turn keepalive off: a silent path never noticed
+		"keepalive under a second": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: 500 * time.Millisecond},
+		"bad ping timeout":         {Broker: "tcp://127.0.0.1:1883", ClientID: "x", PingTimeout: -1},
 	} {
 		_, err := device.New(c)
 		assert.ErrorIs(t, err, reconnect.ErrInvalid, name)
@@ -461,4 +466,32 @@ func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("acknowledged")))
+}
+
+// A path that goes silent without a reset (a NAT that forgot the
+// connection) is noticed through the keepalive alone; the attempts made
+// into the silence time out, and the agent is back once it ends.
+func TestSilentPathIsNoticedThroughKeepalive(t *testing.T) {
+	var proxy *faultproxy.Proxy
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+		dial := c.Dial
+		var err error
+		proxy, err = faultproxy.New(faultproxy.Config{Upstream: func(ctx context.Context) (net.Conn, error) {
+			return dial(nil, paho.ClientOptions{ConnectTimeout: bound})
+		}})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
+		c.Dial = func(*url.URL, paho.ClientOptions) (net.Conn, error) { return proxy.Dial(context.Background()) }
+		c.KeepAlive, c.PingTimeout, c.ConnectTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	})
+	r.bootAndConnect()
+	proxy.BeginBlackhole()
+	lost := r.next(device.EventLost)
+	assert.Error(t, lost.Err, "noticed by the missing PINGRESP")
+	r.advanceWait()
+	r.next(device.EventAttemptFailed) // into the silence: the connect times out
+	proxy.EndBlackhole()
+	r.advanceWait()
+	r.next(device.EventConnected)
+	assert.Equal(t, 1, r.broker.Connected())
 }

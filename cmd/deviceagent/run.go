@@ -26,6 +26,7 @@ type options struct {
 	ca, cert, key                        string
 	configURL, dataDir, topic, events    string
 	heartbeat, bootSpread, stopTimeout   time.Duration
+	keepAlive, pingTimeout               time.Duration
 	logLevel                             string
 }
 
@@ -64,6 +65,8 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	dur(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
 	dur(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
 	dur(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
+	dur(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive; with -ping-timeout, how soon a silent path (a NAT that forgot the connection) is noticed")
+	dur(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
 	str(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -79,6 +82,10 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		return nil, fmt.Errorf("-boot-spread must be a positive duration, got %v", o.bootSpread)
 	case o.stopTimeout <= 0:
 		return nil, fmt.Errorf("-stop-timeout must be a positive duration, got %v", o.stopTimeout)
+	case o.keepAlive < time.Second:
+		return nil, fmt.Errorf("-keepalive must be at least 1s (MQTT counts it in seconds), got %v", o.keepAlive)
+	case o.pingTimeout <= 0:
+		return nil, fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
 	}
 	return o, nil
 }
@@ -101,7 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	timing := device.DefaultTiming()
 	timing.BootSpread = o.bootSpread
 	cfg := device.Config{Broker: o.broker, ClientID: o.clientID, Username: o.username, Password: o.password,
-		Timing: &timing, Logger: log}
+		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
 	if o.ca != "" || o.cert != "" {
 		if cfg.TLS, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {
 			return err

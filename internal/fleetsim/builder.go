@@ -27,8 +27,11 @@ type builder struct {
 	// where each view is measured (Side.MeasuredAt); brokerAt is "" when
 	// the run cannot see the broker's side (an external broker)
 	fleetAt, brokerAt string
-	events            *eventLog
-	until             time.Duration // unscaled: how long after the disruption the run watched
+	// fleetAdmits: recovery is when the devices heard CONNACK 0, although
+	// the broker's side is seen (a proxy sees connections, not CONNACKs).
+	fleetAdmits bool
+	events      *eventLog
+	until       time.Duration // unscaled: how long after the disruption the run watched
 
 	// Per device index: attempts made, and the last admitted session (the
 	// one that stayed), from the broker's view when there is one (it admits;
@@ -98,7 +101,7 @@ func (b *builder) attempt(dev int, t time.Duration, o testbroker.Outcome, code i
 		return
 	}
 	b.tried[dev]++
-	if b.brokerAt == "" && o == testbroker.Accepted {
+	if (b.brokerAt == "" || b.fleetAdmits) && o == testbroker.Accepted {
 		b.admitted(dev, t)
 	}
 }
@@ -106,7 +109,7 @@ func (b *builder) attempt(dev int, t time.Duration, o testbroker.Outcome, code i
 // reached adds an attempt by device dev as the broker saw it at t.
 func (b *builder) reached(dev int, t time.Duration, o testbroker.Outcome) {
 	b.broker.Add(t)
-	if o == testbroker.Accepted && dev >= 0 && dev < len(b.recovered) {
+	if o == testbroker.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
 		b.admitted(dev, t)
 	}
 }

@@ -65,6 +65,12 @@ func (r *run) spawnChildren(url string) error {
 			"-max-backoff", r.c.MaxBackoff.String(), "-retry-cap", strconv.Itoa(r.c.RetryCap),
 			"-time-scale", strconv.FormatFloat(r.c.TimeScale, 'g', -1, 64), "-seed", strconv.FormatUint(r.c.Seed, 10),
 			"-telemetry", strconv.FormatFloat(r.c.Telemetry, 'g', -1, 64), "-out", out}
+		if r.c.KeepAlive > 0 {
+			args = append(args, "-keepalive", r.c.KeepAlive.String())
+		}
+		if r.c.PingTimeout > 0 {
+			args = append(args, "-ping-timeout", r.c.PingTimeout.String())
+		}
 		cmd := exec.Command(exe, args...)
 		cmd.Stderr = os.Stderr
 		stdin, err := cmd.StdinPipe()

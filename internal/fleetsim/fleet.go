@@ -25,10 +25,10 @@ type member interface {
 
 // memberConfig is what every member of a run shares.
 type memberConfig struct {
-	broker    string
-	dial      func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
-	timing    *device.Timing
-	keepAlive time.Duration
+	broker                 string
+	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
+	timing                 *device.Timing
+	keepAlive, pingTimeout time.Duration
 	// connectTimeout bounds one connect attempt, scaled as every duration.
 	connectTimeout time.Duration
 	seed           uint64
@@ -61,7 +61,8 @@ type agentMember struct {
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	cfg := device.Config{Broker: mc.broker, ClientID: clientID(i), Timing: mc.timing,
-		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, ConnectTimeout: mc.connectTimeout}
+		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout,
+		ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {
 		cfg.Dial = mc.dial(i)
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
 // mosquitto is a real third-party broker on a loopback port.
@@ -25,6 +27,24 @@ type mosquitto struct {
 	conf string
 	cmd  *exec.Cmd
 	done chan struct{}
+
+	// connections counts mosquitto's own "New connection from" lines: every
+	// TCP connection it accepted, counted independently of the proxy.
+	mu          sync.Mutex
+	connections int
+	changed     waitfor.Broadcast
+}
+
+// accepted is how many connections mosquitto has logged so far.
+func (m *mosquitto) accepted() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.connections
+}
+
+// awaitAccepted waits until mosquitto has logged n connections.
+func (m *mosquitto) awaitAccepted(n int) error {
+	return waitfor.Until(&m.mu, &m.changed, 10*time.Second, func() bool { return m.connections >= n })
 }
 
 func startMosquitto(t *testing.T) (*mosquitto, string) {
@@ -63,6 +83,12 @@ func (m *mosquitto) start() {
 		sc := bufio.NewScanner(stderr)
 		said := false
 		for sc.Scan() {
+			if strings.Contains(sc.Text(), "New connection from") {
+				m.mu.Lock()
+				m.connections++
+				m.changed.Notify()
+				m.mu.Unlock()
+			}
 			if strings.Contains(sc.Text(), "running") && !said {
 				close(running)
 				said = true
@@ -115,4 +141,47 @@ func TestObserveMosquittoRestart(t *testing.T) {
 	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 1.0)
 	assert.Equal(t, 50, int(r.Fleet.Arrivals.Count-r.Attempts.Refused), "one successful attempt per device")
 	assert.NotEmpty(t, r.Verdict)
+}
+
+// Every disruption the fault proxy makes, on a real third-party broker: the
+// fleet recovers, and the connections the proxy says it let through are the
+// ones mosquitto logged, counted from mosquitto's side.
+func TestFaultProxyStormsMosquitto(t *testing.T) {
+	for _, tc := range []struct {
+		scenario  string
+		admitRate float64
+	}{
+		{fleetsim.DropAll, 0},
+		{fleetsim.BrokerRestart, 0},
+		{fleetsim.ThrottledRestart, 500},
+		{fleetsim.Blackhole, 0},
+	} {
+		t.Run(tc.scenario, func(t *testing.T) {
+			m, url := startMosquitto(t)
+			c := fleetsim.Default()
+			c.Devices, c.Scenario, c.Broker, c.Policy, c.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
+			c.AdmitRate, c.AdmitBurst = tc.admitRate, 25
+			before := -1
+			c.Ready = func() { before = m.accepted() }
+			r, err := fleetsim.Run(context.Background(), c)
+			require.NoError(t, err)
+			require.True(t, r.RecoveryJSON.AllRecovered)
+			require.NotNil(t, r.Broker)
+			require.NotNil(t, r.Proxy)
+			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
+			assert.Equal(t, "external", r.Transport)
+			assert.GreaterOrEqual(t, before, 300, "the fleet connected through the proxy before the disruption")
+			require.NoError(t, m.awaitAccepted(before+r.Proxy.Admitted))
+			assert.Equal(t, before+r.Proxy.Admitted, m.accepted(),
+				"mosquitto accepted exactly the connections the proxy let through")
+			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
+			switch tc.scenario {
+			case fleetsim.BrokerRestart, fleetsim.ThrottledRestart:
+				assert.Positive(t, r.Proxy.Refused, "dials during the outage were refused at the proxy")
+			case fleetsim.Blackhole:
+				require.NotNil(t, r.Noticed)
+				assert.Equal(t, 300, r.Noticed.Devices, "every device noticed the silence through its keepalive")
+			}
+		})
+	}
 }

@@ -138,6 +138,25 @@ func (l *deviceLog) noticed(t time.Time) []time.Duration {
 	return out
 }
 
+// awaitNoticed waits until n devices have each noticed a loss at or after
+// t, ctx ends, or timeout passes.
+func (l *deviceLog) awaitNoticed(ctx context.Context, t time.Time, n int, timeout time.Duration) error {
+	seen, count, next := make([]bool, len(l.connected)), 0, 0
+	err := waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
+		for ; next < len(l.losses); next++ { // only the losses since the last look
+			if x := l.losses[next]; !x.at.Before(t) && !seen[x.device] {
+				seen[x.device] = true
+				count++
+			}
+		}
+		return count >= n
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("fleetsim: not every device noticed the disruption within %v", timeout)
+	}
+	return err
+}
+
 // lossCount is how many sessions ended since the log began or was reset.
 func (l *deviceLog) lossCount() int {
 	l.mu.Lock()

@@ -48,6 +48,12 @@ type Report struct {
 	// Telemetry is what the devices' store-and-forward queues did over the
 	// whole run, when it had telemetry.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
+	// Noticed is how long after the path went silent each device noticed
+	// (blackhole: through its keepalive), unscaled.
+	Noticed *Noticed `json:"noticed,omitempty"`
+	// Proxy is what the fault proxy did with the connections it was asked
+	// for since the disruption, when one stood in the path.
+	Proxy *ProxyCounts `json:"proxy,omitempty"`
 
 	events         []event // kept for WriteFiles, unless streamed or dropped
 	eventsStreamed bool    // written to Config.Events as the run went
@@ -80,6 +86,34 @@ type recoveryJSON struct {
 func recoveryOf(xs []float64) recoveryJSON {
 	p := stormstats.Percentiles(xs, 50, 95, 99, 100)
 	return recoveryJSON{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
+}
+
+// ProxyCounts is the fault proxy's connections by outcome: admitted ones
+// reached the broker (a count the broker's own log can confirm).
+type ProxyCounts struct {
+	Admitted    int `json:"admitted"`
+	Refused     int `json:"refused"`
+	Throttled   int `json:"throttled"`
+	Dropped     int `json:"dropped"`
+	Unreachable int `json:"unreachable"`
+}
+
+// Noticed is when the devices noticed a silent path.
+type Noticed struct {
+	Devices int     `json:"devices"` // that noticed while the path was silent or after
+	P50S    float64 `json:"p50_s"`
+	P99S    float64 `json:"p99_s"`
+	MaxS    float64 `json:"max_s"`
+}
+
+// noticedOf summarises real-time notice delays in unscaled seconds.
+func noticedOf(delays []time.Duration, timeScale float64) *Noticed {
+	xs := make([]float64, len(delays))
+	for i, d := range delays {
+		xs[i] = d.Seconds() * timeScale
+	}
+	p := stormstats.Percentiles(xs, 50, 99, 100)
+	return &Noticed{Devices: len(xs), P50S: p[0], P99S: p[1], MaxS: p[2]}
 }
 
 // Attempts counts connect attempts from the disruption to full recovery.
@@ -140,6 +174,14 @@ func (r *Report) Summary(w io.Writer) {
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
+	}
+	if p := r.Proxy; p != nil {
+		fmt.Fprintf(w, "fault proxy: %d connections let through to the broker, %d refused, %d throttled, %d dropped unsent, %d found the broker unreachable\n",
+			p.Admitted, p.Refused, p.Throttled, p.Dropped, p.Unreachable)
+	}
+	if n := r.Noticed; n != nil {
+		fmt.Fprintf(w, "the silent path was noticed (keepalive) by %d devices: p50 %.1f s, p99 %.1f s, max %.1f s after it went silent\n",
+			n.Devices, n.P50S, n.P99S, n.MaxS)
 	}
 	if t := r.Telemetry; t != nil {
 		fmt.Fprintf(w, "telemetry (%g/s per device, whole run): %d enqueued, %d acknowledged, %d received once, %d duplicates, %d publish failures retried, %d dropped by full queues, %d lost\n",

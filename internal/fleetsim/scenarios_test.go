@@ -219,3 +219,42 @@ func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 	assert.False(t, r.RecoveryJSON.AllRecovered)
 	assert.Contains(t, err.Error(), "interrupted with")
 }
+
+// A path that goes silent: nobody is reset, every device notices through
+// its keepalive (30 s + a 10 s ping timeout + paho's 7.5 s check, with the
+// sessions' pings spread over a keepalive), and the connections made into
+// the silence hang until their connect timeout.
+func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
+	c := small(fleetsim.Blackhole, "fleet-safe")
+	c.Devices, c.TimeScale, c.Outage = 100, 10, 60*time.Second
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	require.NotNil(t, r.Noticed)
+	assert.Equal(t, 100, r.Noticed.Devices)
+	assert.GreaterOrEqual(t, r.Noticed.P50S, 10.0, "not before the ping timeout")
+	assert.Less(t, r.Noticed.MaxS, 30+10+7.5+5, "within a keepalive, the ping timeout and a check, and a host's slack")
+	assert.Greater(t, r.Noticed.MaxS-r.Noticed.P50S, 5.0, "pings spread over the keepalive: so are the notices")
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 60.0, "nothing passes until the black hole ends")
+	require.NotNil(t, r.Proxy)
+	assert.Positive(t, r.Proxy.Dropped, "connections opened into the silence hung and were given up")
+	require.NotNil(t, r.Broker)
+	assert.Equal(t, "broker", r.Broker.MeasuredAt, "in process, the broker's own side is seen")
+}
+
+// The latency scenario drops every session and slows the path both ways:
+// each connect pays the round trip, so recovery is later than the policy's
+// first wait alone.
+func TestLatencySlowsTheWayBack(t *testing.T) {
+	c := small(fleetsim.Latency, "fleet-safe")
+	c.Devices, c.TimeScale, c.Latency, c.LatencyJitter = 100, 10, 2*time.Second, 500*time.Millisecond
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	// fleet-safe's first wait is U[1.5 s, 3 s); the broker sees the CONNECT
+	// a latency later. Every device was dropped once and came back once.
+	assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 1.5+2.0)
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 2.25+2.0-0.5, "the median wait (2.25 s) and the latency")
+	require.NotNil(t, r.Proxy)
+	assert.Equal(t, 100, r.Proxy.Admitted)
+}

@@ -4,6 +4,7 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -33,7 +35,7 @@ const (
 )
 
 // Scenarios lists the scenarios a run can name.
-var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, ConfigOutage, Observe}
+var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, ConfigOutage, Observe}
 
 // PahoDefault names the baseline: paho's built-in reconnect, unjittered.
 const PahoDefault = "paho-default"
@@ -68,6 +70,12 @@ type Config struct {
 	Outage time.Duration
 	// Flap is how long each session lasts while the broker flaps.
 	Flap time.Duration
+	// Latency and LatencyJitter are what the latency scenario adds to every
+	// byte each way: Latency plus U[0, LatencyJitter).
+	Latency, LatencyJitter time.Duration
+	// KeepAlive and PingTimeout are the agents' (device.Config): how soon
+	// they notice a silent path (0: 30 s and 10 s).
+	KeepAlive, PingTimeout time.Duration
 	// BootSpread is the window over which each device's first connect
 	// falls at power-on (boot-storm): an operator who knows what the broker
 	// admits spreads boots over at least devices / rate (0: the agents' own
@@ -83,9 +91,10 @@ type Config struct {
 	RetryAfterJitter time.Duration
 	// Transport is Mem or TCP for the in-process broker.
 	Transport string
-	// Broker, if set, is an external broker's URL (tcp://host:port): the
-	// run cannot disrupt it, so only boot-storm and observe apply, and the
-	// devices' own events are what is measured.
+	// Broker, if set, is an external broker's URL (tcp://host:port). The
+	// run puts the fault proxy in front of it for the disruptive scenarios
+	// and measures what it let through; observe leaves the disruption to
+	// the user, and boot-storm needs none.
 	Broker string
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration
@@ -172,6 +181,7 @@ func (s Shard) ids(devices int) []int {
 func Default() Config {
 	return Config{Engine: Agents, Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
 		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second,
+		Latency: 300 * time.Millisecond, LatencyJitter: 200 * time.Millisecond, KeepAlive: 30 * time.Second, PingTimeout: 10 * time.Second,
 		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 10, Seed: 1}
 }
 
@@ -194,12 +204,26 @@ func (c Config) validate() error {
 		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
 	case !slices.Contains(Scenarios, c.Scenario):
 		return fmt.Errorf("unknown scenario %q (one of %v)", c.Scenario, Scenarios)
-	case external && c.Scenario != Observe && c.Scenario != BootStorm:
-		return fmt.Errorf("scenario %s disrupts the in-process broker; against an external broker use observe or boot-storm", c.Scenario)
+	case external && c.Scenario == ConfigOutage:
+		return fmt.Errorf("config-outage disrupts the in-process config server: it takes no -broker")
+	case external && !c.proxied() && c.Scenario != Observe && c.Scenario != BootStorm:
+		return fmt.Errorf("scenario %s does not apply to an external broker", c.Scenario)
+	case external && c.proxied() && !plainBrokerURL(c.Broker):
+		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port (or mqtt://)", c.Broker)
 	case !external && c.Scenario == Observe:
 		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
-	case external && c.AdmitRate > 0:
-		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies to the in-process broker")
+	case external && c.AdmitRate > 0 && !c.proxied():
+		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies through the fault proxy, in a disruptive scenario")
+	case c.proxied() && c.Engine == Virtual:
+		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", c.Scenario)
+	case c.proxied() && c.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no keepalive or dial of ours to route through the fault proxy: pick a reconnect policy")
+	case c.Scenario == Latency && (c.Latency < 0 || c.LatencyJitter < 0 || c.Latency+c.LatencyJitter == 0):
+		return fmt.Errorf("latency scenario: -latency %v and -latency-jitter %v must be >= 0, not both 0", c.Latency, c.LatencyJitter)
+	case c.KeepAlive < 0 || (c.KeepAlive > 0 && c.KeepAlive < time.Second):
+		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", c.KeepAlive)
+	case c.PingTimeout < 0:
+		return fmt.Errorf("ping timeout must be >= 0, got %v", c.PingTimeout)
 	case c.Scenario == Observe && c.TimeScale != 1 && c.Hold == nil:
 		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
 	case c.Transport != Mem && c.Transport != TCP:
@@ -264,7 +288,9 @@ type run struct {
 	children     []*child
 	childDir     string
 	childReports []*Report
-	virtual      *virtualFleet // the virtual engine's fleet, for its report
+	virtual      *virtualFleet     // the virtual engine's fleet, for its report
+	proxy        *faultproxy.Proxy // in the devices' path, when the scenario breaks the path or the broker is external
+	cleanups     []func()
 }
 
 func (r *run) scale(d time.Duration) time.Duration { return time.Duration(float64(d) / r.c.TimeScale) }
@@ -402,11 +428,17 @@ func (c Config) bootSpread() time.Duration {
 // 1.5 of them, which a loaded host reaches below two.
 const minKeepAlive = 2 * time.Second
 
-// keepAlive is the agents' keepalive: 30 s scaled, in whole seconds, at
-// least minKeepAlive (so above 15x it is longer than 30 s unscaled; only a
-// scenario where the path goes silent notices).
+// keepAlive is the agents' keepalive: Config.KeepAlive (30 s) scaled, in
+// whole seconds, at least minKeepAlive (so above 15x the default is longer
+// than 30 s unscaled; the blackhole scenario warns).
 func (r *run) keepAlive() time.Duration {
-	return max(minKeepAlive, r.scale(30*time.Second).Round(time.Second))
+	return max(minKeepAlive, r.scale(cmp.Or(r.c.KeepAlive, 30*time.Second)).Round(time.Second))
+}
+
+// pingTimeout is the agents' ping timeout, Config.PingTimeout (10 s)
+// scaled.
+func (r *run) pingTimeout() time.Duration {
+	return max(100*time.Millisecond, r.scale(cmp.Or(r.c.PingTimeout, 10*time.Second)))
 }
 
 // recoverBound is how long a run waits for its fleet to come back.
@@ -425,7 +457,7 @@ func (r *run) recoverBound() time.Duration {
 // server if the scenario needs it, and the members.
 func (r *run) setup() error {
 	c := r.c
-	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), connectTimeout: r.scale(connectTimeout),
+	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), pingTimeout: r.pingTimeout(), connectTimeout: r.scale(connectTimeout),
 		pahoMaxInterval: c.MaxBackoff}
 	if c.Policy != PahoDefault {
 		shape, _ := Shape(c.Policy, c.MaxBackoff)
@@ -451,9 +483,15 @@ func (r *run) setup() error {
 	// at half of what this host serves, or paho's connect timeouts turn the
 	// setup itself into a storm.
 	hostPaced := time.Duration(float64(c.Devices) / (HostAdmitLimit / 2) * float64(time.Second)) // the whole fleet, shards included
-	if c.Scenario != BootStorm {
+	switch {
+	case c.Scenario == Blackhole:
+		// Sessions that began at unrelated times ping at unrelated times:
+		// spread them over a keepalive, or the fleet's pings (and the
+		// moments it notices the silence) would be in step by construction.
+		r.timing.BootSpread = max(hostPaced, r.keepAlive())
+	case c.Scenario != BootStorm:
 		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond)
-	} else if r.timing.BootSpread < hostPaced {
+	case r.timing.BootSpread < hostPaced:
 		r.warn("%d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale",
 			len(r.ids), r.timing.BootSpread, HostAdmitLimit)
 	}
@@ -496,13 +534,21 @@ func (r *run) setup() error {
 			}
 		}
 	}
+	if c.proxied() {
+		if err := r.setupProxy(&mc); err != nil {
+			return err
+		}
+		if unscaled := r.unscale(r.keepAlive()); c.Scenario == Blackhole && unscaled != cmp.Or(c.KeepAlive, 30*time.Second) {
+			r.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
+		}
+	}
 	if c.Scenario == ConfigOutage {
 		if err := r.setupConfigs(); err != nil {
 			return err
 		}
 	}
 	if c.needsChildren() {
-		return r.spawnChildren(r.broker.URL())
+		return r.spawnChildren(mc.broker)
 	}
 	for _, i := range r.ids {
 		if c.Policy == PahoDefault {
@@ -534,6 +580,12 @@ func (r *run) stopMembers(cancel context.CancelFunc) {
 }
 
 func (r *run) close() {
+	for _, f := range r.cleanups {
+		f()
+	}
+	if r.proxy != nil {
+		_ = r.proxy.Close()
+	}
 	if r.configs != nil {
 		r.configs.Close()
 	}
@@ -563,6 +615,9 @@ func (d *disruption) watched(recovered bool, maxBackoff time.Duration, timeScale
 }
 
 func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
+	if r.proxy != nil {
+		return r.disruptPath(ctx, t0)
+	}
 	d := disruption{t0: t0, returned: t0}
 	b := r.broker
 	if b != nil && r.c.Scenario != BootStorm {
@@ -629,10 +684,15 @@ func (r *run) report(d disruption) (*Report, error) {
 	switch {
 	case c.Scenario == ConfigOutage:
 		fleetAt, brokerAt = "config-server", "" // every request reaches it
+	case r.broker == nil && r.proxy != nil:
+		rep.Transport, brokerAt = "external", "proxy"
 	case r.broker == nil:
 		rep.Transport, brokerAt = "external", ""
 	}
 	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
+	// The proxy knows a connection reached the broker, not whether the
+	// broker accepted it: recovery is the devices' word for it then.
+	b.fleetAdmits = brokerAt == "proxy"
 	b.minWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
 	b.watchedUntil(d.until)
 	switch {
@@ -650,12 +710,21 @@ func (r *run) report(d disruption) (*Report, error) {
 		for _, a := range r.devlog.since(d.t0) {
 			b.device(a)
 		}
-		if c.Scenario != BootStorm && c.Scenario != Observe { // observe's t0 is the first loss noticed
+		switch c.Scenario {
+		case BootStorm, Observe: // observe's t0 is the first loss noticed
+		case Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
+			rep.Noticed = noticedOf(r.devlog.noticed(d.t0), c.TimeScale)
+		default:
 			b.noticed(r.devlog.noticed(d.t0))
 		}
 	}
-	if brokerAt != "" {
-		for _, a := range r.obs.since(d.t0) {
+	switch {
+	case brokerAt == "proxy":
+		for _, a := range proxySaw(r.proxy, d.t0) {
+			b.brokerSaw(a)
+		}
+	case brokerAt != "":
+		for _, a := range (brokerObserver{r.broker.Recorder()}).since(d.t0) {
 			b.brokerSaw(a)
 		}
 	}
@@ -663,6 +732,11 @@ func (r *run) report(d disruption) (*Report, error) {
 		return nil, err
 	}
 	rep.Limit, rep.BrokerBackS = c.limit(len(r.ids)), b.back.Seconds()
+	if r.proxy != nil {
+		k := r.proxy.Recorder().Counts()
+		rep.Proxy = &ProxyCounts{Admitted: k.Admitted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
+			Unreachable: k.Unreachable}
+	}
 	return rep, nil
 }
 

@@ -1,0 +1,175 @@
+package faultproxy
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// chunk is what one read carries; MQTT packets are small, and a proxy
+// holding ten thousand links keeps two of these each.
+const chunk = 4 << 10
+
+// link is one device connection joined to its broker connection.
+type link struct {
+	p              *Proxy
+	seq            int
+	device, broker net.Conn
+	sniffed        bool // the client ID was read before the link began
+
+	swallowing atomic.Bool // inside a black hole: bytes are lost, closes are not passed on
+	once       sync.Once
+	mu         sync.Mutex
+	flap       *time.Timer
+}
+
+// run pumps both ways until either side ends.
+func (l *link) run() {
+	l.p.wg.Add(1)
+	go func() {
+		defer l.p.wg.Done()
+		l.pump(l.device, l.broker, true)
+	}()
+	l.pump(l.broker, l.device, false)
+}
+
+func (l *link) pump(src, dst net.Conn, fromDevice bool) {
+	buf := make([]byte, chunk)
+	var w *delayedWriter
+	first := true
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if first {
+				first = false
+				if fromDevice && !l.sniffed {
+					l.p.rec.sniff(l.seq, buf[:n])
+				}
+				if !fromDevice {
+					l.startFlap()
+				}
+			}
+			if l.swallowing.Load() {
+				continue // lost in the black hole
+			}
+			d := l.p.delay()
+			if d == 0 && w == nil {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					break
+				}
+			} else {
+				if w == nil {
+					w = newDelayedWriter(dst)
+				}
+				if !w.push(buf[:n], time.Now().Add(d)) {
+					break
+				}
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if w != nil {
+		w.finish()
+	}
+	if l.swallowing.Load() {
+		return // no close passes through a black hole; its end resets the link
+	}
+	l.close(false)
+}
+
+// startFlap drops the link the proxy's flap after the broker's first
+// bytes, if the proxy is flapping.
+func (l *link) startFlap() {
+	l.p.mu.Lock()
+	d := l.p.flap
+	l.p.mu.Unlock()
+	if d <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.flap = time.AfterFunc(d, func() { l.close(false) })
+}
+
+// close ends both connections once, with resets if rst.
+func (l *link) close(rst bool) {
+	l.once.Do(func() {
+		l.p.mu.Lock()
+		delete(l.p.links, l)
+		delete(l.p.blackholed, l)
+		l.p.mu.Unlock()
+		l.mu.Lock()
+		if l.flap != nil {
+			l.flap.Stop()
+		}
+		l.mu.Unlock()
+		if rst {
+			reset(l.device)
+			reset(l.broker)
+			return
+		}
+		_ = l.device.Close()
+		_ = l.broker.Close()
+	})
+}
+
+// delayedWriter writes chunks at their release times, in order.
+type delayedWriter struct {
+	dst    net.Conn
+	queue  chan timedChunk
+	done   chan struct{}
+	failed atomic.Bool
+	last   time.Time
+}
+
+type timedChunk struct {
+	data []byte
+	at   time.Time
+}
+
+func newDelayedWriter(dst net.Conn) *delayedWriter {
+	w := &delayedWriter{dst: dst, queue: make(chan timedChunk, 64), done: make(chan struct{})}
+	go w.loop()
+	return w
+}
+
+// push queues a copy of b for at, or later if an earlier chunk is
+// released later (order is kept); false once a write has failed.
+func (w *delayedWriter) push(b []byte, at time.Time) bool {
+	if w.failed.Load() {
+		return false
+	}
+	if at.Before(w.last) {
+		at = w.last
+	}
+	w.last = at
+	w.queue <- timedChunk{data: append([]byte(nil), b...), at: at}
+	return true
+}
+
+func (w *delayedWriter) loop() {
+	defer close(w.done)
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for c := range w.queue {
+		if w.failed.Load() {
+			continue
+		}
+		if d := time.Until(c.at); d > 0 {
+			timer.Reset(d)
+			<-timer.C
+		}
+		if _, err := w.dst.Write(c.data); err != nil {
+			w.failed.Store(true)
+		}
+	}
+}
+
+// finish writes what is queued and stops.
+func (w *delayedWriter) finish() {
+	close(w.queue)
+	<-w.done
+}

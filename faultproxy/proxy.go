@@ -1,0 +1,536 @@
+package faultproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// AdmissionMode is what the proxy does with a connection over its rate.
+type AdmissionMode int
+
+const (
+	// RefuseOverLimit resets the connection at once.
+	RefuseOverLimit AdmissionMode = iota
+	// HoldOverLimit holds the connection, bytes and all, until a token is
+	// free: the broker takes R connects/s off its backlog while the rest
+	// wait, until the client gives up.
+	HoldOverLimit
+	// DisconnectOverLimit reads the client's first bytes (its CONNECT) and
+	// then closes, as a service that accepts and then disconnects clients
+	// over its connect rate does.
+	DisconnectOverLimit
+)
+
+func (m AdmissionMode) String() string {
+	switch m {
+	case RefuseOverLimit:
+		return "refuse"
+	case HoldOverLimit:
+		return "hold"
+	case DisconnectOverLimit:
+		return "disconnect"
+	}
+	return fmt.Sprintf("AdmissionMode(%d)", int(m))
+}
+
+// Admission limits the connections let through to Rate per second with
+// bursts of Burst. The zero value lets everything through.
+type Admission struct {
+	Rate  float64
+	Burst int
+	Mode  AdmissionMode
+}
+
+// ErrInvalid is wrapped by every error about a bad argument.
+var ErrInvalid = errors.New("faultproxy: invalid argument")
+
+// ErrClosed is returned by Dial after Close.
+var ErrClosed = errors.New("faultproxy: closed")
+
+// ErrRefused is returned by Dial when the proxy refuses the connection (an
+// outage, or the admission limit in refuse mode). A TCP client sees a reset.
+var ErrRefused = errors.New("faultproxy: connection refused")
+
+// Config is a proxy's fixed setup.
+type Config struct {
+	// Upstream dials the broker for every connection let through; required.
+	Upstream func(ctx context.Context) (net.Conn, error)
+	// Listen, if set, is the TCP address to accept devices on, such as
+	// "127.0.0.1:0"; Addr reports the port chosen. Without it only Dial
+	// (in memory) reaches the proxy.
+	Listen string
+	// DialTimeout bounds each upstream dial (0: 10 s).
+	DialTimeout time.Duration
+	// Seed seeds the latency jitter.
+	Seed uint64
+	// Now is the clock attempts are stamped with (nil: time.Now).
+	Now func() time.Time
+}
+
+// Proxy stands between devices and a broker and breaks the path on
+// command. Every method is safe for concurrent use. Create one with New;
+// the zero value is not usable.
+type Proxy struct {
+	cfg Config
+	ln  net.Listener
+	rec Recorder
+
+	mu         sync.Mutex
+	closed     bool
+	outage     bool
+	blackhole  bool
+	limiter    *rate.Limiter
+	mode       AdmissionMode
+	flap       time.Duration
+	latency    time.Duration
+	jitter     time.Duration
+	rng        *rand.Rand
+	links      map[*link]struct{}
+	pending    map[net.Conn]struct{} // accepted, not yet linked: held, hanging or being dialled upstream
+	hanging    map[net.Conn]struct{} // opened into the current black hole
+	blackholed map[*link]struct{}    // links open when the current black hole began
+
+	wg sync.WaitGroup
+}
+
+// New starts a proxy in front of cfg.Upstream.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Upstream == nil {
+		return nil, fmt.Errorf("%w: Config.Upstream is required", ErrInvalid)
+	}
+	if cfg.DialTimeout < 0 {
+		return nil, fmt.Errorf("%w: DialTimeout %v < 0", ErrInvalid, cfg.DialTimeout)
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	p := &Proxy{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x70726f7879)), links: map[*link]struct{}{},
+		pending: map[net.Conn]struct{}{}, hanging: map[net.Conn]struct{}{}, blackholed: map[*link]struct{}{}}
+	if cfg.Listen != "" {
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, err
+		}
+		p.ln = ln
+		p.wg.Add(1)
+		go p.acceptLoop()
+	}
+	return p, nil
+}
+
+// Upstream dials a TCP address: Config.Upstream for a broker at addr.
+func Upstream(addr string) func(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+}
+
+// Addr is the TCP address devices connect to, or "" without Config.Listen.
+func (p *Proxy) Addr() string {
+	if p.ln == nil {
+		return ""
+	}
+	return p.ln.Addr().String()
+}
+
+// Recorder is every connection the proxy was asked for.
+func (p *Proxy) Recorder() *Recorder { return &p.rec }
+
+func (p *Proxy) acceptLoop() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return // closed
+		}
+		p.handle(c)
+	}
+}
+
+// Dial connects to the proxy in memory, as a device on the same host
+// would over TCP; a refused connection is ErrRefused.
+func (p *Proxy) Dial(ctx context.Context) (net.Conn, error) {
+	device, ours := net.Pipe()
+	refused := make(chan struct{})
+	if !p.handleRefusable(ours, refused) {
+		_ = device.Close()
+		return nil, ErrClosed
+	}
+	select {
+	case <-refused:
+		_ = device.Close()
+		return nil, ErrRefused
+	default:
+		return device, nil
+	}
+}
+
+func (p *Proxy) handle(c net.Conn) { p.handleRefusable(c, nil) }
+
+// handleRefusable records a new connection and decides its fate; a refusal
+// is signalled on refused (in-memory dials, which have no reset), closed
+// before it returns. It reports false once the proxy is closed.
+func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
+	seq := p.rec.accept(p.cfg.Now())
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.rec.decide(seq, Dropped, p.cfg.Now())
+		reset(c)
+		return false
+	}
+	refuse := func() {
+		p.mu.Unlock()
+		p.rec.decide(seq, Refused, p.cfg.Now())
+		if refused != nil {
+			close(refused)
+		}
+		reset(c)
+	}
+	switch {
+	case p.outage:
+		refuse()
+		return true
+	case p.blackhole: // the SYN goes nowhere: hold it, read nothing back
+		p.pending[c] = struct{}{}
+		p.hanging[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.swallow(seq, c)
+		return true
+	}
+	var wait time.Duration
+	var reservation *rate.Reservation
+	if p.limiter != nil {
+		now := p.cfg.Now()
+		switch p.mode {
+		case RefuseOverLimit:
+			if !p.limiter.AllowN(now, 1) {
+				refuse()
+				return true
+			}
+		case DisconnectOverLimit:
+			if !p.limiter.AllowN(now, 1) {
+				p.pending[c] = struct{}{}
+				p.wg.Add(1)
+				p.mu.Unlock()
+				go p.throttle(seq, c)
+				return true
+			}
+		case HoldOverLimit:
+			reservation = p.limiter.ReserveN(now, 1)
+			wait = reservation.DelayFrom(now)
+		}
+	}
+	p.pending[c] = struct{}{}
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.admit(seq, c, wait, reservation)
+	return true
+}
+
+// swallow holds a connection made during a black hole: whatever the
+// device sends is lost, nothing comes back, and when the black hole ends
+// the connection is reset (its bytes are gone; the stream cannot resume).
+func (p *Proxy) swallow(seq int, c net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(io.Discard, c) // until the device gives up or the end of the black hole resets it
+	p.forget(c)
+	p.rec.decide(seq, Dropped, p.cfg.Now())
+}
+
+// throttle reads the device's first bytes and closes: accepted, then
+// disconnected, as the broker never saw it.
+func (p *Proxy) throttle(seq int, c net.Conn) {
+	defer p.wg.Done()
+	_ = c.SetReadDeadline(time.Now().Add(p.cfg.DialTimeout))
+	_, _ = c.Read(make([]byte, 512))
+	p.forget(c)
+	_ = c.Close()
+	p.rec.decide(seq, Throttled, p.cfg.Now())
+}
+
+// admit waits out a held connection's turn, dials the broker, and links
+// the two. While it waits, the device's bytes are kept to be forwarded; a
+// device that gives up first gives its token back.
+func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate.Reservation) {
+	defer p.wg.Done()
+	var early []byte
+	if wait > 0 {
+		got, gone := holdFor(c, wait)
+		if gone {
+			reservation.Cancel()
+			p.forget(c)
+			_ = c.Close()
+			p.rec.decide(seq, Dropped, p.cfg.Now())
+			return
+		}
+		early = got
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
+	up, err := p.cfg.Upstream(ctx)
+	cancel()
+	if err != nil {
+		p.forget(c)
+		reset(c)
+		p.rec.decide(seq, Unreachable, p.cfg.Now())
+		return
+	}
+	if len(early) > 0 {
+		p.rec.sniff(seq, early)
+		if _, err := up.Write(early); err != nil {
+			p.forget(c)
+			_ = up.Close()
+			reset(c)
+			p.rec.decide(seq, Unreachable, p.cfg.Now())
+			return
+		}
+	}
+	l := &link{p: p, seq: seq, device: c, broker: up, sniffed: len(early) > 0}
+	p.mu.Lock()
+	delete(p.pending, c)
+	if p.closed || p.outage || p.blackhole {
+		// The path broke while this one was being let through.
+		p.mu.Unlock()
+		reset(c)
+		_ = up.Close()
+		p.rec.decide(seq, Dropped, p.cfg.Now())
+		return
+	}
+	p.links[l] = struct{}{}
+	p.mu.Unlock()
+	p.rec.decide(seq, Admitted, p.cfg.Now())
+	l.run()
+}
+
+// holdFor keeps c waiting for d, reading what it sends meanwhile; gone
+// reports that it closed first.
+func holdFor(c net.Conn, d time.Duration) (got []byte, gone bool) {
+	deadline := time.Now().Add(d)
+	buf := make([]byte, 512)
+	for {
+		if err := c.SetReadDeadline(deadline); err != nil {
+			return got, true
+		}
+		n, err := c.Read(buf)
+		got = append(got, buf[:n]...)
+		var ne net.Error
+		switch {
+		case err == nil:
+			continue
+		case errors.As(err, &ne) && ne.Timeout():
+			_ = c.SetReadDeadline(time.Time{})
+			return got, false
+		default:
+			return got, true
+		}
+	}
+}
+
+// forget drops a connection from the pending set.
+func (p *Proxy) forget(c net.Conn) {
+	p.mu.Lock()
+	delete(p.pending, c)
+	delete(p.hanging, c)
+	p.mu.Unlock()
+}
+
+// Close stops accepting, closes every connection, and waits for the
+// proxy's goroutines.
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	links, pending := p.takeLocked()
+	p.mu.Unlock()
+	var err error
+	if p.ln != nil {
+		err = p.ln.Close()
+	}
+	closeAll(links, pending, false)
+	p.wg.Wait()
+	return err
+}
+
+// takeLocked removes every link and pending connection.
+func (p *Proxy) takeLocked() ([]*link, []net.Conn) {
+	links := make([]*link, 0, len(p.links))
+	for l := range p.links {
+		links = append(links, l)
+	}
+	pending := make([]net.Conn, 0, len(p.pending))
+	for c := range p.pending {
+		pending = append(pending, c)
+	}
+	clear(p.links)
+	clear(p.pending)
+	clear(p.hanging)
+	clear(p.blackholed)
+	return links, pending
+}
+
+func closeAll(links []*link, pending []net.Conn, rst bool) {
+	for _, l := range links {
+		l.close(rst)
+	}
+	for _, c := range pending {
+		if rst {
+			reset(c)
+		} else {
+			_ = c.Close()
+		}
+	}
+}
+
+// DropAll closes every connection it let through, both ends, and returns
+// how many; connections still held or hanging are reset too. The path
+// stays up.
+func (p *Proxy) DropAll() int {
+	p.mu.Lock()
+	links, pending := p.takeLocked()
+	p.mu.Unlock()
+	closeAll(links, pending, false)
+	return len(links)
+}
+
+// BeginOutage drops every connection and refuses new ones until
+// EndOutage: the broker as the devices see it is down.
+func (p *Proxy) BeginOutage() {
+	p.mu.Lock()
+	p.outage = true
+	links, pending := p.takeLocked()
+	p.mu.Unlock()
+	closeAll(links, pending, true)
+}
+
+// EndOutage lets connections through again.
+func (p *Proxy) EndOutage() {
+	p.mu.Lock()
+	p.outage = false
+	p.mu.Unlock()
+}
+
+// SetAdmission limits the connections let through from now on; the zero
+// Admission lifts the limit.
+func (p *Proxy) SetAdmission(a Admission) error {
+	switch {
+	case a.Rate < 0 || a.Burst < 0:
+		return fmt.Errorf("%w: admission rate %g and burst %d must be >= 0", ErrInvalid, a.Rate, a.Burst)
+	case a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit:
+		return fmt.Errorf("%w: admission mode %v", ErrInvalid, a.Mode)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.limiter, p.mode = nil, a.Mode
+	if a.Rate > 0 {
+		p.limiter = rate.NewLimiter(rate.Limit(a.Rate), max(a.Burst, 1))
+	}
+	return nil
+}
+
+// SetFlapping drops every connection let through from now on d after the
+// broker's first bytes (its CONNACK); 0 stops it.
+func (p *Proxy) SetFlapping(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("%w: flap %v < 0", ErrInvalid, d)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flap = d
+	return nil
+}
+
+// SetLatency delays everything passing through, each way, by latency plus
+// U[0, jitter), keeping each direction's bytes in order; zeros remove it.
+func (p *Proxy) SetLatency(latency, jitter time.Duration) error {
+	if latency < 0 || jitter < 0 {
+		return fmt.Errorf("%w: latency %v and jitter %v must be >= 0", ErrInvalid, latency, jitter)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.latency, p.jitter = latency, jitter
+	return nil
+}
+
+// delay is the latency for the next chunk.
+func (p *Proxy) delay() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := p.latency
+	if p.jitter > 0 {
+		d += time.Duration(p.rng.Int64N(int64(p.jitter)))
+	}
+	return d
+}
+
+// BeginBlackhole makes the path silent, as a NAT or load balancer that
+// forgets its connections: open connections stay open but nothing passes
+// either way, no close is passed on, and new connections hang. Devices
+// notice only through their keepalive, and the broker through its own.
+func (p *Proxy) BeginBlackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.blackhole = true
+	for l := range p.links {
+		p.blackholed[l] = struct{}{}
+		l.swallowing.Store(true)
+	}
+}
+
+// EndBlackhole restores the path. Connections the black hole swallowed
+// bytes from, or that were opened into it, are reset: their streams cannot
+// resume, as a peer that answers a forgotten connection with RST.
+func (p *Proxy) EndBlackhole() {
+	p.mu.Lock()
+	p.blackhole = false
+	var links []*link
+	for l := range p.blackholed {
+		delete(p.links, l)
+		links = append(links, l)
+	}
+	clear(p.blackholed)
+	hanging := make([]net.Conn, 0, len(p.hanging))
+	for c := range p.hanging {
+		hanging = append(hanging, c)
+	}
+	p.mu.Unlock()
+	for _, l := range links {
+		l.close(true)
+	}
+	for _, c := range hanging {
+		reset(c)
+	}
+}
+
+// Connections is how many connections are linked to the broker now.
+func (p *Proxy) Connections() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.links)
+}
+
+// reset closes c with a TCP reset where it can, as a refused or forgotten
+// connection gets.
+func reset(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}

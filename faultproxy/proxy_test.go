@@ -1,0 +1,354 @@
+package faultproxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+
+	"io"
+	"net"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/eclipse/paho.mqtt.golang/packets"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const bound = 10 * time.Second // real-time bound on waiting for any event
+
+func init() {
+	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
+}
+
+// setup starts a TCP broker and a TCP proxy in front of it.
+func setup(t *testing.T, cfg faultproxy.Config) (*testbroker.Broker, *faultproxy.Proxy) {
+	t.Helper()
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TCP})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	u, err := url.Parse(b.URL())
+	require.NoError(t, err)
+	cfg.Upstream, cfg.Listen = faultproxy.Upstream(u.Host), "127.0.0.1:0"
+	p, err := faultproxy.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return b, p
+}
+
+// client is a real paho client through the proxy, its losses on a channel.
+type client struct {
+	paho.Client
+	lost chan error
+}
+
+func newClient(t *testing.T, p *faultproxy.Proxy, id string, tune func(*paho.ClientOptions)) *client {
+	t.Helper()
+	c := &client{lost: make(chan error, 4)}
+	o := paho.NewClientOptions().AddBroker("tcp://" + p.Addr()).SetClientID(id).SetProtocolVersion(4).
+		SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(5 * time.Second).SetKeepAlive(30 * time.Second).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { c.lost <- err })
+	if tune != nil {
+		tune(o)
+	}
+	c.Client = paho.NewClient(o)
+	t.Cleanup(func() { c.Disconnect(0) })
+	return c
+}
+
+func (c *client) connect(t *testing.T) error {
+	t.Helper()
+	tok := c.Connect()
+	require.True(t, tok.WaitTimeout(bound), "connect did not complete")
+	return tok.Error()
+}
+
+func (c *client) awaitLost(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.lost:
+	case <-time.After(bound):
+		t.Fatal("connection was not lost")
+	}
+}
+
+func await(t *testing.T, p *faultproxy.Proxy, cond func(faultproxy.Counts) bool) {
+	t.Helper()
+	require.NoError(t, p.Recorder().Await(context.Background(), bound, cond))
+}
+
+func TestPassesMQTTThroughAndNamesTheClient(t *testing.T) {
+	b, p := setup(t, faultproxy.Config{})
+	c := newClient(t, p, "dev-1", nil)
+	require.NoError(t, c.connect(t))
+	tok := c.Publish("t", 1, false, "hello")
+	require.True(t, tok.WaitTimeout(bound))
+	require.NoError(t, tok.Error())
+	await(t, p, func(k faultproxy.Counts) bool { return k.Admitted == 1 })
+	a := p.Recorder().Attempts()
+	require.Len(t, a, 1)
+	assert.Equal(t, "dev-1", a[0].ClientID)
+	assert.Equal(t, faultproxy.Admitted, a[0].Outcome)
+	assert.Equal(t, 1, b.Recorder().Counts().Accepted)
+	assert.Equal(t, 1, p.Connections())
+}
+
+func TestDropAllClosesEveryConnectionAndStaysUp(t *testing.T) {
+	b, p := setup(t, faultproxy.Config{})
+	var clients []*client
+	for _, id := range []string{"a", "b", "c"} {
+		c := newClient(t, p, id, nil)
+		require.NoError(t, c.connect(t))
+		clients = append(clients, c)
+	}
+	assert.Equal(t, 3, p.DropAll())
+	for _, c := range clients {
+		c.awaitLost(t)
+	}
+	require.NoError(t, b.Recorder().Await(bound, func(k testbroker.Counts) bool { return k.Connected == 0 }))
+	require.NoError(t, clients[0].connect(t), "the path stays up")
+}
+
+func TestOutageRefusesEveryConnectionUntilItEnds(t *testing.T) {
+	b, p := setup(t, faultproxy.Config{})
+	up := newClient(t, p, "up", nil)
+	require.NoError(t, up.connect(t))
+	p.BeginOutage()
+	up.awaitLost(t)
+	late := newClient(t, p, "late", nil)
+	require.Error(t, late.connect(t))
+	await(t, p, func(k faultproxy.Counts) bool { return k.Refused == 1 })
+	assert.Equal(t, 1, b.Recorder().Counts().Attempts, "the refused one never reached the broker")
+	p.EndOutage()
+	require.NoError(t, late.connect(t))
+	k := p.Recorder().Counts()
+	assert.Equal(t, faultproxy.Counts{Attempts: 3, Admitted: 2, Refused: 1}, k)
+}
+
+func TestInMemoryDialIsRefusedDuringAnOutage(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{})
+	p.BeginOutage()
+	_, err := p.Dial(context.Background())
+	require.ErrorIs(t, err, faultproxy.ErrRefused)
+	p.EndOutage()
+	c, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+}
+
+// frozen is a clock that moves only when told.
+type frozen struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *frozen) now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+
+func TestAdmissionRefusesOverTheLimit(t *testing.T) {
+	clock := &frozen{t: time.Unix(1_000_000, 0)}
+	b, p := setup(t, faultproxy.Config{Now: clock.now})
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 1, Burst: 2, Mode: faultproxy.RefuseOverLimit}))
+	var admitted, refused int
+	for _, id := range []string{"a", "b", "c", "d", "e"} {
+		if newClient(t, p, id, nil).connect(t) == nil {
+			admitted++
+		} else {
+			refused++
+		}
+	}
+	assert.Equal(t, 2, admitted, "the burst, with the clock frozen")
+	assert.Equal(t, 3, refused)
+	await(t, p, func(k faultproxy.Counts) bool { return k.Refused == 3 && k.Admitted == 2 })
+	assert.Equal(t, 2, b.Recorder().Counts().Accepted, "the counts match what reached the broker")
+}
+
+func TestAdmissionHoldsOverTheLimitAndReturnsAbandonedTurns(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{})
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 5, Burst: 1, Mode: faultproxy.HoldOverLimit}))
+	require.NoError(t, newClient(t, p, "first", nil).connect(t))
+	// The next one waits its turn (200 ms) and then goes through.
+	require.NoError(t, newClient(t, p, "held", nil).connect(t))
+	// One that gives up first is dropped, never passed on.
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 0.001, Burst: 1, Mode: faultproxy.HoldOverLimit}))
+	require.NoError(t, newClient(t, p, "takes the burst", nil).connect(t))
+	quitter := newClient(t, p, "quitter", func(o *paho.ClientOptions) { o.SetConnectTimeout(200 * time.Millisecond) })
+	require.Error(t, quitter.connect(t))
+	await(t, p, func(k faultproxy.Counts) bool { return k.Admitted == 3 && k.Dropped == 1 })
+}
+
+func TestAdmissionDisconnectsOverTheLimit(t *testing.T) {
+	clock := &frozen{t: time.Unix(1_000_000, 0)}
+	b, p := setup(t, faultproxy.Config{Now: clock.now})
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 1, Burst: 1, Mode: faultproxy.DisconnectOverLimit}))
+	require.NoError(t, newClient(t, p, "a", nil).connect(t))
+	require.Error(t, newClient(t, p, "b", nil).connect(t))
+	await(t, p, func(k faultproxy.Counts) bool { return k.Throttled == 1 })
+	assert.Equal(t, 1, b.Recorder().Counts().Attempts)
+}
+
+func TestFlappingDropsEachSessionAfterItOpens(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{})
+	require.NoError(t, p.SetFlapping(50*time.Millisecond))
+	c := newClient(t, p, "flap", nil)
+	require.NoError(t, c.connect(t))
+	c.awaitLost(t)
+	require.NoError(t, p.SetFlapping(0))
+	require.NoError(t, c.connect(t))
+	assert.Equal(t, 1, p.Connections())
+}
+
+// A black hole resets nothing: the device notices through its keepalive,
+// a connection opened meanwhile hangs until the device gives up, and the
+// path works again once it ends.
+func TestBlackholeIsNoticedOnlyThroughKeepalive(t *testing.T) {
+	b, p := setup(t, faultproxy.Config{})
+	c := newClient(t, p, "nat", func(o *paho.ClientOptions) {
+		o.SetKeepAlive(time.Second).SetPingTimeout(500 * time.Millisecond).SetConnectTimeout(300 * time.Millisecond)
+	})
+	require.NoError(t, c.connect(t))
+	began := time.Now()
+	p.BeginBlackhole()
+	c.awaitLost(t)
+	assert.GreaterOrEqual(t, time.Since(began), 500*time.Millisecond, "noticed by a missing PINGRESP, not a reset")
+	require.Error(t, c.connect(t), "a new connection hangs until the connect timeout")
+	await(t, p, func(k faultproxy.Counts) bool { return k.Dropped == 1 })
+	// The broker is told nothing; it notices the silence through its own
+	// keepalive (1.5 x 1 s).
+	require.NoError(t, b.Recorder().Await(bound, func(k testbroker.Counts) bool { return k.Connected == 0 }))
+	assert.Equal(t, testbroker.CauseError, b.Recorder().Disconnects()[0].Cause)
+	p.EndBlackhole()
+	require.NoError(t, c.connect(t))
+}
+
+// echo is an upstream that sends back what it receives.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	return ln.Addr().String()
+}
+
+func TestLatencyKeepsTheBytesInOrder(t *testing.T) {
+	p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(echo(t)), Seed: 7})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	require.NoError(t, p.SetLatency(2*time.Millisecond, 5*time.Millisecond))
+	c, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	defer c.Close()
+	const n = 500
+	var want bytes.Buffer
+	go func() {
+		for i := range n {
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], uint32(i))
+			if _, err := c.Write(b[:]); err != nil {
+				return
+			}
+		}
+	}()
+	for i := range n {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(i))
+		want.Write(b[:])
+	}
+	start := time.Now()
+	got := make([]byte, want.Len())
+	require.NoError(t, c.SetReadDeadline(time.Now().Add(bound)))
+	_, err = io.ReadFull(c, got)
+	require.NoError(t, err)
+	assert.Equal(t, want.Bytes(), got, "every byte, in order, through jittered delays both ways")
+	assert.GreaterOrEqual(t, time.Since(start), 4*time.Millisecond, "at least the latency, each way")
+}
+
+func TestInvalidSettingsAreErrors(t *testing.T) {
+	_, err := faultproxy.New(faultproxy.Config{})
+	require.ErrorIs(t, err, faultproxy.ErrInvalid)
+	_, p := setup(t, faultproxy.Config{})
+	require.ErrorIs(t, p.SetAdmission(faultproxy.Admission{Rate: -1}), faultproxy.ErrInvalid)
+	require.ErrorIs(t, p.SetAdmission(faultproxy.Admission{Rate: 1, Mode: 9}), faultproxy.ErrInvalid)
+	require.ErrorIs(t, p.SetFlapping(-time.Second), faultproxy.ErrInvalid)
+	require.ErrorIs(t, p.SetLatency(-1, 0), faultproxy.ErrInvalid)
+}
+
+func TestConnectClientID(t *testing.T) {
+	for _, id := range []string{"dev-1", "", string(bytes.Repeat([]byte("x"), 300))} {
+		cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+		cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.Keepalive = "MQTT", 4, id, 30
+		var buf bytes.Buffer
+		require.NoError(t, cp.Write(&buf))
+		got, ok := faultproxy.ConnectClientID(buf.Bytes())
+		require.True(t, ok)
+		assert.Equal(t, id, got)
+		_, ok = faultproxy.ConnectClientID(buf.Bytes()[:buf.Len()-1])
+		assert.False(t, ok, "cut short")
+	}
+	_, ok := faultproxy.ConnectClientID([]byte{0x16, 0x03, 0x01, 0x00, 0x10}) // a TLS ClientHello
+	assert.False(t, ok)
+}
+
+func FuzzConnectClientID(f *testing.F) {
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier = "MQTT", 4, "dev-1"
+	var buf bytes.Buffer
+	if err := cp.Write(&buf); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte{0x10, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		id, ok := faultproxy.ConnectClientID(b) // must not panic
+		if !ok && id != "" {
+			t.Fatalf("id %q without ok", id)
+		}
+	})
+}
+
+// TLS passes through untouched, mutual TLS included: the proxy sees bytes
+// it cannot read (no client ID), and still counts and breaks the path.
+func TestMutualTLSPassesThroughEndToEnd(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	u, err := url.Parse(b.URL())
+	require.NoError(t, err)
+	p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(u.Host), Listen: "127.0.0.1:0"})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	tlsConfig, err := b.ClientTLSConfig("dev-tls")
+	require.NoError(t, err)
+	c := newClient(t, p, "dev-tls", func(o *paho.ClientOptions) {
+		o.Servers = nil
+		o.AddBroker("ssl://" + p.Addr()).SetTLSConfig(tlsConfig)
+	})
+	require.NoError(t, c.connect(t))
+	await(t, p, func(k faultproxy.Counts) bool { return k.Admitted == 1 })
+	assert.Empty(t, p.Recorder().Attempts()[0].ClientID, "the CONNECT travels encrypted")
+	require.NoError(t, b.Recorder().Await(bound, func(k testbroker.Counts) bool { return k.Accepted == 1 }))
+	assert.Equal(t, "dev-tls", b.Recorder().Attempts()[0].ClientID, "the broker authenticated the device itself")
+	p.DropAll()
+	c.awaitLost(t)
+}

@@ -1,0 +1,202 @@
+package fleetsim
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// Scenarios that break the network path rather than the broker: the fault
+// proxy stands in the devices' path even in front of the in-process broker.
+const (
+	// Blackhole: for Outage the path goes silent without a reset, as a NAT
+	// or load balancer that forgets its connections: devices notice only
+	// through their keepalive, and connections opened meanwhile hang.
+	Blackhole = "blackhole"
+	// Latency: every session is dropped at once, and for Outage every byte
+	// each way is Latency plus U[0, LatencyJitter) late: the fleet comes
+	// back through a slow path.
+	Latency = "latency"
+)
+
+// proxied reports whether the run puts the fault proxy in the devices'
+// path: against an external broker for every disruptive scenario, and for
+// the path's own faults against any broker.
+func (c Config) proxied() bool {
+	switch c.Scenario {
+	case Blackhole, Latency:
+		return true
+	case DropAll, BrokerRestart, ThrottledRestart, Flapping:
+		return c.Broker != ""
+	}
+	return false
+}
+
+// plainBrokerURL reports whether the fault proxy can stand in front of
+// the broker at raw: MQTT over plain TCP.
+func plainBrokerURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") && u.Port() != ""
+}
+
+// setupProxy starts the fault proxy in front of the broker and points the
+// members at it. In memory (the in-process broker's mem transport) the
+// members dial it directly; otherwise it listens on loopback TCP.
+func (r *run) setupProxy(mc *memberConfig) error {
+	cfg := faultproxy.Config{DialTimeout: r.scale(connectTimeout), Seed: r.c.Seed}
+	inMemory := r.broker != nil && r.c.Transport == Mem
+	switch {
+	case inMemory:
+		b := r.broker
+		cfg.Upstream = func(ctx context.Context) (net.Conn, error) {
+			return b.Dial(nil, paho.ClientOptions{ConnectTimeout: cfg.DialTimeout})
+		}
+	case r.broker != nil:
+		u, err := url.Parse(r.broker.URL())
+		if err != nil {
+			return err
+		}
+		cfg.Upstream, cfg.Listen = faultproxy.Upstream(u.Host), "127.0.0.1:0"
+	default:
+		u, err := url.Parse(r.c.Broker)
+		if err != nil {
+			return fmt.Errorf("broker URL %q: %w", r.c.Broker, err)
+		}
+		cfg.Upstream, cfg.Listen = faultproxy.Upstream(u.Host), "127.0.0.1:0"
+	}
+	p, err := faultproxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	r.proxy = p
+	// Devices know when they are connected: a broker behind a silent path
+	// still counts its sessions until its own keepalive gives up on them.
+	r.obs = deviceObserver{r.devlog}
+	if inMemory {
+		mc.dial = func(int) paho.OpenConnectionFunc {
+			return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return p.Dial(context.Background()) }
+		}
+		return nil
+	}
+	mc.broker, mc.dial = "tcp://"+p.Addr(), loopbackDialer
+	return nil
+}
+
+// proxyAdmission is the run's admission limit in the proxy's terms.
+func (r *run) proxyAdmission() faultproxy.Admission {
+	a := faultproxy.Admission{Rate: r.admission.Rate, Burst: r.admission.Burst}
+	switch r.admission.Mode {
+	case testbroker.PauseAccepting:
+		a.Mode = faultproxy.HoldOverLimit
+	case testbroker.DisconnectOverLimit:
+		a.Mode = faultproxy.DisconnectOverLimit
+	}
+	return a
+}
+
+// setAdmission applies the run's admission limit where the run can: the
+// in-process broker's own, or the proxy in front of an external one.
+func (r *run) setAdmission() error {
+	if r.broker != nil {
+		return r.broker.SetAdmission(r.admission)
+	}
+	return r.proxy.SetAdmission(r.proxyAdmission())
+}
+
+// disruptPath is disrupt for a run with the fault proxy in the path.
+func (r *run) disruptPath(ctx context.Context, t0 time.Time) (disruption, error) {
+	d := disruption{t0: t0, returned: t0}
+	p := r.proxy
+	p.Recorder().Reset()
+	if r.broker != nil {
+		r.broker.Recorder().ResetConnections()
+	}
+	if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
+		if err := r.setAdmission(); err != nil {
+			return d, err
+		}
+	}
+	sleep := func(dur time.Duration) error { return reconnect.Sleep(ctx, nil, r.scale(dur)) }
+	switch r.c.Scenario {
+	case BrokerRestart, ThrottledRestart:
+		p.BeginOutage()
+		if err := sleep(r.c.Outage); err != nil {
+			return d, err
+		}
+		if r.c.Scenario == ThrottledRestart {
+			if err := r.setAdmission(); err != nil {
+				return d, err
+			}
+		}
+		p.EndOutage()
+		d.returned = time.Now()
+	case DropAll:
+		p.DropAll()
+	case Flapping:
+		if err := p.SetFlapping(r.scale(r.c.Flap)); err != nil {
+			return d, err
+		}
+		p.DropAll()
+		if err := sleep(r.c.Outage); err != nil {
+			return d, err
+		}
+		if err := p.SetFlapping(0); err != nil {
+			return d, err
+		}
+		d.returned = time.Now()
+		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Flap)+10*time.Millisecond); err != nil {
+			return d, err
+		}
+	case Blackhole:
+		p.BeginBlackhole()
+		if err := sleep(r.c.Outage); err != nil {
+			return d, err
+		}
+		p.EndBlackhole()
+		d.returned = time.Now()
+	case Latency:
+		if err := p.SetLatency(r.scale(r.c.Latency), r.scale(r.c.LatencyJitter)); err != nil {
+			return d, err
+		}
+		p.DropAll()
+		// The path stays slow for the outage, in the background: the fleet
+		// is measured coming back through it.
+		stop := time.AfterFunc(r.scale(r.c.Outage), func() { _ = p.SetLatency(0, 0) })
+		r.cleanups = append(r.cleanups, func() { stop.Stop() })
+	}
+	// The proxy has cut every session; the devices hear of it a moment
+	// later (their keepalive, in a black hole, which its end cuts short).
+	// Recovery is counted from the devices' side, so wait for them all.
+	return d, r.devlog.awaitNoticed(ctx, t0, len(r.ids), r.scale(cmp.Or(r.c.KeepAlive, 30*time.Second))+time.Minute)
+}
+
+// proxySaw is what the proxy let through or refused since t, as attempts:
+// what the broker behind it was asked for.
+func proxySaw(p *faultproxy.Proxy, t time.Time) []attempt {
+	var out []attempt
+	for _, a := range p.Recorder().Attempts() {
+		if a.Accept.Before(t) {
+			continue
+		}
+		o := testbroker.Dropped
+		switch a.Outcome {
+		case faultproxy.Admitted:
+			o = testbroker.Accepted
+		case faultproxy.Refused:
+			o = testbroker.Refused
+		case faultproxy.Throttled:
+			o = testbroker.Throttled
+		}
+		out = append(out, attempt{at: a.Accept, clientID: a.ClientID, outcome: o, lag: -1})
+	}
+	return out
+}
