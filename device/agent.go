@@ -38,7 +38,14 @@ var (
 // Config configures an Agent. Broker and ClientID are required; the rest
 // has defaults.
 type Config struct {
-	Broker   string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
+	Broker string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
+	// Failover lists more endpoints, in the same forms as Broker. After a
+	// failed attempt or a lost session the next attempt goes to the next
+	// endpoint in turn (Broker, Failover[0], ..., Broker again); a session
+	// stays where it was made. The wait before each attempt is still the
+	// policy's: a fleet that fails over reaches the survivor on the same
+	// spread-out schedule it would have come back on, not all at once.
+	Failover []string
 	ClientID string
 	Username string
 	Password string // never logged, never in an error
@@ -125,7 +132,10 @@ type Event struct {
 	// SessionPresent: for EventConnected, the broker resumed a persistent
 	// session (Config.PersistentSession).
 	SessionPresent bool
-	Err            error
+	// Endpoint is the broker URL of the attempt (EventConnecting,
+	// EventConnected, EventAttemptFailed).
+	Endpoint string
+	Err      error
 }
 
 // Stats are an agent's counters.
@@ -157,8 +167,10 @@ type Agent struct {
 	m      *Machine
 	mMu    sync.Mutex // guards m against SetPolicy from config updates
 
-	sniff atomic.Pointer[sniffConn] // the current attempt's connection
-	lost  chan error
+	endpoints []*url.URL                // Broker, then Failover
+	endpoint  atomic.Int32              // the one the next attempt goes to
+	sniff     atomic.Pointer[sniffConn] // the current attempt's connection
+	lost      chan error
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
 	// resend rather than by a PUBACK.
@@ -187,6 +199,17 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: Config.Broker: %v", reconnect.ErrInvalid, err)
 	}
+	endpoints := []*url.URL{u}
+	for i, raw := range cfg.Failover {
+		f, err := url.Parse(raw)
+		if err != nil || f.Host == "" {
+			return nil, fmt.Errorf("%w: Config.Failover[%d] %q is not a broker URL", reconnect.ErrInvalid, i, raw)
+		}
+		if cfg.Dial == nil && !supportedScheme(f.Scheme) {
+			return nil, fmt.Errorf("%w: Config.Failover[%d] scheme %q needs a Config.Dial", reconnect.ErrInvalid, i, f.Scheme)
+		}
+		endpoints = append(endpoints, f)
+	}
 	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
 		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
 	}
@@ -213,7 +236,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1),
+	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1), endpoints: endpoints,
 		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{})}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -258,8 +281,9 @@ func supportedScheme(s string) bool {
 // open is paho's connection function: dial, and watch for the CONNACK.
 // Stopping the agent aborts a TCP or TLS dial (a custom Dial runs to its own
 // end) and closes a connection still in its handshake (see connectOnce).
-func (a *Agent) open(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+func (a *Agent) open(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	ctx := a.runCtx
+	u := a.endpoints[a.endpoint.Load()] // paho knows only the first
 	var conn net.Conn
 	var err error
 	if a.cfg.Dial != nil {
@@ -395,7 +419,8 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
 		case KindConnect:
-			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt})
+			endpoint := a.endpoints[a.endpoint.Load()].String()
+			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
 			a.attempts.Add(1)
 			r := a.connectOnce(ctx)
 			if ctx.Err() != nil {
@@ -404,8 +429,9 @@ func (a *Agent) run(ctx context.Context) {
 				return
 			}
 			if r.Code != 0 || r.Err != nil {
-				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err})
-				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err)
+				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
+				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
+				a.nextEndpoint()
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
@@ -414,6 +440,7 @@ func (a *Agent) run(ctx context.Context) {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
+			a.nextEndpoint()
 			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
 		case KindStop:
 			a.disconnect()
@@ -438,8 +465,9 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	a.mu.Lock()
 	close(a.up)
 	a.mu.Unlock()
-	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed})
-	a.log.Info("connected", "attempt", attempt, "session_present", resumed)
+	endpoint := a.endpoints[a.endpoint.Load()].String()
+	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed, Endpoint: endpoint})
+	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint)
 
 	select {
 	case cause = <-a.lost:
@@ -462,6 +490,11 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	a.emit(Event{Kind: EventLost, Err: cause})
 	a.log.Info("connection lost", "error", cause)
 	return cause, false
+}
+
+// nextEndpoint sends the next attempt to the next endpoint in turn.
+func (a *Agent) nextEndpoint() {
+	a.endpoint.Store((a.endpoint.Load() + 1) % int32(len(a.endpoints)))
 }
 
 // paho's answers to a Connect made while its status has not settled: a failed

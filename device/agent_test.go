@@ -495,3 +495,40 @@ func TestSilentPathIsNoticedThroughKeepalive(t *testing.T) {
 	r.next(device.EventConnected)
 	assert.Equal(t, 1, r.broker.Connected())
 }
+
+// After a loss the next attempt goes to the next endpoint, after the
+// policy's wait: the device moves to the survivor on its usual schedule.
+func TestFailoverMovesToTheNextEndpointAfterTheWait(t *testing.T) {
+	standby, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory, Addr: "standby"})
+	require.NoError(t, err)
+	t.Cleanup(func() { standby.Close() })
+	var primary *testbroker.Broker
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+		c.Failover = []string{standby.URL()}
+		c.Dial = func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+			if u.String() == standby.URL() {
+				return standby.Dial(u, o)
+			}
+			return primary.Dial(u, o)
+		}
+	})
+	primary = r.broker
+	r.bootAndConnect()
+	assert.Equal(t, 1, primary.Connected())
+	r.clock.Advance(2 * time.Minute) // stable
+	primary.BeginOutage()            // and it never comes back
+	r.next(device.EventLost)
+	wait := r.advanceWait()
+	assert.GreaterOrEqual(t, wait, time.Second, "the policy's wait, failover or not")
+	e := r.next(device.EventConnected)
+	assert.Equal(t, standby.URL(), e.Endpoint)
+	assert.Equal(t, 1, standby.Connected())
+	assert.Zero(t, primary.Recorder().Counts().Attempts-1, "no attempt went back to the dead primary")
+}
+
+func TestFailoverURLsAreValidated(t *testing.T) {
+	_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Failover: []string{"::nonsense"}})
+	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	_, err = device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Failover: []string{"carrier://pigeon:1"}})
+	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+}

@@ -22,7 +22,8 @@ import (
 // variable (HERDGUARD_ and the flag's name in capitals, dashes as
 // underscores), so a container or a systemd unit can configure it either way.
 type options struct {
-	broker, clientID, username, password string
+	broker, failover, clientID, username string
+	password                             string
 	ca, cert, key                        string
 	configURL, dataDir, topic, events    string
 	heartbeat, bootSpread, stopTimeout   time.Duration
@@ -52,6 +53,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		fs.DurationVar(p, name, d, usage)
 	}
 	str(&o.broker, "broker", "", "broker URL: tcp://host:1883 or ssl://host:8883 (required)")
+	str(&o.failover, "failover", "", "more broker URLs, comma-separated: after a failed attempt or a lost session the next attempt goes to the next one in turn, after the usual wait")
 	str(&o.clientID, "client-id", "", "MQTT client ID (required)")
 	str(&o.username, "username", "", "MQTT user name")
 	str(&o.password, "password", "", "MQTT password (prefer HERDGUARD_PASSWORD: flags show in ps)")
@@ -107,7 +109,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 
 	timing := device.DefaultTiming()
 	timing.BootSpread = o.bootSpread
-	cfg := device.Config{Broker: o.broker, ClientID: o.clientID, Username: o.username, Password: o.password,
+	var failover []string
+	for _, f := range strings.Split(o.failover, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			failover = append(failover, f)
+		}
+	}
+	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
 		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
 	if o.ca != "" || o.cert != "" {
 		if cfg.TLS, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {

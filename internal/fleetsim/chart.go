@@ -35,6 +35,10 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	p.X.Label.Text = "seconds since the disruption (unscaled)"
 	p.Y.Label.Text = "attempts per second"
 	p.Legend.Top = true
+	// Smaller, and in from the edge: a viewer's fallback font is often wider
+	// than the metrics the legend was laid out with.
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.XOffs = -vg.Points(36)
 	type series struct {
 		counts []int
 		dashed bool

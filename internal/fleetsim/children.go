@@ -34,7 +34,7 @@ func (c Config) needsChildren() bool {
 	if limit == 0 {
 		limit = maxTCPDevices
 	}
-	return c.Broker == "" && c.Transport == TCP && c.Devices > limit
+	return c.Broker == "" && c.Transport == TCP && c.Devices > limit && !c.proxied()
 }
 
 // spawnChildren starts the agent processes for a TCP fleet too large for one

@@ -26,6 +26,7 @@ type member interface {
 // memberConfig is what every member of a run shares.
 type memberConfig struct {
 	broker                 string
+	failover               []string                            // more endpoints, in turn (failover)
 	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
 	timing                 *device.Timing
 	keepAlive, pingTimeout time.Duration
@@ -60,7 +61,7 @@ type agentMember struct {
 }
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
-	cfg := device.Config{Broker: mc.broker, ClientID: clientID(i), Timing: mc.timing,
+	cfg := device.Config{Broker: mc.broker, Failover: mc.failover, ClientID: clientID(i), Timing: mc.timing,
 		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout,
 		ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {

@@ -41,6 +41,24 @@ func (c Config) proxied() bool {
 	return false
 }
 
+// proxyDescriptors is how many descriptors each device costs this process
+// in a run through the fault proxy: the device's socket, the proxy's two,
+// and the in-process broker's over TCP (in memory, none). The agents stay
+// in this process: they report what they notice to the run directly.
+func (c Config) proxyDescriptors() int {
+	switch {
+	case c.Broker != "":
+		return 3
+	case c.Transport == TCP:
+		return 4
+	}
+	return 0
+}
+
+// descriptorBudget is what a run may spend of this machine's 20,000
+// descriptors (the rest: the runtime, files, the reports).
+const descriptorBudget = 2 * maxTCPDevices
+
 // plainBrokerURL reports whether the fault proxy can stand in front of
 // the broker at raw: MQTT over plain TCP.
 func plainBrokerURL(raw string) bool {

@@ -258,3 +258,20 @@ func TestLatencySlowsTheWayBack(t *testing.T) {
 	require.NotNil(t, r.Proxy)
 	assert.Equal(t, 100, r.Proxy.Admitted)
 }
+
+// The primary dies for good; every device's next attempt, after its
+// policy's wait, goes to the standby, which sees one spread-out arrival a
+// device and no wave.
+func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
+	c := small(fleetsim.FailoverScenario, "fleet-safe")
+	c.Devices, c.TimeScale = 200, 10
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	require.NotNil(t, r.Broker)
+	assert.Equal(t, "standby broker", r.Broker.MeasuredAt)
+	assert.EqualValues(t, 200, r.Broker.Arrivals.Count, "one arrival a device at the survivor")
+	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "the first retry went to the standby")
+	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.5, "after fleet-safe's first wait, U[1.5 s, 3 s)")
+	assert.Equal(t, stormstats.Spread, r.Broker.Judgement.Verdict, r.Broker.Judgement.Reason)
+}

@@ -35,7 +35,7 @@ const (
 )
 
 // Scenarios lists the scenarios a run can name.
-var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, ConfigOutage, Observe}
+var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, FailoverScenario, ConfigOutage, Observe}
 
 // PahoDefault names the baseline: paho's built-in reconnect, unjittered.
 const PahoDefault = "paho-default"
@@ -204,8 +204,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
 	case !slices.Contains(Scenarios, c.Scenario):
 		return fmt.Errorf("unknown scenario %q (one of %v)", c.Scenario, Scenarios)
-	case external && c.Scenario == ConfigOutage:
-		return fmt.Errorf("config-outage disrupts the in-process config server: it takes no -broker")
+	case external && (c.Scenario == ConfigOutage || c.Scenario == FailoverScenario):
+		return fmt.Errorf("%s runs on in-process servers: it takes no -broker", c.Scenario)
+	case c.Scenario == FailoverScenario && c.Engine == Virtual:
+		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
+	case c.Scenario == FailoverScenario && c.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
 	case external && !c.proxied() && c.Scenario != Observe && c.Scenario != BootStorm:
 		return fmt.Errorf("scenario %s does not apply to an external broker", c.Scenario)
 	case external && c.proxied() && !plainBrokerURL(c.Broker):
@@ -228,6 +232,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
 	case c.Transport != Mem && c.Transport != TCP:
 		return fmt.Errorf("unknown transport %q (mem or tcp)", c.Transport)
+	case c.proxied() && c.Devices*c.proxyDescriptors() > descriptorBudget:
+		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each), over the %d a run "+
+			"may use here: at most %d", c.Devices, c.Devices*c.proxyDescriptors(), c.proxyDescriptors(), descriptorBudget,
+			descriptorBudget/c.proxyDescriptors())
 	case c.needsChildren() && c.Exe == "":
 		return fmt.Errorf("%d TCP devices need %d descriptors with the broker in this process (limit ~20,000), "+
 			"so they run in child processes: set Config.Exe to the devicesim binary", c.Devices, 2*c.Devices)
@@ -288,8 +296,9 @@ type run struct {
 	children     []*child
 	childDir     string
 	childReports []*Report
-	virtual      *virtualFleet     // the virtual engine's fleet, for its report
-	proxy        *faultproxy.Proxy // in the devices' path, when the scenario breaks the path or the broker is external
+	virtual      *virtualFleet      // the virtual engine's fleet, for its report
+	proxy        *faultproxy.Proxy  // in the devices' path, when the scenario breaks the path or the broker is external
+	standby      *testbroker.Broker // failover: where the fleet goes when the primary (broker) dies
 	cleanups     []func()
 }
 
@@ -534,6 +543,11 @@ func (r *run) setup() error {
 			}
 		}
 	}
+	if c.Scenario == FailoverScenario {
+		if err := r.setupStandby(&mc); err != nil {
+			return err
+		}
+	}
 	if c.proxied() {
 		if err := r.setupProxy(&mc); err != nil {
 			return err
@@ -592,6 +606,9 @@ func (r *run) close() {
 	if r.broker != nil {
 		r.broker.Close()
 	}
+	if r.standby != nil {
+		r.standby.Close()
+	}
 }
 
 // disruption is what a scenario did: when it began, when the broker was
@@ -645,6 +662,9 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 		d.returned = time.Now()
 	case DropAll:
 		b.DropAll()
+	case FailoverScenario:
+		r.standby.Recorder().ResetConnections()
+		b.BeginOutage() // for good: the fleet's survivor is the standby
 	case Flapping:
 		if err := b.SetFlapping(r.scale(r.c.Flap)); err != nil {
 			return d, err
@@ -688,6 +708,8 @@ func (r *run) report(d disruption) (*Report, error) {
 		rep.Transport, brokerAt = "external", "proxy"
 	case r.broker == nil:
 		rep.Transport, brokerAt = "external", ""
+	case r.standby != nil:
+		brokerAt = "standby broker"
 	}
 	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
 	// The proxy knows a connection reached the broker, not whether the
@@ -724,7 +746,11 @@ func (r *run) report(d disruption) (*Report, error) {
 			b.brokerSaw(a)
 		}
 	case brokerAt != "":
-		for _, a := range (brokerObserver{r.broker.Recorder()}).since(d.t0) {
+		seen := r.broker
+		if r.standby != nil {
+			seen = r.standby // the survivor: where the fleet arrived
+		}
+		for _, a := range (brokerObserver{seen.Recorder()}).since(d.t0) {
 			b.brokerSaw(a)
 		}
 	}

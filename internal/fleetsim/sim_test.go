@@ -120,6 +120,22 @@ func TestInvalidConfigIsAnError(t *testing.T) {
 		"outage":         func(c *fleetsim.Config) { c.Outage = 0 },
 		"max backoff":    func(c *fleetsim.Config) { c.MaxBackoff = time.Millisecond },
 		"negative retry": func(c *fleetsim.Config) { c.RetryCap = -5 },
+		"keepalive under a second": func(c *fleetsim.Config) {
+			c.Scenario, c.KeepAlive = fleetsim.Blackhole, 500*time.Millisecond
+		},
+		"no latency": func(c *fleetsim.Config) { c.Scenario, c.Latency, c.LatencyJitter = fleetsim.Latency, 0, 0 },
+		"the proxy in the virtual engine": func(c *fleetsim.Config) {
+			c.Scenario, c.Engine = fleetsim.Blackhole, fleetsim.Virtual
+		},
+		"more descriptors than the machine has": func(c *fleetsim.Config) {
+			c.Scenario, c.Broker, c.Devices = fleetsim.DropAll, "tcp://127.0.0.1:1883", 7000
+		},
+		"TLS to an external broker through the proxy": func(c *fleetsim.Config) {
+			c.Scenario, c.Broker = fleetsim.DropAll, "ssl://127.0.0.1:8883"
+		},
+		"config-outage against an external broker": func(c *fleetsim.Config) {
+			c.Scenario, c.Broker = fleetsim.ConfigOutage, "tcp://127.0.0.1:1883"
+		},
 	} {
 		c := fleetsim.Default()
 		mod(&c)
