@@ -87,6 +87,9 @@ type Config struct {
 	Clock reconnect.Clock
 	// Source draws this device's jitter (nil: crypto-seeded).
 	Source rand.Source
+	// Metrics, if set, is told of every attempt's outcome and every session
+	// up and down, for firmware to export as it likes.
+	Metrics Metrics
 	// OnEvent, if set, receives every state change. It must not block.
 	OnEvent func(Event)
 	// Logger receives the agent's log (nil: discarded).
@@ -136,6 +139,41 @@ type Event struct {
 	// EventConnected, EventAttemptFailed).
 	Endpoint string
 	Err      error
+}
+
+// Metrics receives an agent's counts as they happen, so that firmware can
+// export them (a Prometheus endpoint, statsd, a status page) without this
+// package depending on any of those. The agent calls it from its loop: each
+// method must be quick and must not block. One value may serve a whole
+// fleet's agents if it is safe for concurrent use.
+type Metrics interface {
+	// Attempt is one connect attempt's outcome.
+	Attempt(o AttemptOutcome)
+	// SessionUp is a session established; SessionDown its end, lost (the
+	// connection failed or the broker ended it) or not (the agent stopped).
+	SessionUp()
+	SessionDown(lost bool)
+}
+
+// AttemptOutcome is what became of a connect attempt.
+type AttemptOutcome uint8
+
+const (
+	AttemptAccepted AttemptOutcome = iota // CONNACK 0: a session
+	AttemptRefused                        // a CONNACK with a non-zero code
+	AttemptFailed                         // no CONNACK: refused dial, timeout, reset
+)
+
+func (o AttemptOutcome) String() string {
+	switch o {
+	case AttemptAccepted:
+		return "accepted"
+	case AttemptRefused:
+		return "refused"
+	case AttemptFailed:
+		return "failed"
+	}
+	return fmt.Sprintf("AttemptOutcome(%d)", uint8(o))
 }
 
 // Stats are an agent's counters.
@@ -428,6 +466,7 @@ func (a *Agent) run(ctx context.Context) {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
+			a.countAttempt(r)
 			if r.Code != 0 || r.Err != nil {
 				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
 				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
@@ -466,6 +505,10 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	close(a.up)
 	a.mu.Unlock()
 	endpoint := a.endpoints[a.endpoint.Load()].String()
+	if m := a.cfg.Metrics; m != nil {
+		m.SessionUp()
+		defer func() { m.SessionDown(!stopped) }()
+	}
 	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed, Endpoint: endpoint})
 	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint)
 
@@ -490,6 +533,20 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	a.emit(Event{Kind: EventLost, Err: cause})
 	a.log.Info("connection lost", "error", cause)
 	return cause, false
+}
+
+// countAttempt tells Metrics an attempt's outcome.
+func (a *Agent) countAttempt(r Result) {
+	m := a.cfg.Metrics
+	switch {
+	case m == nil:
+	case r.Code == 0 && r.Err == nil:
+		m.Attempt(AttemptAccepted)
+	case r.Code != NoConnack && r.Code != 0:
+		m.Attempt(AttemptRefused)
+	default:
+		m.Attempt(AttemptFailed)
+	}
 }
 
 // nextEndpoint sends the next attempt to the next endpoint in turn.

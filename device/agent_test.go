@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -531,4 +532,59 @@ func TestFailoverURLsAreValidated(t *testing.T) {
 	assert.ErrorIs(t, err, reconnect.ErrInvalid)
 	_, err = device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Failover: []string{"carrier://pigeon:1"}})
 	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+}
+
+// counts is a Metrics that counts, as firmware exporting them would.
+type counts struct {
+	mu       sync.Mutex
+	outcomes map[device.AttemptOutcome]int
+	up, lost int
+}
+
+func (c *counts) Attempt(o device.AttemptOutcome) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.outcomes[o]++
+}
+
+func (c *counts) SessionUp() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.up++
+}
+
+func (c *counts) SessionDown(lost bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.up--
+	if lost {
+		c.lost++
+	}
+}
+
+func (c *counts) get() (map[device.AttemptOutcome]int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.outcomes), c.up
+}
+
+func TestMetricsCountAttemptsAndSessions(t *testing.T) {
+	m := &counts{outcomes: map[device.AttemptOutcome]int{}}
+	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) { c.Metrics = m })
+	r.bootAndConnect()
+	got, up := m.get()
+	assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1}, got)
+	assert.Equal(t, 1, up)
+	require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
+	r.broker.DropAll()
+	r.next(device.EventLost)
+	r.advanceWait()
+	r.next(device.EventAttemptFailed)
+	r.broker.BeginOutage()
+	r.advanceWait()
+	r.next(device.EventAttemptFailed)
+	got, up = m.get()
+	assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1, device.AttemptRefused: 1, device.AttemptFailed: 1}, got)
+	assert.Zero(t, up, "the session ended")
+	assert.Equal(t, 1, m.lost)
 }

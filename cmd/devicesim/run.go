@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 	"golang.org/x/term"
@@ -106,6 +107,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
+	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics of the running fleet on this address (host:port) at /metrics: devices connected and recovered, attempts by outcome, sessions lost")
 	events := fs.String("events", "auto", "write events.csv, one row an attempt, as the run goes: on, off, or auto (on up to 1,000,000 devices)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -161,6 +163,19 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return fmt.Errorf("-events: want on, off or auto, got %q", *events)
 	}
 	writeEvents := *events == "on" || (*events == "auto" && c.Devices <= autoEventsDevices)
+	if *metricsAddr != "" {
+		if c.Engine == fleetsim.Virtual {
+			return errors.New("-metrics follows real agents as they run; the virtual engine runs in virtual time")
+		}
+		fleet := livemetrics.NewFleet()
+		addr, stop, err := fleet.Serve(*metricsAddr)
+		if err != nil {
+			return fmt.Errorf("-metrics: %w", err)
+		}
+		defer stop()
+		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", addr)
+		c.Metrics = fleet
+	}
 	if *compare == "" {
 		return runOne(ctx, c, *out, writeEvents, &expect, stdout)
 	}

@@ -27,6 +27,7 @@ type member interface {
 type memberConfig struct {
 	broker                 string
 	failover               []string                            // more endpoints, in turn (failover)
+	metrics                func(i int) device.Metrics          // nil: none
 	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
 	timing                 *device.Timing
 	keepAlive, pingTimeout time.Duration
@@ -66,6 +67,9 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 		ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {
 		cfg.Dial = mc.dial(i)
+	}
+	if mc.metrics != nil {
+		cfg.Metrics = mc.metrics(i)
 	}
 	if l := mc.log; l != nil {
 		current := -1     // the attempt in flight; events come from the agent's one loop

@@ -126,6 +126,9 @@ type Config struct {
 	// and the report keeps none (a million-device run makes tens of
 	// millions); nil keeps them for Report.WriteFiles.
 	Events io.Writer
+	// Metrics, if set, is told of every agent's attempts and sessions as
+	// they happen, and of the disruption (real agents in this process).
+	Metrics LiveMetrics
 	// Progress, if set, receives a line a second while the fleet recovers.
 	Progress io.Writer
 	// Warn, if set, receives warnings about the run's own validity.
@@ -144,6 +147,14 @@ type Config struct {
 	// against Broker, then read "t0 <unix ns>" from Hold (the parent sends
 	// it once its fleet has recovered) and report from that instant.
 	Hold io.Reader
+}
+
+// LiveMetrics follows a run as it goes (livemetrics.Fleet serves it to
+// Prometheus).
+type LiveMetrics interface {
+	Start(devices int)
+	Device(i int) device.Metrics
+	Disrupted(t time.Time)
 }
 
 // Shard is a slice of a fleet: index Index of Count.
@@ -371,6 +382,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			t0 = time.Now()
 		}
 	}
+	if r.c.Metrics != nil {
+		r.c.Metrics.Disrupted(t0)
+	}
 	d, err := r.disrupt(ctx, t0)
 	if err != nil {
 		return nil, err
@@ -517,6 +531,10 @@ func (r *run) setup() error {
 	}
 	r.devlog = newDeviceLog(c.Devices)
 	mc.log = r.devlog
+	if c.Metrics != nil {
+		c.Metrics.Start(c.Devices)
+		mc.metrics = c.Metrics.Device
+	}
 	if c.Broker != "" {
 		r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
 		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {

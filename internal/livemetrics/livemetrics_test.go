@@ -1,0 +1,76 @@
+package livemetrics_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/livemetrics"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// scrape reads every metric the server serves, by name (and outcome).
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var p expfmt.TextParser
+	families, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			key := name
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetValue() + "}"
+			}
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// A real fleet through a broker restart, scraped over HTTP: the counts
+// agree with the run's own report.
+func TestServesTheFleetsCountsAsItRuns(t *testing.T) {
+	fleet := livemetrics.NewFleet()
+	addr, stop, err := fleet.Serve("127.0.0.1:0")
+	require.NoError(t, err)
+	defer stop()
+	c := fleetsim.Default()
+	c.Devices, c.TimeScale, c.Policy = 100, 50, "fleet-safe"
+	c.Metrics = fleet
+	var during map[string]float64
+	c.Ready = func() { during = scrape(t, addr) } // the fleet is up, the disruption next
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.Equal(t, 100.0, during["herdguard_devices_connected"])
+	assert.Zero(t, during["herdguard_disruption_timestamp_seconds"])
+	got := scrape(t, addr)
+	assert.Equal(t, 100.0, got["herdguard_devices"])
+	assert.Zero(t, got["herdguard_devices_connected"], "the run stopped its agents")
+	assert.Equal(t, 100.0, got["herdguard_devices_recovered"], "every device back since the disruption")
+	assert.Equal(t, 100.0, got["herdguard_sessions_lost_total"], "the disruption's; a stop is not a loss")
+	assert.InDelta(t, float64(time.Now().Unix()), got["herdguard_disruption_timestamp_seconds"], 60)
+	// The boot's attempts, then the run's: the report counts from the
+	// disruption, every attempt a device made.
+	total := got["herdguard_connect_attempts_total{accepted}"] + got["herdguard_connect_attempts_total{refused}"] +
+		got["herdguard_connect_attempts_total{failed}"]
+	assert.Equal(t, float64(during["herdguard_connect_attempts_total{accepted}"])+float64(r.Attempts.Total), total)
+	assert.Equal(t, 200.0, got["herdguard_connect_attempts_total{accepted}"], "one session at boot and one after, each")
+	assert.Equal(t, float64(r.Attempts.Refused), got["herdguard_connect_attempts_total{failed}"], "dials refused while the broker was down")
+}
