@@ -45,7 +45,7 @@ stats:
 
 # The verdict's measured error rates as README.md shows them: every cell of
 # the ground truth, a million arrivals a round included, 200 seeds each
-# (about an hour on 2 cores).
+# (about 15 minutes on 2 cores).
 verdict-table:
 	$(GO) test -count=1 -timeout 6h -run GroundTruth -v ./internal/stormstats/ -args -truth.seeds 200 -truth.full -truth.table
 
@@ -99,6 +99,8 @@ bench:
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
 	$(GO) test -run '^$$' -bench Judge10M -benchmem -count 6 ./internal/stormstats/ > bench-stormstats.out
 	$(BENCHSTAT) -col /arrivals bench-stormstats.out
+	$(GO) test -run '^$$' -bench ConnectLatency -benchtime 10000x -count 6 ./faultproxy/ > bench-faultproxy.out
+	$(BENCHSTAT) -col /impl bench-faultproxy.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).

@@ -34,8 +34,14 @@ func (l *link) run() {
 	l.pump(l.broker, l.device, false)
 }
 
+// buffers are the pumps' read buffers, reused: a storm opens and closes
+// thousands of links a second.
+var buffers = sync.Pool{New: func() any { return new([chunk]byte) }}
+
 func (l *link) pump(src, dst net.Conn, fromDevice bool) {
-	buf := make([]byte, chunk)
+	b := buffers.Get().(*[chunk]byte)
+	defer buffers.Put(b)
+	buf := b[:]
 	var w *delayedWriter
 	first := true
 	for {

@@ -148,15 +148,21 @@ func (p *Proxy) Recorder() *Recorder { return &p.rec }
 
 func (p *Proxy) acceptLoop() {
 	defer p.wg.Done()
+	var pause time.Duration
 	for {
 		c, err := p.ln.Accept()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return // closed
+		if errors.Is(err, net.ErrClosed) {
+			return
 		}
+		if err != nil {
+			// Out of descriptors, most likely, in the middle of a storm:
+			// wait for some to close, as net/http does, rather than stop
+			// accepting for good.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
 		p.handle(c)
 	}
 }

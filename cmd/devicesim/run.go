@@ -223,7 +223,7 @@ func runOne(ctx context.Context, c fleetsim.Config, out string, writeEvents bool
 	}
 	beside := "report.json, events.csv, arrivals.svg"
 	if !writeEvents {
-		beside = "report.json, arrivals.svg; no events.csv beyond 1,000,000 devices without -events on"
+		beside = "report.json, arrivals.svg; no events.csv: -events off, or auto beyond 1,000,000 devices"
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (%s beside it)\n", out, beside)
 	return errors.Join(err, expect.check(r.Verdict))
