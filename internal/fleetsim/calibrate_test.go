@@ -19,10 +19,11 @@ func TestEnginesAgree(t *testing.T) {
 		{Scenario: fleetsim.BrokerRestart, Policy: "iotcore"},
 		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.PauseAccepting, AdmitRate: 30},
 		// Not a policy that repeats its cap exactly (iotcore, decorrelated):
-		// in disconnect mode a real session's set-up and teardown add a few
-		// milliseconds to each such device's period, which the virtual
-		// engine's instant loss does not, and p99 then lands whole 32 s
-		// rounds apart with the host's load (README: the calibration).
+		// in disconnect mode real agents hear of their throttled sessions'
+		// ends in the host's batches, and such a policy keeps a batch in
+		// lock-step for good, which the virtual engine's instant loss never
+		// forms; p99 then lands whole 32 s rounds apart (README: the
+		// calibration).
 		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.DisconnectOverLimit, AdmitRate: 30},
 		{Scenario: fleetsim.Flapping, Policy: "full"},
 	}
