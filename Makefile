@@ -18,13 +18,13 @@ race:
 
 # Every policy against fleets of 1,000 to a million devices and brokers
 # admitting 500 to 50,000 connects/s, refused over the limit (virtual time;
-# about 6 minutes here), then fleet-safe (and equal jitter, the other shape
+# about 8 minutes here), then fleet-safe (and equal jitter, the other shape
 # that passes) with the excess held or dropped instead. README.md shows both.
 grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
 
-# The same runs on both engines, 2,000 devices, three seeds each (about 30
+# The same runs on both engines, 2,000 devices, three seeds each (about 15
 # minutes): do they agree? README.md shows the table.
 calibrate:
 	$(GO) run ./cmd/devicesim calibrate
