@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -611,4 +612,21 @@ func TestClientGoneBeforeConnackIsNotLeftConnected(t *testing.T) {
 	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects == 1 }),
 		"the session's end was never recorded")
 	assert.Equal(t, 0, b.Connected())
+}
+
+// The broker's half of a mutual-TLS handshake costs real CPU (ECDSA P-256:
+// a signature, and a verification of the device's certificate), and less
+// without the device's certificate to verify.
+func TestHandshakeCPUIsMeasured(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("per-thread CPU time is read on Linux")
+	}
+	mutual := newBroker(t, testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
+	d, err := mutual.HandshakeCPU(20)
+	require.NoError(t, err)
+	t.Logf("the broker's half of a mutual-TLS handshake: %v CPU", d)
+	assert.Greater(t, d, 50*time.Microsecond, "a P-256 signature alone costs more")
+	assert.Less(t, d, 50*time.Millisecond)
+	_, err = newBroker(t, testbroker.Config{Transport: testbroker.TCP}).HandshakeCPU(1)
+	assert.Error(t, err, "no TLS, no handshake")
 }

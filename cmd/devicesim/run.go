@@ -90,7 +90,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs.DurationVar(&c.PingTimeout, "ping-timeout", c.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "config-outage: the Retry-After the config server sends; 0: the time left in the fault window, one instant for every device")
 	fs.DurationVar(&c.RetryAfterJitter, "retry-after-jitter", c.RetryAfterJitter, "config-outage: the devices' bound on the jitter they add to a Retry-After; 0: the firmware's (up to the hint, at most 1 min), negative: none")
-	fs.StringVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem or tcp (tcp holds up to 9,500 devices in one process)")
+	fs.StringVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
 	fs.StringVar(&c.Broker, "broker", "", "an external broker's URL (tcp://host:port) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
 	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")

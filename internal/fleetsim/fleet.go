@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"context"
+	"crypto/tls"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -243,6 +244,21 @@ func (m *pahoMember) stop(context.Context) error {
 	<-m.booted
 	m.c.Disconnect(100)
 	return nil
+}
+
+// loopbackTLSDialer is loopbackDialer with device i's own client
+// certificate, issued by the broker's CA (mutual TLS). A certificate that
+// cannot be issued fails every dial, and the run says so.
+func loopbackTLSDialer(i int, b *testbroker.Broker) paho.OpenConnectionFunc {
+	cfg, err := b.ClientTLSConfig(clientID(i))
+	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
+	return func(uri *url.URL, opts paho.ClientOptions) (net.Conn, error) {
+		if err != nil {
+			return nil, err
+		}
+		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local, Timeout: opts.ConnectTimeout}, Config: cfg}
+		return d.Dial("tcp", uri.Host)
+	}
 }
 
 // loopbackDialer spreads TCP devices over four loopback source addresses,

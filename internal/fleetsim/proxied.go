@@ -49,7 +49,7 @@ func (c Config) proxyDescriptors() int {
 	switch {
 	case c.Broker != "":
 		return 3
-	case c.Transport == TCP:
+	case c.Transport == TCP || c.Transport == TLS:
 		return 4
 	}
 	return 0
@@ -103,6 +103,10 @@ func (r *run) setupProxy(mc *memberConfig) error {
 		mc.dial = func(int) paho.OpenConnectionFunc {
 			return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return p.Dial(context.Background()) }
 		}
+		return nil
+	}
+	if r.c.Transport == TLS && r.broker != nil {
+		mc.broker = "ssl://" + p.Addr() // TLS passes through; the devices keep their TLS dialer
 		return nil
 	}
 	mc.broker, mc.dial = "tcp://"+p.Addr(), loopbackDialer

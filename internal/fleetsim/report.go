@@ -54,6 +54,8 @@ type Report struct {
 	// Proxy is what the fault proxy did with the connections it was asked
 	// for since the disruption, when one stood in the path.
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
+	// TLS is what the handshakes cost the broker, with -transport tls.
+	TLS *TLSCost `json:"tls,omitempty"`
 
 	events         []event // kept for WriteFiles, unless streamed or dropped
 	eventsStreamed bool    // written to Config.Events as the run went
@@ -86,6 +88,25 @@ type recoveryJSON struct {
 func recoveryOf(xs []float64) recoveryJSON {
 	p := stormstats.Percentiles(xs, 50, 95, 99, 100)
 	return recoveryJSON{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
+}
+
+// TLSCost is the broker's CPU spent on TLS handshakes: one handshake's, as
+// measured on the broker's half alone (testbroker.HandshakeCPU, mutual TLS,
+// ECDSA P-256, no session resumption), times the connections that reached
+// the broker since the disruption.
+type TLSCost struct {
+	HandshakeCPUMS float64 `json:"handshake_cpu_ms"` // per connection; 0 where it cannot be measured
+	Handshakes     int64   `json:"handshakes"`
+	CPUS           float64 `json:"cpu_s"`
+}
+
+func tlsCost(perHandshake time.Duration, broker *Side) *TLSCost {
+	t := &TLSCost{HandshakeCPUMS: float64(perHandshake) / 1e6}
+	if broker != nil {
+		t.Handshakes = broker.Arrivals.Count
+	}
+	t.CPUS = float64(t.Handshakes) * perHandshake.Seconds()
+	return t
 }
 
 // ProxyCounts is the fault proxy's connections by outcome: admitted ones
@@ -174,6 +195,10 @@ func (r *Report) Summary(w io.Writer) {
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
+	}
+	if t := r.TLS; t != nil {
+		fmt.Fprintf(w, "TLS (mutual, ECDSA P-256, no resumption): %.2f ms of broker CPU a handshake, %d handshakes since the disruption: %.1f s of broker CPU\n",
+			t.HandshakeCPUMS, t.Handshakes, t.CPUS)
 	}
 	if p := r.Proxy; p != nil {
 		fmt.Fprintf(w, "fault proxy: %d connections let through to the broker, %d refused, %d throttled, %d dropped unsent, %d found the broker unreachable\n",

@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,4 +275,22 @@ func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "the first retry went to the standby")
 	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.5, "after fleet-safe's first wait, U[1.5 s, 3 s)")
 	assert.Equal(t, stormstats.Spread, r.Broker.Judgement.Verdict, r.Broker.Judgement.Reason)
+}
+
+// A TLS fleet: every device its own client certificate from the broker's
+// CA, every reconnect a full mutual-TLS handshake the report costs.
+func TestTLSFleetReportsTheBrokersHandshakeCPU(t *testing.T) {
+	c := small(fleetsim.BrokerRestart, "fleet-safe")
+	c.Devices, c.TimeScale, c.Transport = 100, 10, fleetsim.TLS
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	require.NotNil(t, r.TLS)
+	require.NotNil(t, r.Broker)
+	assert.EqualValues(t, r.Broker.Arrivals.Count, r.TLS.Handshakes, "one handshake a connection that reached the broker")
+	assert.EqualValues(t, 100, r.TLS.Handshakes, "fleet-safe: one attempt a device once the broker was back")
+	if runtime.GOOS == "linux" {
+		assert.Greater(t, r.TLS.HandshakeCPUMS, 0.05)
+		assert.InDelta(t, r.TLS.HandshakeCPUMS*100/1000, r.TLS.CPUS, 1e-9)
+	}
 }

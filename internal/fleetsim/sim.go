@@ -54,6 +54,7 @@ const HostAdmitLimit = 5000
 const (
 	Mem = "mem" // in-process pipes: no descriptors, 100,000 devices fit
 	TCP = "tcp" // loopback TCP: two descriptors per device in one process
+	TLS = "tls" // mutual TLS over loopback TCP, a client certificate a device
 )
 
 // Config is one run. Durations are real-world (unscaled) time.
@@ -241,8 +242,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("ping timeout must be >= 0, got %v", c.PingTimeout)
 	case c.Scenario == Observe && c.TimeScale != 1 && c.Hold == nil:
 		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
-	case c.Transport != Mem && c.Transport != TCP:
-		return fmt.Errorf("unknown transport %q (mem or tcp)", c.Transport)
+	case c.Transport != Mem && c.Transport != TCP && c.Transport != TLS:
+		return fmt.Errorf("unknown transport %q (mem, tcp or tls)", c.Transport)
+	case c.Transport == TLS && c.Broker == "" && c.Devices > maxTCPDevices:
+		return fmt.Errorf("a TLS fleet holds both ends of %d connections in one process: at most %d devices here "+
+			"(the child processes that hold larger TCP fleets do not carry certificates yet)", c.Devices, maxTCPDevices)
+	case c.Transport == TLS && c.Scenario == FailoverScenario:
+		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
 	case c.proxied() && c.Devices*c.proxyDescriptors() > descriptorBudget:
 		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each), over the %d a run "+
 			"may use here: at most %d", c.Devices, c.Devices*c.proxyDescriptors(), c.proxyDescriptors(), descriptorBudget,
@@ -310,6 +316,7 @@ type run struct {
 	virtual      *virtualFleet      // the virtual engine's fleet, for its report
 	proxy        *faultproxy.Proxy  // in the devices' path, when the scenario breaks the path or the broker is external
 	standby      *testbroker.Broker // failover: where the fleet goes when the primary (broker) dies
+	handshakeCPU time.Duration      // TLS: the broker's CPU for one handshake, measured at setup
 	cleanups     []func()
 }
 
@@ -541,19 +548,28 @@ func (r *run) setup() error {
 			mc.dial = loopbackDialer
 		}
 	} else {
-		transport := testbroker.Memory
-		if c.Transport == TCP {
-			transport = testbroker.TCP
+		bc := testbroker.Config{Transport: testbroker.Memory}
+		switch c.Transport {
+		case TCP:
+			bc.Transport = testbroker.TCP
+		case TLS:
+			bc.Transport, bc.MutualTLS = testbroker.TLS, true
 		}
-		b, err := testbroker.New(testbroker.Config{Transport: transport})
+		b, err := testbroker.New(bc)
 		if err != nil {
 			return err
 		}
 		r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
-		if c.Transport == Mem {
+		switch c.Transport {
+		case Mem:
 			mc.dial = func(int) paho.OpenConnectionFunc { return b.Dial }
-		} else {
+		case TCP:
 			mc.dial = loopbackDialer
+		case TLS:
+			if r.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
+				return err
+			}
+			mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackTLSDialer(i, b) }
 		}
 		if c.Scenario == BootStorm && c.AdmitRate > 0 {
 			if err := b.SetAdmission(r.admission); err != nil {
@@ -776,6 +792,9 @@ func (r *run) report(d disruption) (*Report, error) {
 		return nil, err
 	}
 	rep.Limit, rep.BrokerBackS = c.limit(len(r.ids)), b.back.Seconds()
+	if c.Transport == TLS && r.broker != nil {
+		rep.TLS = tlsCost(r.handshakeCPU, rep.Broker)
+	}
 	if r.proxy != nil {
 		k := r.proxy.Recorder().Counts()
 		rep.Proxy = &ProxyCounts{Admitted: k.Admitted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,

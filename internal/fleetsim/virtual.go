@@ -133,8 +133,8 @@ func (c Config) validateVirtual() error {
 		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
 	case c.Scenario == ConfigOutage || c.Scenario == Observe:
 		return fmt.Errorf("scenario %s needs real devices: use -engine agents", c.Scenario)
-	case c.Broker != "" || c.Shard.Count > 0 || c.Telemetry > 0 || c.Transport == TCP:
-		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp need real devices: use -engine agents")
+	case c.Broker != "" || c.Shard.Count > 0 || c.Telemetry > 0 || c.Transport != Mem:
+		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp or tls need real devices: use -engine agents")
 	}
 	return nil
 }
