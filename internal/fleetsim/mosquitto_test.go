@@ -180,7 +180,7 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 				assert.Positive(t, r.Proxy.Refused, "dials during the outage were refused at the proxy")
 			case fleetsim.Blackhole:
 				require.NotNil(t, r.Noticed)
-				assert.Equal(t, 300, r.Noticed.Devices, "every device noticed the silence through its keepalive")
+				assert.Equal(t, 300, r.Noticed.Devices+r.Noticed.AtEnd, "every device noticed: through its keepalive, or the reset at the end")
 			}
 		})
 	}

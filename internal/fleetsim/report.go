@@ -121,20 +121,35 @@ type ProxyCounts struct {
 
 // Noticed is when the devices noticed a silent path.
 type Noticed struct {
-	Devices int     `json:"devices"` // that noticed while the path was silent or after
+	// Devices noticed through their keepalive while the path was silent;
+	// the percentiles are theirs.
+	Devices int     `json:"devices"`
 	P50S    float64 `json:"p50_s"`
 	P99S    float64 `json:"p99_s"`
 	MaxS    float64 `json:"max_s"`
+	// AtEnd noticed only when the path came back and reset them: their
+	// keepalive and ping timeout outlasted the silence.
+	AtEnd int `json:"at_end"`
 }
 
-// noticedOf summarises real-time notice delays in unscaled seconds.
-func noticedOf(delays []time.Duration, timeScale float64) *Noticed {
-	xs := make([]float64, len(delays))
-	for i, d := range delays {
-		xs[i] = d.Seconds() * timeScale
+// noticedOf summarises real-time notice delays in unscaled seconds, those
+// before the end of a silence of length silent apart from the rest.
+func noticedOf(delays []time.Duration, timeScale float64, silent time.Duration) *Noticed {
+	var xs []float64
+	n := &Noticed{}
+	for _, d := range delays {
+		if s := d.Seconds() * timeScale; s < silent.Seconds() {
+			xs = append(xs, s)
+		} else {
+			n.AtEnd++
+		}
 	}
-	p := stormstats.Percentiles(xs, 50, 99, 100)
-	return &Noticed{Devices: len(xs), P50S: p[0], P99S: p[1], MaxS: p[2]}
+	n.Devices = len(xs)
+	if len(xs) > 0 {
+		p := stormstats.Percentiles(xs, 50, 99, 100)
+		n.P50S, n.P99S, n.MaxS = p[0], p[1], p[2]
+	}
+	return n
 }
 
 // Attempts counts connect attempts from the disruption to full recovery.
@@ -205,8 +220,14 @@ func (r *Report) Summary(w io.Writer) {
 			p.Admitted, p.Refused, p.Throttled, p.Dropped, p.Unreachable)
 	}
 	if n := r.Noticed; n != nil {
-		fmt.Fprintf(w, "the silent path was noticed (keepalive) by %d devices: p50 %.1f s, p99 %.1f s, max %.1f s after it went silent\n",
-			n.Devices, n.P50S, n.P99S, n.MaxS)
+		fmt.Fprintf(w, "the silent path was noticed through keepalive by %d devices", n.Devices)
+		if n.Devices > 0 {
+			fmt.Fprintf(w, ": p50 %.1f s, p99 %.1f s, max %.1f s after it went silent", n.P50S, n.P99S, n.MaxS)
+		}
+		if n.AtEnd > 0 {
+			fmt.Fprintf(w, "; %d only when it came back and reset them (keepalive + ping timeout outlasted it)", n.AtEnd)
+		}
+		fmt.Fprintln(w)
 	}
 	if t := r.Telemetry; t != nil {
 		fmt.Fprintf(w, "telemetry (%g/s per device, whole run): %d enqueued, %d acknowledged, %d received once, %d duplicates, %d publish failures retried, %d dropped by full queues, %d lost\n",

@@ -769,7 +769,7 @@ func (r *run) report(d disruption) (*Report, error) {
 		switch c.Scenario {
 		case BootStorm, Observe: // observe's t0 is the first loss noticed
 		case Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
-			rep.Noticed = noticedOf(r.devlog.noticed(d.t0), c.TimeScale)
+			rep.Noticed = noticedOf(r.devlog.noticed(d.t0), c.TimeScale, c.Outage)
 		default:
 			b.noticed(r.devlog.noticed(d.t0))
 		}
