@@ -153,16 +153,38 @@ func (b *Broker) WriteClientFiles(dir, clientID string) (TLSFiles, error) {
 	if err != nil {
 		return TLSFiles{}, err
 	}
+	f.Cert, f.Key, err = writePair(dir, clientID, cert)
+	return f, err
+}
+
+// WriteServerFiles writes the CA certificate and the broker's own
+// certificate (for localhost and 127.0.0.1) and key into dir: another
+// broker (mosquitto, say) can serve TLS that this broker's devices trust.
+func (b *Broker) WriteServerFiles(dir string) (TLSFiles, error) {
+	if b.pki == nil {
+		return TLSFiles{}, errNotTLS
+	}
+	f := TLSFiles{CA: filepath.Join(dir, "ca.pem")}
+	if err := os.WriteFile(f.CA, b.pki.caPEM, 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	var err error
+	f.Cert, f.Key, err = writePair(dir, "server", b.pki.serverConfig.Certificates[0])
+	return f, err
+}
+
+// writePair writes cert and its ECDSA key as dir/name.crt and dir/name.key.
+func writePair(dir, name string, cert tls.Certificate) (certPath, keyPath string, err error) {
 	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
 	if err != nil {
-		return TLSFiles{}, err
+		return "", "", err
 	}
-	f.Cert, f.Key = filepath.Join(dir, clientID+".crt"), filepath.Join(dir, clientID+".key")
-	if err := os.WriteFile(f.Cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
-		return TLSFiles{}, err
+	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		return "", "", err
 	}
-	if err := os.WriteFile(f.Key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		return TLSFiles{}, fmt.Errorf("testbroker: write key: %w", err)
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return "", "", fmt.Errorf("testbroker: write key: %w", err)
 	}
-	return f, nil
+	return certPath, keyPath, nil
 }

@@ -29,6 +29,7 @@ type memberConfig struct {
 	broker                 string
 	failover               []string                            // more endpoints, in turn (failover)
 	metrics                func(i int) device.Metrics          // nil: none
+	tls                    *tls.Config                         // an external broker's TLS, when dial is paho's own
 	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
 	timing                 *device.Timing
 	keepAlive, pingTimeout time.Duration
@@ -64,7 +65,7 @@ type agentMember struct {
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	cfg := device.Config{Broker: mc.broker, Failover: mc.failover, ClientID: clientID(i), Timing: mc.timing,
-		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout,
+		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout, TLS: mc.tls,
 		ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {
 		cfg.Dial = mc.dial(i)
@@ -251,11 +252,16 @@ func (m *pahoMember) stop(context.Context) error {
 // cannot be issued fails every dial, and the run says so.
 func loopbackTLSDialer(i int, b *testbroker.Broker) paho.OpenConnectionFunc {
 	cfg, err := b.ClientTLSConfig(clientID(i))
+	if err != nil {
+		return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return nil, err }
+	}
+	return loopbackDialerTLS(i, cfg)
+}
+
+// loopbackDialerTLS is loopbackDialer with TLS on top.
+func loopbackDialerTLS(i int, cfg *tls.Config) paho.OpenConnectionFunc {
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
 	return func(uri *url.URL, opts paho.ClientOptions) (net.Conn, error) {
-		if err != nil {
-			return nil, err
-		}
 		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local, Timeout: opts.ConnectTimeout}, Config: cfg}
 		return d.Dial("tcp", uri.Host)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/waitfor"
+	"github.com/herdguard/herdguard/testbroker"
 )
 
 // mosquitto is a real third-party broker on a loopback port.
@@ -47,7 +48,10 @@ func (m *mosquitto) awaitAccepted(n int) error {
 	return waitfor.Until(&m.mu, &m.changed, 10*time.Second, func() bool { return m.connections >= n })
 }
 
-func startMosquitto(t *testing.T) (*mosquitto, string) {
+func startMosquitto(t *testing.T) (*mosquitto, string) { return startMosquittoWith(t, "") }
+
+// startMosquittoWith starts mosquitto with extra lines for its listener.
+func startMosquittoWith(t *testing.T, listener string) (*mosquitto, string) {
 	bin, err := exec.LookPath("mosquitto")
 	if err != nil {
 		bin, err = exec.LookPath("/usr/sbin/mosquitto")
@@ -64,7 +68,8 @@ func startMosquitto(t *testing.T) (*mosquitto, string) {
 	require.NoError(t, l.Close())
 	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
 	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(
-		"listener %d 127.0.0.1\nallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_type information\nlog_type notice\n", port)), 0o644))
+		"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_type information\nlog_type notice\n",
+		port, listener)), 0o644))
 	m := &mosquitto{t: t, bin: bin, conf: conf}
 	m.start()
 	t.Cleanup(m.stop)
@@ -184,4 +189,37 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The same through TLS: mosquitto serves a certificate from a CA the test
+// makes and requires every device's (mutual TLS); the proxy passes the TLS
+// through untouched and still counts what reached mosquitto.
+func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
+	pki, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true}) // its CA, for files
+	require.NoError(t, err)
+	defer pki.Close()
+	dir := t.TempDir()
+	server, err := pki.WriteServerFiles(dir)
+	require.NoError(t, err)
+	client, err := pki.WriteClientFiles(dir, "fleet")
+	require.NoError(t, err)
+	listener := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate true\n", server.CA, server.Cert, server.Key)
+	if os.Geteuid() == 0 {
+		listener += "user root\n" // run as root (CI), mosquitto would drop to its own user and lose the key it must read
+	}
+	m, url := startMosquittoWith(t, listener)
+	c := fleetsim.Default()
+	c.Devices, c.Scenario, c.Policy = 300, fleetsim.BrokerRestart, "fleet-safe"
+	c.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
+	c.TLSCA, c.TLSCert, c.TLSKey = client.CA, client.Cert, client.Key
+	before := -1
+	c.Ready = func() { before = m.accepted() }
+	r, err := fleetsim.Run(context.Background(), c)
+	require.NoError(t, err)
+	require.True(t, r.RecoveryJSON.AllRecovered)
+	require.NotNil(t, r.Proxy)
+	assert.GreaterOrEqual(t, before, 300)
+	require.NoError(t, m.awaitAccepted(before+r.Proxy.Admitted))
+	assert.Equal(t, before+r.Proxy.Admitted, m.accepted(), "mosquitto accepted exactly the connections the proxy let through")
+	assert.Positive(t, r.Proxy.Refused)
 }

@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
@@ -59,11 +61,29 @@ func (c Config) proxyDescriptors() int {
 // descriptors (the rest: the runtime, files, the reports).
 const descriptorBudget = 2 * maxTCPDevices
 
-// plainBrokerURL reports whether the fault proxy can stand in front of
-// the broker at raw: MQTT over plain TCP.
-func plainBrokerURL(raw string) bool {
+// proxiableBrokerURL reports whether the fault proxy can stand in front of
+// the broker at raw: MQTT over TCP, or TLS, which it passes through.
+func proxiableBrokerURL(raw string) bool {
 	u, err := url.Parse(raw)
-	return err == nil && (u.Scheme == "tcp" || u.Scheme == "mqtt") && u.Port() != ""
+	return err == nil && u.Port() != "" && (u.Scheme == "tcp" || u.Scheme == "mqtt" || isTLSScheme(u.Scheme))
+}
+
+func isTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts" }
+
+// externalTLS is what the devices present to and trust of an external
+// broker at ssl://, or nil for a plain one. Its ServerName is the broker's
+// own host, so that the devices verify it through the proxy too.
+func (c Config) externalTLS() (*tls.Config, error) {
+	u, err := url.Parse(c.Broker)
+	if err != nil || !isTLSScheme(u.Scheme) {
+		return nil, err
+	}
+	cfg, err := device.LoadTLS(c.TLSCA, c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ServerName = u.Hostname()
+	return cfg, nil
 }
 
 // setupProxy starts the fault proxy in front of the broker and points the
@@ -107,6 +127,11 @@ func (r *run) setupProxy(mc *memberConfig) error {
 	}
 	if r.c.Transport == TLS && r.broker != nil {
 		mc.broker = "ssl://" + p.Addr() // TLS passes through; the devices keep their TLS dialer
+		return nil
+	}
+	if t := r.externalTLS; t != nil {
+		mc.broker, mc.tls = "ssl://"+p.Addr(), nil
+		mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackDialerTLS(i, t) }
 		return nil
 	}
 	mc.broker, mc.dial = "tcp://"+p.Addr(), loopbackDialer

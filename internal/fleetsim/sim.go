@@ -6,6 +6,7 @@ package fleetsim
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -97,6 +98,10 @@ type Config struct {
 	// and measures what it let through; observe leaves the disruption to
 	// the user, and boot-storm needs none.
 	Broker string
+	// TLSCA, TLSCert and TLSKey are PEM files for an external broker at
+	// ssl://: the CA that signs it (empty: the system's roots) and one
+	// client certificate every device presents (mutual TLS), if any.
+	TLSCA, TLSCert, TLSKey string
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration
 	// Shard runs only the devices whose index i has i % Shard.Count ==
@@ -224,8 +229,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
 	case external && !c.proxied() && c.Scenario != Observe && c.Scenario != BootStorm:
 		return fmt.Errorf("scenario %s does not apply to an external broker", c.Scenario)
-	case external && c.proxied() && !plainBrokerURL(c.Broker):
-		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port (or mqtt://)", c.Broker)
+	case external && c.proxied() && !proxiableBrokerURL(c.Broker):
+		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", c.Broker)
 	case !external && c.Scenario == Observe:
 		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
 	case external && c.AdmitRate > 0 && !c.proxied():
@@ -317,6 +322,7 @@ type run struct {
 	proxy        *faultproxy.Proxy  // in the devices' path, when the scenario breaks the path or the broker is external
 	standby      *testbroker.Broker // failover: where the fleet goes when the primary (broker) dies
 	handshakeCPU time.Duration      // TLS: the broker's CPU for one handshake, measured at setup
+	externalTLS  *tls.Config        // an external broker at ssl://: what the devices present and trust
 	cleanups     []func()
 }
 
@@ -544,9 +550,18 @@ func (r *run) setup() error {
 	}
 	if c.Broker != "" {
 		r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
+		tlsCfg, err := c.externalTLS()
+		if err != nil {
+			return err
+		}
+		r.externalTLS = tlsCfg
 		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
 			mc.dial = loopbackDialer
+			if tlsCfg != nil {
+				mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackDialerTLS(i, tlsCfg) }
+			}
 		}
+		mc.tls = tlsCfg
 	} else {
 		bc := testbroker.Config{Transport: testbroker.Memory}
 		switch c.Transport {

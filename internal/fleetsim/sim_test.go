@@ -130,8 +130,8 @@ func TestInvalidConfigIsAnError(t *testing.T) {
 		"more descriptors than the machine has": func(c *fleetsim.Config) {
 			c.Scenario, c.Broker, c.Devices = fleetsim.DropAll, "tcp://127.0.0.1:1883", 7000
 		},
-		"TLS to an external broker through the proxy": func(c *fleetsim.Config) {
-			c.Scenario, c.Broker = fleetsim.DropAll, "ssl://127.0.0.1:8883"
+		"a broker URL the proxy cannot stand in front of": func(c *fleetsim.Config) {
+			c.Scenario, c.Broker = fleetsim.DropAll, "ws://127.0.0.1:8080"
 		},
 		"config-outage against an external broker": func(c *fleetsim.Config) {
 			c.Scenario, c.Broker = fleetsim.ConfigOutage, "tcp://127.0.0.1:1883"
