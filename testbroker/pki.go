@@ -11,16 +11,16 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/certs"
 )
 
 // pki is the broker's own certificate authority, made in-process at start.
 type pki struct {
-	ca           *x509.Certificate
-	caKey        *ecdsa.PrivateKey
+	ca           certs.CA
 	caPEM        []byte
 	pool         *x509.CertPool
 	serverConfig *tls.Config
@@ -48,10 +48,10 @@ func newPKI(mutual bool) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{ca: ca, caKey: caKey, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	p := &pki{ca: certs.CA{Cert: ca, Key: caKey}, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		pool: x509.NewCertPool()}
 	p.pool.AddCert(ca)
-	server, err := p.issue("localhost", x509.ExtKeyUsageServerAuth)
+	server, err := p.ca.Issue("localhost", x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return nil, err
 	}
@@ -61,40 +61,6 @@ func newPKI(mutual bool) (*pki, error) {
 		p.serverConfig.ClientCAs = p.pool
 	}
 	return p, nil
-}
-
-var serial = big.NewInt(1)
-
-func (p *pki) issue(cn string, usage x509.ExtKeyUsage) (tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	sn, err := rand.Int(rand.Reader, new(big.Int).Lsh(serial, 62))
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	if usage == x509.ExtKeyUsageServerAuth {
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		return tls.Certificate{}, err
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
 
 var errNotTLS = errors.New("testbroker: the broker's transport is not TLS")
@@ -122,7 +88,7 @@ func (b *Broker) ClientCertificate(clientID string) (tls.Certificate, error) {
 	if b.pki == nil {
 		return tls.Certificate{}, errNotTLS
 	}
-	return b.pki.issue(clientID, x509.ExtKeyUsageClientAuth)
+	return b.pki.ca.Issue(clientID, x509.ExtKeyUsageClientAuth)
 }
 
 // CACertPEM returns the broker's CA certificate in PEM.
@@ -173,18 +139,28 @@ func (b *Broker) WriteServerFiles(dir string) (TLSFiles, error) {
 	return f, err
 }
 
-// writePair writes cert and its ECDSA key as dir/name.crt and dir/name.key.
+// writePair writes cert and its key as dir/name.crt and dir/name.key.
 func writePair(dir, name string, cert tls.Certificate) (certPath, keyPath string, err error) {
-	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
-	if err != nil {
-		return "", "", err
-	}
 	certPath, keyPath = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+	if err := certs.WriteCert(certPath, cert.Certificate[0]); err != nil {
 		return "", "", err
 	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+	if err := certs.WriteKey(keyPath, cert.PrivateKey); err != nil {
 		return "", "", fmt.Errorf("testbroker: write key: %w", err)
 	}
 	return certPath, keyPath, nil
+}
+
+// WriteCAFiles writes the CA's certificate and private key into dir (ca.pem,
+// ca.key): whoever has them can issue certificates this broker accepts,
+// as devicesim's child processes do for their devices.
+func (b *Broker) WriteCAFiles(dir string) (TLSFiles, error) {
+	if b.pki == nil {
+		return TLSFiles{}, errNotTLS
+	}
+	f := TLSFiles{CA: filepath.Join(dir, "ca.pem"), Key: filepath.Join(dir, "ca.key")}
+	if err := os.WriteFile(f.CA, b.pki.caPEM, 0o644); err != nil {
+		return TLSFiles{}, err
+	}
+	return f, certs.WriteKey(f.Key, b.pki.ca.Key)
 }

@@ -95,6 +95,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs.StringVar(&c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
 	fs.StringVar(&c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
 	fs.StringVar(&c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
+	fs.StringVar(&c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
 	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")

@@ -57,6 +57,23 @@ func TestTCPFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	assert.Zero(t, r.Telemetry.Lost)
 }
 
+// A TLS fleet too large for one process: the children issue their devices'
+// certificates from the broker's CA, and every handshake is counted.
+func TestTLSFleetBeyondOneProcessRunsInChildren(t *testing.T) {
+	t.Setenv("HERDGUARD_DEVICESIM_CHILD", "1")
+	dir := t.TempDir()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"run", "-transport", "tls", "-devices", "60", "-tcp-per-process", "30",
+		"-scenario", "drop-all", "-policy", "full", "-time-scale", "20", "-out", dir}, noenv, nil, &out, &out)
+	require.NoError(t, err, out.String())
+	r, err := fleetsim.ReadReport(dir)
+	require.NoError(t, err)
+	assert.Equal(t, "tls", r.Transport)
+	assert.True(t, r.RecoveryJSON.AllRecovered)
+	require.NotNil(t, r.TLS)
+	assert.EqualValues(t, 60, r.TLS.Handshakes, "a drop-all: one reconnect, one handshake, a device")
+}
+
 func delays(t *testing.T, args ...string) string {
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), append([]string{"delays"}, args...), noenv, nil, &out, &out))

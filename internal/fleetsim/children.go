@@ -34,7 +34,7 @@ func (c Config) needsChildren() bool {
 	if limit == 0 {
 		limit = maxTCPDevices
 	}
-	return c.Broker == "" && c.Transport == TCP && c.Devices > limit && !c.proxied()
+	return c.Broker == "" && (c.Transport == TCP || c.Transport == TLS) && c.Devices > limit && !c.proxied()
 }
 
 // spawnChildren starts the agent processes for a TCP fleet too large for one
@@ -54,6 +54,14 @@ func (r *run) spawnChildren(url string) error {
 		per = min(per, r.c.TCPPerProcess)
 	}
 	k := (r.c.Devices + per - 1) / per
+	var ca []string // a TLS fleet's children issue their devices' certificates from the broker's CA
+	if r.c.Transport == TLS {
+		f, err := r.broker.WriteCAFiles(dir)
+		if err != nil {
+			return err
+		}
+		ca = []string{"-ca", f.CA, "-ca-key", f.Key}
+	}
 	scenario := Observe
 	if r.c.Scenario == BootStorm {
 		scenario = BootStorm
@@ -65,6 +73,7 @@ func (r *run) spawnChildren(url string) error {
 			"-max-backoff", r.c.MaxBackoff.String(), "-retry-cap", strconv.Itoa(r.c.RetryCap),
 			"-time-scale", strconv.FormatFloat(r.c.TimeScale, 'g', -1, 64), "-seed", strconv.FormatUint(r.c.Seed, 10),
 			"-telemetry", strconv.FormatFloat(r.c.Telemetry, 'g', -1, 64), "-out", out}
+		args = append(args, ca...)
 		if r.c.KeepAlive > 0 {
 			args = append(args, "-keepalive", r.c.KeepAlive.String())
 		}

@@ -29,7 +29,7 @@ type memberConfig struct {
 	broker                 string
 	failover               []string                            // more endpoints, in turn (failover)
 	metrics                func(i int) device.Metrics          // nil: none
-	tls                    *tls.Config                         // an external broker's TLS, when dial is paho's own
+	tls                    func(i int) (*tls.Config, error)    // an external broker's TLS, when dial is paho's own
 	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
 	timing                 *device.Timing
 	keepAlive, pingTimeout time.Duration
@@ -65,10 +65,17 @@ type agentMember struct {
 
 func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	cfg := device.Config{Broker: mc.broker, Failover: mc.failover, ClientID: clientID(i), Timing: mc.timing,
-		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout, TLS: mc.tls,
+		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout,
 		ConnectTimeout: mc.connectTimeout}
 	if mc.dial != nil {
 		cfg.Dial = mc.dial(i)
+	}
+	if mc.tls != nil {
+		t, err := mc.tls(i)
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = t
 	}
 	if mc.metrics != nil {
 		cfg.Metrics = mc.metrics(i)
@@ -252,6 +259,16 @@ func (m *pahoMember) stop(context.Context) error {
 // cannot be issued fails every dial, and the run says so.
 func loopbackTLSDialer(i int, b *testbroker.Broker) paho.OpenConnectionFunc {
 	cfg, err := b.ClientTLSConfig(clientID(i))
+	if err != nil {
+		return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return nil, err }
+	}
+	return loopbackDialerTLS(i, cfg)
+}
+
+// tlsDialerFor is loopbackDialerTLS with device i's configuration, or a
+// dialer that fails with the reason it has none.
+func tlsDialerFor(i int, cfgFor func(int) (*tls.Config, error)) paho.OpenConnectionFunc {
+	cfg, err := cfgFor(i)
 	if err != nil {
 		return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return nil, err }
 	}

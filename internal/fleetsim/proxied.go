@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/internal/certs"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -70,20 +72,37 @@ func proxiableBrokerURL(raw string) bool {
 
 func isTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts" }
 
-// externalTLS is what the devices present to and trust of an external
-// broker at ssl://, or nil for a plain one. Its ServerName is the broker's
-// own host, so that the devices verify it through the proxy too.
-func (c Config) externalTLS() (*tls.Config, error) {
+// externalTLS is what each device presents to and trusts of an external
+// broker at ssl://, or nil for a plain one: one certificate for every
+// device (TLSCert), or one a device issued from the CA's key (TLSCAKey,
+// with the client ID as its name). ServerName is the broker's own host, so
+// that the devices verify it through the proxy too.
+func (c Config) externalTLS() (func(i int) (*tls.Config, error), error) {
 	u, err := url.Parse(c.Broker)
 	if err != nil || !isTLSScheme(u.Scheme) {
 		return nil, err
 	}
-	cfg, err := device.LoadTLS(c.TLSCA, c.TLSCert, c.TLSKey)
+	base, err := device.LoadTLS(c.TLSCA, c.TLSCert, c.TLSKey)
 	if err != nil {
 		return nil, err
 	}
-	cfg.ServerName = u.Hostname()
-	return cfg, nil
+	base.ServerName = u.Hostname()
+	if c.TLSCAKey == "" {
+		return func(int) (*tls.Config, error) { return base, nil }, nil
+	}
+	ca, err := certs.LoadCA(c.TLSCA, c.TLSCAKey)
+	if err != nil {
+		return nil, err
+	}
+	return func(i int) (*tls.Config, error) {
+		cert, err := ca.Issue(clientID(i), x509.ExtKeyUsageClientAuth)
+		if err != nil {
+			return nil, err
+		}
+		cfg := base.Clone()
+		cfg.Certificates = []tls.Certificate{cert}
+		return cfg, nil
+	}, nil
 }
 
 // setupProxy starts the fault proxy in front of the broker and points the
@@ -131,7 +150,7 @@ func (r *run) setupProxy(mc *memberConfig) error {
 	}
 	if t := r.externalTLS; t != nil {
 		mc.broker, mc.tls = "ssl://"+p.Addr(), nil
-		mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackDialerTLS(i, t) }
+		mc.dial = func(i int) paho.OpenConnectionFunc { return tlsDialerFor(i, t) }
 		return nil
 	}
 	mc.broker, mc.dial = "tcp://"+p.Addr(), loopbackDialer

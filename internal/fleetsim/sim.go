@@ -101,7 +101,9 @@ type Config struct {
 	// TLSCA, TLSCert and TLSKey are PEM files for an external broker at
 	// ssl://: the CA that signs it (empty: the system's roots) and one
 	// client certificate every device presents (mutual TLS), if any.
-	TLSCA, TLSCert, TLSKey string
+	// TLSCAKey, instead of TLSCert, is the CA's key: each device gets a
+	// certificate of its own, named by its client ID.
+	TLSCA, TLSCert, TLSKey, TLSCAKey string
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration
 	// Shard runs only the devices whose index i has i % Shard.Count ==
@@ -229,6 +231,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
 	case external && !c.proxied() && c.Scenario != Observe && c.Scenario != BootStorm:
 		return fmt.Errorf("scenario %s does not apply to an external broker", c.Scenario)
+	case c.TLSCert != "" && c.TLSCAKey != "":
+		return fmt.Errorf("one client certificate for every device (-cert) or one a device from the CA's key (-ca-key), not both")
+	case c.TLSCAKey != "" && c.TLSCA == "":
+		return fmt.Errorf("-ca-key issues device certificates from the CA: -ca names its certificate")
 	case external && c.proxied() && !proxiableBrokerURL(c.Broker):
 		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", c.Broker)
 	case !external && c.Scenario == Observe:
@@ -249,9 +255,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
 	case c.Transport != Mem && c.Transport != TCP && c.Transport != TLS:
 		return fmt.Errorf("unknown transport %q (mem, tcp or tls)", c.Transport)
-	case c.Transport == TLS && c.Broker == "" && c.Devices > maxTCPDevices:
-		return fmt.Errorf("a TLS fleet holds both ends of %d connections in one process: at most %d devices here "+
-			"(the child processes that hold larger TCP fleets do not carry certificates yet)", c.Devices, maxTCPDevices)
 	case c.Transport == TLS && c.Scenario == FailoverScenario:
 		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
 	case c.proxied() && c.Devices*c.proxyDescriptors() > descriptorBudget:
@@ -318,11 +321,11 @@ type run struct {
 	children     []*child
 	childDir     string
 	childReports []*Report
-	virtual      *virtualFleet      // the virtual engine's fleet, for its report
-	proxy        *faultproxy.Proxy  // in the devices' path, when the scenario breaks the path or the broker is external
-	standby      *testbroker.Broker // failover: where the fleet goes when the primary (broker) dies
-	handshakeCPU time.Duration      // TLS: the broker's CPU for one handshake, measured at setup
-	externalTLS  *tls.Config        // an external broker at ssl://: what the devices present and trust
+	virtual      *virtualFleet                    // the virtual engine's fleet, for its report
+	proxy        *faultproxy.Proxy                // in the devices' path, when the scenario breaks the path or the broker is external
+	standby      *testbroker.Broker               // failover: where the fleet goes when the primary (broker) dies
+	handshakeCPU time.Duration                    // TLS: the broker's CPU for one handshake, measured at setup
+	externalTLS  func(i int) (*tls.Config, error) // an external broker at ssl://: what device i presents and trusts
 	cleanups     []func()
 }
 
@@ -558,10 +561,11 @@ func (r *run) setup() error {
 		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
 			mc.dial = loopbackDialer
 			if tlsCfg != nil {
-				mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackDialerTLS(i, tlsCfg) }
+				mc.dial = func(i int) paho.OpenConnectionFunc { return tlsDialerFor(i, tlsCfg) }
 			}
+		} else {
+			mc.tls = tlsCfg
 		}
-		mc.tls = tlsCfg
 	} else {
 		bc := testbroker.Config{Transport: testbroker.Memory}
 		switch c.Transport {
