@@ -18,13 +18,11 @@ func TestEnginesAgree(t *testing.T) {
 	cells := []fleetsim.CalibrationCell{
 		{Scenario: fleetsim.BrokerRestart, Policy: "iotcore"},
 		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.PauseAccepting, AdmitRate: 30},
-		// Not a policy that repeats its cap exactly (iotcore, decorrelated):
-		// in disconnect mode real agents hear of their throttled sessions'
-		// ends in the host's batches, and such a policy keeps a batch in
-		// lock-step for good, which the virtual engine's instant loss never
-		// forms; p99 then lands whole 32 s rounds apart (README: the
-		// calibration).
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.DisconnectOverLimit, AdmitRate: 30},
+		// Not disconnect mode: real agents hear of their throttled sessions'
+		// ends in batches the virtual engine does not form, which a policy
+		// that repeats its cap keeps for good and which moves even full
+		// jitter's p99 by 10 % at 300 devices (README: the calibration).
+		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.RefuseOverLimit, AdmitRate: 30},
 		{Scenario: fleetsim.Flapping, Policy: "full"},
 	}
 	if raceDetector {
