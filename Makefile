@@ -24,7 +24,7 @@ grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
 
-# The same runs on both engines, 2,000 devices, three seeds each (about 15
+# The same runs on both engines, 2,000 devices, three seeds each (about 18
 # minutes): do they agree? README.md shows the table.
 calibrate:
 	$(GO) run ./cmd/devicesim calibrate
