@@ -1,19 +1,13 @@
 package testbroker
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/herdguard/herdguard/internal/certs"
 )
@@ -27,30 +21,13 @@ type pki struct {
 }
 
 func newPKI(mutual bool) (*pki, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := certs.NewCA("herdguard testbroker CA")
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "herdguard testbroker CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	p := &pki{ca: certs.CA{Cert: ca, Key: caKey}, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+	p := &pki{ca: ca, caPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw}),
 		pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
+	p.pool.AddCert(ca.Cert)
 	server, err := p.ca.Issue("localhost", x509.ExtKeyUsageServerAuth)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,32 @@ type CA struct {
 	Key  crypto.Signer
 }
 
+// NewCA makes a CA of its own, named name, valid from an hour ago for a day.
+func NewCA(name string) (CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return CA{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return CA{}, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return CA{}, err
+	}
+	return CA{Cert: cert, Key: key}, nil
+}
+
 // Issue makes a certificate for cn, valid from an hour ago for a day, for
 // usage (server or client authentication); a server's also names
 // localhost and the loopback addresses.
