@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -178,60 +177,44 @@ func (r *run) setAdmission() error {
 	return r.proxy.SetAdmission(r.proxyAdmission())
 }
 
-// disruptPath is disrupt for a run with the fault proxy in the path.
-func (r *run) disruptPath(ctx context.Context, t0 time.Time) (disruption, error) {
-	d := disruption{t0: t0, returned: t0}
+// breaker is what a run's disruption acts on: the in-process broker, or
+// the fault proxy in the devices' path.
+type breaker interface {
+	DropAll() int
+	BeginOutage()
+	EndOutage() error
+	SetFlapping(d time.Duration) error
+}
+
+type brokerBreaker struct{ *testbroker.Broker }
+
+func (b brokerBreaker) BeginOutage() { b.Broker.BeginOutage() }
+
+type proxyBreaker struct{ *faultproxy.Proxy }
+
+func (p proxyBreaker) EndOutage() error { p.Proxy.EndOutage(); return nil }
+
+// breaker is the run's: the proxy when one stands in the path.
+func (r *run) breaker() breaker {
+	if r.proxy != nil {
+		return proxyBreaker{r.proxy}
+	}
+	return brokerBreaker{r.broker}
+}
+
+// breakPath is the disruption of the path's own faults, through the proxy.
+func (r *run) breakPath(ctx context.Context) error {
 	p := r.proxy
-	p.Recorder().Reset()
-	if r.broker != nil {
-		r.broker.Recorder().ResetConnections()
-	}
-	if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
-		if err := r.setAdmission(); err != nil {
-			return d, err
-		}
-	}
-	sleep := func(dur time.Duration) error { return reconnect.Sleep(ctx, nil, r.scale(dur)) }
 	switch r.c.Scenario {
-	case BrokerRestart, ThrottledRestart:
-		p.BeginOutage()
-		if err := sleep(r.c.Outage); err != nil {
-			return d, err
-		}
-		if r.c.Scenario == ThrottledRestart {
-			if err := r.setAdmission(); err != nil {
-				return d, err
-			}
-		}
-		p.EndOutage()
-		d.returned = time.Now()
-	case DropAll:
-		p.DropAll()
-	case Flapping:
-		if err := p.SetFlapping(r.scale(r.c.Flap)); err != nil {
-			return d, err
-		}
-		p.DropAll()
-		if err := sleep(r.c.Outage); err != nil {
-			return d, err
-		}
-		if err := p.SetFlapping(0); err != nil {
-			return d, err
-		}
-		d.returned = time.Now()
-		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Flap)+10*time.Millisecond); err != nil {
-			return d, err
-		}
 	case Blackhole:
 		p.BeginBlackhole()
-		if err := sleep(r.c.Outage); err != nil {
-			return d, err
+		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
+			return err
 		}
 		p.EndBlackhole()
-		d.returned = time.Now()
 	case Latency:
 		if err := p.SetLatency(r.scale(r.c.Latency), r.scale(r.c.LatencyJitter)); err != nil {
-			return d, err
+			return err
 		}
 		p.DropAll()
 		// The path stays slow for the outage, in the background: the fleet
@@ -239,10 +222,7 @@ func (r *run) disruptPath(ctx context.Context, t0 time.Time) (disruption, error)
 		stop := time.AfterFunc(r.scale(r.c.Outage), func() { _ = p.SetLatency(0, 0) })
 		r.cleanups = append(r.cleanups, func() { stop.Stop() })
 	}
-	// The proxy has cut every session; the devices hear of it a moment
-	// later (their keepalive, in a black hole, which its end cuts short).
-	// Recovery is counted from the devices' side, so wait for them all.
-	return d, r.devlog.awaitNoticed(ctx, t0, len(r.ids), r.scale(cmp.Or(r.c.KeepAlive, 30*time.Second))+time.Minute)
+	return nil
 }
 
 // proxySaw is what the proxy let through or refused since t, as attempts:

@@ -685,48 +685,48 @@ func (d *disruption) watched(recovered bool, maxBackoff time.Duration, timeScale
 }
 
 func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
-	if r.proxy != nil {
-		return r.disruptPath(ctx, t0)
-	}
 	d := disruption{t0: t0, returned: t0}
-	b := r.broker
-	if b != nil && r.c.Scenario != BootStorm {
-		b.Recorder().ResetConnections() // telemetry counts the whole run
-		if r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
-			if err := b.SetAdmission(r.admission); err != nil {
-				return d, err
-			}
+	if r.proxy != nil {
+		r.proxy.Recorder().Reset()
+	}
+	if r.broker != nil && r.c.Scenario != BootStorm {
+		r.broker.Recorder().ResetConnections() // telemetry counts the whole run
+	}
+	if (r.broker != nil || r.proxy != nil) && r.c.Scenario != BootStorm && r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
+		if err := r.setAdmission(); err != nil {
+			return d, err
 		}
 	}
+	br := r.breaker()
 	switch r.c.Scenario {
 	case BrokerRestart, ThrottledRestart:
-		b.BeginOutage()
+		br.BeginOutage()
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
 			return d, err
 		}
 		if r.c.Scenario == ThrottledRestart {
-			if err := b.SetAdmission(r.admission); err != nil {
+			if err := r.setAdmission(); err != nil {
 				return d, err
 			}
 		}
-		if err := b.EndOutage(); err != nil {
+		if err := br.EndOutage(); err != nil {
 			return d, err
 		}
 		d.returned = time.Now()
 	case DropAll:
-		b.DropAll()
+		br.DropAll()
 	case FailoverScenario:
 		r.standby.Recorder().ResetConnections()
-		b.BeginOutage() // for good: the fleet's survivor is the standby
+		br.BeginOutage() // for good: the fleet's survivor is the standby
 	case Flapping:
-		if err := b.SetFlapping(r.scale(r.c.Flap)); err != nil {
+		if err := br.SetFlapping(r.scale(r.c.Flap)); err != nil {
 			return d, err
 		}
-		b.DropAll()
+		br.DropAll()
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
 			return d, err
 		}
-		if err := b.SetFlapping(0); err != nil {
+		if err := br.SetFlapping(0); err != nil {
 			return d, err
 		}
 		d.returned = time.Now()
@@ -734,6 +734,13 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 		// schedule: recovery is measured once those drops are done.
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Flap)+10*time.Millisecond); err != nil {
 			return d, err
+		}
+	case Blackhole, Latency:
+		if err := r.breakPath(ctx); err != nil {
+			return d, err
+		}
+		if r.c.Scenario == Blackhole {
+			d.returned = time.Now()
 		}
 	case ConfigOutage:
 		return r.configOutage(ctx, t0)
@@ -743,6 +750,12 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 			return d, fmt.Errorf("no disruption within %v: %w", r.c.Duration, err)
 		}
 		d.t0, d.returned = lost, lost
+	}
+	if r.proxy != nil {
+		// The proxy has cut every session; the devices hear of it a moment
+		// later (their keepalive, in a black hole, which its end cuts
+		// short). Recovery is counted from the devices' side: wait for all.
+		return d, r.devlog.awaitNoticed(ctx, t0, len(r.ids), r.scale(cmp.Or(r.c.KeepAlive, 30*time.Second))+time.Minute)
 	}
 	return d, nil
 }
