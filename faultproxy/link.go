@@ -1,9 +1,11 @@
 package faultproxy
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -43,6 +45,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 	defer buffers.Put(b)
 	buf := b[:]
 	var w *delayedWriter
+	var rerr error
 	first := true
 	for {
 		n, err := src.Read(buf)
@@ -74,6 +77,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 			}
 		}
 		if err != nil {
+			rerr = err
 			break
 		}
 	}
@@ -83,25 +87,42 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 	if l.swallowing.Load() {
 		return // no close passes through a black hole; its end resets the link
 	}
-	l.close(false)
+	// A reset passes on as a reset, as the other end would have seen it
+	// without the proxy (and leaves no TIME_WAIT behind).
+	if errors.Is(rerr, syscall.ECONNRESET) {
+		l.close(reset)
+		return
+	}
+	l.close(closed)
 }
 
 // startFlap drops the link the proxy's flap after the broker's first
 // bytes, if the proxy is flapping.
 func (l *link) startFlap() {
-	l.p.mu.Lock()
-	d := l.p.flap
-	l.p.mu.Unlock()
+	d := time.Duration(l.p.flap.Load())
 	if d <= 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.flap = time.AfterFunc(d, func() { l.close(false) })
+	l.flap = time.AfterFunc(d, func() { l.close(dropped) })
 }
 
-// close ends both connections once, with resets if rst.
-func (l *link) close(rst bool) {
+// ending is how a link's two connections end.
+type ending int
+
+const (
+	closed ending = iota // both closed: an end passed on
+	reset                // both reset: a reset passed on, or a path that broke
+	// dropped: the proxy ended the session. The device sees its broker
+	// close; the broker is reset, so that this host, which dials the broker
+	// from one address, keeps no TIME_WAIT (and no ephemeral port) for each
+	// of the thousands of sessions a storm drops.
+	dropped
+)
+
+// close ends both connections once, as how says.
+func (l *link) close(how ending) {
 	l.once.Do(func() {
 		l.p.mu.Lock()
 		delete(l.p.links, l)
@@ -112,13 +133,17 @@ func (l *link) close(rst bool) {
 			l.flap.Stop()
 		}
 		l.mu.Unlock()
-		if rst {
-			reset(l.device)
-			reset(l.broker)
-			return
+		switch how {
+		case closed:
+			_ = l.device.Close()
+			_ = l.broker.Close()
+		case reset:
+			resetConn(l.device)
+			resetConn(l.broker)
+		case dropped:
+			_ = l.device.Close()
+			resetConn(l.broker)
 		}
-		_ = l.device.Close()
-		_ = l.broker.Close()
 	})
 }
 

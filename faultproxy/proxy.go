@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -89,7 +90,8 @@ type Proxy struct {
 	blackhole  bool
 	limiter    *rate.Limiter
 	mode       AdmissionMode
-	flap       time.Duration
+	flap       atomic.Int64 // time.Duration; read by every new link
+	slow       atomic.Bool  // latency or jitter set: the pumps ask delay
 	latency    time.Duration
 	jitter     time.Duration
 	rng        *rand.Rand
@@ -196,7 +198,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 	if p.closed {
 		p.mu.Unlock()
 		p.rec.decide(seq, Dropped, p.cfg.Now())
-		reset(c)
+		resetConn(c)
 		return false
 	}
 	refuse := func() {
@@ -205,7 +207,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 		if refused != nil {
 			close(refused)
 		}
-		reset(c)
+		resetConn(c)
 	}
 	switch {
 	case p.outage:
@@ -292,7 +294,7 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 	cancel()
 	if err != nil {
 		p.forget(c)
-		reset(c)
+		resetConn(c)
 		p.rec.decide(seq, Unreachable, p.cfg.Now())
 		return
 	}
@@ -301,7 +303,7 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 		if _, err := up.Write(early); err != nil {
 			p.forget(c)
 			_ = up.Close()
-			reset(c)
+			resetConn(c)
 			p.rec.decide(seq, Unreachable, p.cfg.Now())
 			return
 		}
@@ -312,7 +314,7 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 	if p.closed || p.outage || p.blackhole {
 		// The path broke while this one was being let through.
 		p.mu.Unlock()
-		reset(c)
+		resetConn(c)
 		_ = up.Close()
 		p.rec.decide(seq, Dropped, p.cfg.Now())
 		return
@@ -370,7 +372,7 @@ func (p *Proxy) Close() error {
 	if p.ln != nil {
 		err = p.ln.Close()
 	}
-	closeAll(links, pending, false)
+	closeAll(links, pending, closed)
 	p.wg.Wait()
 	return err
 }
@@ -392,27 +394,28 @@ func (p *Proxy) takeLocked() ([]*link, []net.Conn) {
 	return links, pending
 }
 
-func closeAll(links []*link, pending []net.Conn, rst bool) {
+func closeAll(links []*link, pending []net.Conn, how ending) {
 	for _, l := range links {
-		l.close(rst)
+		l.close(how)
 	}
 	for _, c := range pending {
-		if rst {
-			reset(c)
+		if how == reset {
+			resetConn(c)
 		} else {
 			_ = c.Close()
 		}
 	}
 }
 
-// DropAll closes every connection it let through, both ends, and returns
-// how many; connections still held or hanging are reset too. The path
-// stays up.
+// DropAll ends every session it let through and returns how many: each
+// device sees its broker close the connection, and the broker sees a reset
+// (no TIME_WAIT left on this host for it). Connections still held or
+// hanging are closed too. The path stays up.
 func (p *Proxy) DropAll() int {
 	p.mu.Lock()
 	links, pending := p.takeLocked()
 	p.mu.Unlock()
-	closeAll(links, pending, false)
+	closeAll(links, pending, dropped)
 	return len(links)
 }
 
@@ -423,7 +426,7 @@ func (p *Proxy) BeginOutage() {
 	p.outage = true
 	links, pending := p.takeLocked()
 	p.mu.Unlock()
-	closeAll(links, pending, true)
+	closeAll(links, pending, reset)
 }
 
 // EndOutage lets connections through again.
@@ -452,14 +455,12 @@ func (p *Proxy) SetAdmission(a Admission) error {
 }
 
 // SetFlapping drops every connection let through from now on d after the
-// broker's first bytes (its CONNACK); 0 stops it.
+// broker's first bytes (its CONNACK), as DropAll does; 0 stops it.
 func (p *Proxy) SetFlapping(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("%w: flap %v < 0", ErrInvalid, d)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.flap = d
+	p.flap.Store(int64(d))
 	return nil
 }
 
@@ -472,11 +473,15 @@ func (p *Proxy) SetLatency(latency, jitter time.Duration) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.latency, p.jitter = latency, jitter
+	p.slow.Store(latency > 0 || jitter > 0)
 	return nil
 }
 
 // delay is the latency for the next chunk.
 func (p *Proxy) delay() time.Duration {
+	if !p.slow.Load() {
+		return 0 // the common case takes no lock
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	d := p.latency
@@ -518,10 +523,10 @@ func (p *Proxy) EndBlackhole() {
 	}
 	p.mu.Unlock()
 	for _, l := range links {
-		l.close(true)
+		l.close(reset)
 	}
 	for _, c := range hanging {
-		reset(c)
+		resetConn(c)
 	}
 }
 
@@ -532,9 +537,9 @@ func (p *Proxy) Connections() int {
 	return len(p.links)
 }
 
-// reset closes c with a TCP reset where it can, as a refused or forgotten
+// resetConn closes c with a TCP reset where it can, as a refused or forgotten
 // connection gets.
-func reset(c net.Conn) {
+func resetConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetLinger(0)
 	}

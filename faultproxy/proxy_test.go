@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,11 +230,12 @@ func TestBlackholeIsNoticedOnlyThroughKeepalive(t *testing.T) {
 	require.NoError(t, c.connect(t))
 }
 
-// echo is an upstream that sends back what it receives.
-func echo(t *testing.T) string {
-	t.Helper()
+// serve accepts on a loopback port until the test ends, each connection
+// handled in a goroutine of its own, and returns the address.
+func serve(tb testing.TB, handle func(net.Conn)) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -244,11 +246,31 @@ func echo(t *testing.T) string {
 				return
 			}
 			wg.Add(1)
-			go func() { defer wg.Done(); _, _ = io.Copy(c, c); _ = c.Close() }()
+			go func() { defer wg.Done(); handle(c) }()
 		}
 	}()
-	t.Cleanup(func() { _ = ln.Close(); wg.Wait() })
+	tb.Cleanup(func() { _ = ln.Close(); wg.Wait() })
 	return ln.Addr().String()
+}
+
+// echo is an upstream that sends back what it receives.
+func echo(t *testing.T) string {
+	return serve(t, func(c net.Conn) { _, _ = io.Copy(c, c); _ = c.Close() })
+}
+
+// rawUpstream is a TCP listener the test accepts from itself, behind a
+// proxy listening on loopback.
+func rawUpstream(t *testing.T) (*net.TCPListener, *faultproxy.Proxy) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(ln.Addr().String()), Listen: "127.0.0.1:0"})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	tl := ln.(*net.TCPListener)
+	require.NoError(t, tl.SetDeadline(time.Now().Add(bound)))
+	return tl, p
 }
 
 func TestLatencyKeepsTheBytesInOrder(t *testing.T) {
@@ -282,6 +304,54 @@ func TestLatencyKeepsTheBytesInOrder(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want.Bytes(), got, "every byte, in order, through jittered delays both ways")
 	assert.GreaterOrEqual(t, time.Since(start), 4*time.Millisecond, "at least the latency, each way")
+}
+
+// A device's close reaches the broker as a close, and a reset as a reset,
+// as they would without the proxy.
+func TestClosesAndResetsPassOnAsTheyCame(t *testing.T) {
+	ln, p := rawUpstream(t)
+	for _, reset := range []bool{false, true} {
+		d, err := net.Dial("tcp", p.Addr())
+		require.NoError(t, err)
+		_, err = d.Write([]byte("x")) // something for the proxy to pass, so that it dials through
+		require.NoError(t, err)
+		up, err := ln.Accept()
+		require.NoError(t, err)
+		require.NoError(t, up.SetReadDeadline(time.Now().Add(bound)))
+		_, err = io.ReadFull(up, make([]byte, 1))
+		require.NoError(t, err)
+		if reset {
+			require.NoError(t, d.(*net.TCPConn).SetLinger(0))
+		}
+		require.NoError(t, d.Close())
+		_, err = up.Read(make([]byte, 1))
+		if reset {
+			assert.ErrorIs(t, err, syscall.ECONNRESET, "a reset arrives as a reset")
+		} else {
+			assert.ErrorIs(t, err, io.EOF, "a close arrives as a close")
+		}
+		_ = up.Close()
+	}
+}
+
+// A session the proxy drops ends for the device as its broker's close and
+// for the broker as a reset: the dialling host keeps no TIME_WAIT for it.
+func TestDropAllClosesTheDeviceAndResetsTheBroker(t *testing.T) {
+	ln, p := rawUpstream(t)
+	d, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer d.Close()
+	up, err := ln.Accept()
+	require.NoError(t, err)
+	defer up.Close()
+	await(t, p, func(c faultproxy.Counts) bool { return c.Admitted == 1 })
+	require.Equal(t, 1, p.DropAll())
+	require.NoError(t, up.SetReadDeadline(time.Now().Add(bound)))
+	_, err = up.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, syscall.ECONNRESET, "the broker is reset")
+	require.NoError(t, d.SetReadDeadline(time.Now().Add(bound)))
+	_, err = d.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the device sees a close")
 }
 
 func TestInvalidSettingsAreErrors(t *testing.T) {

@@ -74,7 +74,7 @@ func (c *Counts) of(o Outcome) *int {
 type Recorder struct {
 	mu       sync.Mutex
 	base     int
-	attempts []Attempt
+	attempts blocks
 	counts   Counts
 	changed  waitfor.Broadcast
 }
@@ -82,8 +82,8 @@ type Recorder struct {
 func (r *Recorder) accept(at time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seq := r.base + len(r.attempts)
-	r.attempts = append(r.attempts, Attempt{Seq: seq, Accept: at})
+	seq := r.base + r.attempts.len()
+	r.attempts.add(Attempt{Seq: seq, Accept: at})
 	r.counts.Attempts++
 	r.counts.Pending++
 	r.changed.Notify()
@@ -92,10 +92,10 @@ func (r *Recorder) accept(at time.Time) int {
 
 func (r *Recorder) at(seq int) *Attempt {
 	i := seq - r.base
-	if i < 0 || i >= len(r.attempts) {
+	if i < 0 || i >= r.attempts.len() {
 		return nil
 	}
-	return &r.attempts[i]
+	return r.attempts.at(i)
 }
 
 // decide settles an attempt's outcome once.
@@ -130,7 +130,7 @@ func (r *Recorder) sniff(seq int, first []byte) {
 func (r *Recorder) Attempts() []Attempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Attempt(nil), r.attempts...)
+	return r.attempts.copy()
 }
 
 // Counts returns the attempts by outcome since the last Reset.
@@ -145,8 +145,8 @@ func (r *Recorder) Counts() Counts {
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.base += len(r.attempts)
-	r.attempts = nil
+	r.base += r.attempts.len()
+	r.attempts = blocks{}
 	r.counts = Counts{}
 	r.changed.Notify()
 }
@@ -162,6 +162,44 @@ func (r *Recorder) Await(ctx context.Context, timeout time.Duration, cond func(C
 		return ctx.Err()
 	}
 	return fmt.Errorf("faultproxy: condition not met after %v; counts %+v", timeout, r.Counts())
+}
+
+// blocks holds the attempts in fixed-size blocks: a storm's millions of
+// connections are recorded without ever copying the ones before, which a
+// growing slice would do under the lock every accept waits on.
+type blocks struct {
+	full [][]Attempt
+	last []Attempt
+}
+
+const blockSize = 4096
+
+func (b *blocks) len() int { return len(b.full)*blockSize + len(b.last) }
+
+func (b *blocks) add(a Attempt) {
+	if len(b.last) == blockSize {
+		b.full = append(b.full, b.last)
+		b.last = nil
+	}
+	if b.last == nil {
+		b.last = make([]Attempt, 0, blockSize)
+	}
+	b.last = append(b.last, a)
+}
+
+func (b *blocks) at(i int) *Attempt {
+	if k := i / blockSize; k < len(b.full) {
+		return &b.full[k][i%blockSize]
+	}
+	return &b.last[i-len(b.full)*blockSize]
+}
+
+func (b *blocks) copy() []Attempt {
+	out := make([]Attempt, 0, b.len())
+	for _, f := range b.full {
+		out = append(out, f...)
+	}
+	return append(out, b.last...)
 }
 
 // ConnectClientID reads the client ID from an MQTT 3.1 or 3.1.1 CONNECT at

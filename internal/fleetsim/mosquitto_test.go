@@ -1,15 +1,10 @@
 package fleetsim_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,123 +12,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
-	"github.com/herdguard/herdguard/internal/waitfor"
+	"github.com/herdguard/herdguard/internal/mosquittotest"
 	"github.com/herdguard/herdguard/testbroker"
 )
-
-// mosquitto is a real third-party broker on a loopback port.
-type mosquitto struct {
-	t    *testing.T
-	bin  string
-	conf string
-	cmd  *exec.Cmd
-	done chan struct{}
-
-	// connections counts mosquitto's own "New connection from" lines: every
-	// TCP connection it accepted, counted independently of the proxy.
-	mu          sync.Mutex
-	connections int
-	changed     waitfor.Broadcast
-}
-
-// accepted is how many connections mosquitto has logged so far.
-func (m *mosquitto) accepted() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.connections
-}
-
-// awaitAccepted waits until mosquitto has logged n connections.
-func (m *mosquitto) awaitAccepted(n int) error {
-	return waitfor.Until(&m.mu, &m.changed, 10*time.Second, func() bool { return m.connections >= n })
-}
-
-func startMosquitto(t *testing.T) (*mosquitto, string) { return startMosquittoWith(t, "") }
-
-// startMosquittoWith starts mosquitto with extra lines for its listener.
-func startMosquittoWith(t *testing.T, listener string) (*mosquitto, string) {
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		bin, err = exec.LookPath("/usr/sbin/mosquitto")
-	}
-	if err != nil {
-		if os.Getenv("HERDGUARD_REQUIRE_MOSQUITTO") != "" {
-			t.Fatal("mosquitto is required here (.ci/run installs the Debian package) but not installed")
-		}
-		t.Skip("mosquitto not installed (apt-get install mosquitto): skipping the interop test")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(t, l.Close())
-	conf := filepath.Join(t.TempDir(), "mosquitto.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf(
-		"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_type information\nlog_type notice\n",
-		port, listener)), 0o644))
-	m := &mosquitto{t: t, bin: bin, conf: conf}
-	m.start()
-	t.Cleanup(m.stop)
-	return m, fmt.Sprintf("tcp://127.0.0.1:%d", port)
-}
-
-// start runs mosquitto and returns once it says it is running.
-func (m *mosquitto) start() {
-	m.cmd = exec.Command(m.bin, "-c", m.conf)
-	stderr, err := m.cmd.StderrPipe()
-	require.NoError(m.t, err)
-	require.NoError(m.t, m.cmd.Start())
-	running := make(chan struct{})
-	m.done = make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		said := false
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "New connection from") {
-				m.mu.Lock()
-				m.connections++
-				m.changed.Notify()
-				m.mu.Unlock()
-			}
-			if strings.Contains(sc.Text(), "running") && !said {
-				close(running)
-				said = true
-			}
-		}
-		_ = m.cmd.Wait()
-		close(m.done)
-	}()
-	select {
-	case <-running:
-	case <-m.done:
-		m.t.Fatal("mosquitto exited at start")
-	case <-time.After(10 * time.Second):
-		m.t.Fatal("mosquitto did not start within 10 s")
-	}
-}
-
-func (m *mosquitto) stop() {
-	if m.cmd == nil {
-		return
-	}
-	_ = m.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-m.done:
-	case <-time.After(10 * time.Second):
-		_ = m.cmd.Process.Kill()
-		<-m.done
-	}
-	m.cmd = nil
-}
 
 // A fleet of real agents against mosquitto, which the test restarts: the
 // observe run records the loss and the fleet's return from the devices' side.
 func TestObserveMosquittoRestart(t *testing.T) {
-	m, url := startMosquitto(t)
+	m := mosquittotest.Start(t, "")
+	url := m.URL()
 	c := fleetsim.Default()
 	c.Devices, c.Scenario, c.TimeScale, c.Broker, c.Duration = 50, fleetsim.Observe, 1, url, 30*time.Second
 	c.Ready = func() {
-		m.stop()
-		m.start() // same port: the fleet's retries find it back
+		m.Stop()
+		m.Start() // same port: the fleet's retries find it back
 	}
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
@@ -162,12 +54,13 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 		{fleetsim.Blackhole, 0},
 	} {
 		t.Run(tc.scenario, func(t *testing.T) {
-			m, url := startMosquitto(t)
+			m := mosquittotest.Start(t, "")
+			url := m.URL()
 			c := fleetsim.Default()
 			c.Devices, c.Scenario, c.Broker, c.Policy, c.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
 			c.AdmitRate, c.AdmitBurst = tc.admitRate, 25
 			before := -1
-			c.Ready = func() { before = m.accepted() }
+			c.Ready = func() { before = m.Accepted() }
 			r, err := fleetsim.Run(context.Background(), c)
 			require.NoError(t, err)
 			require.True(t, r.RecoveryJSON.AllRecovered)
@@ -176,8 +69,8 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
 			assert.Equal(t, "external", r.Transport)
 			assert.GreaterOrEqual(t, before, 300, "the fleet connected through the proxy before the disruption")
-			require.NoError(t, m.awaitAccepted(before+r.Proxy.Admitted))
-			assert.Equal(t, before+r.Proxy.Admitted, m.accepted(),
+			require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted))
+			assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(),
 				"mosquitto accepted exactly the connections the proxy let through")
 			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
 			switch tc.scenario {
@@ -207,19 +100,20 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	if os.Geteuid() == 0 {
 		listener += "user root\n" // run as root (CI), mosquitto would drop to its own user and lose the key it must read
 	}
-	m, url := startMosquittoWith(t, listener)
+	m := mosquittotest.Start(t, listener)
+	url := m.URL()
 	c := fleetsim.Default()
 	c.Devices, c.Scenario, c.Policy = 300, fleetsim.BrokerRestart, "fleet-safe"
 	c.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
 	c.TLSCA, c.TLSCert, c.TLSKey = client.CA, client.Cert, client.Key
 	before := -1
-	c.Ready = func() { before = m.accepted() }
+	c.Ready = func() { before = m.Accepted() }
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
 	require.True(t, r.RecoveryJSON.AllRecovered)
 	require.NotNil(t, r.Proxy)
 	assert.GreaterOrEqual(t, before, 300)
-	require.NoError(t, m.awaitAccepted(before+r.Proxy.Admitted))
-	assert.Equal(t, before+r.Proxy.Admitted, m.accepted(), "mosquitto accepted exactly the connections the proxy let through")
+	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted))
+	assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(), "mosquitto accepted exactly the connections the proxy let through")
 	assert.Positive(t, r.Proxy.Refused)
 }

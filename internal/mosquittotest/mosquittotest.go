@@ -1,0 +1,135 @@
+// Package mosquittotest runs mosquitto, a real third-party broker, on a
+// loopback port for tests and benchmarks, and counts the connections it
+// logs: an independent count of what reached the broker.
+package mosquittotest
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/waitfor"
+)
+
+// Broker is one mosquitto process; Stop and Start restart it on its port.
+type Broker struct {
+	tb   testing.TB
+	bin  string
+	conf string
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+
+	// connections counts mosquitto's own "New connection from" lines: every
+	// TCP connection it accepted, across restarts.
+	mu          sync.Mutex
+	connections int
+	changed     waitfor.Broadcast
+}
+
+// Start runs mosquitto with extra lines for its listener (TLS files, say)
+// and stops it when the test ends. Without mosquitto installed the test is
+// skipped, or fails where HERDGUARD_REQUIRE_MOSQUITTO is set (CI).
+func Start(tb testing.TB, listener string) *Broker {
+	tb.Helper()
+	bin, err := exec.LookPath("mosquitto")
+	if err != nil {
+		bin, err = exec.LookPath("/usr/sbin/mosquitto")
+	}
+	if err != nil {
+		if os.Getenv("HERDGUARD_REQUIRE_MOSQUITTO") != "" {
+			tb.Fatal("mosquitto is required here (.ci/run installs the Debian package) but not installed")
+		}
+		tb.Skip("mosquitto not installed (apt-get install mosquitto): skipping")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(tb, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(tb, l.Close())
+	conf := filepath.Join(tb.TempDir(), "mosquitto.conf")
+	require.NoError(tb, os.WriteFile(conf, []byte(fmt.Sprintf(
+		"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_type information\nlog_type notice\n",
+		port, listener)), 0o644))
+	b := &Broker{tb: tb, bin: bin, conf: conf, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	b.Start()
+	tb.Cleanup(b.Stop)
+	return b
+}
+
+// Addr is mosquitto's host:port.
+func (b *Broker) Addr() string { return b.addr }
+
+// URL is mosquitto's tcp:// URL.
+func (b *Broker) URL() string { return "tcp://" + b.addr }
+
+// Accepted is how many connections mosquitto has logged so far.
+func (b *Broker) Accepted() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.connections
+}
+
+// AwaitAccepted waits until mosquitto has logged n connections.
+func (b *Broker) AwaitAccepted(n int) error {
+	return waitfor.Until(&b.mu, &b.changed, 10*time.Second, func() bool { return b.connections >= n })
+}
+
+// Start runs mosquitto and returns once it says it is running.
+func (b *Broker) Start() {
+	b.tb.Helper()
+	b.cmd = exec.Command(b.bin, "-c", b.conf)
+	stderr, err := b.cmd.StderrPipe()
+	require.NoError(b.tb, err)
+	require.NoError(b.tb, b.cmd.Start())
+	running := make(chan struct{})
+	b.done = make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		said := false
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "New connection from") {
+				b.mu.Lock()
+				b.connections++
+				b.changed.Notify()
+				b.mu.Unlock()
+			}
+			if strings.Contains(sc.Text(), "running") && !said {
+				close(running)
+				said = true
+			}
+		}
+		_ = b.cmd.Wait()
+		close(b.done)
+	}()
+	select {
+	case <-running:
+	case <-b.done:
+		b.tb.Fatal("mosquitto exited at start")
+	case <-time.After(10 * time.Second):
+		b.tb.Fatal("mosquitto did not start within 10 s")
+	}
+}
+
+// Stop ends mosquitto (SIGINT, then SIGKILL after 10 s).
+func (b *Broker) Stop() {
+	if b.cmd == nil {
+		return
+	}
+	_ = b.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-b.done:
+	case <-time.After(10 * time.Second):
+		_ = b.cmd.Process.Kill()
+		<-b.done
+	}
+	b.cmd = nil
+}
