@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/mosquittotest"
 )
 
 func noenv(string) string { return "" }
@@ -50,7 +51,7 @@ func TestTCPFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	// counted every attempt, refused dials during the outage included,
 	// which the broker never sees.
 	assert.Greater(t, r.Attempts.Total, r.Broker.Arrivals.Count)
-	assert.Equal(t, r.Attempts.Total, r.Fleet.Arrivals.Count, "the children's attempts are the fleet's")
+	assert.EqualValues(t, r.Attempts.Total, r.Fleet.Arrivals.Count, "the children's attempts are the fleet's")
 	require.NotNil(t, r.Telemetry)
 	assert.Positive(t, r.Telemetry.Enqueued)
 	assert.Equal(t, int(r.Telemetry.Enqueued), r.Telemetry.ReceivedUnique)
@@ -72,6 +73,43 @@ func TestTLSFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	require.NotNil(t, r.TLS)
 	assert.EqualValues(t, 60, r.TLS.Handshakes, "a drop-all: one reconnect, one handshake, a device")
+}
+
+// A fleet storming an external broker through the fault proxy, its agents
+// in child processes: each child tells the run every event as it happens,
+// so the run knows who is connected and who noticed a silent path, while
+// this process holds only the proxy's two descriptors a device.
+func TestProxiedFleetBeyondOneProcessRunsInChildren(t *testing.T) {
+	t.Setenv("HERDGUARD_DEVICESIM_CHILD", "1")
+	for _, scenario := range []string{"throttled-restart", "blackhole"} {
+		t.Run(scenario, func(t *testing.T) {
+			m := mosquittotest.Start(t, "")
+			dir := t.TempDir()
+			var out bytes.Buffer
+			err := run(context.Background(), []string{"run", "-broker", m.URL(), "-devices", "300", "-tcp-per-process", "100",
+				"-scenario", scenario, "-admit-rate", "500", "-admit-burst", "25", "-policy", "fleet-safe", "-out", dir},
+				noenv, nil, &out, &out)
+			require.NoError(t, err, out.String())
+			r, err := fleetsim.ReadReport(dir)
+			require.NoError(t, err)
+			assert.Equal(t, 3, r.Host.AgentProcesses, "three children of 100 devices")
+			assert.True(t, r.RecoveryJSON.AllRecovered)
+			require.NotNil(t, r.Broker)
+			require.NotNil(t, r.Proxy)
+			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
+			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
+			assert.EqualValues(t, r.Attempts.Total, r.Fleet.Arrivals.Count, "the children's attempts reached the run as they happened")
+			assert.GreaterOrEqual(t, r.Attempts.Total, int64(r.Proxy.Admitted))
+			assert.GreaterOrEqual(t, m.Accepted(), 300+r.Proxy.Admitted, "mosquitto saw the boot and every connection let through")
+			switch scenario {
+			case "throttled-restart":
+				assert.Positive(t, r.Proxy.Refused)
+			case "blackhole":
+				require.NotNil(t, r.Noticed)
+				assert.Equal(t, 300, r.Noticed.Devices+r.Noticed.AtEnd, "every device's loss reached the run")
+			}
+		})
+	}
 }
 
 func delays(t *testing.T, args ...string) string {

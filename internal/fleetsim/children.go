@@ -2,6 +2,7 @@ package fleetsim
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -25,16 +26,22 @@ type child struct {
 	out   string
 	done  chan struct{} // closed when the process has exited, with err set
 	err   error
+	// followed, for agents that go through this run's proxy, carries the
+	// end of following their events (nil: all read).
+	followed chan error
 }
 
 // needsChildren: over TCP, one process holds the broker's and the devices'
-// descriptors for at most maxTCPDevices devices.
+// descriptors for at most maxTCPDevices devices, and the proxy's as well
+// for fewer (see agentsBesideProxy).
 func (c Config) needsChildren() bool {
-	limit := c.TCPPerProcess
-	if limit == 0 {
-		limit = maxTCPDevices
+	switch {
+	case c.proxied():
+		return c.proxyDescriptors() > 0 && c.Devices > c.agentsBesideProxy()
+	case c.Broker == "" && (c.Transport == TCP || c.Transport == TLS):
+		return c.Devices > cmp.Or(c.TCPPerProcess, maxTCPDevices)
 	}
-	return c.Broker == "" && (c.Transport == TCP || c.Transport == TLS) && c.Devices > limit && !c.proxied()
+	return false
 }
 
 // spawnChildren starts the agent processes for a TCP fleet too large for one
@@ -74,6 +81,11 @@ func (r *run) spawnChildren(url string) error {
 			"-time-scale", strconv.FormatFloat(r.c.TimeScale, 'g', -1, 64), "-seed", strconv.FormatUint(r.c.Seed, 10),
 			"-telemetry", strconv.FormatFloat(r.c.Telemetry, 'g', -1, 64), "-out", out}
 		args = append(args, ca...)
+		if r.proxy != nil {
+			// Their devices' events come back as they happen, and a black
+			// hole's sessions start spread over a keepalive here too.
+			args = append(args, "-stream-events", "-boot-spread", r.unscale(r.timing.BootSpread).String())
+		}
 		if r.c.KeepAlive > 0 {
 			args = append(args, "-keepalive", r.c.KeepAlive.String())
 		}
@@ -86,10 +98,29 @@ func (r *run) spawnChildren(url string) error {
 		if err != nil {
 			return err
 		}
+		var events *os.File
+		if r.proxy != nil {
+			w := (*os.File)(nil)
+			if events, w, err = os.Pipe(); err != nil {
+				return err
+			}
+			cmd.ExtraFiles = []*os.File{w} // the child's descriptor 3
+			defer w.Close()                // the child's copy stays open until it exits
+		}
 		if err := cmd.Start(); err != nil {
+			if events != nil {
+				_ = events.Close()
+			}
 			return fmt.Errorf("starting shard %d: %w", i, err)
 		}
 		ch := &child{cmd: cmd, stdin: stdin, out: out, done: make(chan struct{})}
+		if events != nil {
+			ch.followed = make(chan error, 1)
+			go func() {
+				defer events.Close()
+				ch.followed <- r.devlog.follow(events, r.c.Metrics)
+			}()
+		}
 		go func() {
 			ch.err = cmd.Wait()
 			close(ch.done)
@@ -115,6 +146,9 @@ func (r *run) releaseChildren(t0 time.Time) ([]*Report, error) {
 			_ = ch.cmd.Process.Kill()
 			return nil, fmt.Errorf("shard %d did not report within 2 minutes", i)
 		}
+		if err := ch.awaitFollowed(); err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
 		rep, err := ReadReport(ch.out)
 		if err != nil {
 			return nil, err
@@ -133,10 +167,22 @@ func (r *run) killChildren() {
 			_ = ch.cmd.Process.Kill()
 			<-ch.done
 		}
+		_ = ch.awaitFollowed()
 	}
 	if r.childDir != "" {
 		_ = os.RemoveAll(r.childDir)
 	}
+}
+
+// awaitFollowed waits, once the child has exited, until its events are
+// all read.
+func (ch *child) awaitFollowed() error {
+	if ch.followed == nil {
+		return nil
+	}
+	err := <-ch.followed
+	ch.followed = nil
+	return err
 }
 
 // readHold reads the parent's "t0 <unix nanoseconds>" line.

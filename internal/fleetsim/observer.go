@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -77,6 +78,10 @@ type deviceLog struct {
 	attempts  []attempt
 	losses    []loss
 	connected []bool // by device index: a device reports each change once
+	// stream, if set, is told every event as it is recorded, one line each
+	// (see follow): a child's agents, reported to the parent running the
+	// proxy they go through.
+	stream io.Writer
 }
 
 func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]bool, devices)} }
@@ -87,6 +92,9 @@ func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: testbroker.Pending, lag: lag})
+	if l.stream != nil {
+		fmt.Fprintf(l.stream, "b %d %d %d %s\n", len(l.attempts)-1, at.UnixNano(), int64(lag), clientID)
+	}
 	return len(l.attempts) - 1
 }
 
@@ -96,6 +104,9 @@ func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
 	defer l.mu.Unlock()
 	if i >= 0 && i < len(l.attempts) {
 		l.attempts[i].outcome, l.attempts[i].code = o, code
+	}
+	if l.stream != nil {
+		fmt.Fprintf(l.stream, "e %d %d %d %d\n", i, device, o, code)
 	}
 	if o == testbroker.Accepted && !l.connected[device] {
 		l.connected[device] = true
@@ -109,6 +120,9 @@ func (l *deviceLog) lost(at time.Time, device int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.losses = append(l.losses, loss{at: at, device: device})
+	if l.stream != nil {
+		fmt.Fprintf(l.stream, "l %d %d\n", at.UnixNano(), device)
+	}
 	if l.connected[device] {
 		l.connected[device] = false
 		l.up--

@@ -45,9 +45,9 @@ func (c Config) proxied() bool {
 }
 
 // proxyDescriptors is how many descriptors each device costs this process
-// in a run through the fault proxy: the device's socket, the proxy's two,
-// and the in-process broker's over TCP (in memory, none). The agents stay
-// in this process: they report what they notice to the run directly.
+// in a run through the fault proxy with its agent here: the device's
+// socket, the proxy's two, and the in-process broker's over TCP (in memory,
+// none). Beyond agentsBesideProxy the agents run in children (remote.go).
 func (c Config) proxyDescriptors() int {
 	switch {
 	case c.Broker != "":

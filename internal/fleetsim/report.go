@@ -175,6 +175,8 @@ type Limit struct {
 type Host struct {
 	WallS             float64 `json:"wall_s"`
 	MemoryPerDeviceKB float64 `json:"memory_per_device_kib"` // heap + stack, agent and broker side
+	// AgentProcesses: child processes the agents ran in (0: this one).
+	AgentProcesses int `json:"agent_processes,omitempty"`
 	// LagP50S and LagP99S: how late (unscaled) real agents started their
 	// attempts against their own schedules, what the host added.
 	LagP50S float64 `json:"lag_p50_s,omitempty"`
@@ -246,6 +248,9 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	fmt.Fprintf(w, "verdict: %s\n", r.Verdict)
 	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+	if r.Host.AgentProcesses > 0 {
+		fmt.Fprintf(w, ", agents in %d child processes", r.Host.AgentProcesses)
+	}
 	if h := r.Host; h.LagP99S > 0 || h.NoticeP99S > 0 {
 		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",
 			1000*h.LagP50S, 1000*h.LagP99S, 1000*h.NoticeP99S)

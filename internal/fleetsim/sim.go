@@ -147,14 +147,18 @@ type Config struct {
 	// Exe is the devicesim binary, for fleets that run in child processes
 	// (TCP beyond one process's descriptors).
 	Exe string
-	// TCPPerProcess is how many TCP devices this process holds with the
-	// broker before the agents move to child processes, TCPPerProcess (or
-	// 5,000) each; 0 means 9,500, what 20,000 descriptors allow.
+	// TCPPerProcess is how many TCP devices' agents this process holds,
+	// beside the broker or the fault proxy, before they move to child
+	// processes, TCPPerProcess (or 5,000) each; 0 means what 20,000
+	// descriptors allow (9,500 beside the broker, 6,333 beside the proxy).
 	TCPPerProcess int
 	// Hold, if set, makes this run a child of another: start the devices
 	// against Broker, then read "t0 <unix ns>" from Hold (the parent sends
 	// it once its fleet has recovered) and report from that instant.
 	Hold io.Reader
+	// Stream, with Hold, is told every device event as it happens, for a
+	// parent whose fault proxy the devices go through (see follow).
+	Stream io.Writer
 }
 
 // LiveMetrics follows a run as it goes (livemetrics.Fleet serves it to
@@ -257,13 +261,17 @@ func (c Config) validate() error {
 		return fmt.Errorf("unknown transport %q (mem, tcp or tls)", c.Transport)
 	case c.Transport == TLS && c.Scenario == FailoverScenario:
 		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
-	case c.proxied() && c.Devices*c.proxyDescriptors() > descriptorBudget:
-		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each), over the %d a run "+
-			"may use here: at most %d", c.Devices, c.Devices*c.proxyDescriptors(), c.proxyDescriptors(), descriptorBudget,
-			descriptorBudget/c.proxyDescriptors())
+	case c.proxied() && c.needsChildren() && !c.remoteAgentsReachProxy():
+		return fmt.Errorf("%d devices through the fault proxy to an external TLS broker need %d descriptors in this process (%d each), "+
+			"over the %d a run may use here: at most %d (their agents stay beside the proxy: they verify the broker by its own name)",
+			c.Devices, c.Devices*c.proxyDescriptors(), c.proxyDescriptors(), descriptorBudget, c.agentsBesideProxy())
+	case c.proxied() && c.needsChildren() && c.Devices*c.proxyHostDescriptors() > descriptorBudget:
+		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each, their agents in "+
+			"child processes), over the %d a run may use here: at most %d", c.Devices, c.Devices*c.proxyHostDescriptors(),
+			c.proxyHostDescriptors(), descriptorBudget, descriptorBudget/c.proxyHostDescriptors())
 	case c.needsChildren() && c.Exe == "":
-		return fmt.Errorf("%d TCP devices need %d descriptors with the broker in this process (limit ~20,000), "+
-			"so they run in child processes: set Config.Exe to the devicesim binary", c.Devices, 2*c.Devices)
+		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (limit ~20,000), "+
+			"so their agents run in child processes: set Config.Exe to the devicesim binary", c.Devices)
 	case c.AdmitRate < 0 || c.AdmitBurst < 0:
 		return fmt.Errorf("admission rate and burst must be >= 0")
 	case !(c.TimeScale >= 1 && c.TimeScale <= 1000):
@@ -437,6 +445,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		memPerDevice += cr.Host.MemoryPerDeviceKB * float64(cr.Devices) / float64(n)
 	}
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
+	rep.Host.AgentProcesses = len(r.childReports)
 	recovered := rep.recovered
 	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
 	if ctx.Err() != nil {
@@ -529,7 +538,8 @@ func (r *run) setup() error {
 		// moments it notices the silence) would be in step by construction.
 		r.timing.BootSpread = max(hostPaced, r.keepAlive())
 	case c.Scenario != BootStorm:
-		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond)
+		// A child's parent may ask for longer (a black hole's keepalive).
+		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond, r.scale(c.BootSpread))
 	case r.timing.BootSpread < hostPaced:
 		r.warn("%d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale",
 			len(r.ids), r.timing.BootSpread, HostAdmitLimit)
@@ -546,6 +556,7 @@ func (r *run) setup() error {
 		}
 	}
 	r.devlog = newDeviceLog(c.Devices)
+	r.devlog.stream = c.Stream
 	mc.log = r.devlog
 	if c.Metrics != nil {
 		c.Metrics.Start(c.Devices)
@@ -788,7 +799,7 @@ func (r *run) report(d disruption) (*Report, error) {
 		for _, a := range r.configAttempts(d.t0) {
 			b.device(a)
 		}
-	case len(r.childReports) > 0: // the agents ran in child processes, reporting from the same t0
+	case len(r.childReports) > 0 && r.proxy == nil: // the agents ran in child processes, reporting from the same t0
 		for _, cr := range r.childReports {
 			for _, e := range cr.events {
 				b.deviceEvent(e)

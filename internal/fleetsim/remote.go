@@ -1,0 +1,111 @@
+package fleetsim
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// A run through the fault proxy whose agents do not fit beside it (three
+// or four descriptors a device) runs them in child processes, as a large
+// TCP fleet does, leaving this process the proxy's two descriptors a device
+// (and the in-process broker's one). Its measurement needs the devices'
+// word as it happens (who is connected, who noticed a silent path), so each
+// child tells every event of its device log to this one on a pipe, and the
+// run follows them into its own log as if the agents were here.
+
+// agentsBesideProxy is how many devices' agents a run through the proxy
+// keeps in its own process.
+func (c Config) agentsBesideProxy() int {
+	n := descriptorBudget / c.proxyDescriptors()
+	if c.TCPPerProcess > 0 {
+		n = min(n, c.TCPPerProcess)
+	}
+	return n
+}
+
+// proxyHostDescriptors is what each device costs this process when its
+// agent runs in a child: the proxy's two, and the in-process broker's one.
+func (c Config) proxyHostDescriptors() int {
+	if c.Broker != "" {
+		return 2
+	}
+	return 3
+}
+
+// remoteAgentsReachProxy reports whether child agents can go through the
+// proxy: over TCP, or TLS to the in-process broker, whose certificate
+// names the loopback address the proxy listens on. An external TLS broker
+// is verified by its own name, which a child dialling the proxy's address
+// does not know.
+func (c Config) remoteAgentsReachProxy() bool {
+	return c.Broker == "" || !isTLSScheme(schemeOf(c.Broker))
+}
+
+func schemeOf(raw string) string {
+	scheme, _, _ := strings.Cut(raw, "://")
+	return scheme
+}
+
+// follow reads a child's event lines (written by its device log's stream)
+// into l until the child closes them, and tells m, if set, as the agents
+// would have. Attempt indexes are the child's; l numbers them its own way.
+func (l *deviceLog) follow(rd io.Reader, m LiveMetrics) error {
+	sc := bufio.NewScanner(rd)
+	var ours []int // the child's attempt i is our ours[i]
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		n := make([]int64, len(f))
+		for k := 1; k < len(f) && k < 4; k++ {
+			v, err := strconv.ParseInt(f[k], 10, 64)
+			if err != nil {
+				return fmt.Errorf("child event %q: %w", sc.Text(), err)
+			}
+			n[k] = v
+		}
+		switch {
+		case len(f) == 5 && f[0] == "b" && int(n[1]) == len(ours):
+			ours = append(ours, l.begin(time.Unix(0, n[2]), f[4], time.Duration(n[3])))
+		case len(f) == 5 && f[0] == "e" && n[1] >= -1 && n[1] < int64(len(ours)) && n[2] >= 0 && int(n[2]) < len(l.connected):
+			code, err := strconv.Atoi(f[4])
+			if err != nil {
+				return fmt.Errorf("child event %q: %w", sc.Text(), err)
+			}
+			i, dev, o := -1, int(n[2]), testbroker.Outcome(n[3])
+			if n[1] >= 0 {
+				i = ours[n[1]]
+			}
+			l.end(i, dev, o, code)
+			if m != nil {
+				tellMetrics(m.Device(dev), o)
+			}
+		case len(f) == 3 && f[0] == "l" && n[2] >= 0 && int(n[2]) < len(l.connected):
+			l.lost(time.Unix(0, n[1]), int(n[2]))
+			if m != nil {
+				m.Device(int(n[2])).SessionDown(true)
+			}
+		default:
+			return fmt.Errorf("child event %q: not one this run understands", sc.Text())
+		}
+	}
+	return sc.Err()
+}
+
+// tellMetrics is an attempt's end as the agent's own metrics hook sees it.
+func tellMetrics(d device.Metrics, o testbroker.Outcome) {
+	switch o {
+	case testbroker.Accepted:
+		d.Attempt(device.AttemptAccepted)
+		d.SessionUp()
+	case testbroker.Refused:
+		d.Attempt(device.AttemptRefused)
+	default:
+		d.Attempt(device.AttemptFailed)
+	}
+}
