@@ -3,8 +3,8 @@
 // on command, so that a storm test can disrupt the broker people run in
 // production rather than a test double:
 //
-//   - DropAll closes every connection, as a broker restart or a load
-//     balancer's failover does;
+//   - DropAll ends every session, as a broker restart or a load balancer's
+//     failover does: the devices see their broker close, the broker a reset;
 //   - BeginOutage / EndOutage refuse every connection (a reset) meanwhile;
 //   - SetAdmission lets R connections a second through and refuses, holds or
 //     accepts-then-closes the rest;

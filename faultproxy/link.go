@@ -65,6 +65,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 			d := l.p.delay()
 			if d == 0 && w == nil {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
+					rerr = werr // a write fails on a reset too
 					break
 				}
 			} else {
@@ -88,8 +89,9 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 		return // no close passes through a black hole; its end resets the link
 	}
 	// A reset passes on as a reset, as the other end would have seen it
-	// without the proxy (and leaves no TIME_WAIT behind).
-	if errors.Is(rerr, syscall.ECONNRESET) {
+	// without the proxy (and leaves no TIME_WAIT behind). A write to a
+	// reset connection fails with EPIPE once the reset has been seen.
+	if errors.Is(rerr, syscall.ECONNRESET) || errors.Is(rerr, syscall.EPIPE) {
 		l.close(reset)
 		return
 	}
@@ -99,7 +101,9 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 // startFlap drops the link the proxy's flap after the broker's first
 // bytes, if the proxy is flapping.
 func (l *link) startFlap() {
-	d := time.Duration(l.p.flap.Load())
+	l.p.mu.Lock()
+	d := l.p.flap
+	l.p.mu.Unlock()
 	if d <= 0 {
 		return
 	}

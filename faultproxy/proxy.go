@@ -90,8 +90,8 @@ type Proxy struct {
 	blackhole  bool
 	limiter    *rate.Limiter
 	mode       AdmissionMode
-	flap       atomic.Int64 // time.Duration; read by every new link
-	slow       atomic.Bool  // latency or jitter set: the pumps ask delay
+	flap       time.Duration
+	slow       atomic.Bool // latency or jitter set: the pumps ask delay
 	latency    time.Duration
 	jitter     time.Duration
 	rng        *rand.Rand
@@ -460,7 +460,9 @@ func (p *Proxy) SetFlapping(d time.Duration) error {
 	if d < 0 {
 		return fmt.Errorf("%w: flap %v < 0", ErrInvalid, d)
 	}
-	p.flap.Store(int64(d))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.flap = d
 	return nil
 }
 

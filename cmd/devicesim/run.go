@@ -99,7 +99,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
 	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
-	fs.IntVar(&c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker, 6,333 beside the proxy)")
+	fs.IntVar(&c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
 	holdStdin := fs.Bool("hold-stdin", false, "internal: run as a child of another devicesim, which sends the disruption's time on stdin")
 	streamEvents := fs.Bool("stream-events", false, "internal, with -hold-stdin: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
 	fs.DurationVar(&c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")

@@ -19,7 +19,8 @@ import (
 const devicesPerChild = 5000
 
 // child is a devicesim process running a shard of the fleet's agents
-// against this run's broker, holding until told when the disruption began.
+// against this run's broker, or its fault proxy, holding until told when
+// the disruption began.
 type child struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
@@ -45,7 +46,8 @@ func (c Config) needsChildren() bool {
 }
 
 // spawnChildren starts the agent processes for a TCP fleet too large for one
-// process: shard i of k each, against the in-process broker at url.
+// process: shard i of k each, against url (the in-process broker, or the
+// fault proxy in front of a broker).
 func (r *run) spawnChildren(url string) error {
 	exe := r.c.Exe
 	if exe == "" {
@@ -62,7 +64,7 @@ func (r *run) spawnChildren(url string) error {
 	}
 	k := (r.c.Devices + per - 1) / per
 	var ca []string // a TLS fleet's children issue their devices' certificates from the broker's CA
-	if r.c.Transport == TLS {
+	if r.c.Transport == TLS && r.broker != nil {
 		f, err := r.broker.WriteCAFiles(dir)
 		if err != nil {
 			return err
@@ -102,6 +104,7 @@ func (r *run) spawnChildren(url string) error {
 		if r.proxy != nil {
 			w := (*os.File)(nil)
 			if events, w, err = os.Pipe(); err != nil {
+				_ = stdin.Close()
 				return err
 			}
 			cmd.ExtraFiles = []*os.File{w} // the child's descriptor 3
@@ -118,7 +121,15 @@ func (r *run) spawnChildren(url string) error {
 			ch.followed = make(chan error, 1)
 			go func() {
 				defer events.Close()
-				ch.followed <- r.devlog.follow(events, r.c.Metrics)
+				err := r.devlog.follow(events, r.c.Metrics)
+				if err != nil {
+					// Say so now: the run is about to wait for devices it
+					// will never hear from. Keep reading, so that the child
+					// is never left writing to nobody.
+					r.warn("shard %d: %v: its later events are lost to this run", i, err)
+					_, _ = io.Copy(io.Discard, events)
+				}
+				ch.followed <- err
 			}()
 		}
 		go func() {

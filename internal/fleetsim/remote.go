@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
@@ -24,7 +25,7 @@ import (
 // keeps in its own process.
 func (c Config) agentsBesideProxy() int {
 	n := descriptorBudget / c.proxyDescriptors()
-	if c.TCPPerProcess > 0 {
+	if c.TCPPerProcess > 0 && c.remoteAgentsReachProxy() {
 		n = min(n, c.TCPPerProcess)
 	}
 	return n
@@ -108,4 +109,67 @@ func tellMetrics(d device.Metrics, o testbroker.Outcome) {
 	default:
 		d.Attempt(device.AttemptFailed)
 	}
+}
+
+// eventStream hands a child's event lines to its parent without ever
+// blocking the agent that reports them (an agent's OnEvent must not block,
+// and a parent busy with a storm may read late): lines queue in memory and
+// one goroutine writes them out, in order.
+type eventStream struct {
+	w       io.Writer
+	mu      sync.Mutex
+	pending []byte
+	closing bool
+	wake    chan struct{} // one wake-up waiting at most
+	done    chan struct{}
+}
+
+func newEventStream(w io.Writer) *eventStream {
+	s := &eventStream{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go s.run()
+	return s
+}
+
+// Write queues p; it never fails and never waits for the reader.
+func (s *eventStream) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	s.pending = append(s.pending, p...)
+	s.mu.Unlock()
+	s.poke()
+	return len(p), nil
+}
+
+func (s *eventStream) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *eventStream) run() {
+	defer close(s.done)
+	var out []byte
+	failed := false
+	for range s.wake {
+		s.mu.Lock()
+		out, s.pending = s.pending, out[:0]
+		closing := s.closing
+		s.mu.Unlock()
+		if len(out) > 0 && !failed {
+			_, err := s.w.Write(out)
+			failed = err != nil // the parent is gone: nobody left to tell
+		}
+		if closing {
+			return
+		}
+	}
+}
+
+// close writes out what is queued and stops.
+func (s *eventStream) close() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.poke()
+	<-s.done
 }

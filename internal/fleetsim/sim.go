@@ -150,7 +150,8 @@ type Config struct {
 	// TCPPerProcess is how many TCP devices' agents this process holds,
 	// beside the broker or the fault proxy, before they move to child
 	// processes, TCPPerProcess (or 5,000) each; 0 means what 20,000
-	// descriptors allow (9,500 beside the broker, 6,333 beside the proxy).
+	// descriptors allow (9,500 beside the broker; beside the proxy 6,333,
+	// or 4,750 with the in-process broker's side too).
 	TCPPerProcess int
 	// Hold, if set, makes this run a child of another: start the devices
 	// against Broker, then read "t0 <unix ns>" from Hold (the parent sends
@@ -320,7 +321,7 @@ type run struct {
 	broker    *testbroker.Broker // nil against an external broker
 	configs   *testbroker.ConfigServer
 	obs       observer
-	devlog    *deviceLog // every attempt the devices made (nil in child-process fleets)
+	devlog    *deviceLog // every attempt the devices made here (or, through the proxy, in children)
 	ids       []int
 	members   []member
 	fetchers  []*device.Fetcher
@@ -373,6 +374,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	start := time.Now()
 	defer r.close()
+	defer r.killChildren() // before close: children started by a setup that then failed too
 	if err := r.setup(); err != nil {
 		return nil, err
 	}
@@ -386,7 +388,6 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	defer r.stopMembers(cancel)
-	defer r.killChildren()
 	if r.c.Hold != nil {
 		return r.held(ctx, start, before)
 	}
@@ -556,7 +557,11 @@ func (r *run) setup() error {
 		}
 	}
 	r.devlog = newDeviceLog(c.Devices)
-	r.devlog.stream = c.Stream
+	if c.Stream != nil {
+		st := newEventStream(c.Stream)
+		r.devlog.stream = st
+		r.cleanups = append(r.cleanups, st.close)
+	}
 	mc.log = r.devlog
 	if c.Metrics != nil {
 		c.Metrics.Start(c.Devices)

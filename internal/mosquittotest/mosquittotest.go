@@ -21,6 +21,8 @@ import (
 )
 
 // Broker is one mosquitto process; Stop and Start restart it on its port.
+// Start and Stop belong to the test's goroutine; Accepted and AwaitAccepted
+// may be called from any. Make one with Start.
 type Broker struct {
 	tb   testing.TB
 	bin  string
@@ -60,8 +62,8 @@ func Start(tb testing.TB, listener string) *Broker {
 		"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_type information\nlog_type notice\n",
 		port, listener)), 0o644))
 	b := &Broker{tb: tb, bin: bin, conf: conf, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	tb.Cleanup(b.Stop) // first: a start that fails part-way is stopped too
 	b.Start()
-	tb.Cleanup(b.Stop)
 	return b
 }
 
@@ -86,12 +88,13 @@ func (b *Broker) AwaitAccepted(n int) error {
 // Start runs mosquitto and returns once it says it is running.
 func (b *Broker) Start() {
 	b.tb.Helper()
-	b.cmd = exec.Command(b.bin, "-c", b.conf)
-	stderr, err := b.cmd.StderrPipe()
+	cmd := exec.Command(b.bin, "-c", b.conf)
+	stderr, err := cmd.StderrPipe()
 	require.NoError(b.tb, err)
-	require.NoError(b.tb, b.cmd.Start())
+	require.NoError(b.tb, cmd.Start())
+	done := make(chan struct{})
+	b.cmd, b.done = cmd, done
 	running := make(chan struct{})
-	b.done = make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		said := false
@@ -107,8 +110,8 @@ func (b *Broker) Start() {
 				said = true
 			}
 		}
-		_ = b.cmd.Wait()
-		close(b.done)
+		_ = cmd.Wait()
+		close(done)
 	}()
 	select {
 	case <-running:
