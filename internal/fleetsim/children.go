@@ -102,7 +102,7 @@ func (r *run) spawnChildren(url string) error {
 		}
 		var events *os.File
 		if r.proxy != nil {
-			w := (*os.File)(nil)
+			var w *os.File
 			if events, w, err = os.Pipe(); err != nil {
 				_ = stdin.Close()
 				return err

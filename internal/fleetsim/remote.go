@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,12 +47,8 @@ func (c Config) proxyHostDescriptors() int {
 // is verified by its own name, which a child dialling the proxy's address
 // does not know.
 func (c Config) remoteAgentsReachProxy() bool {
-	return c.Broker == "" || !isTLSScheme(schemeOf(c.Broker))
-}
-
-func schemeOf(raw string) string {
-	scheme, _, _ := strings.Cut(raw, "://")
-	return scheme
+	u, err := url.Parse(c.Broker)
+	return c.Broker == "" || err != nil || !isTLSScheme(u.Scheme)
 }
 
 // follow reads a child's event lines (written by its device log's stream)
