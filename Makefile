@@ -8,7 +8,15 @@ BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7
 
 .PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table soak grid calibrate
 
-test: vet race stats arm arm-test
+# Tests write only under t.TempDir(): make test fails if it leaves a file
+# in the tree (ignored ones included) that was not there before it.
+TREE_STATE = git status --porcelain --ignored --untracked-files=all
+test:
+	@before=$$(mktemp); $(TREE_STATE) > $$before 2>/dev/null; \
+	  $(MAKE) --no-print-directory vet race stats arm arm-test || { rm -f $$before; exit 1; }; \
+	  if git rev-parse --git-dir >/dev/null 2>&1 && ! $(TREE_STATE) | diff $$before - >/dev/null; then \
+	    echo "make test left files in the tree:"; $(TREE_STATE) | diff $$before - | grep '^>'; rm -f $$before; exit 1; \
+	  fi; rm -f $$before
 
 vet:
 	$(GO) vet ./...
@@ -61,8 +69,9 @@ arm:
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) build $(ARM_BUILD)
 	GOOS=linux GOARCH=arm64 $(GO) build $(ARM_BUILD)
 ifneq ($(wildcard cmd/deviceagent/*.go),)
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -ldflags='-s -w' -trimpath -o bin/deviceagent-armv7 ./cmd/deviceagent
-	@size=$$(stat -c %s bin/deviceagent-armv7); \
+	@dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; \
+	  GOOS=linux GOARCH=arm GOARM=7 $(GO) build -ldflags='-s -w' -trimpath -o $$dir/deviceagent-armv7 ./cmd/deviceagent || exit 1; \
+	  size=$$(stat -c %s $$dir/deviceagent-armv7); \
 	  echo "deviceagent GOARCH=arm GOARM=7, -s -w -trimpath: $$size bytes (budget $(AGENT_BUDGET))"; \
 	  test $$size -le $(AGENT_BUDGET) || { echo "over the firmware size budget"; exit 1; }
 	@if $(GO) list -deps ./cmd/deviceagent | grep -E 'mochi-mqtt|testify|testbroker|gonum|plot|devicesim|prometheus'; then \

@@ -1,6 +1,6 @@
 module github.com/herdguard/herdguard
 
-go 1.24.0
+go 1.25.0
 
 require (
 	github.com/cenkalti/backoff/v5 v5.0.3

@@ -1,9 +1,11 @@
 package testbroker
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -77,6 +79,7 @@ type ConfigServer struct {
 	OversizeBytes int
 
 	srv  *httptest.Server
+	mem  *memListener // NewMemoryConfigServer's listener, nil on TCP
 	done chan struct{}
 
 	mu       sync.Mutex
@@ -94,12 +97,41 @@ type doc struct {
 
 // NewConfigServer starts a config server on 127.0.0.1.
 func NewConfigServer() *ConfigServer {
+	s := newConfigServer()
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s
+}
+
+// NewMemoryConfigServer starts a config server on an in-process listener:
+// no socket, so it runs inside a testing/synctest bubble (a real socket's
+// Accept is not a wait synctest can see). Reach it with Client.
+func NewMemoryConfigServer() *ConfigServer {
+	s := newConfigServer()
+	s.mem = newMemListener("config.mem")
+	s.srv.Listener = s.mem
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s
+}
+
+func newConfigServer() *ConfigServer {
 	s := &ConfigServer{docs: map[string]doc{}, done: make(chan struct{}), OversizeBytes: 2 << 20}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /config/{device}", s.serve)
-	s.srv = httptest.NewServer(mux)
-	s.URL = s.srv.URL
+	s.srv = httptest.NewUnstartedServer(mux)
 	return s
+}
+
+// Client returns an HTTP client for the server, with room for conns
+// connections: one that dials the in-process listener of a
+// NewMemoryConfigServer, an ordinary one otherwise.
+func (s *ConfigServer) Client(conns int) *http.Client {
+	t := &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
+	if s.mem != nil {
+		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return s.mem.dial(ctx) }
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: t}
 }
 
 // Close unblocks hanging requests and shuts the server down.

@@ -36,7 +36,7 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	cal := &fleetsim.Calibration{Devices: *devices, TimeScale: *scale, Seeds: list}
 	cal.Table(stdout) // the header; rows follow as they are measured
-	cal, err := fleetsim.Calibrate(ctx, fleetsim.CalibrationCells(), *devices, *scale, list, stdout)
+	cal, err := fleetsim.Calibrate(ctx, fleetsim.CalibrationCells(), *devices, *scale, list, nil, stdout)
 	if cal == nil {
 		return err
 	}

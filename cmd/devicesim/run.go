@@ -249,6 +249,9 @@ const autoEventsDevices = 1_000_000
 // to nowhere when not writing them (never kept in memory either way).
 func runWritingEvents(ctx context.Context, c fleetsim.Config, dir string, write bool) (*fleetsim.Report, error) {
 	c.Events = io.Discard
+	if err := c.Validate(); err != nil {
+		return nil, err // before the events file: a refused run leaves nothing behind
+	}
 	if write {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err

@@ -21,12 +21,17 @@ const fetchSpread = 10 * time.Second
 // setupConfigs starts the config server and gives every device a Fetcher
 // on the run's (scaled) policy, which setup has already built.
 func (r *run) setupConfigs() error {
-	r.configs = testbroker.NewConfigServer()
+	// In memory unless the run is over TCP: an in-memory server also runs
+	// in a synctest bubble, in exact virtual time.
+	if r.c.Transport == Mem {
+		r.configs = testbroker.NewMemoryConfigServer()
+	} else {
+		r.configs = testbroker.NewConfigServer()
+	}
 	r.configs.SetConfig("", []byte(`{"settings": {"telemetry": "on"}}`))
 	// One transport for the fleet, as many connections as devices up to
-	// 4,000 (8,000 descriptors with the server's side).
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxConnsPerHost: 4000, MaxIdleConnsPerHost: 4000, IdleConnTimeout: time.Minute}}
+	// 4,000 (over TCP, 8,000 descriptors with the server's side).
+	client := r.configs.Client(4000)
 	if hint := r.c.RetryAfter; hint%time.Second != 0 {
 		r.warn("Retry-After is sent in whole seconds: %v is sent as %v", hint, (hint + time.Second - 1).Truncate(time.Second))
 	}
@@ -94,5 +99,5 @@ func (r *run) configAttempts(t0 time.Time) []attempt {
 		}
 		out = append(out, attempt{at: q.Time, clientID: q.Device, outcome: o, code: q.Status})
 	}
-	return out
+	return inOrder(out)
 }

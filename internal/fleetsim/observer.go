@@ -1,9 +1,12 @@
 package fleetsim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +62,7 @@ func (o brokerObserver) since(t time.Time) []attempt {
 			out = append(out, attempt{at: at, clientID: a.ClientID, outcome: a.Outcome, code: int(a.Code)})
 		}
 	}
-	return out
+	return inOrder(out)
 }
 
 // awaitLoss is for observe runs, which validate() allows only against an
@@ -78,6 +81,10 @@ type deviceLog struct {
 	attempts  []attempt
 	losses    []loss
 	connected []bool // by device index: a device reports each change once
+	// from is where the disruption's attempts begin: in virtual time the
+	// last boot connect and the disruption fall on one instant, and the
+	// order they were recorded in, not the clock, tells them apart.
+	from int
 	// stream, if set, is told every event as it is recorded, one line each
 	// (see follow): a child's agents, reported to the parent running the
 	// proxy they go through.
@@ -111,8 +118,25 @@ func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
 	if o == testbroker.Accepted && !l.connected[device] {
 		l.connected[device] = true
 		l.up++
-		l.changed.Notify()
 	}
+	l.changed.Notify()
+}
+
+// awaitSettled waits until every attempt since the disruption has its
+// outcome, ctx ends, or timeout passes. The broker admits the last device
+// an instant before the device hears so; in virtual time that is the same
+// instant, and without this wait the report would take the outcome as it
+// found it, pending or not, by how the scheduler ran.
+func (l *deviceLog) awaitSettled(ctx context.Context, timeout time.Duration) {
+	next := l.from
+	_ = waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
+		for ; next < len(l.attempts); next++ {
+			if l.attempts[next].outcome == testbroker.Pending {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // lost records the end of a device's session.
@@ -171,6 +195,14 @@ func (l *deviceLog) awaitNoticed(ctx context.Context, t time.Time, n int, timeou
 	return err
 }
 
+// markDisruption records that every attempt begun from now on is the
+// disruption's (see since).
+func (l *deviceLog) markDisruption() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.from = len(l.attempts)
+}
+
 // lossCount is how many sessions ended since the log began or was reset.
 func (l *deviceLog) lossCount() int {
 	l.mu.Lock()
@@ -183,7 +215,7 @@ func (l *deviceLog) lossCount() int {
 func (l *deviceLog) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts, l.losses = nil, nil
+	l.attempts, l.losses, l.from = nil, nil, 0
 }
 
 func (l *deviceLog) connectedCount() int {
@@ -214,18 +246,44 @@ func (o deviceObserver) await(ctx context.Context, timeout time.Duration, cond f
 
 func (o deviceObserver) since(t time.Time) []attempt { return o.l.since(t) }
 
-// since returns the attempts started at or after t, in the order they
-// started.
+// since returns the attempts started at or after t and since the
+// disruption was marked, in their order (see inOrder).
 func (l *deviceLog) since(t time.Time) []attempt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []attempt
-	for _, a := range l.attempts {
+	for _, a := range l.attempts[l.from:] {
 		if !a.at.Before(t) {
 			out = append(out, a)
 		}
 	}
-	return out
+	return inOrder(out)
+}
+
+// inOrder sorts attempts by time and, at one instant, by device index
+// (client IDs not of the fleet's form last, by name); one device's attempts
+// keep the order they were recorded in. In virtual time many attempts share
+// an instant, and this rule, not the scheduler, orders them, so that a seed
+// gives the same events.csv on every run.
+func inOrder(as []attempt) []attempt {
+	slices.SortStableFunc(as, func(a, b attempt) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		da, oka := deviceIndex(a.clientID)
+		db, okb := deviceIndex(b.clientID)
+		switch {
+		case oka && okb:
+			return cmp.Compare(da, db)
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.clientID, b.clientID)
+	})
+	return as
 }
 
 func (o deviceObserver) awaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error) {

@@ -213,7 +213,9 @@ func Default() Config {
 // (two descriptors each) under this machine's 20,000-descriptor limit.
 const maxTCPDevices = 9500
 
-func (c Config) validate() error {
+// Validate reports what makes c a run that cannot start, naming the
+// setting; Run checks it first.
+func (c Config) Validate() error {
 	external := c.Broker != ""
 	if c.Engine != Agents && c.Engine != Virtual {
 		return fmt.Errorf("unknown engine %q (agents or virtual)", c.Engine)
@@ -351,7 +353,7 @@ func (r *run) warn(format string, args ...any) {
 
 // Run executes one run.
 func Run(ctx context.Context, c Config) (*Report, error) {
-	if err := c.validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	if c.Engine == Virtual {
@@ -422,6 +424,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		recoverErr = r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	}
 	stopProgress()
+	r.devlog.awaitSettled(ctx, r.scale(connectTimeout)+time.Second)
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
 	var drainErr error
 	if r.c.Telemetry > 0 {
@@ -702,6 +705,9 @@ func (d *disruption) watched(recovered bool, maxBackoff time.Duration, timeScale
 
 func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	d := disruption{t0: t0, returned: t0}
+	if r.c.Scenario != BootStorm { // a boot storm's attempts are the boot's
+		r.devlog.markDisruption()
+	}
 	if r.proxy != nil {
 		r.proxy.Recorder().Reset()
 	}
@@ -767,10 +773,12 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 		}
 		d.t0, d.returned = lost, lost
 	}
-	if r.proxy != nil {
-		// The proxy has cut every session; the devices hear of it a moment
-		// later (their keepalive, in a black hole, which its end cuts
-		// short). Recovery is counted from the devices' side: wait for all.
+	if r.proxy != nil || r.standby != nil {
+		// The proxy has cut every session, or the primary has died; the
+		// devices hear of it a moment later (their keepalive, in a black
+		// hole, which its end cuts short). Recovery is counted from the
+		// devices' side, which still says "connected" until then: wait for
+		// all, or the wait for recovery would end before it began.
 		return d, r.devlog.awaitNoticed(ctx, t0, len(r.ids), r.scale(cmp.Or(r.c.KeepAlive, 30*time.Second))+time.Minute)
 	}
 	return d, nil

@@ -112,7 +112,7 @@ func (sc SoakConfig) config() (Config, error) {
 	case !(sc.AdmitRate > 0):
 		return c, fmt.Errorf("admit rate must be > 0, got %g", sc.AdmitRate)
 	}
-	return c, c.validate()
+	return c, c.Validate()
 }
 
 // Soak runs a soak.

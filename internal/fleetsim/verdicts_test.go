@@ -15,11 +15,7 @@ import (
 // knownVerdicts are the runs whose verdict follows from the policy: rounds
 // the devices make in step are waves whether or not the broker saw them;
 // one burst of first retries (drop-all) is not a sequence of rounds.
-//
-// The agents' runs go one at a time, at 10x: runs side by side in one
-// process, or a loaded host, delay devices past what Host.Bound allows
-// (half a second unscaled: 10 ms at 50x, 50 ms at 10x). Restarts last 10 s,
-// so that they are quick.
+// Restarts last 10 s, so that they are quick.
 var knownVerdicts = []struct {
 	scenario, policy string
 	devices          int
@@ -34,23 +30,23 @@ var knownVerdicts = []struct {
 	{fleetsim.BootStorm, "iotcore", 200, stormstats.Spread}, // the boot spread
 }
 
-// Every known verdict holds for 20 consecutive seeds on both engines. The
-// race detector slows the agents' host tenfold: under it, one seed; make
-// test runs all twenty without it.
+// Every known verdict holds for 20 consecutive seeds on both engines, the
+// real agents in virtual time (3 seeds under the race detector).
 func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
-	seeds := uint64(20)
-	if raceDetector {
-		seeds = 1
-	}
 	for _, engine := range []string{fleetsim.Virtual, fleetsim.Agents} {
 		for _, k := range knownVerdicts {
 			t.Run(fmt.Sprintf("%s/%s/%s", engine, k.scenario, k.policy), func(t *testing.T) {
-				for seed := uint64(1); seed <= seeds; seed++ {
+				for seed := uint64(1); seed <= seeds(); seed++ {
 					c := small(k.scenario, k.policy)
-					c.Engine, c.Devices, c.Seed, c.TimeScale, c.Outage = engine, k.devices, seed, 10, 10*time.Second
-					r, err := fleetsim.Run(context.Background(), c)
+					c.Engine, c.Devices, c.Seed, c.Outage = engine, k.devices, seed, 10*time.Second
+					var r *fleetsim.Report
+					var err error
+					if engine == fleetsim.Agents {
+						r, err = inVirtualTime(t, c)
+					} else {
+						r, err = fleetsim.Run(context.Background(), c)
+					}
 					if assert.NoError(t, err, "seed %d", seed) {
-						assert.False(t, r.Host.Bound, "seed %d: the host set the times, not the fleet: %+v", seed, r.Host)
 						assert.Equal(t, k.want, r.Verdict, "seed %d: %s", seed, r.Fleet.Judgement.Reason)
 					}
 				}
