@@ -75,10 +75,10 @@ type Calibration struct {
 	// time at TimeScale (what this host serves).
 	VirtualTime bool              `json:"virtual_time"`
 	TimeScale   float64           `json:"time_scale"` // the agents'
-	Seeds     []uint64          `json:"seeds"`
-	Rows      []CalibrationRow  `json:"rows"`
-	Agree     bool              `json:"agree"`
-	Tolerance CalibrationBounds `json:"tolerance"`
+	Seeds       []uint64          `json:"seeds"`
+	Rows        []CalibrationRow  `json:"rows"`
+	Agree       bool              `json:"agree"`
+	Tolerance   CalibrationBounds `json:"tolerance"`
 }
 
 // CalibrationBounds is how close the engines must be.
