@@ -87,7 +87,7 @@ func TestProxiedFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 			dir := t.TempDir()
 			var out bytes.Buffer
 			err := run(context.Background(), []string{"run", "-broker", m.URL(), "-devices", "300", "-tcp-per-process", "100",
-				"-scenario", scenario, "-admit-rate", "500", "-admit-burst", "25", "-policy", "fleet-safe", "-out", dir},
+				"-scenario", scenario, "-admit-rate", "500", "-admit-burst", "25", "-policy", "fleet-safe", "-time-scale", "10", "-out", dir},
 				noenv, nil, &out, &out)
 			require.NoError(t, err, out.String())
 			r, err := fleetsim.ReadReport(dir)

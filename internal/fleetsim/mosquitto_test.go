@@ -58,6 +58,7 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			url := m.URL()
 			c := fleetsim.Default()
 			c.Devices, c.Scenario, c.Broker, c.Policy, c.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
+			c.TimeScale = 10 // real time: this asserts counts, which no pace moves
 			c.AdmitRate, c.AdmitBurst = tc.admitRate, 25
 			before := -1
 			c.Ready = func() { before = m.Accepted() }
@@ -103,7 +104,7 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	m := mosquittotest.Start(t, listener)
 	url := m.URL()
 	c := fleetsim.Default()
-	c.Devices, c.Scenario, c.Policy = 300, fleetsim.BrokerRestart, "fleet-safe"
+	c.Devices, c.Scenario, c.Policy, c.TimeScale = 300, fleetsim.BrokerRestart, "fleet-safe", 10
 	c.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
 	c.TLSCA, c.TLSCert, c.TLSKey = client.CA, client.Cert, client.Key
 	before := -1

@@ -254,6 +254,9 @@ func (r *Report) Summary(w io.Writer) {
 	if h := r.Host; h.LagP99S > 0 || h.NoticeP99S > 0 {
 		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",
 			1000*h.LagP50S, 1000*h.LagP99S, 1000*h.NoticeP99S)
+		if !h.Bound {
+			fmt.Fprintf(w, ": %.0f %% of the %v line", 100*max(h.LagP99S, h.NoticeP99S)/hostBoundLate.Seconds(), hostBoundLate)
+		}
 	}
 	fmt.Fprintln(w)
 	if r.Host.Bound {
