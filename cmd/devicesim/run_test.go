@@ -72,7 +72,11 @@ func TestTLSFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	assert.Equal(t, "tls", r.Transport)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	require.NotNil(t, r.TLS)
-	assert.EqualValues(t, 60, r.TLS.Handshakes, "a drop-all: one reconnect, one handshake, a device")
+	require.NotNil(t, r.Broker)
+	assert.EqualValues(t, r.Broker.Arrivals.Count, r.TLS.Handshakes, "one handshake a connection that reached the broker")
+	// One reconnect a device after a drop-all; in real time a busy host can
+	// make a handshake outlast its timeout, and the retry is one more.
+	assert.GreaterOrEqual(t, r.TLS.Handshakes, int64(60), "a drop-all: every device reconnected through a handshake")
 }
 
 // A fleet storming an external broker through the fault proxy, its agents

@@ -66,9 +66,9 @@ func TestCalibrateFull(t *testing.T) {
 	for _, f := range strings.Split(*calibrateSize, ",") {
 		devices, err := strconv.Atoi(f)
 		require.NoError(t, err, "-calibrate.devices")
-		var progress strings.Builder
+		fmt.Printf("%d devices, each row as it is measured:\n", devices)
 		cal, err := fleetsim.Calibrate(context.Background(), fleetsim.CalibrationCells(), devices, 1, []uint64{1, 2, 3},
-			agentsInVirtualTime(t), &progress)
+			agentsInVirtualTime(t), os.Stdout)
 		require.NoError(t, err)
 		var table strings.Builder
 		cal.Table(&table)
