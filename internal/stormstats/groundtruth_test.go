@@ -290,7 +290,10 @@ func TestGroundTruth(t *testing.T) {
 	}
 	cells := append(waveCells(*truthFull), spreadCells(*truthFull)...)
 	if raceDetector && *truthSeeds == 0 {
-		cells, seeds = slices.DeleteFunc(cells, func(c cell) bool { return c.arrivals > 10_000 }), 3
+		// The race step looks for data races in the harness and the judge,
+		// which one seed a cell exercises; make test's stats step runs the
+		// statistic itself at 20 seeds without the detector.
+		cells, seeds = slices.DeleteFunc(cells, func(c cell) bool { return c.arrivals > 10_000 }), 1
 	}
 	outcomes := measureAll(cells, seeds)
 	for _, o := range outcomes {
