@@ -102,7 +102,12 @@ func holdMain() int {
 	}
 	defer s.Close()
 	fmt.Println("held", s.Epoch())
-	select {}
+	// Not select{}: with no timer pending, the runtime may take a bare block
+	// for a deadlock and end the process, releasing the lock (seen under
+	// qemu-arm-static). A sleeping goroutine is never a deadlock.
+	for {
+		time.Sleep(time.Hour)
+	}
 }
 
 func kill(t *testing.T, cmd *exec.Cmd) {
