@@ -266,24 +266,29 @@ func (l *deviceLog) since(t time.Time) []attempt {
 // an instant, and this rule, not the scheduler, orders them, so that a seed
 // gives the same events.csv on every run.
 func inOrder(as []attempt) []attempt {
-	slices.SortStableFunc(as, func(a, b attempt) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		da, oka := deviceIndex(a.clientID)
-		db, okb := deviceIndex(b.clientID)
-		switch {
-		case oka && okb:
-			return cmp.Compare(da, db)
-		case oka != okb:
-			if oka {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.clientID, b.clientID)
-	})
+	if !slices.IsSortedFunc(as, attemptOrder) { // a wall-clock run's usually is: one pass, no sort
+		slices.SortStableFunc(as, attemptOrder)
+	}
 	return as
+}
+
+// attemptOrder is inOrder's rule.
+func attemptOrder(a, b attempt) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	da, oka := deviceIndex(a.clientID)
+	db, okb := deviceIndex(b.clientID)
+	switch {
+	case oka && okb:
+		return cmp.Compare(da, db)
+	case oka != okb:
+		if oka {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a.clientID, b.clientID)
 }
 
 func (o deviceObserver) awaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error) {
