@@ -3,6 +3,7 @@ package testbroker_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -496,6 +497,42 @@ func TestCloseIsBlockingAndIdempotent(t *testing.T) {
 	ds := b.Recorder().Disconnects()
 	require.Len(t, ds, 1, "Close waited for the session's end to be recorded")
 	assert.Equal(t, testbroker.CauseShutdown, ds[0].Cause)
+}
+
+// A broker closed while connections are arriving (on a shared machine,
+// another process can dial a port this broker has just taken): Close must
+// finish every establishment cleanly, with nothing for -race to find.
+func TestCloseWhileConnectionsArrive(t *testing.T) {
+	for _, tr := range []testbroker.Transport{testbroker.TCP, testbroker.TLS} {
+		for range 20 {
+			b, err := testbroker.New(testbroker.Config{Transport: tr})
+			require.NoError(t, err)
+			addr := strings.TrimPrefix(strings.TrimPrefix(b.URL(), "tcp://"), "ssl://")
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 20 {
+						c, err := net.DialTimeout("tcp", addr, bound)
+						if err != nil {
+							return
+						}
+						if tr == testbroker.TLS {
+							c = tls.Client(c, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a stray client
+						}
+						cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+						cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.CleanSession = "MQTT", 4, "stray", true
+						_ = cp.Write(c)
+						_ = c.Close()
+					}
+				}()
+			}
+			require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Attempts >= 3 }))
+			require.NoError(t, b.Close())
+			wg.Wait()
+		}
+	}
 }
 
 func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
