@@ -15,6 +15,12 @@
 //     keepalive notices;
 //   - SetLatency adds latency and jitter each way, keeping the bytes in order.
 //
+// The proxy's memory does not grow with what a client sends. A held
+// connection's bytes are kept to be passed on when its turn comes, up to
+// MaxHeldBytes (64 KiB, far above a device's MQTT CONNECT): a client that
+// sends more while held is reset, recorded as Overflowed, and logged to
+// Config.Logger. What a black hole swallows is read and thrown away.
+//
 // The proxy knows only as much MQTT as it needs to name a connection: the
 // client ID of a CONNECT that passes in the clear. TLS passes through end to
 // end, untouched. Every connection is recorded with its arrival time and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -22,7 +23,9 @@ const (
 	RefuseOverLimit AdmissionMode = iota
 	// HoldOverLimit holds the connection, bytes and all, until a token is
 	// free: the broker takes R connects/s off its backlog while the rest
-	// wait, until the client gives up.
+	// wait, until the client gives up. What the client sends meanwhile is
+	// kept to be passed on, up to MaxHeldBytes; a client that sends more
+	// is reset and recorded as Overflowed.
 	HoldOverLimit
 	// DisconnectOverLimit reads the client's first bytes (its CONNECT) and
 	// then closes, as a service that accepts and then disconnects clients
@@ -50,6 +53,13 @@ type Admission struct {
 	Mode  AdmissionMode
 }
 
+// MaxHeldBytes is what the proxy keeps of a held connection's bytes while
+// it waits its turn, the CONNECT and anything sent behind it. A device's
+// CONNECT is far below it (only a will or password near MQTT's 64 KiB
+// field limit would reach it); the bound is there so that no client, by
+// sending without end while held, can grow the proxy's memory.
+const MaxHeldBytes = 64 << 10
+
 // ErrInvalid is wrapped by every error about a bad argument.
 var ErrInvalid = errors.New("faultproxy: invalid argument")
 
@@ -74,6 +84,9 @@ type Config struct {
 	Seed uint64
 	// Now is the clock attempts are stamped with (nil: time.Now).
 	Now func() time.Time
+	// Logger hears of clients the proxy cuts off for its own protection
+	// (Overflowed); nil discards.
+	Logger *slog.Logger
 }
 
 // Proxy stands between devices and a broker and breaks the path on
@@ -116,6 +129,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	p := &Proxy{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x70726f7879)), links: map[*link]struct{}{},
 		pending: map[net.Conn]struct{}{}, hanging: map[net.Conn]struct{}{}, blackholed: map[*link]struct{}{}}
@@ -254,6 +270,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 // swallow holds a connection made during a black hole: whatever the
 // device sends is lost, nothing comes back, and when the black hole ends
 // the connection is reset (its bytes are gone; the stream cannot resume).
+// Nothing is kept, so a device that sends without end costs no memory.
 func (p *Proxy) swallow(seq int, c net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(io.Discard, c) // until the device gives up or the end of the black hole resets it
@@ -273,18 +290,30 @@ func (p *Proxy) throttle(seq int, c net.Conn) {
 }
 
 // admit waits out a held connection's turn, dials the broker, and links
-// the two. While it waits, the device's bytes are kept to be forwarded; a
-// device that gives up first gives its token back.
+// the two. While it waits, the device's bytes are kept to be forwarded, up
+// to MaxHeldBytes; a device that gives up first, or is cut off for sending
+// more, gives its token back.
 func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate.Reservation) {
 	defer p.wg.Done()
 	var early []byte
 	if wait > 0 {
-		got, gone := holdFor(c, wait)
-		if gone {
+		got, end := holdFor(c, wait)
+		switch end {
+		case gaveUp:
 			reservation.Cancel()
 			p.forget(c)
 			_ = c.Close()
 			p.rec.decide(seq, Dropped, p.cfg.Now())
+			return
+		case overflowed:
+			reservation.Cancel()
+			p.forget(c)
+			resetConn(c) // what it sent is thrown away: the stream cannot resume
+			p.rec.sniff(seq, got)
+			id, _ := ConnectClientID(got)
+			p.cfg.Logger.Warn("held connection sent more than the proxy keeps; cut off",
+				"seq", seq, "client", id, "max_held_bytes", MaxHeldBytes)
+			p.rec.decide(seq, Overflowed, p.cfg.Now())
 			return
 		}
 		early = got
@@ -325,16 +354,29 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 	l.run()
 }
 
-// holdFor keeps c waiting for d, reading what it sends meanwhile; gone
-// reports that it closed first.
-func holdFor(c net.Conn, d time.Duration) (got []byte, gone bool) {
+// holdEnd is how a hold ended.
+type holdEnd int
+
+const (
+	turnCame   holdEnd = iota
+	gaveUp             // the device closed first
+	overflowed         // the device sent more than MaxHeldBytes
+)
+
+// holdFor keeps c waiting for d, reading what it sends meanwhile. got
+// never exceeds MaxHeldBytes: the read that would take it over ends the
+// hold, its bytes unkept.
+func holdFor(c net.Conn, d time.Duration) (got []byte, end holdEnd) {
 	deadline := time.Now().Add(d)
 	buf := make([]byte, 512)
 	for {
 		if err := c.SetReadDeadline(deadline); err != nil {
-			return got, true
+			return got, gaveUp
 		}
 		n, err := c.Read(buf)
+		if len(got)+n > MaxHeldBytes {
+			return got, overflowed
+		}
 		got = append(got, buf[:n]...)
 		var ne net.Error
 		switch {
@@ -342,9 +384,9 @@ func holdFor(c net.Conn, d time.Duration) (got []byte, gone bool) {
 			continue
 		case errors.As(err, &ne) && ne.Timeout():
 			_ = c.SetReadDeadline(time.Time{})
-			return got, false
+			return got, turnCame
 		default:
-			return got, true
+			return got, gaveUp
 		}
 	}
 }

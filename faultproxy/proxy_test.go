@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/url"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -184,6 +186,153 @@ func TestAdmissionHoldsOverTheLimitAndReturnsAbandonedTurns(t *testing.T) {
 	quitter := newClient(t, p, "quitter", func(o *paho.ClientOptions) { o.SetConnectTimeout(200 * time.Millisecond) })
 	require.Error(t, quitter.connect(t))
 	await(t, p, func(k faultproxy.Counts) bool { return k.Admitted == 3 && k.Dropped == 1 })
+}
+
+// connectPacket is an MQTT 3.1.1 CONNECT for id.
+func connectPacket(t *testing.T, id string) []byte {
+	t.Helper()
+	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
+	cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.Keepalive = "MQTT", 4, id, 30
+	var buf bytes.Buffer
+	require.NoError(t, cp.Write(&buf))
+	return buf.Bytes()
+}
+
+// lockedBuffer is a log the proxy's goroutines write while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A held connection's bytes are kept up to MaxHeldBytes and no further:
+// the client that sends one byte more is cut off, recorded and logged, and
+// never reaches the broker, while held clients that send a CONNECT still
+// get through. An in-memory connection's writes return only once the
+// proxy has read every byte, which makes the boundary exact.
+func TestHeldConnectionIsCutOffPastMaxHeldBytes(t *testing.T) {
+	var log lockedBuffer
+	b, p := setup(t, faultproxy.Config{Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 0.001, Burst: 1, Mode: faultproxy.HoldOverLimit}))
+	require.NoError(t, newClient(t, p, "takes the burst", nil).connect(t))
+
+	flood, err := p.Dial(context.Background()) // held for its turn, 1000 s away
+	require.NoError(t, err)
+	defer flood.Close()
+	// Set before the proxy may close it: a closed pipe takes no deadline.
+	require.NoError(t, flood.SetDeadline(time.Now().Add(bound)))
+	held := make([]byte, faultproxy.MaxHeldBytes)
+	copy(held, connectPacket(t, "flood")) // then zeros, up to the limit
+	_, err = flood.Write(held)
+	require.NoError(t, err, "up to MaxHeldBytes is read and kept")
+	_, err = flood.Write([]byte{0})
+	require.NoError(t, err, "the byte over it is read too")
+	_, err = flood.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "and the client is cut off")
+
+	await(t, p, func(k faultproxy.Counts) bool { return k.Overflowed == 1 })
+	a := p.Recorder().Attempts()
+	require.Len(t, a, 2)
+	assert.Equal(t, faultproxy.Overflowed, a[1].Outcome)
+	assert.Equal(t, "overflowed", a[1].Outcome.String())
+	assert.Equal(t, "flood", a[1].ClientID, "named by the CONNECT it sent first")
+	assert.Contains(t, log.String(), "client=flood")
+	assert.Contains(t, log.String(), "cut off")
+	assert.Equal(t, 1, b.Recorder().Counts().Attempts, "none of its bytes reached the broker")
+
+	// Held clients that behave are let through as before: the next one
+	// after the burst waits its turn (200 ms), CONNECT and all.
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 5, Burst: 1, Mode: faultproxy.HoldOverLimit}))
+	require.NoError(t, newClient(t, p, "second", nil).connect(t))
+	require.NoError(t, newClient(t, p, "held", nil).connect(t))
+	await(t, p, func(k faultproxy.Counts) bool { return k.Admitted == 3 })
+	a = p.Recorder().Attempts()
+	require.Len(t, a, 4)
+	assert.Equal(t, faultproxy.Admitted, a[3].Outcome)
+	assert.Equal(t, "held", a[3].ClientID)
+	assert.Equal(t, faultproxy.Counts{Attempts: 4, Admitted: 3, Overflowed: 1}, p.Recorder().Counts())
+}
+
+// Over TCP, a held client that sends without pause (1 MiB, far more than
+// the proxy keeps) sees its connection end, and the proxy records why.
+func TestHeldClientSendingWithoutEndIsCutOff(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{})
+	require.NoError(t, p.SetAdmission(faultproxy.Admission{Rate: 0.001, Burst: 1, Mode: faultproxy.HoldOverLimit}))
+	require.NoError(t, newClient(t, p, "takes the burst", nil).connect(t))
+
+	flood, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer flood.Close()
+	require.NoError(t, flood.SetDeadline(time.Now().Add(bound)))
+	sent := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 32<<10)
+		var err error
+		for n := 0; n < 1<<20 && err == nil; n += len(chunk) {
+			_, err = flood.Write(chunk)
+		}
+		sent <- err
+	}()
+	_, err = flood.Read(make([]byte, 1))
+	assert.True(t, errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET), "the client sees its connection end, not %v", err)
+	await(t, p, func(k faultproxy.Counts) bool { return k.Overflowed == 1 })
+	assert.Equal(t, faultproxy.Overflowed, p.Recorder().Attempts()[1].Outcome)
+	select {
+	case <-sent: // its writes failed, or went into socket buffers before the reset
+	case <-time.After(bound):
+		t.Fatal("the client's writes did not end")
+	}
+}
+
+// What a black hole swallows is read and thrown away: a client that sends
+// without pause into one, on a connection open when it began or opened
+// into it, is not cut off, and the proxy keeps none of it.
+func TestBlackholeKeepsNothingOfWhatItSwallows(t *testing.T) {
+	p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(echo(t))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	linked, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	defer linked.Close()
+	require.NoError(t, linked.SetDeadline(time.Now().Add(bound)))
+	_, err = linked.Write([]byte("x"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(linked, make([]byte, 1)) // echoed: the link runs
+	require.NoError(t, err)
+	p.BeginBlackhole()
+	hanging, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	defer hanging.Close()
+	require.NoError(t, hanging.SetDeadline(time.Now().Add(bound)))
+
+	// An in-memory write returns once the proxy has read all of it.
+	const sent = 16 << 20
+	chunk := make([]byte, 64<<10)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, c := range []net.Conn{linked, hanging} {
+		for n := 0; n < sent; n += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				t.Fatalf("cut off after %d bytes: %v", n, err)
+			}
+		}
+	}
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(sent/4), "allocated while swallowing 2 x %d bytes", sent)
+	assert.Equal(t, faultproxy.Counts{Attempts: 2, Admitted: 1, Pending: 1}, p.Recorder().Counts())
+	p.EndBlackhole()
+	await(t, p, func(k faultproxy.Counts) bool { return k.Dropped == 1 })
 }
 
 func TestAdmissionDisconnectsOverTheLimit(t *testing.T) {

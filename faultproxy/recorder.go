@@ -28,9 +28,12 @@ const (
 	Dropped
 	// Unreachable: let through, but the broker could not be dialled.
 	Unreachable
+	// Overflowed: held, it sent more than MaxHeldBytes before its turn
+	// came; reset and never passed on.
+	Overflowed
 )
 
-var outcomeNames = [...]string{"pending", "admitted", "refused", "throttled", "dropped", "unreachable"}
+var outcomeNames = [...]string{"pending", "admitted", "refused", "throttled", "dropped", "unreachable", "overflowed"}
 
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
@@ -50,7 +53,7 @@ type Attempt struct {
 
 // Counts summarises the attempts by outcome.
 type Counts struct {
-	Attempts, Pending, Admitted, Refused, Throttled, Dropped, Unreachable int
+	Attempts, Pending, Admitted, Refused, Throttled, Dropped, Unreachable, Overflowed int
 }
 
 func (c *Counts) of(o Outcome) *int {
@@ -65,6 +68,8 @@ func (c *Counts) of(o Outcome) *int {
 		return &c.Dropped
 	case Unreachable:
 		return &c.Unreachable
+	case Overflowed:
+		return &c.Overflowed
 	}
 	return &c.Pending
 }

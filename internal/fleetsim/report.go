@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -117,6 +118,7 @@ type ProxyCounts struct {
 	Throttled   int `json:"throttled"`
 	Dropped     int `json:"dropped"`
 	Unreachable int `json:"unreachable"`
+	Overflowed  int `json:"overflowed"` // cut off for sending more than faultproxy.MaxHeldBytes while held
 }
 
 // Noticed is when the devices noticed a silent path.
@@ -220,6 +222,9 @@ func (r *Report) Summary(w io.Writer) {
 	if p := r.Proxy; p != nil {
 		fmt.Fprintf(w, "fault proxy: %d connections let through to the broker, %d refused, %d throttled, %d dropped unsent, %d found the broker unreachable\n",
 			p.Admitted, p.Refused, p.Throttled, p.Dropped, p.Unreachable)
+		if p.Overflowed > 0 {
+			fmt.Fprintf(w, "fault proxy: %d connections cut off for sending more than %d bytes while held\n", p.Overflowed, faultproxy.MaxHeldBytes)
+		}
 	}
 	if n := r.Noticed; n != nil {
 		fmt.Fprintf(w, "the silent path was noticed through keepalive by %d devices", n.Devices)

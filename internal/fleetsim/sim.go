@@ -859,7 +859,7 @@ func (r *run) report(d disruption) (*Report, error) {
 	if r.proxy != nil {
 		k := r.proxy.Recorder().Counts()
 		rep.Proxy = &ProxyCounts{Admitted: k.Admitted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
-			Unreachable: k.Unreachable}
+			Unreachable: k.Unreachable, Overflowed: k.Overflowed}
 	}
 	return rep, nil
 }
