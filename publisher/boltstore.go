@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -152,9 +154,13 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 // at path is opened instead.
 func openLocked(path string, timeout time.Duration) (*os.File, error) {
 	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
 		if err != nil {
 			return nil, err
+		}
+		if err := private(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("publisher: store %s: %w", path, err)
 		}
 		if err := lockFile(f, timeout); err != nil {
 			f.Close()
@@ -171,6 +177,15 @@ func openLocked(path string, timeout time.Duration) (*os.File, error) {
 			return nil, fmt.Errorf("publisher: store %s keeps being replaced", path)
 		}
 	}
+}
+
+// private makes f 0600 whatever the umask (or an older version) made it.
+func private(f *os.File) error {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode().Perm() == 0o600 {
+		return err
+	}
+	return f.Chmod(0o600)
 }
 
 // openBolt hands bbolt the checked, locked file f and prepares the store:
@@ -255,6 +270,23 @@ func recoverBolt(err *error) {
 	}
 }
 
+// noSpaceError is an error bbolt flattened to text (its "file resize
+// error" and "file sync error" when the file cannot grow are formatted with
+// %s) that says the disk is full: it matches syscall.ENOSPC again, so that
+// DropOldest can make room.
+type noSpaceError struct{ err error }
+
+func (e *noSpaceError) Error() string   { return e.err.Error() }
+func (e *noSpaceError) Unwrap() []error { return []error{e.err, syscall.ENOSPC} }
+
+// keepNoSpace restores ENOSPC to an error of bbolt's that lost it.
+func keepNoSpace(err error) error {
+	if err == nil || errors.Is(err, syscall.ENOSPC) || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) {
+		return err
+	}
+	return &noSpaceError{err}
+}
+
 func (s *BoltStore) Append(m Message) (err error) {
 	defer recoverBolt(&err)
 	if s.closed {
@@ -268,7 +300,7 @@ func (s *BoltStore) Append(m Message) (err error) {
 		return tx.Bucket(metaBucket).Put(lastSeqKey, k)
 	})
 	if err != nil {
-		return err
+		return keepNoSpace(err)
 	}
 	s.n++
 	s.bytes += m.size()
@@ -317,7 +349,44 @@ func (s *BoltStore) Remove(seq uint64) (err error) {
 		s.n--
 		s.bytes -= removed
 	}
-	return err
+	return keepNoSpace(err)
+}
+
+// removeOldest removes up to n messages from the front in one transaction:
+// all or none.
+func (s *BoltStore) removeOldest(n int) (seqs []uint64, err error) {
+	defer recoverBolt(&err)
+	if s.closed {
+		return nil, ErrClosed
+	}
+	var removed int64
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(queueBucket)
+		var keys [][]byte
+		c := b.Cursor()
+		for k, v := c.First(); k != nil && len(keys) < n; k, v = c.Next() {
+			m, err := decodeRecord(k, v)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, append([]byte(nil), k...))
+			seqs = append(seqs, m.Seq)
+			removed += m.size()
+		}
+		// Not while the cursor walks: a cursor that deletes skips the next key.
+		for _, k := range keys {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, keepNoSpace(err)
+	}
+	s.n -= len(seqs)
+	s.bytes -= removed
+	return seqs, nil
 }
 
 func (s *BoltStore) Len() (int, int64) { return s.n, s.bytes }

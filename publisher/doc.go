@@ -10,7 +10,9 @@
 // OpenBoltStore checks every page of the file before bbolt reads it, moves a
 // damaged file aside rather than deleting it, and refuses a store another
 // process holds (ErrStoreInUse). Queue bounds are in messages and bytes,
-// with DropOldest or RejectNew, and Stats are exact.
+// with DropOldest or RejectNew, and Stats are exact. Under DropOldest a
+// full disk also drops the oldest messages: it never refuses the newest
+// while older ones remain.
 //
 // Every message travels in an Envelope carrying its store's epoch and its
 // sequence number. (epoch, seq) never names two messages: the sequence

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -39,9 +40,12 @@ type Session interface {
 type Overflow int
 
 const (
-	// DropOldest makes room by dropping the oldest messages (counted).
+	// DropOldest makes room by dropping the oldest messages (counted), for
+	// the queue's bounds and when the store's disk is full (ENOSPC): a full
+	// disk loses the oldest telemetry, not the newest.
 	DropOldest Overflow = iota
-	// RejectNew refuses the new message with ErrQueueFull (counted).
+	// RejectNew refuses the new message with ErrQueueFull (counted). On a
+	// full disk Publish returns the store's error (wrapping ENOSPC).
 	RejectNew
 )
 
@@ -90,7 +94,7 @@ type Stats struct {
 	// that DropOldest removed while it was in flight counts as dropped, even
 	// if its PUBACK comes later.
 	Delivered     uint64
-	DroppedOldest uint64 // removed to make room (DropOldest)
+	DroppedOldest uint64 // removed to make room (DropOldest): for the bounds or on a full disk
 	Rejected      uint64 // refused with ErrQueueFull (RejectNew)
 	Failures      uint64 // publish attempts that failed and were retried
 	Queued        int    // in the queue now (including one in flight)
@@ -196,7 +200,8 @@ func validTopic(t string) error {
 // Publish enqueues payload for topic and returns its sequence number (in
 // the store's epoch: see Epoch). It never waits for the network: it fails
 // only on bad input, a full queue under RejectNew, or a store that cannot be
-// written.
+// written (under DropOldest, a full disk fails only once dropping every
+// older message did not make room).
 func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	if err := validTopic(topic); err != nil {
 		return 0, err
@@ -222,23 +227,15 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 			p.stats.Rejected++
 			return 0, ErrQueueFull
 		}
-		oldest, ok, err := p.store.Front()
-		if err != nil || !ok {
+		dropped, err := p.dropOldest(1)
+		if err != nil || len(dropped) == 0 {
 			return 0, fmt.Errorf("publisher: making room: %w", err)
 		}
-		if err := p.store.Remove(oldest.Seq); err != nil {
-			return 0, fmt.Errorf("publisher: making room: %w", err)
-		}
-		if oldest.Seq == p.inFlight {
-			p.inFlightDropped = true
-		}
-		p.stats.DroppedOldest++
-		p.left.Notify()
-		p.log.Warn("queue full: dropped the oldest message", "seq", oldest.Seq)
+		p.log.Warn("queue full: dropped the oldest message", "seq", dropped[0])
 	}
 	m.Seq = p.store.LastSeq() + 1
-	if err := p.store.Append(m); err != nil {
-		return 0, fmt.Errorf("publisher: enqueue: %w", err)
+	if err := p.append(m); err != nil {
+		return 0, err
 	}
 	p.stats.Enqueued++
 	select {
@@ -246,6 +243,100 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	default:
 	}
 	return m.Seq, nil
+}
+
+// append appends m to the store. Under DropOldest, a full disk (ENOSPC)
+// costs the oldest messages rather than m: they are dropped, counted, and
+// the append tried again, until it succeeds or the queue is empty.
+//
+// Each round drops twice as many as the last: few attempts (about log2 of
+// the number that must go), and at most about twice as many dropped as
+// needed. One at a time would cost an attempt per message and often free
+// nothing, since bbolt reuses only whole pages (dozens of small messages),
+// and only once the transaction that freed them has committed: a BoltStore
+// drops each round in a transaction of its own.
+//
+// Dropping needs room too: bbolt rewrites a leaf it removes part of, and a
+// leaf of large messages spans several pages, for which a full disk may
+// have no free run. Such a leaf holds at most maxLeafMessages, and dropping
+// it whole rewrites only one-page parents, so a drop that fails for want of
+// room is retried one message further, up to maxLeafMessages times, before
+// the count doubles.
+func (p *Publisher) append(m Message) error {
+	err := p.store.Append(m)
+	for want, further := 1, 0; err != nil && p.cfg.Overflow == DropOldest && errors.Is(err, syscall.ENOSPC); {
+		n, _ := p.store.Len()
+		if n == 0 {
+			return fmt.Errorf("publisher: enqueue: %w (with the queue empty)", err)
+		}
+		want = min(want, n)
+		dropped, derr := p.dropOldest(want)
+		if len(dropped) > 0 {
+			p.log.Warn("disk full: dropped the oldest messages", "from", dropped[0], "to", dropped[len(dropped)-1], "error", err)
+		}
+		switch {
+		case derr == nil:
+			err = p.store.Append(m)
+			want, further = 2*want, 0
+		case errors.Is(derr, syscall.ENOSPC) && want < n:
+			if len(dropped) > 0 { // a Store that removes one at a time got some way
+				err = p.store.Append(m)
+			}
+			if further < maxLeafMessages {
+				want, further = want+1, further+1
+			} else {
+				want, further = 2*want, 0
+			}
+		default:
+			return fmt.Errorf("publisher: making room on a full disk (%v): %w", err, derr)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("publisher: enqueue: %w", err)
+	}
+	return nil
+}
+
+// maxLeafMessages is the most messages a bbolt (v1.4) leaf spanning
+// several pages holds: a node over a page is split once it has more than
+// 2*MinKeysPerPage = 4 keys.
+const maxLeafMessages = 4
+
+// oldestRemover is a Store that removes its n oldest messages in one step,
+// all or none, returning their seqs (BoltStore: in one transaction).
+type oldestRemover interface {
+	removeOldest(n int) (seqs []uint64, err error)
+}
+
+// dropOldest removes up to n of the oldest messages and counts those it
+// removed, even if it then fails. A message in flight counts here and not
+// again when its PUBACK arrives (see delivered).
+func (p *Publisher) dropOldest(n int) (dropped []uint64, err error) {
+	if r, ok := p.store.(oldestRemover); ok {
+		dropped, err = r.removeOldest(n)
+	} else {
+		for len(dropped) < n {
+			m, ok, ferr := p.store.Front()
+			if ferr != nil || !ok {
+				err = ferr
+				break
+			}
+			if err = p.store.Remove(m.Seq); err != nil {
+				break
+			}
+			dropped = append(dropped, m.Seq)
+		}
+	}
+	for _, seq := range dropped {
+		if seq == p.inFlight {
+			p.inFlightDropped = true
+		}
+	}
+	if len(dropped) > 0 {
+		p.stats.DroppedOldest += uint64(len(dropped))
+		p.left.Notify()
+	}
+	return dropped, err
 }
 
 // Epoch returns the epoch of the publisher's store, which every envelope

@@ -22,6 +22,8 @@ func (m Message) size() int64 { return int64(len(m.Topic) + len(m.Payload)) }
 // concurrent use on its own.
 type Store interface {
 	// Append adds m at the back. m.Seq is above every Seq appended before.
+	// A full disk is an error wrapping syscall.ENOSPC: under DropOldest the
+	// Publisher then drops the oldest messages and tries again.
 	Append(m Message) error
 	// Front returns the oldest message; ok is false if the queue is empty.
 	Front() (m Message, ok bool, err error)

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package publisher
+
+const oNoFollow = 0
