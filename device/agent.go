@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,15 +48,34 @@ type Config struct {
 	// spread-out schedule it would have come back on, not all at once.
 	Failover []string
 	ClientID string
+	// Username and Password are the MQTT credentials; credentials in the
+	// Broker URL (tcp://user:pass@host) are taken as these. They go only to
+	// TLS endpoints unless AllowPlaintext is set. The password is never
+	// logged and never in an error.
 	Username string
-	Password string // never logged, never in an error
+	Password string
+	// AllowPlaintext lets credentials go to plaintext (tcp://, mqtt://)
+	// endpoints, where anyone on the path can read them: for a lab, or a
+	// broker on the same host. New logs a warning when it is used. Mixing
+	// TLS and plaintext endpoints is refused whatever it says: a failover
+	// must not be a downgrade.
+	AllowPlaintext bool
 
 	// TLS is used for ssl:// (tls://, mqtts://) brokers: CA pool and, for
 	// mutual TLS, the device certificate. See LoadTLS.
 	TLS *tls.Config
 	// Dial, if set, opens connections instead of TCP/TLS (the test broker's
-	// in-memory transport, a proxy).
+	// in-memory transport, a proxy). An endpoint counts as TLS by its scheme
+	// (ssl, tls, mqtts, tcps), so a Dial must honour the scheme it is given.
 	Dial paho.OpenConnectionFunc
+
+	// MaxIncomingPacket bounds one incoming MQTT packet, in bytes of its
+	// remaining length (0 means DefaultMaxIncomingPacket; at most MQTT's
+	// 268,435,455). A packet that declares more closes the connection
+	// before any of it is read: a PacketTooLargeError, reported as
+	// EventPacketTooLarge and to Metrics, and the agent reconnects on the
+	// policy's schedule.
+	MaxIncomingPacket int
 
 	// KeepAlive is the MQTT keepalive (0 means 30 s): after that long
 	// without traffic the agent sends a PINGREQ. PingTimeout is how long it
@@ -96,10 +116,20 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// LogValue keeps credentials out of any log that prints a Config.
+// LogValue keeps credentials out of any log that prints a Config: URLs
+// are redacted, and each endpoint says whether it is TLS.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(slog.String("broker", c.Broker), slog.String("client_id", c.ClientID),
-		slog.Bool("password_set", c.Password != ""), slog.Bool("tls", c.TLS != nil))
+	attrs := []slog.Attr{slog.String("broker", redact(c.Broker)), slog.Bool("broker_tls", isTLS(c.Broker))}
+	if len(c.Failover) > 0 {
+		fs := make([]string, len(c.Failover))
+		for i, f := range c.Failover {
+			fs[i] = redact(f) + map[bool]string{true: " (tls)", false: " (plaintext)"}[isTLS(f)]
+		}
+		attrs = append(attrs, slog.String("failover", strings.Join(fs, ", ")))
+	}
+	return slog.GroupValue(append(attrs, slog.String("client_id", c.ClientID), slog.Bool("username_set", c.Username != ""),
+		slog.Bool("password_set", c.Password != ""), slog.Bool("client_certificate", c.TLS != nil && len(c.TLS.Certificates) > 0),
+		slog.Bool("allow_plaintext", c.AllowPlaintext))...)
 }
 
 // EventKind enumerates Events.
@@ -115,12 +145,14 @@ const (
 	EventConfigApplied                       // a new configuration is in force
 	EventConfigRejected                      // a configuration was refused (Err); the last good one stays
 	EventHandlerPanic                        // a subscription handler panicked (Err); the agent carries on
+	EventPacketTooLarge                      // a packet over MaxIncomingPacket closed the connection (Err: *PacketTooLargeError)
 )
 
 var eventNames = map[EventKind]string{
 	EventConnecting: "connecting", EventConnected: "connected", EventAttemptFailed: "attempt-failed",
 	EventLost: "lost", EventBackingOff: "backing-off", EventGaveUp: "gave-up",
 	EventConfigApplied: "config-applied", EventConfigRejected: "config-rejected", EventHandlerPanic: "handler-panic",
+	EventPacketTooLarge: "packet-too-large",
 }
 
 func (k EventKind) String() string { return eventNames[k] }
@@ -153,6 +185,9 @@ type Metrics interface {
 	// connection failed or the broker ended it) or not (the agent stopped).
 	SessionUp()
 	SessionDown(lost bool)
+	// PacketTooLarge is a connection closed because an incoming packet
+	// declared more than Config.MaxIncomingPacket.
+	PacketTooLarge()
 }
 
 // AttemptOutcome is what became of a connect attempt.
@@ -205,9 +240,10 @@ type Agent struct {
 	m      *Machine
 	mMu    sync.Mutex // guards m against SetPolicy from config updates
 
-	endpoints []*url.URL                // Broker, then Failover
+	endpoints []*url.URL                // Broker, then Failover (without credentials)
+	names     []string                  // the endpoints as logged
 	endpoint  atomic.Int32              // the one the next attempt goes to
-	sniff     atomic.Pointer[sniffConn] // the current attempt's connection
+	wire      atomic.Pointer[guardConn] // the current attempt's connection
 	lost      chan error
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
@@ -233,20 +269,15 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Broker == "" || cfg.ClientID == "" {
 		return nil, fmt.Errorf("%w: Config.Broker and Config.ClientID are required", reconnect.ErrInvalid)
 	}
-	u, err := url.Parse(cfg.Broker)
+	endpoints, err := parseEndpoints(&cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: Config.Broker: %v", reconnect.ErrInvalid, err)
+		return nil, err
 	}
-	endpoints := []*url.URL{u}
-	for i, raw := range cfg.Failover {
-		f, err := url.Parse(raw)
-		if err != nil || f.Host == "" {
-			return nil, fmt.Errorf("%w: Config.Failover[%d] %q is not a broker URL", reconnect.ErrInvalid, i, raw)
-		}
-		if cfg.Dial == nil && !supportedScheme(f.Scheme) {
-			return nil, fmt.Errorf("%w: Config.Failover[%d] scheme %q needs a Config.Dial", reconnect.ErrInvalid, i, f.Scheme)
-		}
-		endpoints = append(endpoints, f)
+	switch {
+	case cfg.MaxIncomingPacket < 0 || cfg.MaxIncomingPacket > maxRemainingLength:
+		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [0, %d]", reconnect.ErrInvalid, cfg.MaxIncomingPacket, maxRemainingLength)
+	case cfg.MaxIncomingPacket == 0:
+		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
 	}
 	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
 		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
@@ -276,16 +307,19 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1), endpoints: endpoints,
 		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{})}
+	for _, u := range endpoints {
+		a.names = append(a.names, u.String())
+	}
 	if a.log == nil {
 		a.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if a.clock == nil {
 		a.clock = reconnect.SystemClock
 	}
-	if cfg.Dial == nil && !supportedScheme(u.Scheme) {
-		return nil, fmt.Errorf("%w: Config.Broker scheme %q needs a Config.Dial", reconnect.ErrInvalid, u.Scheme)
+	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !isTLS(cfg.Broker) {
+		a.log.Warn("credentials will cross the network in the clear (AllowPlaintext)", "endpoints", strings.Join(a.names, ", "))
 	}
-	opts := paho.NewClientOptions().AddBroker(cfg.Broker).SetClientID(cfg.ClientID).
+	opts := paho.NewClientOptions().AddBroker(endpoints[0].String()).SetClientID(cfg.ClientID).
 		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
 		SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
@@ -316,6 +350,98 @@ func supportedScheme(s string) bool {
 	return false
 }
 
+func tlsScheme(s string) bool {
+	switch s {
+	case "ssl", "tls", "mqtts", "tcps":
+		return true
+	}
+	return false
+}
+
+// isTLS says whether a broker URL is a TLS endpoint, by its scheme.
+func isTLS(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && tlsScheme(u.Scheme)
+}
+
+// redact returns a broker URL fit for a log: the password masked, or a
+// placeholder if it does not parse (its text might hold one).
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// parseURL parses one endpoint; its error never quotes the URL, which may
+// hold a password.
+func parseURL(field, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		detail := ""
+		var ue *url.Error
+		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) { // quoted parts echo the input
+			detail = ": " + ue.Err.Error()
+		}
+		return nil, fmt.Errorf("%w: %s is not a valid URL%s", reconnect.ErrInvalid, field, detail)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%w: %s %s has no host", reconnect.ErrInvalid, field, u.Redacted())
+	}
+	return u, nil
+}
+
+// parseEndpoints parses Broker and Failover, moves credentials from the
+// Broker URL into cfg (paho would use them, but only for its first URL), and
+// enforces the transport rules: credentials only over TLS unless
+// AllowPlaintext, never TLS and plaintext mixed.
+func parseEndpoints(cfg *Config) ([]*url.URL, error) {
+	var endpoints []*url.URL
+	for i, raw := range append([]string{cfg.Broker}, cfg.Failover...) {
+		field := "Config.Broker"
+		if i > 0 {
+			field = fmt.Sprintf("Config.Failover[%d]", i-1)
+		}
+		u, err := parseURL(field, raw)
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Dial == nil && !supportedScheme(u.Scheme) {
+			return nil, fmt.Errorf("%w: %s scheme %q needs a Config.Dial", reconnect.ErrInvalid, field, u.Scheme)
+		}
+		if u.User != nil {
+			if i > 0 {
+				return nil, fmt.Errorf("%w: %s carries credentials: set Config.Username and Password, which every endpoint uses",
+					reconnect.ErrInvalid, field)
+			}
+			if cfg.Username != "" || cfg.Password != "" {
+				return nil, fmt.Errorf("%w: credentials both in Config.Broker and in Username/Password", reconnect.ErrInvalid)
+			}
+			cfg.Username = u.User.Username()
+			cfg.Password, _ = u.User.Password()
+			u.User = nil
+		}
+		if len(endpoints) > 0 && tlsScheme(u.Scheme) != tlsScheme(endpoints[0].Scheme) {
+			return nil, fmt.Errorf("%w: %s is %s while Config.Broker is %s: a failover must not change the transport's security",
+				reconnect.ErrInvalid, field, security(u), security(endpoints[0]))
+		}
+		endpoints = append(endpoints, u)
+	}
+	if (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) && !cfg.AllowPlaintext {
+		return nil, fmt.Errorf("%w: credentials set but %s is not TLS (ssl://, mqtts://): anyone on the path could read them; "+
+			"use TLS, or set AllowPlaintext", reconnect.ErrInvalid, endpoints[0].Redacted())
+	}
+	return endpoints, nil
+}
+
+func security(u *url.URL) string {
+	if tlsScheme(u.Scheme) {
+		return "TLS"
+	}
+	return "plaintext"
+}
+
 // open is paho's connection function: dial, and watch for the CONNACK.
 // Stopping the agent aborts a TCP or TLS dial (a custom Dial runs to its own
 // end) and closes a connection still in its handshake (see connectOnce).
@@ -332,8 +458,8 @@ func (a *Agent) open(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := newSniffConn(conn)
-	a.sniff.Store(s)
+	s := newGuardConn(conn, a.cfg.MaxIncomingPacket)
+	a.wire.Store(s)
 	if err := ctx.Err(); err != nil { // stopped while dialling: connectOnce may have missed this conn
 		conn.Close()
 		return nil, err
@@ -457,7 +583,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
 		case KindConnect:
-			endpoint := a.endpoints[a.endpoint.Load()].String()
+			endpoint := a.names[a.endpoint.Load()]
 			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
 			a.attempts.Add(1)
 			r := a.connectOnce(ctx)
@@ -504,13 +630,14 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	a.mu.Lock()
 	close(a.up)
 	a.mu.Unlock()
-	endpoint := a.endpoints[a.endpoint.Load()].String()
+	endpoint := a.names[a.endpoint.Load()]
 	if m := a.cfg.Metrics; m != nil {
 		m.SessionUp()
 		defer func() { m.SessionDown(!stopped) }()
 	}
 	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed, Endpoint: endpoint})
-	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint)
+	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint,
+		"tls", tlsScheme(a.endpoints[a.endpoint.Load()].Scheme))
 
 	select {
 	case cause = <-a.lost:
@@ -529,10 +656,32 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 		a.disconnect()
 		return nil, true
 	}
+	if v := a.oversized(); v != nil {
+		cause = v // paho's own error says only that a read failed
+	}
 	a.losses.Add(1)
 	a.emit(Event{Kind: EventLost, Err: cause})
 	a.log.Info("connection lost", "error", cause)
 	return cause, false
+}
+
+// oversized reports the current connection's too-large packet, if it had
+// one: as an event and to Metrics, once per connection.
+func (a *Agent) oversized() *PacketTooLargeError {
+	w := a.wire.Load()
+	if w == nil {
+		return nil
+	}
+	v := w.violation()
+	if v == nil || !w.reported.CompareAndSwap(false, true) {
+		return v
+	}
+	a.emit(Event{Kind: EventPacketTooLarge, Err: v})
+	a.log.Warn("incoming packet over the limit; connection closed", "type", v.Type, "length", v.Length, "limit", v.Limit)
+	if m := a.cfg.Metrics; m != nil {
+		m.PacketTooLarge()
+	}
+	return v
 }
 
 // countAttempt tells Metrics an attempt's outcome.
@@ -574,7 +723,7 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 	default:
 	}
 	a.conns.Add(1) // before Connect: paho's resend may complete older publishes
-	a.sniff.Store(nil)
+	a.wire.Store(nil)
 	var tok paho.Token
 	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
 	for {
@@ -582,7 +731,7 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 		select { // never overlap two connects
 		case <-tok.Done():
 		case <-ctx.Done():
-			if s := a.sniff.Load(); s != nil {
+			if s := a.wire.Load(); s != nil {
 				s.Conn.Close()
 			}
 			<-tok.Done() // prompt now: a TCP/TLS dial watches ctx too
@@ -601,10 +750,13 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 		time.Sleep(time.Millisecond) // paho's status settles in microseconds
 	}
 	code := NoConnack
-	if s := a.sniff.Load(); s != nil {
+	if s := a.wire.Load(); s != nil {
 		code = s.connackCode()
 	}
 	err := tok.Error()
+	if v := a.oversized(); v != nil && err != nil {
+		return Result{Code: NoConnack, Err: v}
+	}
 	switch {
 	case err == nil && code > 0:
 		// The zombie: paho calls it connected, the broker refused it.

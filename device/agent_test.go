@@ -195,7 +195,9 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		r.next(device.EventConnected)
 	})
 	t.Run("not authorised is retried at the cap", func(t *testing.T) {
-		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) { c.Password = "s3cret-pw" })
+		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+			c.Password, c.AllowPlaintext = "s3cret-pw", true
+		})
 		require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
 		r.advanceWait()
 		assert.Equal(t, 5, r.next(device.EventAttemptFailed).Code)
@@ -305,6 +307,7 @@ func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
 	var cfgSeen device.Config
 	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
 		c.Username, c.Password = "device-user", "s3cret-pw"
+		c.AllowPlaintext = true // the in-memory transport
 		c.Logger = logger
 		tm := device.DefaultTiming()
 		tm.Credentials = device.CredentialsArePermanent
@@ -539,6 +542,13 @@ type counts struct {
 	mu       sync.Mutex
 	outcomes map[device.AttemptOutcome]int
 	up, lost int
+	tooLarge int
+}
+
+func (c *counts) PacketTooLarge() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tooLarge++
 }
 
 func (c *counts) Attempt(o device.AttemptOutcome) {
@@ -587,4 +597,51 @@ func TestMetricsCountAttemptsAndSessions(t *testing.T) {
 	assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1, device.AttemptRefused: 1, device.AttemptFailed: 1}, got)
 	assert.Zero(t, up, "the session ended")
 	assert.Equal(t, 1, m.lost)
+}
+
+// Credentials go only over TLS unless the firmware says otherwise, a
+// failover never downgrades the transport, and no error quotes a secret.
+func TestTransportRulesKeepCredentialsOffTheWire(t *testing.T) {
+	const secret = "s3cret-pw"
+	for name, c := range map[string]device.Config{
+		"password over tcp":              {Broker: "tcp://b:1883", Password: secret},
+		"username over tcp":              {Broker: "tcp://b:1883", Username: "token-" + secret},
+		"password in a tcp URL":          {Broker: "tcp://u:" + secret + "@b:1883"},
+		"TLS broker, plaintext failover": {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}},
+		"plaintext broker, TLS failover": {Broker: "tcp://b:1883", Failover: []string{"mqtts://c:8883"}},
+		"credentials in a failover URL":  {Broker: "ssl://b:8883", Failover: []string{"ssl://u:" + secret + "@c:8883"}},
+		"credentials twice":              {Broker: "ssl://u:" + secret + "@b:8883", Password: "other"},
+		"unparsable URL with a password": {Broker: "tcp://u:" + secret + "@b :1883"},
+		"bad port after a password":      {Broker: "ssl://u:" + secret + "@b:88x3"},
+		"mixed even when allowed":        {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}, Password: secret, AllowPlaintext: true},
+	} {
+		c.ClientID = "x"
+		_, err := device.New(c)
+		require.ErrorIs(t, err, reconnect.ErrInvalid, name)
+		assert.NotContains(t, err.Error(), secret, name)
+		t.Logf("%s: %v", name, err)
+	}
+	for name, c := range map[string]device.Config{
+		"password over TLS":         {Broker: "ssl://b:8883", Failover: []string{"mqtts://c:8883"}, Password: secret},
+		"password in a TLS URL":     {Broker: "mqtts://u:" + secret + "@b:8883"},
+		"plaintext, allowed":        {Broker: "tcp://b:1883", Failover: []string{"tcp://c:1883"}, Password: secret, AllowPlaintext: true},
+		"plaintext, no credentials": {Broker: "tcp://b:1883", Failover: []string{"mqtt://c:1883"}},
+		"device certificate, no pw": {Broker: "ssl://b:8883"},
+	} {
+		c.ClientID = "x"
+		_, err := device.New(c)
+		assert.NoError(t, err, name)
+	}
+}
+
+// What a firmware author logs of a Config says which endpoints are TLS and
+// holds no secret, even one in a URL.
+func TestConfigLogsEveryEndpointsTLSAndNoSecret(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	log.Info("starting", "config", device.Config{Broker: "ssl://u:s3cret-pw@b:8883", Failover: []string{"mqtts://c:8883"},
+		Password: "other-s3cret", ClientID: "x"})
+	assert.NotContains(t, logs.String(), "s3cret")
+	assert.Contains(t, logs.String(), "config.broker=ssl://u:xxxxx@b:8883 config.broker_tls=true")
+	assert.Contains(t, logs.String(), `config.failover="mqtts://c:8883 (tls)"`)
 }

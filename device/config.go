@@ -3,6 +3,7 @@ package device
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,8 +11,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +25,9 @@ import (
 var (
 	ErrConfigTooLarge = errors.New("device: config body over 1 MiB")
 	ErrConfigInvalid  = errors.New("device: invalid config")
+	// ErrRedirectRefused: the config server redirected to plain http or to
+	// another host. The round ends at once; nothing from there is applied.
+	ErrRedirectRefused = errors.New("device: config redirect refused")
 )
 
 // MaxConfigBytes bounds a configuration document.
@@ -155,11 +161,17 @@ type storedConfig struct {
 	Doc  json.RawMessage `json:"doc"`
 }
 
+// Load reads the file, refusing a symlink in its place.
 func (s FileStore) Load() ([]byte, string, error) {
-	b, err := os.ReadFile(s.Path)
+	f, err := os.OpenFile(s.Path, os.O_RDONLY|oNoFollow, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", nil
 	}
+	if err != nil {
+		return nil, "", fmt.Errorf("device: config store: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 2*MaxConfigBytes+1024)) // a stored document passed the same limit
 	if err != nil {
 		return nil, "", err
 	}
@@ -170,6 +182,8 @@ func (s FileStore) Load() ([]byte, string, error) {
 	return sc.Doc, sc.ETag, nil
 }
 
+// Save writes a new file, mode 0600 whatever the umask, and renames it
+// into place: a symlink at Path is replaced, never followed.
 func (s FileStore) Save(doc []byte, etag string) error {
 	b, err := json.Marshal(storedConfig{ETag: etag, Doc: doc})
 	if err != nil {
@@ -180,6 +194,10 @@ func (s FileStore) Save(doc []byte, etag string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		return err
@@ -196,8 +214,22 @@ func (s FileStore) Save(doc []byte, etag string) error {
 
 // FetcherConfig configures a Fetcher. URL is required.
 type FetcherConfig struct {
-	URL    string
-	Client *http.Client // nil: a client with a 30 s timeout
+	// URL is the device's configuration document: https, unless
+	// AllowPlaintext. A configuration tunes the device's reconnects, so it is
+	// taken only from a server the device can authenticate.
+	URL string
+	// TLS is used for https (nil: the system pool): a private CA's pool
+	// and, for mutual TLS, the device certificate, as for the broker (see
+	// LoadTLS). It applies to the default client only: set it or Client.
+	TLS *tls.Config
+	// AllowPlaintext accepts an http:// URL (a lab, a server on the same
+	// host): anyone on the path could then rewrite the device's settings
+	// within Bounds.
+	AllowPlaintext bool
+	// Client, if set, makes the requests (nil: a client with a 30 s timeout).
+	// Whichever client is used, a redirect is followed only to https (or,
+	// with AllowPlaintext, to the URL's own scheme) on the URL's own host.
+	Client *http.Client
 	// Retry times a round's retries (nil: IoTCore, 1 s base, 1000 ms jitter,
 	// 32 s cap, 5 retries: 1, 2, 4, 8, 16 s plus jitter).
 	Retry *reconnect.Policy
@@ -231,6 +263,7 @@ type FetcherConfig struct {
 // concurrent use. The zero value is not usable: use NewFetcher.
 type Fetcher struct {
 	cfg    FetcherConfig
+	shown  string // the URL as logs and errors show it
 	bounds Bounds
 	log    *slog.Logger
 	clock  reconnect.Clock
@@ -246,12 +279,33 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("%w: FetcherConfig.URL is required", reconnect.ErrInvalid)
 	}
+	u, err := parseURL("FetcherConfig.URL", cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case u.Scheme == "http" && !cfg.AllowPlaintext:
+		return nil, fmt.Errorf("%w: FetcherConfig.URL %s is plain http: anyone on the path could rewrite the device's settings; "+
+			"use https, or set AllowPlaintext", reconnect.ErrInvalid, redactQuery(u))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, fmt.Errorf("%w: FetcherConfig.URL scheme %q (https)", reconnect.ErrInvalid, u.Scheme)
+	case cfg.TLS != nil && cfg.Client != nil:
+		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", reconnect.ErrInvalid)
+	}
 	if cfg.MaxRetryAfter < 0 || cfg.Refresh < 0 || cfg.FirstSpread < 0 {
 		return nil, fmt.Errorf("%w: FetcherConfig durations must be >= 0", reconnect.ErrInvalid)
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: 30 * time.Second}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.TLS != nil {
+			tr.TLSClientConfig = cfg.TLS.Clone()
+		}
+		cfg.Client = &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	}
+	c := *cfg.Client // the caller's client keeps its own redirect policy
+	c.CheckRedirect = redirectPolicy(u, cfg.AllowPlaintext)
+	cfg.Client = &c
 	if cfg.Retry == nil {
 		p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 5})
 		if err != nil {
@@ -265,7 +319,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.FirstSpread == 0 {
 		cfg.FirstSpread = 10 * time.Second
 	}
-	f := &Fetcher{cfg: cfg, bounds: DefaultBounds, log: cfg.Logger, clock: cfg.Clock, src: cfg.Source}
+	f := &Fetcher{cfg: cfg, shown: redactQuery(u), bounds: DefaultBounds, log: cfg.Logger, clock: cfg.Clock, src: cfg.Source}
 	if cfg.Bounds != nil {
 		f.bounds = *cfg.Bounds
 	}
@@ -341,6 +395,10 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 		}
 		resp, err := f.cfg.Client.Do(req)
 		if err != nil {
+			err = f.redactErr(err)
+			if errors.Is(err, ErrRedirectRefused) {
+				return nil, reconnect.Permanent(err)
+			}
 			return nil, err
 		}
 		defer resp.Body.Close()
@@ -363,7 +421,7 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 		return &answer{body: body, etag: resp.Header.Get("ETag")}, nil
 	})
 	if err != nil {
-		if errors.Is(err, ErrConfigTooLarge) {
+		if errors.Is(err, ErrConfigTooLarge) || errors.Is(err, ErrRedirectRefused) {
 			f.reject(err)
 		}
 		return err
@@ -390,6 +448,53 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 		f.cfg.OnApply(c)
 	}
 	return nil
+}
+
+// redirectPolicy follows a redirect only to https (or, with plaintext
+// allowed, the URL's own scheme) on the URL's own host and port: a
+// configuration is taken only from the server the device was pointed at.
+func redirectPolicy(origin *url.URL, allowPlaintext bool) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		to := req.URL
+		switch {
+		case len(via) >= 10:
+			return fmt.Errorf("%w: more than 10 redirects", ErrRedirectRefused)
+		case to.Scheme != "https" && !(allowPlaintext && to.Scheme == origin.Scheme):
+			return fmt.Errorf("%w: to %s, which is not https", ErrRedirectRefused, redactQuery(to))
+		case !sameHost(to, origin):
+			return fmt.Errorf("%w: to %s, another host than %s", ErrRedirectRefused, redactQuery(to), origin.Host)
+		}
+		return nil
+	}
+}
+
+// sameHost compares host and port, a missing port being the scheme's own.
+func sameHost(a, b *url.URL) bool {
+	port := func(u *url.URL) string {
+		if p := u.Port(); p != "" {
+			return p
+		}
+		return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+}
+
+// redactQuery shows a URL without its credentials or query, either of
+// which may carry a device's token.
+func redactQuery(u *url.URL) string {
+	v := *u
+	v.User, v.RawQuery, v.Fragment = nil, "", ""
+	return v.String()
+}
+
+// redactErr rewrites an error from the HTTP client, which quotes the whole
+// URL, to show the redacted one.
+func (f *Fetcher) redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s %s: %w", ue.Op, f.shown, ue.Err)
+	}
+	return err
 }
 
 func (f *Fetcher) reject(err error) {

@@ -38,7 +38,7 @@ func newFetchRigWith(t *testing.T, store device.ConfigStore, mod func(*device.Fe
 	srv := testbroker.NewConfigServer()
 	t.Cleanup(srv.Close)
 	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan device.RemoteConfig, 10), events: make(chan device.Event, 10)}
-	cfg := device.FetcherConfig{URL: srv.DeviceURL("dev-1"), Clock: r.clock, Source: rand.NewPCG(3, 3),
+	cfg := device.FetcherConfig{URL: srv.DeviceURL("dev-1"), AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3),
 		Store: store, OnApply: func(c device.RemoteConfig) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }}
 	if mod != nil {
 		mod(&cfg)
@@ -155,7 +155,7 @@ func TestFetchRetries501(t *testing.T) {
 	defer srv.Close()
 	r := &fetchRig{clock: fakeclock.New(t0)}
 	var err error
-	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.URL, Clock: r.clock, Source: rand.NewPCG(3, 3)})
+	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.URL, AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3)})
 	require.NoError(t, err)
 	err, waits := r.fetch(t)
 	require.NoError(t, err)
@@ -248,14 +248,14 @@ func TestConfigSurvivesRestart(t *testing.T) {
 	err, _ := r.fetch(t)
 	require.NoError(t, err)
 
-	again, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), Store: store})
+	again, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
 	require.NoError(t, err)
 	c, ok := again.Current()
 	require.True(t, ok, "loaded from the store")
 	assert.Equal(t, device.Duration(30*time.Second), c.HeartbeatInterval)
 
 	require.NoError(t, os.WriteFile(store.Path, []byte("{garbage"), 0o644))
-	broken, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), Store: store})
+	broken, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
 	require.NoError(t, err, "an unreadable store is logged, not fatal")
 	_, ok = broken.Current()
 	assert.False(t, ok)
@@ -264,7 +264,7 @@ func TestConfigSurvivesRestart(t *testing.T) {
 func TestRefreshIsJitteredPerDevice(t *testing.T) {
 	waits := map[time.Duration]bool{}
 	for i := uint64(0); i < 50; i++ {
-		f, err := device.NewFetcher(device.FetcherConfig{URL: "http://127.0.0.1:1/config/x", Source: rand.NewPCG(i, 9)})
+		f, err := device.NewFetcher(device.FetcherConfig{URL: "http://127.0.0.1:1/config/x", AllowPlaintext: true, Source: rand.NewPCG(i, 9)})
 		require.NoError(t, err)
 		w := f.NextRefresh()
 		assert.GreaterOrEqual(t, w, 45*time.Minute)

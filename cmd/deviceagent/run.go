@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,56 +23,85 @@ import (
 // options are the agent's settings: each flag falls back to an environment
 // variable (HERDGUARD_ and the flag's name in capitals, dashes as
 // underscores), so a container or a systemd unit can configure it either way.
+// The password is never a flag (flags show in process listings): it comes
+// from HERDGUARD_PASSWORD or -password-file.
 type options struct {
 	broker, failover, clientID, username string
-	password                             string
+	password, passwordFile               string
 	ca, cert, key                        string
 	configURL, dataDir, topic, events    string
 	heartbeat, bootSpread, stopTimeout   time.Duration
 	keepAlive, pingTimeout               time.Duration
+	maxPacket                            byteSize
+	allowPlaintext                       bool
 	logLevel                             string
 }
 
+// envName is the environment variable a flag falls back to.
+func envName(flag string) string {
+	return "HERDGUARD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	for _, a := range args {
+		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "password" {
+			return nil, errors.New("-password is not accepted: flags show in process listings; " +
+				"set HERDGUARD_PASSWORD in the environment or use -password-file")
+		}
+		if a == "--" {
+			break
+		}
+	}
 	fs := flag.NewFlagSet("deviceagent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := &options{}
-	env := func(name, def string) string {
-		if v := getenv("HERDGUARD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))); v != "" {
-			return v
-		}
-		return def
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage of deviceagent (every flag may instead be set in the environment as HERDGUARD_ and its name\n"+
+			"in capitals, dashes as underscores: HERDGUARD_CLIENT_ID; the MQTT password only as HERDGUARD_PASSWORD or in -password-file):\n")
+		fs.PrintDefaults()
 	}
-	str := func(p *string, name, def, usage string) { fs.StringVar(p, name, env(name, def), usage) }
-	dur := func(p *time.Duration, name string, def time.Duration, usage string) {
-		d := def
-		if v := env(name, ""); v != "" {
-			var err error
-			if d, err = time.ParseDuration(v); err != nil {
-				d = -1 // reported below, naming the variable
-			}
-		}
-		fs.DurationVar(p, name, d, usage)
-	}
-	str(&o.broker, "broker", "", "broker URL: tcp://host:1883 or ssl://host:8883 (required)")
-	str(&o.failover, "failover", "", "more broker URLs, comma-separated: after a failed attempt or a lost session the next attempt goes to the next one in turn, after the usual wait")
-	str(&o.clientID, "client-id", "", "MQTT client ID (required)")
-	str(&o.username, "username", "", "MQTT user name")
-	str(&o.password, "password", "", "MQTT password (prefer HERDGUARD_PASSWORD: flags show in ps)")
-	str(&o.ca, "ca", "", "PEM file of the CA that signs the broker (ssl://)")
-	str(&o.cert, "cert", "", "PEM device certificate, for mutual TLS")
-	str(&o.key, "key", "", "PEM device key, for mutual TLS")
-	str(&o.configURL, "config-url", "", "URL of this device's JSON configuration")
-	str(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration and the telemetry queue)")
-	str(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
-	str(&o.events, "event-topic", "devices/{id}/events", "topic of the agent's own events (a damaged queue); {id} is the client ID")
-	dur(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
-	dur(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
-	dur(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
-	dur(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive; with -ping-timeout, how soon a silent path (a NAT that forgot the connection) is noticed")
-	dur(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
-	str(&o.logLevel, "log-level", "info", "debug, info, warn or error")
+	o := &options{maxPacket: device.DefaultMaxIncomingPacket}
+	fs.StringVar(&o.broker, "broker", "", "broker URL: ssl://host:8883 (or tcp://host:1883 without credentials) (required)")
+	fs.StringVar(&o.failover, "failover", "", "more broker URLs, comma-separated, TLS if -broker is: after a failed attempt or a lost session the next attempt goes to the next one, after the usual wait")
+	fs.StringVar(&o.clientID, "client-id", "", "MQTT client ID (required)")
+	fs.StringVar(&o.username, "username", "", "MQTT user name")
+	fs.StringVar(&o.passwordFile, "password-file", "", "file holding the MQTT password (or HERDGUARD_PASSWORD; never a flag: flags show in process listings)")
+	fs.BoolVar(&o.allowPlaintext, "allow-plaintext", false, "allow credentials to a tcp:// broker and the configuration from an http:// URL, which anyone on the path can read or change (logged)")
+	fs.StringVar(&o.ca, "ca", "", "PEM file of the CA that signs the broker and the config server (default: the system's)")
+	fs.StringVar(&o.cert, "cert", "", "PEM device certificate, for mutual TLS with the broker and the config server")
+	fs.StringVar(&o.key, "key", "", "PEM device key, for mutual TLS")
+	fs.StringVar(&o.configURL, "config-url", "", "https URL of this device's JSON configuration; redirects only to https on the same host")
+	fs.StringVar(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration and the telemetry queue); made 0700, refused if another user owns it")
+	fs.StringVar(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
+	fs.StringVar(&o.events, "event-topic", "devices/{id}/events", "topic of the agent's own events (a damaged queue); {id} is the client ID")
+	fs.DurationVar(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
+	fs.DurationVar(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
+	fs.DurationVar(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
+	fs.DurationVar(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive; with -ping-timeout, how soon a silent path (a NAT that forgot the connection) is noticed")
+	fs.DurationVar(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
+	fs.Var(&o.maxPacket, "max-packet", "the largest MQTT packet the device reads, such as 256KiB or 1MiB: a bigger one closes the connection before it is read")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	// The environment fills what the command line left unset. It is read
+	// after parsing, never as a default, so usage text cannot print it.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		v := getenv(envName(f.Name))
+		if set[f.Name] || v == "" || envErr != nil {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			envErr = fmt.Errorf("-%s: %s is not valid: %v", f.Name, envName(f.Name), err)
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	var err error
+	if o.password, err = password(o.passwordFile, getenv); err != nil {
 		return nil, err
 	}
 	switch {
@@ -90,6 +121,52 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 		return nil, fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
 	}
 	return o, nil
+}
+
+// password reads the MQTT password from the environment or from file (one
+// line; a trailing newline is not part of it).
+func password(file string, getenv func(string) string) (string, error) {
+	env := getenv("HERDGUARD_PASSWORD")
+	if file == "" {
+		return env, nil
+	}
+	if env != "" {
+		return "", errors.New("-password-file and HERDGUARD_PASSWORD are both set: use one")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("-password-file: %w", err)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// byteSize is a flag for a size in bytes, with an optional KiB or MiB.
+type byteSize int
+
+func (b *byteSize) String() string {
+	switch n := int(*b); {
+	case n > 0 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n > 0 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	default:
+		return strconv.Itoa(n)
+	}
+}
+
+func (b *byteSize) Set(s string) error {
+	mult := 1
+	for suffix, m := range map[string]int{"KiB": 1 << 10, "MiB": 1 << 20} {
+		if strings.HasSuffix(s, suffix) {
+			s, mult = strings.TrimSuffix(s, suffix), m
+		}
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return errors.New("want a positive size such as 262144, 256KiB or 1MiB")
+	}
+	*b = byteSize(n * mult)
+	return nil
 }
 
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -116,18 +193,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
+		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
 		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
-	if o.ca != "" || o.cert != "" {
-		if cfg.TLS, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {
+	var trust *tls.Config // for the broker and the config server alike
+	if o.ca != "" || o.cert != "" || o.key != "" {
+		if trust, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {
 			return err
 		}
+		cfg.TLS = trust
 	}
 	agent, err := device.New(cfg)
 	if err != nil {
 		return err
 	}
+	if o.allowPlaintext {
+		log.Warn("-allow-plaintext: credentials and configuration may cross the network in the clear")
+	}
 	if o.dataDir != "" { // kept across reboots: the last good config and the telemetry queue
-		if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
+		if err := ownDataDir(o.dataDir, log); err != nil {
 			return err
 		}
 	}
@@ -139,7 +222,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		wg.Wait()
 	}()
 	if o.configURL != "" {
-		fc := device.FetcherConfig{URL: o.configURL, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
+		fc := device.FetcherConfig{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
 			if p, err := c.Policy(); err == nil && p != nil {
 				agent.SetPolicy(p)
 			}

@@ -123,7 +123,7 @@ func TestRunAppliesAndStoresRemoteConfig(t *testing.T) {
 	cs.SetConfig("dev-9", []byte(`{"heartbeat_interval":"5s","reconnect":{"base":"2s","jitter":"1s","max_backoff":"64s"}}`))
 	dir := t.TempDir()
 	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-9", "-boot-spread", "1ms",
-		"-config-url", cs.DeviceURL("dev-9"), "-data-dir", dir})
+		"-config-url", cs.DeviceURL("dev-9"), "-allow-plaintext", "-data-dir", dir})
 	logs.await(t, "config applied")
 	require.NoError(t, stop())
 	stored, err := os.ReadFile(filepath.Join(dir, "config.json"))

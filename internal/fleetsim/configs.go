@@ -37,7 +37,8 @@ func (r *run) setupConfigs() error {
 	}
 	for _, i := range r.ids {
 		f, err := device.NewFetcher(device.FetcherConfig{URL: r.configs.DeviceURL(clientID(i)), Client: client,
-			Retry: r.timing.Policy, RetryAfterJitter: r.c.RetryAfterJitter, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
+			AllowPlaintext: true, // the simulator's own in-process server
+			Retry:          r.timing.Policy, RetryAfterJitter: r.c.RetryAfterJitter, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
 		if err != nil {
 			return err
 		}

@@ -30,6 +30,7 @@ type Fleet struct {
 	back      atomic.Pointer[[]atomic.Bool]
 	attempts  [3]prometheus.Counter // by device.AttemptOutcome
 	lost      prometheus.Counter
+	tooLarge  prometheus.Counter
 }
 
 // NewFleet registers the fleet's metrics in a registry of their own.
@@ -53,7 +54,9 @@ func NewFleet() *Fleet {
 		f.attempts[o] = attempts.WithLabelValues(o.String())
 	}
 	f.lost = prometheus.NewCounter(prometheus.CounterOpts{Name: "herdguard_sessions_lost_total", Help: "Sessions lost (the connection failed or the broker ended it; not an agent stopped)."})
-	f.reg.MustRegister(attempts, f.lost)
+	f.tooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "herdguard_packets_too_large_total",
+		Help: "Connections a device closed because an incoming packet declared more than its limit (device.Config.MaxIncomingPacket)."})
+	f.reg.MustRegister(attempts, f.lost, f.tooLarge)
 	return f
 }
 
@@ -95,6 +98,8 @@ func (m member) SessionDown(lost bool) {
 		m.f.lost.Inc()
 	}
 }
+
+func (m member) PacketTooLarge() { m.f.tooLarge.Inc() }
 
 func (m member) SessionUp() {
 	f := m.f

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/testbroker"
+)
+
+// Secrets a run is given; none may appear in anything the agent writes.
+var secrets = []string{"pw-SECRET-env", "pw-SECRET-file", "pw-SECRET-flag", "url-SECRET-pass", "cfg-SECRET-token"}
+
+func assertNoSecret(t *testing.T, what, text string) {
+	t.Helper()
+	for _, s := range secrets {
+		assert.NotContains(t, text, s, "%s shows a secret", what)
+	}
+}
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// Usage text and errors, whatever the environment holds.
+func TestUsageAndErrorsShowNoSecret(t *testing.T) {
+	hostile := map[string]string{
+		"HERDGUARD_PASSWORD":   "pw-SECRET-env",
+		"HERDGUARD_BROKER":     "ssl://dev:url-SECRET-pass@broker.example:8883",
+		"HERDGUARD_CONFIG_URL": "https://cfg.example/config/d?token=cfg-SECRET-token",
+		"HERDGUARD_CLIENT_ID":  "d",
+	}
+	for name, c := range map[string]struct {
+		args  []string
+		unset string // a variable of the hostile environment left out
+		want  string // what the error says
+	}{
+		"usage":                 {[]string{"-h"}, "", ""},
+		"an unknown flag":       {[]string{"-nope"}, "", "-nope"},
+		"a bad duration":        {[]string{"-heartbeat", "soon"}, "", "-heartbeat"},
+		"the password as flag":  {[]string{"-password", "pw-SECRET-flag"}, "", "HERDGUARD_PASSWORD"},
+		"the password as flag=": {[]string{"--password=pw-SECRET-flag"}, "", "-password-file"},
+		"credentials twice":     {nil, "", "credentials both"},
+		"plaintext broker":      {[]string{"-broker", "tcp://dev:url-SECRET-pass@broker.example:1883"}, "HERDGUARD_PASSWORD", "not TLS"},
+		"unparsable broker URL": {[]string{"-broker", "ssl://dev:url-SECRET-pass@bro ker:8883"}, "", "not a valid URL"},
+		"mixed failover":        {[]string{"-failover", "tcp://other:1883"}, "HERDGUARD_PASSWORD", "must not change the transport"},
+		"plain http config":     {[]string{"-broker", "ssl://b:8883"}, "", "plain http"},
+		"both password sources": {[]string{"-password-file", "/nonexistent"}, "", "both set"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := maps.Clone(hostile)
+			delete(env, c.unset)
+			if name == "plain http config" {
+				env["HERDGUARD_CONFIG_URL"] = "http://cfg.example/c?token=cfg-SECRET-token"
+			}
+			var out bytes.Buffer
+			err := run(context.Background(), c.args, envOf(env), &out)
+			assertNoSecret(t, "output", out.String())
+			if c.want == "" {
+				require.NoError(t, err)
+				assert.Contains(t, out.String(), "-password-file")
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assertNoSecret(t, "the error", err.Error())
+		})
+	}
+}
+
+// A real run over TLS with every kind of secret, logged at debug: the
+// password from the environment or a file, credentials in the broker URL,
+// a token in the config URL. Nothing it logs shows one.
+func TestRunLogsNoSecret(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS})
+	require.NoError(t, err)
+	defer b.Close()
+	dir := t.TempDir()
+	files, err := b.WriteClientFiles(dir, "dev-s")
+	require.NoError(t, err)
+	pwFile := filepath.Join(dir, "password")
+	require.NoError(t, os.WriteFile(pwFile, []byte("pw-SECRET-file\n"), 0o600))
+	cs := testbroker.NewConfigServer() // answers 404 for this device: the round fails and is logged
+	defer cs.Close()
+	withCreds := strings.Replace(b.URL(), "ssl://", "ssl://dev:url-SECRET-pass@", 1)
+
+	for name, c := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"password from the environment": {[]string{"-broker", b.URL(), "-username", "dev"},
+			map[string]string{"HERDGUARD_PASSWORD": "pw-SECRET-env"}},
+		"password from a file":   {[]string{"-broker", b.URL(), "-username", "dev", "-password-file", pwFile}, nil},
+		"credentials in the URL": {nil, map[string]string{"HERDGUARD_BROKER": withCreds}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			args := append([]string{"-client-id", "dev-s", "-ca", files.CA, "-heartbeat", "20ms", "-boot-spread", "1ms",
+				"-log-level", "debug", "-allow-plaintext", // for the config server's plain http
+				"-config-url", cs.DeviceURL("dev-s") + "?token=cfg-SECRET-token"}, c.args...)
+			ctx, stop := context.WithCancel(context.Background())
+			logs := &syncBuffer{}
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, args, envOf(c.env), logs) }()
+			logs.await(t, "connected")
+			logs.await(t, "config round failed")
+			stop()
+			require.NoError(t, <-done)
+			assert.Contains(t, logs.String(), "tls=true", "the endpoint's TLS is logged")
+			assertNoSecret(t, "the log", logs.String())
+		})
+	}
+}

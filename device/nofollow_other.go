@@ -1,0 +1,5 @@
+//go:build !unix
+
+package device
+
+const oNoFollow = 0
