@@ -265,7 +265,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = pub.Run(runCtx) }()
+	go func() { defer wg.Done(); deliver(runCtx, pub, log) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
 	wg.Add(1)
 	go func() { defer wg.Done(); hb.run(runCtx, pub, topic, log) }()
@@ -285,6 +285,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log.Info("stopped", "stats", fmt.Sprintf("%+v", agent.Stats()))
 	return nil
+}
+
+// deliver runs the publisher until ctx ends. Run stops on a store error (a
+// full disk can fail even the removal of a delivered message): that is
+// logged, and delivery starts again a minute later rather than never.
+func deliver(ctx context.Context, pub *publisher.Publisher, log *slog.Logger) {
+	for {
+		err := pub.Run(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Error("telemetry delivery stopped; trying again in a minute", "error", err)
+		t := time.NewTimer(time.Minute)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // heartbeat enqueues a timestamp every interval.
