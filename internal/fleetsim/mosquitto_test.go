@@ -70,7 +70,8 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
 			assert.Equal(t, "external", r.Transport)
 			assert.GreaterOrEqual(t, before, 300, "the fleet connected through the proxy before the disruption")
-			require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted))
+			require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
+				m.Accepted()-before, r.Proxy.Admitted)
 			assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(),
 				"mosquitto accepted exactly the connections the proxy let through")
 			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
@@ -114,7 +115,8 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	require.True(t, r.RecoveryJSON.AllRecovered)
 	require.NotNil(t, r.Proxy)
 	assert.GreaterOrEqual(t, before, 300)
-	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted))
+	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
+		m.Accepted()-before, r.Proxy.Admitted)
 	assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(), "mosquitto accepted exactly the connections the proxy let through")
 	assert.Positive(t, r.Proxy.Refused)
 }
