@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -44,19 +46,36 @@ func (f *expectFlag) check(got stormstats.Verdict) error {
 	return nil
 }
 
+// formatFlag is -format: the format to read a log in ("": detect it).
+type formatFlag struct{ name string }
+
+func (f *formatFlag) String() string { return f.name }
+func (f *formatFlag) Set(s string) error {
+	if s != "" && !slices.Contains(stormstats.FormatNames, s) {
+		return fmt.Errorf("want one of %s", strings.Join(stormstats.FormatNames, ", "))
+	}
+	f.name = s
+	return nil
+}
+
 func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("devicesim judge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: devicesim judge [-json] [-expect spread|waves] FILE|-\n\n"+
-			"Judges any arrival log: devicesim's events.csv, a CSV whose header names t_s (seconds)\n"+
-			"or unix_ms, or one time in seconds per line. Exit status: 0, 1 if the verdict is not\n"+
-			"the one -expect names, 2 if the input cannot be read.\n\n")
+		fmt.Fprintf(stderr, "usage: devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-\n\n"+
+			"Judges any arrival log, in the format its first line shows: mosquitto's log as it is\n"+
+			"(its \"New client connected\" lines), JSON lines with a ts, timestamp, @timestamp, time\n"+
+			"or t field, a CSV or TSV whose header names t_s (seconds), unix_ms or a column of\n"+
+			"RFC 3339 times (devicesim's events.csv among them), or one time a line (seconds, or\n"+
+			"Unix ms). It prints the format it took. Exit status: 0, 1 if the verdict is not the\n"+
+			"one -expect names, 2 if the input cannot be read.\n\n")
 		fs.PrintDefaults()
 	}
 	asJSON := fs.Bool("json", false, "print one JSON object: verdict, count, synchrony, bursts, arrivals ...")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the verdict is this one (spread, waves or inconclusive)")
+	var format formatFlag
+	fs.Var(&format, "format", "read the log as `NAME`: "+strings.Join(stormstats.FormatNames, ", ")+" (default: detect it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -76,10 +95,11 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		defer f.Close()
 		in = f
 	}
-	h, m, err := stormstats.ReadArrivals(in)
+	l, err := stormstats.ParseLog(in, format.name)
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
+	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
 	if err != nil {
 		return err
@@ -87,14 +107,23 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	a := stormstats.Summarize(h)
 	if *asJSON {
 		b, err := json.MarshalIndent(struct {
+			Format  string `json:"format"`
+			Skipped int    `json:"skipped_lines"`
+			stormstats.Preparation
 			stormstats.Judgement
 			Arrivals stormstats.Arrivals `json:"arrivals"`
-		}{j, a}, "", "  ")
+		}{l.Format, l.Skipped, prep, j, a}, "", "  ")
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "%s\n", b)
 	} else {
+		fmt.Fprintf(stdout, "format: %s", l.Format)
+		if l.Skipped > 0 {
+			fmt.Fprintf(stdout, "; %d lines skipped, not arrivals", l.Skipped)
+		}
+		fmt.Fprintln(stdout)
+		stormstats.WritePreparation(stdout, "", prep)
 		stormstats.WriteSummary(stdout, "", a, j)
 	}
 	return expect.check(j.Verdict)

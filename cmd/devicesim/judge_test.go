@@ -48,6 +48,84 @@ func TestJudgeGolden(t *testing.T) {
 	assert.Equal(t, string(want), out)
 }
 
+// mosquittoRounds: devices in lock-step every period, as mosquitto logs
+// them, with its other lines around.
+func mosquittoRounds(devices, count, period int) string {
+	var b strings.Builder
+	b.WriteString("1700000000: mosquitto version 2.0.11 starting\n1700000000: mosquitto version 2.0.11 running\n")
+	for k := range count {
+		for d := range devices {
+			t := 1700000000 + k*period + d/50
+			fmt.Fprintf(&b, "%d: New connection from 10.0.0.%d:%d on port 1883.\n", t, d%250, 40000+k)
+			fmt.Fprintf(&b, "%d: New client connected from 10.0.0.%d:%d as dev-%d (p2, c1, k30).\n", t, d%250, 40000+k, d)
+		}
+	}
+	return b.String()
+}
+
+func TestJudgePrintsTheFormatTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		args     []string
+		want     string
+	}{
+		{"plain seconds", rounds(100, 5, 32), nil, "format: seconds\nresolution: stamps on a 1 ms tick"},
+		{"mosquitto's log as it is", mosquittoRounds(100, 5, 32), nil, "format: mosquitto; 502 lines skipped, not arrivals\nresolution: stamps on a 1.0 s tick"},
+		{"events.csv", "t_s,unix_ms,client_id,outcome,code,lag_ms\n1.0000,1795305094626,dev-1,accepted,0,2.5\n", nil, "format: events.csv\n"},
+		{"tsv behind a BOM", "\xef\xbb\xbft_s\tclient\r\n1\ta\r\n2\tb\r\n", nil, "format: tsv (t_s)\n"},
+		{"JSON lines", `{"ts":1700000000120,"clientid":"a"}` + "\n", nil, "format: jsonl (field ts, Unix ms)\n"},
+		{"-format unix-ms", "1000\n2000\n", []string{"-format", "unix-ms"}, "format: unix ms\nresolution: stamps on a 1.0 s tick"},
+	} {
+		out, _, err := judge(t, tc.in, append(tc.args, "-")...)
+		require.NoError(t, err, tc.name)
+		assert.True(t, strings.HasPrefix(out, tc.want), "%s: %q", tc.name, out)
+	}
+}
+
+func TestJudgeJSONNamesTheFormat(t *testing.T) {
+	out, _, err := judge(t, mosquittoRounds(100, 5, 32), "-json", "-")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	assert.Equal(t, "mosquitto", doc["format"])
+	assert.EqualValues(t, 502, doc["skipped_lines"], "two of the broker's own, and a New connection for each arrival")
+	assert.EqualValues(t, 500, doc["count"])
+	assert.Contains(t, doc, "verdict")
+}
+
+// -format reads a log as it says: the same two numbers 1 s apart as
+// milliseconds, 1000 s apart as the seconds they are taken for unforced.
+func TestJudgeFormatForcesIt(t *testing.T) {
+	for _, tc := range []struct {
+		format, taken string
+		spanS         float64
+	}{{"unix-ms", "unix ms", 1}, {"seconds", "seconds", 1000}, {"", "seconds", 1000}} {
+		out, _, err := judge(t, "1000\n2000\n", "-json", "-format", tc.format, "-")
+		require.NoError(t, err, tc.format)
+		var doc struct {
+			Format   string  `json:"format"`
+			TickS    float64 `json:"tick_s"`
+			Arrivals struct {
+				SpanS float64 `json:"span_s"`
+			} `json:"arrivals"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+		assert.Equal(t, tc.taken, doc.Format, "-format %q", tc.format)
+		assert.InDelta(t, tc.spanS, doc.Arrivals.SpanS, doc.TickS, "-format %q: within a tick", tc.format)
+		assert.Equal(t, 1.0, doc.TickS, "-format %q: whole seconds either way", tc.format)
+	}
+}
+
+func TestJudgeUnknownFormatListsTheNames(t *testing.T) {
+	_, stderr, err := judge(t, "1\n", "-format", "excel", "-")
+	var e *exitError
+	require.True(t, errors.As(err, &e), "%v", err)
+	assert.Equal(t, 2, e.code)
+	assert.EqualError(t, err, `invalid value "excel" for flag -format: want one of mosquitto, jsonl, csv, tsv, seconds, unix-ms`)
+	assert.Contains(t, stderr, "-format NAME")
+	assert.Contains(t, stderr, "read the log as NAME: mosquitto, jsonl, csv, tsv, seconds, unix-ms (default: detect it)")
+}
+
 func TestJudgeExpectGatesAPipeline(t *testing.T) {
 	in := rounds(100, 5, 32)
 	_, _, err := judge(t, in, "-expect", "waves", "-")
@@ -94,7 +172,9 @@ func TestJudgeBadInputExits2AndWritesNothing(t *testing.T) {
 	for name, tc := range map[string]struct{ in, file, want string }{
 		"empty file":       {"", empty, "no arrivals"},
 		"unparsable line":  {"1\n2\nthree\n", "-", "line 3"},
-		"no time column":   {"a,b\n1,2\n", "-", "line 1"},
+		"no time column":   {"a,b\n1,2\n", "-", "-: line 1: a CSV header needs a t_s, unix_ms or RFC 3339 time column"},
+		"unreadable first": {"\nhello\n", "-", "-: line 2: cannot tell the format from the first line, \"hello\""},
+		"-format, not it":  {"1700000000: mosquitto version 2.0.11 running\n", "-format seconds -", "-: line 1: expected a time in seconds"},
 		"missing file":     {"", filepath.Join(t.TempDir(), "nope"), "no such file"},
 		"two files":        {"", "a b", "name one file"},
 		"bad unix_ms line": {"unix_ms\n1000\nsoon\n", "-", "line 3"},

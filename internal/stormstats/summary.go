@@ -35,3 +35,24 @@ func WriteSummary(w io.Writer, indent string, a Arrivals, j Judgement) {
 	}
 	fmt.Fprintf(w, "%sbursts at: %s\n", indent, strings.Join(list, ", "))
 }
+
+// WritePreparation says what Prepare did to a log: the tick its stamps sit
+// on and what that hides, and the lines it set aside and why.
+func WritePreparation(w io.Writer, indent string, p Preparation) {
+	if p.TickS > 0 {
+		fmt.Fprintf(w, "%sresolution: stamps on a %s tick, each arrival placed within its tick; no burst narrower is looked for, "+
+			"and rounds less than %s apart (plus about 4 times their own width) cannot be told from a smooth rate\n",
+			indent, seconds(p.TickS), seconds(p.ResolvableS))
+	}
+	for _, s := range p.SetAside {
+		lines := make([]string, len(s.Lines))
+		for i, l := range s.Lines {
+			lines[i] = fmt.Sprint(l)
+		}
+		more := ""
+		if s.Count > len(s.Lines) {
+			more = fmt.Sprintf(" and %d more", s.Count-len(s.Lines))
+		}
+		fmt.Fprintf(w, "%sset aside: line %s%s: %s\n", indent, strings.Join(lines, ", "), more, s.Why)
+	}
+}

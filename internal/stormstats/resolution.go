@@ -1,0 +1,221 @@
+package stormstats
+
+import (
+	"cmp"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Ticks are the grids a log's timestamps are commonly written on: whole
+// seconds (mosquitto, syslog), tenths, hundredths, milliseconds.
+var Ticks = []time.Duration{time.Second, 100 * time.Millisecond, 10 * time.Millisecond, time.Millisecond}
+
+// DetectTick returns the coarsest of Ticks that every time sits on, or 0
+// when the times are finer than a millisecond. A whole-second log says
+// nothing about when within its second an arrival came: fifty arrivals
+// stamped 12 are fifty arrivals somewhere in [12 s, 13 s), not a burst.
+func DetectTick(times []time.Duration) time.Duration {
+	if len(times) < 2 {
+		return 0 // one time sits on every grid
+	}
+	for _, tick := range Ticks {
+		if !slices.ContainsFunc(times, func(t time.Duration) bool { return t%tick != 0 }) {
+			return tick
+		}
+	}
+	return 0
+}
+
+// smearSeed fixes the draws that place each arrival within its tick, so a
+// log is judged the same way every time.
+const smearSeed = 0x7469636b
+
+// smear places each arrival uniformly within its tick, [t, t+tick): the
+// most a stamp says (a clock read and truncated, as mosquitto's is).
+// Independent arrivals stay independent and uniform, so a smooth rate
+// stays smooth, and a round narrower than the tick fills one or two ticks.
+func smear(times []time.Duration, tick time.Duration) {
+	r := rand.New(rand.NewPCG(smearSeed, uint64(tick)))
+	for i := range times {
+		times[i] += time.Duration(r.Int64N(int64(tick)))
+	}
+}
+
+// Resolvable is the shortest period between rounds that a log on tick can
+// show: a burst is at least a tick wide and needs quiet ticks on both sides
+// of it (Method's neighbours, a step away). Rounds closer together are
+// indistinguishable, at this resolution, from arrivals at a smooth rate.
+func Resolvable(tick time.Duration) time.Duration {
+	return time.Duration(neighbours+2) * tick
+}
+
+// SetAside is a group of lines Prepare left out of the judgement: a stray
+// line far from the rest (a clock not yet set, another day's line) would
+// stretch the span so far that a storm became one window.
+type SetAside struct {
+	Count int     `json:"count"`
+	Lines []int32 `json:"lines"` // the first few, from 1
+	// AwayS is how far the group lies from the arrivals that were judged,
+	// in seconds (negative: before them).
+	AwayS float64 `json:"away_s"`
+	Why   string  `json:"why"`
+}
+
+// straysGap is the least gap that can separate a stray group from the
+// rest; strayShare the most of the arrivals such a group may hold.
+const (
+	straysGap      = time.Hour
+	strayShare     = 0.01
+	maxListedLines = 10
+)
+
+// setAsideStrays splits times into the arrivals to judge and the groups
+// to set aside: after sorting, the times are cut at every gap longer than
+// an hour and than twice the span of the middle 80 %; a group holding at
+// most 1 % of the arrivals is set aside. Several disruptions hours apart
+// each keep their arrivals; a lone line from another day does not.
+func setAsideStrays(times []time.Duration, lines []int32) (kept []time.Duration, strays []SetAside) {
+	n := len(times)
+	if n < 2 {
+		return times, nil
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(times[a], times[b]) })
+	at := func(q float64) time.Duration { return times[order[min(n-1, int(q*float64(n)))]] }
+	gap := max(straysGap, 2*(at(0.9)-at(0.1)))
+	type group struct{ from, to int } // positions in order, [from, to)
+	var groups []group
+	start := 0
+	for k := 1; k <= n; k++ {
+		if k == n || times[order[k]]-times[order[k-1]] > gap {
+			groups = append(groups, group{start, k})
+			start = k
+		}
+	}
+	if len(groups) == 1 {
+		return times, nil
+	}
+	keep := make([]bool, len(groups))
+	var lo, hi time.Duration // the kept span
+	first := true
+	for g, gr := range groups {
+		if float64(gr.to-gr.from) > strayShare*float64(n) {
+			keep[g] = true
+			if first {
+				lo, first = times[order[gr.from]], false
+			}
+			hi = times[order[gr.to-1]]
+		}
+	}
+	if first { // no group is large: nothing stands out as the rest
+		return times, nil
+	}
+	drop := make([]bool, n)
+	for g, gr := range groups {
+		if keep[g] {
+			continue
+		}
+		s := SetAside{Count: gr.to - gr.from}
+		for k := gr.from; k < gr.to; k++ {
+			drop[order[k]] = true
+		}
+		var idx []int
+		for k := gr.from; k < gr.to; k++ {
+			idx = append(idx, order[k])
+		}
+		slices.Sort(idx) // file order
+		for _, i := range idx[:min(len(idx), maxListedLines)] {
+			if lines != nil {
+				s.Lines = append(s.Lines, lines[i])
+			} else {
+				s.Lines = append(s.Lines, int32(i+1))
+			}
+		}
+		if t := times[order[gr.to-1]]; t < lo {
+			s.AwayS = (t - lo).Seconds()
+		} else {
+			s.AwayS = (times[order[gr.from]] - hi).Seconds()
+		}
+		s.Why = strayWhy(s, times[order[gr.from]])
+		strays = append(strays, s)
+	}
+	kept = make([]time.Duration, 0, n)
+	for i, t := range times {
+		if !drop[i] {
+			kept = append(kept, t)
+		}
+	}
+	return kept, strays
+}
+
+// strayWhy says what a set-aside group most likely is.
+func strayWhy(s SetAside, t time.Duration) string {
+	where := "after"
+	away := s.AwayS
+	if away < 0 {
+		where, away = "before", -away
+	}
+	what := fmt.Sprintf("%s %s the rest", humanDuration(away), where)
+	lines := "line"
+	if s.Count > 1 {
+		lines = fmt.Sprintf("%d lines", s.Count)
+	}
+	switch {
+	case t >= 0 && t < 365*24*time.Hour && away > 365*24*3600:
+		return fmt.Sprintf("%s %s, near time 0: a clock not yet set?", lines, what)
+	case away >= 12*3600:
+		return fmt.Sprintf("%s %s: another day's lines?", lines, what)
+	}
+	return fmt.Sprintf("%s %s: a clock jump, or another storm?", lines, what)
+}
+
+// humanDuration writes seconds as the largest sensible unit.
+func humanDuration(s float64) string {
+	switch {
+	case s >= 2*365*24*3600:
+		return fmt.Sprintf("%.0f years", s/(365.25*24*3600))
+	case s >= 2*24*3600:
+		return fmt.Sprintf("%.0f days", s/(24*3600))
+	case s >= 2*3600:
+		return fmt.Sprintf("%.0f hours", s/3600)
+	}
+	return fmt.Sprintf("%.0f minutes", s/60)
+}
+
+// Preparation is what Prepare did to a log before judging it.
+type Preparation struct {
+	// TickS is the grid the timestamps sit on (0: finer than 1 ms). Each
+	// arrival is placed uniformly within its tick, and no burst narrower
+	// than a tick is looked for.
+	TickS float64 `json:"tick_s"`
+	// ResolvableS: rounds closer together than this cannot be told from
+	// arrivals at a smooth rate at this resolution (0 without a tick).
+	ResolvableS float64    `json:"resolvable_s,omitempty"`
+	SetAside    []SetAside `json:"set_aside,omitempty"`
+}
+
+// Prepare makes arrival times (with the log lines they came from, or nil)
+// ready to judge with m: lines far from the rest are set aside, the tick
+// the times sit on is found, and each arrival is placed within its tick. It
+// changes times. The Method it returns tries no window narrower than the
+// tick.
+func Prepare(times []time.Duration, lines []int32, m Method) (*Histogram, Method, Preparation) {
+	kept, strays := setAsideStrays(times, lines)
+	p := Preparation{SetAside: strays}
+	tick := DetectTick(kept)
+	if tick > 0 {
+		smear(kept, tick)
+		m.MinWidth = max(m.MinWidth, tick)
+		p.TickS, p.ResolvableS = tick.Seconds(), Resolvable(tick).Seconds()
+	}
+	h := &Histogram{}
+	for _, t := range kept {
+		h.Add(t)
+	}
+	return h, m, p
+}

@@ -1,0 +1,162 @@
+package stormstats_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+func TestDetectTick(t *testing.T) {
+	s := func(xs ...float64) []time.Duration {
+		var ts []time.Duration
+		for _, x := range xs {
+			ts = append(ts, time.Duration(math.Round(x*1e9)))
+		}
+		return ts
+	}
+	for want, ts := range map[time.Duration][]time.Duration{
+		time.Second:            s(1700000000, 1700000003, 1700000003),
+		100 * time.Millisecond: s(12.3, 12.4, 15),
+		10 * time.Millisecond:  s(0.01, 0.02, 7.35),
+		time.Millisecond:       s(1.001, 2.5, 3),
+		0:                      s(1.0001, 2),
+	} {
+		assert.Equal(t, want, stormstats.DetectTick(ts), "%v", ts)
+	}
+}
+
+// unix is a disruption's moment on a real clock, not on a whole second.
+const unix = 1_700_000_000*time.Second + 123_456_789
+
+// stamp writes times as a log on tick does (truncated), after unix.
+func stamp(ts []float64, tick time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ts))
+	for i, x := range ts {
+		t := unix + time.Duration(x*float64(time.Second))
+		out[i] = t - t%tick
+	}
+	return out
+}
+
+// formulaRounds is n devices retrying the mission's formula, wait_k =
+// min(2^k s + U[0, 1 s), 32 s), attempts times each, from 0.
+func formulaRounds(r *rand.Rand, n, attempts int) []float64 {
+	var ts []float64
+	for range n {
+		t := 0.0
+		for k := range attempts {
+			t += math.Min(math.Pow(2, float64(k))+r.Float64(), 32)
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+// exactly independent arrivals: a step up at 0 decaying with tau, n of them.
+func decay(r *rand.Rand, n int, tau float64) []float64 {
+	ts := make([]float64, n)
+	for i := range ts {
+		ts[i] = tau * r.ExpFloat64()
+	}
+	return ts
+}
+
+func constant(r *rand.Rand, n int, span float64) []float64 {
+	ts := make([]float64, n)
+	for i := range ts {
+		ts[i] = span * r.Float64()
+	}
+	return ts
+}
+
+// The logs people have, each over 20 seeds: whole-second and tenth-second
+// stamps, and a stray line, no longer turn the verdict.
+func TestLogsAsTheyAreWritten(t *testing.T) {
+	for name, c := range map[string]struct {
+		gen    func(r *rand.Rand) []time.Duration
+		truth  stormstats.Verdict
+		period float64 // of the waves, if any
+	}{
+		"a restart's recovery (40 s decay) in whole seconds": {func(r *rand.Rand) []time.Duration {
+			return stamp(decay(r, 20_000, 40), time.Second)
+		}, stormstats.Spread, 0},
+		"50 a second for 10 minutes in whole seconds": {func(r *rand.Rand) []time.Duration {
+			return stamp(constant(r, 30_000, 600), time.Second)
+		}, stormstats.Spread, 0},
+		"167 a second stamped to 0.1 s": {func(r *rand.Rand) []time.Duration {
+			return stamp(constant(r, 50_000, 300), 100*time.Millisecond)
+		}, stormstats.Spread, 0},
+		"the formula's rounds at its cap in whole seconds": {func(r *rand.Rand) []time.Duration {
+			return stamp(formulaRounds(r, 1000, 14), time.Second)
+		}, stormstats.Waves, 32},
+		"28,000 formula attempts and one line at time 0": {func(r *rand.Rand) []time.Duration {
+			return append(stamp(formulaRounds(r, 2000, 14), time.Millisecond), 0)
+		}, stormstats.Waves, 32},
+		"a spread recovery and a line from 30 days before": {func(r *rand.Rand) []time.Duration {
+			return append(stamp(decay(r, 5000, 20), time.Millisecond), unix-30*24*time.Hour)
+		}, stormstats.Spread, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for seed := range uint64(seeds()) {
+				r := rand.New(rand.NewPCG(seed, 19))
+				h, m, p := stormstats.Prepare(c.gen(r), nil, stormstats.DefaultMethod)
+				j, err := stormstats.Judge(h, m)
+				require.NoError(t, err)
+				require.Equal(t, c.truth, j.Verdict, "seed %d: %s", seed, j.Reason)
+				if c.period > 0 {
+					assert.InDelta(t, c.period, j.PeriodS, 1.5, "seed %d: the rounds' period, not the tick", seed)
+				}
+				if strings.Contains(name, "line") {
+					require.Len(t, p.SetAside, 1, "seed %d", seed)
+					assert.Equal(t, 1, p.SetAside[0].Count)
+					if seed == 0 {
+						t.Log(p.SetAside[0].Why)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestStraysAreNamedWithTheirLines(t *testing.T) {
+	ts := stamp(constant(rand.New(rand.NewPCG(1, 1)), 1000, 60), time.Millisecond)
+	lines := make([]int32, len(ts))
+	for i := range lines {
+		lines[i] = int32(i + 3) // a header and a comment first
+	}
+	ts = append(ts, 0, unix+48*time.Hour)
+	lines = append(lines, 1003, 1004)
+	_, _, p := stormstats.Prepare(ts, lines, stormstats.DefaultMethod)
+	require.Len(t, p.SetAside, 2)
+	assert.Equal(t, []int32{1003}, p.SetAside[0].Lines)
+	assert.Contains(t, p.SetAside[0].Why, "a clock not yet set")
+	assert.Equal(t, []int32{1004}, p.SetAside[1].Lines)
+	assert.Contains(t, p.SetAside[1].Why, "48 hours after the rest")
+	assert.Equal(t, 0.001, p.TickS)
+
+	// several disruptions hours apart each keep their arrivals
+	two := append(stamp(constant(rand.New(rand.NewPCG(2, 2)), 500, 60), time.Millisecond),
+		stamp(constant(rand.New(rand.NewPCG(3, 3)), 500, 60), time.Millisecond)...)
+	for i := 500; i < 1000; i++ {
+		two[i] += 6 * time.Hour
+	}
+	h, _, p := stormstats.Prepare(two, nil, stormstats.DefaultMethod)
+	assert.Empty(t, p.SetAside)
+	assert.Equal(t, int64(1000), h.Count())
+}
+
+// seeds is how many seeds a statistical test runs: 20, or 3 under the race
+// detector (which looks for races, not error rates).
+func seeds() int {
+	if raceDetector {
+		return 3
+	}
+	return 20
+}
