@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -71,9 +73,11 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			"one -expect names, 2 if the input cannot be read.\n\n")
 		fs.PrintDefaults()
 	}
+	// -disruptions is checked before the log is read: a typo costs nothing.
 	asJSON := fs.Bool("json", false, "print one JSON object: verdict, count, synchrony, bursts, arrivals ...")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the verdict is this one (spread, waves or inconclusive)")
+	disruptions := fs.String("disruptions", "", "judge each recovery on its own: the disruptions' times, comma-separated, in the log's seconds (Unix seconds for real stamps) or RFC 3339")
 	var format formatFlag
 	fs.Var(&format, "format", "read the log as `NAME`: "+strings.Join(stormstats.FormatNames, ", ")+" (default: detect it)")
 	if err := fs.Parse(args); err != nil {
@@ -85,6 +89,13 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return badInput(errors.New("judge: name one file, or - for standard input"))
+	}
+	var at []time.Duration
+	if *disruptions != "" {
+		var err error
+		if at, err = stormstats.ParseDisruptions(*disruptions); err != nil {
+			return badInput(fmt.Errorf("-disruptions: %w", err))
+		}
 	}
 	name, in := fs.Arg(0), stdin
 	if name != "-" {
@@ -98,6 +109,9 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	l, err := stormstats.ParseLog(in, format.name)
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
+	}
+	if at != nil {
+		return judgeRecoveries(l, at, *asJSON, &expect, stdout)
 	}
 	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
@@ -125,6 +139,46 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout)
 		stormstats.WritePreparation(stdout, "", prep)
 		stormstats.WriteSummary(stdout, "", a, j)
+		if j.Verdict == stormstats.Waves {
+			fmt.Fprintln(stdout, "if some of these bursts are separate disruptions (a broker restarted twice, a cluster node by node) "+
+				"rather than rounds of retries, name them with -disruptions to judge each recovery on its own")
+		}
 	}
 	return expect.check(j.Verdict)
+}
+
+// judgeRecoveries judges each disruption's recovery on its own, and the
+// log by them all.
+func judgeRecoveries(l *stormstats.Log, at []time.Duration, asJSON bool, expect *expectFlag, stdout io.Writer) error {
+	recs, before, err := l.Recoveries(at)
+	if err != nil {
+		return err
+	}
+	overall := stormstats.Overall(recs)
+	if asJSON {
+		b, err := json.MarshalIndent(struct {
+			Format      string                `json:"format"`
+			Skipped     int                   `json:"skipped_lines"`
+			Verdict     stormstats.Verdict    `json:"verdict"`
+			BeforeFirst int                   `json:"before_first_disruption"`
+			Recoveries  []stormstats.Recovery `json:"recoveries"`
+		}{l.Format, l.Skipped, overall, before, recs}, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s\n", b)
+		return expect.check(overall)
+	}
+	fmt.Fprintf(stdout, "format: %s; %d recoveries", l.Format, len(recs))
+	if before > 0 {
+		fmt.Fprintf(stdout, "; %d arrivals before the first disruption, not judged", before)
+	}
+	fmt.Fprintln(stdout)
+	for _, r := range recs {
+		fmt.Fprintf(stdout, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+		stormstats.WritePreparation(stdout, "  ", r.Preparation)
+		stormstats.WriteSummary(stdout, "  ", r.Arrivals, r.Judgement)
+	}
+	fmt.Fprintf(stdout, "overall: %s\n", overall)
+	return expect.check(overall)
 }

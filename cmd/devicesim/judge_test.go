@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -190,4 +191,30 @@ func TestJudgeBadInputExits2AndWritesNothing(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want, name)
 		assert.Empty(t, stdout, "%s: nothing written", name)
 	}
+}
+
+// Two recoveries named with -disruptions are judged each on its own; the
+// exit status follows the overall verdict.
+func TestJudgeEachDisruption(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	var b strings.Builder
+	for _, at := range []float64{1700000000, 1700000600} {
+		for range 2000 {
+			fmt.Fprintf(&b, "%d\n", int64(at+20*r.ExpFloat64())) // whole seconds, as mosquitto stamps
+		}
+	}
+	out, _, err := judge(t, b.String(), "-disruptions", "1700000000,1700000600", "-expect", "spread", "-")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "format: seconds; 2 recoveries\n")
+	assert.Equal(t, 2, strings.Count(out, "verdict: spread"), out)
+	assert.Contains(t, out, "overall: spread")
+
+	out, _, err = judge(t, b.String(), "-")
+	require.NoError(t, err)
+	assert.Contains(t, out, "name them with -disruptions", "judged as one series, the two recoveries read as rounds")
+
+	_, _, err = judge(t, b.String(), "-disruptions", "yesterday", "-")
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	assert.Equal(t, 2, ee.code)
 }
