@@ -118,6 +118,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	j = prep.Qualify(j)
 	a := stormstats.Summarize(h)
 	if *asJSON {
 		b, err := json.MarshalIndent(struct {

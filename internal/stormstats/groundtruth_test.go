@@ -168,8 +168,10 @@ type cell struct {
 	arrivals int    // in all
 	gen      func(r *rand.Rand) []time.Duration
 	// tick: the times are written on this grid, as a log stamps them, and
-	// judged the way a log is (Prepare). beyond: rounds closer together
-	// than the tick lets the judge see; no verdict is asked of them.
+	// judged the way a log is (Prepare, Qualify). beyond: structure finer
+	// than the tick lets the judge see (rounds too close together, a whole
+	// recovery within a few ticks): inconclusive is the right answer for
+	// them, and a wrong definite verdict is held to the same bar.
 	tick   time.Duration
 	beyond bool
 }
@@ -217,6 +219,9 @@ func quantisedCells(full bool) []cell {
 					width = float64(period) / 5
 				}
 				c.beyond = period < stormstats.Resolvable(tick)+time.Duration(4*width)
+			}
+			if c.truth == stormstats.Spread && strings.Contains(c.family, "tau 2 s") && tick == time.Second {
+				c.beyond = true // 98 % of it within 9 s: less than 4 resolvable periods of a 1 s tick
 			}
 			cells = append(cells, c)
 		}
@@ -306,8 +311,9 @@ func measure(c cell, seeds int) outcome {
 	for seed := range seeds {
 		r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 		h, m := &stormstats.Histogram{}, stormstats.DefaultMethod
+		var prep stormstats.Preparation
 		if c.tick > 0 {
-			h, m, _ = stormstats.Prepare(c.gen(r), nil, m)
+			h, m, prep = stormstats.Prepare(c.gen(r), nil, m)
 		} else {
 			for _, t := range c.gen(r) {
 				h.Add(t)
@@ -317,6 +323,7 @@ func measure(c cell, seeds int) outcome {
 		if err != nil {
 			panic(err)
 		}
+		j = prep.Qualify(j)
 		switch j.Verdict {
 		case c.truth:
 			o.correct++
@@ -368,13 +375,10 @@ func TestGroundTruth(t *testing.T) {
 	}
 	outcomes := measureAll(cells, seeds)
 	for _, o := range outcomes {
-		if o.beyond {
-			continue // measured for the table; no verdict is asked of them
-		}
 		// From 100 arrivals up the verdict is definite and wrong in at
 		// most 1 % of seeds; below, inconclusive is allowed and a wrong
 		// definite verdict happens in at most 5 %.
-		if o.arrivals >= 100 && o.inconclusive > 0 {
+		if o.arrivals >= 100 && o.inconclusive > 0 && !o.beyond {
 			t.Errorf("%s: %d of %d seeds inconclusive", o.name, o.inconclusive, o.seeds)
 		}
 		if bound := map[bool]float64{true: 0.01, false: 0.05}[o.arrivals >= 100]; float64(o.wrong) > bound*float64(o.seeds) {

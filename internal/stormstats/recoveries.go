@@ -68,7 +68,7 @@ func (l *Log) Recoveries(at []time.Duration) (recs []Recovery, before int, err e
 		if err != nil {
 			return nil, 0, err
 		}
-		recs = append(recs, Recovery{AtS: at[k].Seconds(), Preparation: p, Judgement: j, Arrivals: Summarize(h)})
+		recs = append(recs, Recovery{AtS: at[k].Seconds(), Preparation: p, Judgement: p.Qualify(j), Arrivals: Summarize(h)})
 	}
 	return recs, before, nil
 }

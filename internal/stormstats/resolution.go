@@ -3,6 +3,7 @@ package stormstats
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"time"
@@ -195,9 +196,93 @@ type Preparation struct {
 	TickS float64 `json:"tick_s"`
 	// ResolvableS: rounds closer together than this cannot be told from
 	// arrivals at a smooth rate at this resolution (0 without a tick).
-	ResolvableS float64    `json:"resolvable_s,omitempty"`
-	SetAside    []SetAside `json:"set_aside,omitempty"`
+	ResolvableS float64 `json:"resolvable_s,omitempty"`
+	// Unresolved says why the tick may hide rounds, if it may: the series
+	// is too short to judge at this resolution, or its tick counts vary
+	// far more or far less than independent arrivals' would. Qualify then
+	// turns a spread verdict into inconclusive.
+	Unresolved string     `json:"unresolved,omitempty"`
+	SetAside   []SetAside `json:"set_aside,omitempty"`
 }
+
+// Qualify is j as the log's resolution lets it stand: spread becomes
+// inconclusive where the tick may hide rounds (Preparation.Unresolved).
+// Waves stand: their bursts were seen at a scale the tick resolves.
+func (p Preparation) Qualify(j Judgement) Judgement {
+	if p.Unresolved != "" && j.Verdict == Spread {
+		j.Verdict = Inconclusive
+		j.Reason = "inconclusive at this resolution: " + p.Unresolved + "; " + j.Reason
+	}
+	return j
+}
+
+// resolvableSpans is how many Resolvable periods a series must span to
+// be judged at its tick's resolution.
+const resolvableSpans = 4
+
+// unresolved says whether arrivals stamped on tick may hold rounds the tick
+// hides ("" if not). Two signs: a series shorter than a few resolvable
+// periods, where no round could show; and tick counts that independent
+// arrivals at a smooth rate would not give. For those, each tick with an
+// expected count m of at least 5 (the mean of its two neighbours) is
+// scored u = (c - m)^2 / 1.5m, which is about chi-squared with one degree
+// of freedom when arrivals are independent (c - m has variance 1.5 times
+// the rate); its median is 0.455. Rounds finer than the tick but a few
+// ticks apart put most ticks above it; rounds finer than the tick and
+// closer than it (or a limiter's even pace) most below. A sign test on
+// the share above, 4 standard deviations either way, calls it. The median
+// is robust to the few ticks a step up or a sharp bend disturbs.
+func unresolved(times []time.Duration, tick time.Duration) string {
+	n := len(times)
+	if n < 2 {
+		return ""
+	}
+	sorted := slices.Clone(times)
+	slices.Sort(sorted)
+	span := sorted[n-1-n/100] - sorted[n/100] // the middle 98 %
+	if need := resolvableSpans * Resolvable(tick); span < need {
+		return fmt.Sprintf("the arrivals span %s, less than the %s it takes rounds to show on a %s tick",
+			seconds(span.Seconds()), seconds(need.Seconds()), seconds(tick.Seconds()))
+	}
+	first, last := floorDiv(int64(sorted[0]), int64(tick)), floorDiv(int64(sorted[n-1]), int64(tick))
+	if last-first+1 > maxDispersionTicks {
+		return "" // a long fine-grained log: its tick hides nothing the judge looks for
+	}
+	counts := make([]int32, last-first+1)
+	for _, t := range sorted {
+		counts[floorDiv(int64(t), int64(tick))-first]++
+	}
+	var scored, above int
+	for i := 1; i+1 < len(counts); i++ {
+		m := float64(counts[i-1]+counts[i+1]) / 2
+		if m < 5 {
+			continue
+		}
+		scored++
+		if d := float64(counts[i]) - m; d*d/(1.5*m) > chi2Median {
+			above++
+		}
+	}
+	if scored < minScoredTicks {
+		return ""
+	}
+	z := (float64(above) - float64(scored)/2) / math.Sqrt(float64(scored)/4)
+	switch {
+	case z > 4:
+		return fmt.Sprintf("%d of %d ticks differ from their neighbours by more than independent arrivals would (half would): rounds a few ticks apart?",
+			above, scored)
+	case z < -4:
+		return fmt.Sprintf("only %d of %d ticks differ from their neighbours as much as independent arrivals would (half would): rounds closer than a tick, or a limiter's even pace?",
+			above, scored)
+	}
+	return ""
+}
+
+const (
+	chi2Median         = 0.4549 // of chi-squared with one degree of freedom
+	minScoredTicks     = 30
+	maxDispersionTicks = 10_000_000
+)
 
 // Prepare makes arrival times (with the log lines they came from, or nil)
 // ready to judge with m: lines far from the rest are set aside, the tick
@@ -209,6 +294,7 @@ func Prepare(times []time.Duration, lines []int32, m Method) (*Histogram, Method
 	p := Preparation{SetAside: strays}
 	tick := DetectTick(kept)
 	if tick > 0 {
+		p.Unresolved = unresolved(kept, tick)
 		smear(kept, tick)
 		m.MinWidth = max(m.MinWidth, tick)
 		p.TickS, p.ResolvableS = tick.Seconds(), Resolvable(tick).Seconds()
