@@ -70,8 +70,8 @@ type Config struct {
 	Dial paho.OpenConnectionFunc
 
 	// MaxIncomingPacket bounds one incoming MQTT packet, in bytes of its
-	// remaining length (0 means DefaultMaxIncomingPacket; at most MQTT's
-	// 268,435,455). A packet that declares more closes the connection
+	// remaining length (0 means DefaultMaxIncomingPacket; at least
+	// MinIncomingPacket, at most MQTT's 268,435,455). A packet that declares more closes the connection
 	// before any of it is read: a PacketTooLargeError, reported as
 	// EventPacketTooLarge and to Metrics, and the agent reconnects on the
 	// policy's schedule.
@@ -123,7 +123,10 @@ func (c Config) LogValue() slog.Value {
 	if len(c.Failover) > 0 {
 		fs := make([]string, len(c.Failover))
 		for i, f := range c.Failover {
-			fs[i] = redact(f) + map[bool]string{true: " (tls)", false: " (plaintext)"}[isTLS(f)]
+			fs[i] = redact(f) + " (plaintext)"
+			if isTLS(f) {
+				fs[i] = redact(f) + " (tls)"
+			}
 		}
 		attrs = append(attrs, slog.String("failover", strings.Join(fs, ", ")))
 	}
@@ -185,8 +188,12 @@ type Metrics interface {
 	// connection failed or the broker ended it) or not (the agent stopped).
 	SessionUp()
 	SessionDown(lost bool)
-	// PacketTooLarge is a connection closed because an incoming packet
-	// declared more than Config.MaxIncomingPacket.
+}
+
+// PacketTooLargeCounter is a Metrics that also counts connections closed
+// because an incoming packet declared more than Config.MaxIncomingPacket.
+// It is optional, so that Metrics written before it still compile.
+type PacketTooLargeCounter interface {
 	PacketTooLarge()
 }
 
@@ -273,9 +280,13 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.TLS != nil && cfg.TLS.InsecureSkipVerify {
+		return nil, fmt.Errorf("%w: Config.TLS skips verifying the broker: anyone on the path could stand in for it", reconnect.ErrInvalid)
+	}
 	switch {
-	case cfg.MaxIncomingPacket < 0 || cfg.MaxIncomingPacket > maxRemainingLength:
-		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [0, %d]", reconnect.ErrInvalid, cfg.MaxIncomingPacket, maxRemainingLength)
+	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
+		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", reconnect.ErrInvalid,
+			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
 	case cfg.MaxIncomingPacket == 0:
 		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
 	}
@@ -316,7 +327,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.clock == nil {
 		a.clock = reconnect.SystemClock
 	}
-	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !isTLS(cfg.Broker) {
+	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) {
 		a.log.Warn("credentials will cross the network in the clear (AllowPlaintext)", "endpoints", strings.Join(a.names, ", "))
 	}
 	opts := paho.NewClientOptions().AddBroker(endpoints[0].String()).SetClientID(cfg.ClientID).
@@ -387,7 +398,7 @@ func parseURL(field, raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w: %s is not a valid URL%s", reconnect.ErrInvalid, field, detail)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%w: %s %s has no host", reconnect.ErrInvalid, field, u.Redacted())
+		return nil, fmt.Errorf("%w: %s %s has no host", reconnect.ErrInvalid, field, redactQuery(u))
 	}
 	return u, nil
 }
@@ -678,7 +689,7 @@ func (a *Agent) oversized() *PacketTooLargeError {
 	}
 	a.emit(Event{Kind: EventPacketTooLarge, Err: v})
 	a.log.Warn("incoming packet over the limit; connection closed", "type", v.Type, "length", v.Length, "limit", v.Limit)
-	if m := a.cfg.Metrics; m != nil {
+	if m, ok := a.cfg.Metrics.(PacketTooLargeCounter); ok {
 		m.PacketTooLarge()
 	}
 	return v

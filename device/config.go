@@ -289,6 +289,8 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 			"use https, or set AllowPlaintext", reconnect.ErrInvalid, redactQuery(u))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("%w: FetcherConfig.URL scheme %q (https)", reconnect.ErrInvalid, u.Scheme)
+	case cfg.TLS != nil && cfg.TLS.InsecureSkipVerify:
+		return nil, fmt.Errorf("%w: FetcherConfig.TLS skips verifying the server: anyone on the path could serve the configuration", reconnect.ErrInvalid)
 	case cfg.TLS != nil && cfg.Client != nil:
 		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", reconnect.ErrInvalid)
 	}
@@ -368,7 +370,8 @@ func (f *Fetcher) emit(e Event) {
 // Fetch runs one round: GET, retrying what is worth retrying within the
 // Retry policy. It returns nil when the config is unchanged (304) or a new
 // one was applied; a rejected document is an error wrapping
-// ErrConfigInvalid or ErrConfigTooLarge; a round that runs out of retries
+// ErrConfigInvalid or ErrConfigTooLarge, a refused redirect one wrapping
+// ErrRedirectRefused; a round that runs out of retries
 // wraps reconnect.ErrExhausted. In every error case the last good
 // configuration stays in force.
 func (f *Fetcher) Fetch(ctx context.Context) error {
@@ -462,21 +465,31 @@ func redirectPolicy(origin *url.URL, allowPlaintext bool) func(*http.Request, []
 		case to.Scheme != "https" && !(allowPlaintext && to.Scheme == origin.Scheme):
 			return fmt.Errorf("%w: to %s, which is not https", ErrRedirectRefused, redactQuery(to))
 		case !sameHost(to, origin):
-			return fmt.Errorf("%w: to %s, another host than %s", ErrRedirectRefused, redactQuery(to), origin.Host)
+			return fmt.Errorf("%w: to %s, another host or port than %s:%s", ErrRedirectRefused, redactQuery(to), origin.Hostname(), defaultPort(origin))
 		}
 		return nil
 	}
 }
 
-// sameHost compares host and port, a missing port being the scheme's own.
-func sameHost(a, b *url.URL) bool {
-	port := func(u *url.URL) string {
-		if p := u.Port(); p != "" {
-			return p
-		}
-		return map[string]string{"http": "80", "https": "443"}[u.Scheme]
+// sameHost compares host and port, a missing port being the scheme's own;
+// an upgrade from http on its default port to https on its own is the
+// same host.
+func sameHost(to, from *url.URL) bool {
+	if !strings.EqualFold(to.Hostname(), from.Hostname()) {
+		return false
 	}
-	return strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
+	if from.Scheme == "http" && to.Scheme == "https" && defaultPort(from) == "80" && defaultPort(to) == "443" {
+		return true
+	}
+	return defaultPort(to) == defaultPort(from)
+}
+
+// defaultPort is u's port, or its scheme's when it names none.
+func defaultPort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return map[string]string{"http": "80", "https": "443"}[u.Scheme]
 }
 
 // redactQuery shows a URL without its credentials or query, either of

@@ -15,6 +15,10 @@ import (
 // a device of memory.
 const DefaultMaxIncomingPacket = 256 << 10
 
+// MinIncomingPacket is the least Config.MaxIncomingPacket: below it even a
+// CONNACK or a SUBACK would not fit, and the device could never connect.
+const MinIncomingPacket = 64
+
 // maxRemainingLength is MQTT's largest remaining length (four length bytes).
 const maxRemainingLength = 1<<28 - 1
 

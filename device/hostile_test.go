@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +23,30 @@ import (
 )
 
 // hostileBroker answers each connection paho opens through Dial: script
-// runs on the broker's end after the CONNECT has been read.
+// runs on the broker's end after the CONNECT has been read. maxRead is the
+// largest buffer paho read the device's end into: paho reads a packet's
+// body into a buffer of the size its header declares.
 type hostileBroker struct {
-	conns  chan net.Conn
-	script func(n int, c net.Conn) // n counts connections from 1
-	done   chan struct{}
+	conns   chan net.Conn
+	script  func(n int, c net.Conn) // n counts connections from 1
+	done    chan struct{}
+	maxRead atomic.Int64
+}
+
+// spyConn records the largest read.
+type spyConn struct {
+	net.Conn
+	max *atomic.Int64
+}
+
+func (c spyConn) Read(p []byte) (int, error) {
+	for n := int64(len(p)); ; {
+		m := c.max.Load()
+		if n <= m || c.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	return c.Conn.Read(p)
 }
 
 func newHostileBroker(t *testing.T, script func(n int, c net.Conn)) *hostileBroker {
@@ -49,7 +69,7 @@ func newHostileBroker(t *testing.T, script func(n int, c net.Conn)) *hostileBrok
 func (h *hostileBroker) dial(*url.URL, paho.ClientOptions) (net.Conn, error) {
 	device, broker := net.Pipe()
 	h.conns <- broker
-	return device, nil
+	return spyConn{Conn: device, max: &h.maxRead}, nil
 }
 
 // connack writes a CONNACK 0.
@@ -118,6 +138,7 @@ func totalAlloc() uint64 {
 type hostileRig struct {
 	*rig
 	metrics *counts
+	broker  *hostileBroker
 }
 
 func newHostileRig(t *testing.T, script func(n int, c net.Conn), mod func(*device.Config)) *hostileRig {
@@ -139,7 +160,7 @@ func newHostileRig(t *testing.T, script func(n int, c net.Conn), mod func(*devic
 		defer cancel()
 		require.NoError(t, r.agent.Stop(ctx))
 	})
-	return &hostileRig{rig: r, metrics: m}
+	return &hostileRig{rig: r, metrics: m, broker: h}
 }
 
 // A broker, or anyone on a plaintext path, declares a packet bigger than
@@ -195,6 +216,7 @@ func TestOversizedPacketClosesTheConnectionBeforePahoAllocatesIt(t *testing.T) {
 			require.ErrorAs(t, tooLarge.Err, &perr)
 			assert.Equal(t, device.PacketTooLargeError{Type: tc.typ, Length: tc.length, Limit: limit}, *perr)
 			assert.Less(t, allocated, uint64(4<<20), "bytes allocated while the hostile packet arrived")
+			assert.Less(t, r.broker.maxRead.Load(), int64(limit), "paho never read into a buffer of the declared size")
 			t.Logf("allocated %d KiB while a packet declaring %d bytes arrived", allocated>>10, tc.length)
 
 			if tc.typ == 2 { // during the handshake: a failed attempt
@@ -268,7 +290,7 @@ func TestMalformedLengthClosesTheConnection(t *testing.T) {
 }
 
 func TestMaxIncomingPacketIsValidated(t *testing.T) {
-	for _, n := range []int{-1, 1 << 28} {
+	for _, n := range []int{-1, 1, device.MinIncomingPacket - 1, 1 << 28} {
 		_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", MaxIncomingPacket: n})
 		assert.Error(t, err, n)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"syscall"
 )
 
@@ -16,10 +17,7 @@ import (
 func ownDataDir(dir string, log *slog.Logger) error {
 	fi, err := os.Stat(dir)
 	if os.IsNotExist(err) {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("-data-dir: %w", err)
-		}
-		return os.Chmod(dir, 0o700) // whatever the umask
+		return mkdirPrivate(dir)
 	}
 	if err != nil {
 		return fmt.Errorf("-data-dir: %w", err)
@@ -38,4 +36,22 @@ func ownDataDir(dir string, log *slog.Logger) error {
 		log.Warn("data directory was open to others; tightened to 0700", "dir", dir, "was", fmt.Sprintf("%04o", perm))
 	}
 	return nil
+}
+
+// mkdirPrivate creates dir and any missing parent, each 0700 whatever the
+// umask: MkdirAll would leave a parent 0500 under umask 0277, and this
+// agent unable to enter it.
+func mkdirPrivate(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if parent := filepath.Dir(dir); parent != dir {
+		if err := mkdirPrivate(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return fmt.Errorf("-data-dir: %w", err)
+	}
+	return os.Chmod(dir, 0o700)
 }

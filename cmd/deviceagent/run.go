@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/publisher"
+	"github.com/herdguard/herdguard/reconnect"
 )
 
 // options are the agent's settings: each flag falls back to an environment
@@ -87,6 +89,12 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	// after parsing, never as a default, so usage text cannot print it.
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range []string{"broker", "failover"} {
+		if set[name] && hasPassword(fs.Lookup(name).Value.String()) {
+			return nil, fmt.Errorf("-%s carries a password: flags show in process listings; "+
+				"set the URL in %s or the password in HERDGUARD_PASSWORD or -password-file", name, envName(name))
+		}
+	}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envName(f.Name))
@@ -123,6 +131,21 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	return o, nil
 }
 
+// hasPassword says whether any of the comma-separated URLs holds a
+// password (as user:password@host).
+func hasPassword(urls string) bool {
+	for _, raw := range strings.Split(urls, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				return true
+			}
+		} else if err != nil && strings.Contains(raw, "@") {
+			return true // unparsable, and perhaps a password in it: do not take the risk
+		}
+	}
+	return false
+}
+
 // password reads the MQTT password from the environment or from file (one
 // line; a trailing newline is not part of it).
 func password(file string, getenv func(string) string) (string, error) {
@@ -139,6 +162,9 @@ func password(file string, getenv func(string) string) (string, error) {
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
 }
+
+// maxPacketFlag is the largest -max-packet: MQTT's largest packet.
+const maxPacketFlag = 1<<28 - 1
 
 // byteSize is a flag for a size in bytes, with an optional KiB or MiB.
 type byteSize int
@@ -162,8 +188,8 @@ func (b *byteSize) Set(s string) error {
 		}
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 {
-		return errors.New("want a positive size such as 262144, 256KiB or 1MiB")
+	if err != nil || n <= 0 || n > maxPacketFlag/mult { // int is 32 bits on ARM: no product may overflow
+		return fmt.Errorf("want a size from %d bytes to 256MiB, such as 262144, 256KiB or 1MiB", device.MinIncomingPacket)
 	}
 	*b = byteSize(n * mult)
 	return nil
@@ -265,7 +291,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	wg.Add(1)
-	go func() { defer wg.Done(); deliver(runCtx, pub, log) }()
+	go func() { defer wg.Done(); deliver(runCtx, pub, agent.Done(), time.Minute, log) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
 	wg.Add(1)
 	go func() { defer wg.Done(); hb.run(runCtx, pub, topic, log) }()
@@ -287,22 +313,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	return nil
 }
 
-// deliver runs the publisher until ctx ends. Run stops on a store error (a
-// full disk can fail even the removal of a delivered message): that is
-// logged, and delivery starts again a minute later rather than never.
-func deliver(ctx context.Context, pub *publisher.Publisher, log *slog.Logger) {
+// deliver runs the publisher until ctx ends or the session is over for
+// good (agentDone). Run also stops on a store error (a full disk can fail
+// even the removal of a delivered message): that is logged, and delivery
+// starts again after retry rather than never.
+func deliver(ctx context.Context, pub *publisher.Publisher, agentDone <-chan struct{}, retry time.Duration, log *slog.Logger) {
 	for {
 		err := pub.Run(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		log.Error("telemetry delivery stopped; trying again in a minute", "error", err)
-		t := time.NewTimer(time.Minute)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-agentDone:
+			return // the agent stopped or gave up: Run's error is the agent's, and run reports it
+		default:
+		}
+		log.Error("telemetry delivery stopped; trying again", "in", retry, "error", err)
+		if reconnect.Sleep(ctx, reconnect.SystemClock, retry) != nil {
+			return
 		}
 	}
 }

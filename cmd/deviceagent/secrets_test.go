@@ -40,23 +40,28 @@ func TestUsageAndErrorsShowNoSecret(t *testing.T) {
 		unset string // a variable of the hostile environment left out
 		want  string // what the error says
 	}{
-		"usage":                 {[]string{"-h"}, "", ""},
-		"an unknown flag":       {[]string{"-nope"}, "", "-nope"},
-		"a bad duration":        {[]string{"-heartbeat", "soon"}, "", "-heartbeat"},
-		"the password as flag":  {[]string{"-password", "pw-SECRET-flag"}, "", "HERDGUARD_PASSWORD"},
-		"the password as flag=": {[]string{"--password=pw-SECRET-flag"}, "", "-password-file"},
-		"credentials twice":     {nil, "", "credentials both"},
-		"plaintext broker":      {[]string{"-broker", "tcp://dev:url-SECRET-pass@broker.example:1883"}, "HERDGUARD_PASSWORD", "not TLS"},
-		"unparsable broker URL": {[]string{"-broker", "ssl://dev:url-SECRET-pass@bro ker:8883"}, "", "not a valid URL"},
-		"mixed failover":        {[]string{"-failover", "tcp://other:1883"}, "HERDGUARD_PASSWORD", "must not change the transport"},
-		"plain http config":     {[]string{"-broker", "ssl://b:8883"}, "", "plain http"},
-		"both password sources": {[]string{"-password-file", "/nonexistent"}, "", "both set"},
+		"usage":                   {[]string{"-h"}, "", ""},
+		"an unknown flag":         {[]string{"-nope"}, "", "-nope"},
+		"a bad duration":          {[]string{"-heartbeat", "soon"}, "", "-heartbeat"},
+		"the password as flag":    {[]string{"-password", "pw-SECRET-flag"}, "", "HERDGUARD_PASSWORD"},
+		"the password as flag=":   {[]string{"--password=pw-SECRET-flag"}, "", "-password-file"},
+		"credentials twice":       {nil, "", "credentials both"},
+		"plaintext broker":        {nil, "HERDGUARD_PASSWORD", "not TLS"},
+		"a password in -broker":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@broker.example:8883"}, "", "-broker carries a password"},
+		"a password in -failover": {[]string{"-failover", "ssl://dev:url-SECRET-pass@other:8883"}, "", "-failover carries a password"},
+		"unparsable broker URL":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@bro ker:8883"}, "", "carries a password"},
+		"mixed failover":          {[]string{"-failover", "tcp://other:1883"}, "HERDGUARD_PASSWORD", "must not change the transport"},
+		"plain http config":       {[]string{"-broker", "ssl://b:8883"}, "", "plain http"},
+		"both password sources":   {[]string{"-password-file", "/nonexistent"}, "", "both set"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := maps.Clone(hostile)
 			delete(env, c.unset)
-			if name == "plain http config" {
+			switch name {
+			case "plain http config":
 				env["HERDGUARD_CONFIG_URL"] = "http://cfg.example/c?token=cfg-SECRET-token"
+			case "plaintext broker": // from the environment, which ps does not show
+				env["HERDGUARD_BROKER"] = "tcp://dev:url-SECRET-pass@broker.example:1883"
 			}
 			var out bytes.Buffer
 			err := run(context.Background(), c.args, envOf(env), &out)

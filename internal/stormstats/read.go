@@ -284,9 +284,14 @@ func ReadArrivalsFormat(r io.Reader, format string) (*Histogram, Method, error) 
 // devicesim's lag_ms column, narrower than twice its 99th percentile, as a
 // run does. l.Times is left as it was.
 func (l *Log) Histogram() (*Histogram, Method, Preparation) {
+	return Prepare(slices.Clone(l.Times), l.Lines, l.method())
+}
+
+// method is DefaultMethod, with devicesim's lag_ms column taken into account.
+func (l *Log) method() Method {
 	m := DefaultMethod
 	if len(l.Lags) > 0 {
 		m.MinWidth = time.Duration(2 * Percentile(l.Lags, 99) * float64(time.Millisecond))
 	}
-	return Prepare(slices.Clone(l.Times), l.Lines, m)
+	return m
 }

@@ -28,7 +28,7 @@ func ParseDisruptions(list string) ([]time.Duration, error) {
 		return nil, fmt.Errorf("no disruption times in %q", list)
 	}
 	slices.Sort(at)
-	return at, nil
+	return slices.Compact(at), nil
 }
 
 // Recovery is what came after one disruption, up to the next: judged on
@@ -58,12 +58,9 @@ func (l *Log) Recoveries(at []time.Duration) (recs []Recovery, before int, err e
 		parts[k] = append(parts[k], t)
 		lines[k] = append(lines[k], l.Lines[i])
 	}
+	method := l.method()
 	for k := range at {
-		m := DefaultMethod
-		if len(l.Lags) > 0 {
-			m.MinWidth = time.Duration(2 * Percentile(l.Lags, 99) * float64(time.Millisecond))
-		}
-		h, m, p := Prepare(parts[k], lines[k], m)
+		h, m, p := Prepare(parts[k], lines[k], method)
 		j, err := Judge(h, m)
 		if err != nil {
 			return nil, 0, err
