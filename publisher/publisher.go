@@ -234,7 +234,7 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 		p.log.Warn("queue full: dropped the oldest message", "seq", dropped[0])
 	}
 	m.Seq = p.store.LastSeq() + 1
-	if err := p.append(m); err != nil {
+	if err := p.appendMakingRoom(m); err != nil {
 		return 0, err
 	}
 	p.stats.Enqueued++
@@ -245,7 +245,7 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	return m.Seq, nil
 }
 
-// append appends m to the store. Under DropOldest, a full disk (ENOSPC)
+// appendMakingRoom appends m to the store. Under DropOldest, a full disk (ENOSPC)
 // costs the oldest messages rather than m: they are dropped, counted, and
 // the append tried again, until it succeeds or the queue is empty.
 //
@@ -262,7 +262,7 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 // it whole rewrites only one-page parents, so a drop that fails for want of
 // room is retried one message further, up to maxLeafMessages times, before
 // the count doubles.
-func (p *Publisher) append(m Message) error {
+func (p *Publisher) appendMakingRoom(m Message) error {
 	err := p.store.Append(m)
 	for want, further := 1, 0; err != nil && p.cfg.Overflow == DropOldest && errors.Is(err, syscall.ENOSPC); {
 		n, _ := p.store.Len()

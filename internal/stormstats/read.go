@@ -134,14 +134,7 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-func isFormatName(s string) bool {
-	for _, n := range FormatNames {
-		if n == s {
-			return true
-		}
-	}
-	return false
-}
+func isFormatName(s string) bool { return slices.Contains(FormatNames, s) }
 
 // noArrivals says what a log without arrivals held.
 func noArrivals(l *Log, lines int) error {
@@ -261,7 +254,10 @@ func (l *Log) add(t time.Duration, n int, client string, hasClient bool) {
 }
 
 // ReadArrivals reads an arrival log in any format ParseLog detects into a
-// Histogram, with the method to judge it with (see Log.Histogram).
+// Histogram, with the method to judge it with (see Log.Histogram). It drops
+// the Preparation: a caller that judges a log someone wrote, whose stamps
+// may sit on a coarse tick, should use ParseLog, Log.Histogram and
+// Preparation.Qualify, as devicesim judge does.
 func ReadArrivals(r io.Reader) (*Histogram, Method, error) {
 	return ReadArrivalsFormat(r, "")
 }
