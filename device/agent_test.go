@@ -61,15 +61,22 @@ func newRig(t *testing.T, bcfg testbroker.Config, mod func(*device.Config)) *rig
 	if mod != nil {
 		mod(&cfg)
 	}
+	r.start(cfg)
+	return r
+}
+
+// start builds and starts the rig's agent, stopped when the test ends.
+func (r *rig) start(cfg device.Config) {
+	r.t.Helper()
+	var err error
 	r.agent, err = device.New(cfg)
-	require.NoError(t, err)
-	require.NoError(t, r.agent.Start(context.Background()))
-	t.Cleanup(func() {
+	require.NoError(r.t, err)
+	require.NoError(r.t, r.agent.Start(context.Background()))
+	r.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), bound)
 		defer cancel()
-		require.NoError(t, r.agent.Stop(ctx))
+		require.NoError(r.t, r.agent.Stop(ctx))
 	})
-	return r
 }
 
 // next returns the next event of kind, skipping others.

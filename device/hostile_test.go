@@ -151,15 +151,7 @@ func newHostileRig(t *testing.T, script func(n int, c net.Conn), mod func(*devic
 	if mod != nil {
 		mod(&cfg)
 	}
-	var err error
-	r.agent, err = device.New(cfg)
-	require.NoError(t, err)
-	require.NoError(t, r.agent.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), bound)
-		defer cancel()
-		require.NoError(t, r.agent.Stop(ctx))
-	})
+	r.start(cfg)
 	return &hostileRig{rig: r, metrics: m, broker: h}
 }
 
