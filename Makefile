@@ -55,11 +55,13 @@ soak:
 
 # The statistical tests at full strength, without the race detector (which
 # slows them tenfold; under -race they run 3 seeds): the verdict's ground
-# truth over 20 seeds a cell, and every run with a known verdict, the
-# engines' agreement and the telemetry-loss test over 20 consecutive seeds,
-# the real agents in virtual time.
+# truth over 20 seeds a cell, the judge's other known series, and every run
+# with a known verdict, the engines' agreement and the telemetry-loss test
+# over 20 consecutive seeds, the real agents in virtual time; and every
+# page of a durable queue damaged in turn. Every test that calls seeds() is
+# named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover' ./internal/stormstats/ ./internal/fleetsim/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged' ./internal/stormstats/ ./internal/fleetsim/ ./publisher/
 
 # The verdict's measured error rates as README.md shows them: every cell of
 # the ground truth, a million arrivals a round included, 200 seeds each

@@ -29,8 +29,8 @@ func inBubble(t *testing.T, c fleetsim.Config) (r *fleetsim.Report, err error) {
 }
 
 // seeds is how many consecutive seeds a statistical test runs on real
-// agents: 20, or 3 under the race detector (which slows them tenfold; make
-// test's stats step runs them all without it).
+// agents: 20, or 3 under the race detector (which slows them tenfold). A
+// test that calls it is named in make test's stats step, which runs it at 20.
 func seeds() uint64 {
 	if raceDetector {
 		return 3

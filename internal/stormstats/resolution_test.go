@@ -154,7 +154,8 @@ func TestStraysAreNamedWithTheirLines(t *testing.T) {
 }
 
 // seeds is how many seeds a statistical test runs: 20, or 3 under the race
-// detector (which looks for races, not error rates).
+// detector (which looks for races, not error rates). A test that calls it
+// is named in make test's stats step, which runs it at 20.
 func seeds() int {
 	if raceDetector {
 		return 3

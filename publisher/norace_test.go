@@ -1,0 +1,5 @@
+//go:build !race
+
+package publisher_test
+
+const raceDetector = false
