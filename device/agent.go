@@ -274,24 +274,24 @@ type Agent struct {
 // New validates cfg and builds the agent; nothing connects before Start.
 func New(cfg Config) (*Agent, error) {
 	if cfg.Broker == "" || cfg.ClientID == "" {
-		return nil, fmt.Errorf("%w: Config.Broker and Config.ClientID are required", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: Config.Broker and Config.ClientID are required", ErrInvalid)
 	}
 	endpoints, err := parseEndpoints(&cfg)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.TLS != nil && cfg.TLS.InsecureSkipVerify {
-		return nil, fmt.Errorf("%w: Config.TLS skips verifying the broker: anyone on the path could stand in for it", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: Config.TLS skips verifying the broker: anyone on the path could stand in for it", ErrInvalid)
 	}
 	switch {
 	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
-		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", reconnect.ErrInvalid,
+		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", ErrInvalid,
 			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
 	case cfg.MaxIncomingPacket == 0:
 		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
 	}
 	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
-		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", ErrInvalid)
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 30 * time.Second
@@ -300,7 +300,7 @@ func New(cfg Config) (*Agent, error) {
 		// MQTT counts the keepalive in whole seconds; below one it would be
 		// sent as 0, which turns keepalive off: a silent path then goes
 		// unnoticed for ever.
-		return nil, fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", reconnect.ErrInvalid, cfg.KeepAlive)
+		return nil, fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", ErrInvalid, cfg.KeepAlive)
 	}
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = 10 * time.Second
@@ -395,10 +395,10 @@ func parseURL(field, raw string) (*url.URL, error) {
 		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) { // quoted parts echo the input
 			detail = ": " + ue.Err.Error()
 		}
-		return nil, fmt.Errorf("%w: %s is not a valid URL%s", reconnect.ErrInvalid, field, detail)
+		return nil, fmt.Errorf("%w: %s is not a valid URL%s", ErrInvalid, field, detail)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%w: %s %s has no host", reconnect.ErrInvalid, field, redactQuery(u))
+		return nil, fmt.Errorf("%w: %s %s has no host", ErrInvalid, field, redactQuery(u))
 	}
 	return u, nil
 }
@@ -419,15 +419,15 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 			return nil, err
 		}
 		if cfg.Dial == nil && !supportedScheme(u.Scheme) {
-			return nil, fmt.Errorf("%w: %s scheme %q needs a Config.Dial", reconnect.ErrInvalid, field, u.Scheme)
+			return nil, fmt.Errorf("%w: %s scheme %q needs a Config.Dial", ErrInvalid, field, u.Scheme)
 		}
 		if u.User != nil {
 			if i > 0 {
 				return nil, fmt.Errorf("%w: %s carries credentials: set Config.Username and Password, which every endpoint uses",
-					reconnect.ErrInvalid, field)
+					ErrInvalid, field)
 			}
 			if cfg.Username != "" || cfg.Password != "" {
-				return nil, fmt.Errorf("%w: credentials both in Config.Broker and in Username/Password", reconnect.ErrInvalid)
+				return nil, fmt.Errorf("%w: credentials both in Config.Broker and in Username/Password", ErrInvalid)
 			}
 			cfg.Username = u.User.Username()
 			cfg.Password, _ = u.User.Password()
@@ -435,13 +435,13 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		}
 		if len(endpoints) > 0 && tlsScheme(u.Scheme) != tlsScheme(endpoints[0].Scheme) {
 			return nil, fmt.Errorf("%w: %s is %s while Config.Broker is %s: a failover must not change the transport's security",
-				reconnect.ErrInvalid, field, security(u), security(endpoints[0]))
+				ErrInvalid, field, security(u), security(endpoints[0]))
 		}
 		endpoints = append(endpoints, u)
 	}
 	if (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) && !cfg.AllowPlaintext {
 		return nil, fmt.Errorf("%w: credentials set but %s is not TLS (ssl://, mqtts://): anyone on the path could read them; "+
-			"use TLS, or set AllowPlaintext", reconnect.ErrInvalid, endpoints[0].Redacted())
+			"use TLS, or set AllowPlaintext", ErrInvalid, endpoints[0].Redacted())
 	}
 	return endpoints, nil
 }
@@ -772,7 +772,7 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 	case err == nil && code > 0:
 		// The zombie: paho calls it connected, the broker refused it.
 		a.client.Disconnect(0)
-		return Result{Code: code, Err: fmt.Errorf("CONNACK %d %s, which paho reports as success", code, connackText(code))}
+		return Result{Code: code, Err: &ConnackError{Code: code, Err: errPahoZombie}}
 	case err == nil:
 		a.sessionPresent.Store(tok.(*paho.ConnectToken).SessionPresent())
 		return Result{Code: 0}
@@ -782,8 +782,15 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 			code = rc
 		}
 	}
+	if code > 0 {
+		err = &ConnackError{Code: code, Err: err}
+	}
 	return Result{Code: code, Err: err}
 }
+
+// errPahoZombie is the transport's word on a refusal paho v1.5.1 reports
+// as a session: a CONNACK code it does not know.
+var errPahoZombie = errors.New("paho reports it as a successful connect")
 
 func (a *Agent) disconnect() {
 	if a.client.IsConnectionOpen() {
@@ -795,7 +802,7 @@ func (a *Agent) disconnect() {
 // session is up and again after every reconnect.
 func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler Handler) error {
 	if topic == "" || handler == nil || qos > 1 {
-		return fmt.Errorf("%w: Subscribe needs a topic, a handler and QoS 0 or 1", reconnect.ErrInvalid)
+		return fmt.Errorf("%w: Subscribe needs a topic, a handler and QoS 0 or 1", ErrInvalid)
 	}
 	a.mu.Lock()
 	a.subs[topic] = subscription{qos: qos, handler: handler}

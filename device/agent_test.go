@@ -184,10 +184,16 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
 		require.NoError(t, r.broker.Refuse(testbroker.RefuseIdentifier, "dev-1"))
 		r.advanceWait()
+		f := r.next(device.EventAttemptFailed)
+		var ce *device.ConnackError
+		require.ErrorAs(t, f.Err, &ce, "the attempt's error names the code")
+		assert.Equal(t, 2, ce.Code)
 		e := r.next(device.EventGaveUp)
 		assert.ErrorIs(t, e.Err, device.ErrRefused)
 		<-r.agent.Done()
 		assert.ErrorIs(t, r.agent.Err(), device.ErrRefused)
+		require.ErrorAs(t, r.agent.Err(), &ce, "a caller can branch on the code that ended the session")
+		assert.Equal(t, 2, ce.Code)
 		assert.Contains(t, r.agent.Err().Error(), "CONNACK 2")
 	})
 	t.Run("server unavailable is retried", func(t *testing.T) {
@@ -216,6 +222,9 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		r.advanceWait()
 		f := r.next(device.EventAttemptFailed)
 		assert.Equal(t, 0x87, f.Code)
+		var ce *device.ConnackError
+		require.ErrorAs(t, f.Err, &ce)
+		assert.Equal(t, 0x87, ce.Code, "the code as the broker sent it")
 		assert.False(t, r.agent.Connected())
 		r.broker.Unrefuse("dev-1")
 		r.advanceWait()
@@ -373,7 +382,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"bad ping timeout":         {Broker: "tcp://127.0.0.1:1883", ClientID: "x", PingTimeout: -1},
 	} {
 		_, err := device.New(c)
-		assert.ErrorIs(t, err, reconnect.ErrInvalid, name)
+		assert.ErrorIs(t, err, device.ErrInvalid, name)
 	}
 }
 
@@ -539,9 +548,9 @@ func TestFailoverMovesToTheNextEndpointAfterTheWait(t *testing.T) {
 
 func TestFailoverURLsAreValidated(t *testing.T) {
 	_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Failover: []string{"::nonsense"}})
-	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	assert.ErrorIs(t, err, device.ErrInvalid)
 	_, err = device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Failover: []string{"carrier://pigeon:1"}})
-	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	assert.ErrorIs(t, err, device.ErrInvalid)
 }
 
 // counts is a Metrics that counts, as firmware exporting them would.
@@ -624,7 +633,7 @@ func TestTransportRulesKeepCredentialsOffTheWire(t *testing.T) {
 	} {
 		c.ClientID = "x"
 		_, err := device.New(c)
-		require.ErrorIs(t, err, reconnect.ErrInvalid, name)
+		require.ErrorIs(t, err, device.ErrInvalid, name)
 		assert.NotContains(t, err.Error(), secret, name)
 		t.Logf("%s: %v", name, err)
 	}

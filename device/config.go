@@ -277,7 +277,7 @@ type Fetcher struct {
 // NewFetcher validates cfg and loads the stored configuration, if any.
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.URL == "" {
-		return nil, fmt.Errorf("%w: FetcherConfig.URL is required", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: FetcherConfig.URL is required", ErrInvalid)
 	}
 	u, err := parseURL("FetcherConfig.URL", cfg.URL)
 	if err != nil {
@@ -286,16 +286,16 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	switch {
 	case u.Scheme == "http" && !cfg.AllowPlaintext:
 		return nil, fmt.Errorf("%w: FetcherConfig.URL %s is plain http: anyone on the path could rewrite the device's settings; "+
-			"use https, or set AllowPlaintext", reconnect.ErrInvalid, redactQuery(u))
+			"use https, or set AllowPlaintext", ErrInvalid, redactQuery(u))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, fmt.Errorf("%w: FetcherConfig.URL scheme %q (https)", reconnect.ErrInvalid, u.Scheme)
+		return nil, fmt.Errorf("%w: FetcherConfig.URL scheme %q (https)", ErrInvalid, u.Scheme)
 	case cfg.TLS != nil && cfg.TLS.InsecureSkipVerify:
-		return nil, fmt.Errorf("%w: FetcherConfig.TLS skips verifying the server: anyone on the path could serve the configuration", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: FetcherConfig.TLS skips verifying the server: anyone on the path could serve the configuration", ErrInvalid)
 	case cfg.TLS != nil && cfg.Client != nil:
-		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", ErrInvalid)
 	}
 	if cfg.MaxRetryAfter < 0 || cfg.Refresh < 0 || cfg.FirstSpread < 0 {
-		return nil, fmt.Errorf("%w: FetcherConfig durations must be >= 0", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: FetcherConfig durations must be >= 0", ErrInvalid)
 	}
 	if cfg.Client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()

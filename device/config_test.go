@@ -276,7 +276,7 @@ func TestRefreshIsJitteredPerDevice(t *testing.T) {
 
 func TestFetcherRejectsBadConfig(t *testing.T) {
 	_, err := device.NewFetcher(device.FetcherConfig{})
-	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	assert.ErrorIs(t, err, device.ErrInvalid)
 	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", Refresh: -1})
-	assert.ErrorIs(t, err, reconnect.ErrInvalid)
+	assert.ErrorIs(t, err, device.ErrInvalid)
 }

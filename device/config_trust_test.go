@@ -158,7 +158,7 @@ func TestConfigComesOnlyFromTheTrustedServer(t *testing.T) {
 		plain := httptest.NewServer(serveDoc(&hits))
 		t.Cleanup(plain.Close)
 		_, err := device.NewFetcher(device.FetcherConfig{URL: plain.URL + "/config/dev-1?token=s3cret"})
-		require.ErrorIs(t, err, reconnect.ErrInvalid)
+		require.ErrorIs(t, err, device.ErrInvalid)
 		assert.NotContains(t, err.Error(), "s3cret")
 		require.NoError(t, first(fetchOnce(t, device.FetcherConfig{URL: plain.URL + "/config/dev-1", AllowPlaintext: true})))
 		assert.Equal(t, int32(1), hits.Load())

@@ -17,7 +17,28 @@ var (
 	// (1 protocol version, 2 identifier rejected; 4 and 5 when credentials
 	// failures are configured as permanent).
 	ErrRefused = errors.New("device: connection refused permanently")
+	// ErrInvalid is ErrInvalid: every invalid option, in a Config
+	// or a Timing, is an error wrapping it.
+	ErrInvalid = reconnect.ErrInvalid
 )
+
+// ConnackError is a broker's refusal: the return code of its CONNACK (1 to
+// 5 in MQTT 3.1.1; any other non-zero byte a broker sent is kept as sent).
+// errors.As finds it in an EventAttemptFailed's Err, in a Step's Err, and
+// in Agent.Err when the refusal ended the session (then beside ErrRefused)
+// or was the last before the retry cap (beside ErrGaveUp). Err is the
+// transport's own report of the same refusal, if it made one.
+type ConnackError struct {
+	Code int
+	Err  error
+}
+
+func (e *ConnackError) Error() string {
+	return fmt.Sprintf("CONNACK %d (%s)", e.Code, connackText(e.Code))
+}
+
+// Unwrap returns the transport's report (paho's), or nil.
+func (e *ConnackError) Unwrap() error { return e.Err }
 
 // CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
 // (not authorised) means to the device.
@@ -77,15 +98,15 @@ func DefaultTiming() Timing {
 func (t Timing) Validate() error {
 	switch {
 	case t.Policy == nil:
-		return fmt.Errorf("%w: Timing.Policy is nil", reconnect.ErrInvalid)
+		return fmt.Errorf("%w: Timing.Policy is nil", ErrInvalid)
 	case t.BootSpread <= 0:
-		return fmt.Errorf("%w: Timing.BootSpread must be > 0 (no attempt is ever immediate), got %v", reconnect.ErrInvalid, t.BootSpread)
+		return fmt.Errorf("%w: Timing.BootSpread must be > 0 (no attempt is ever immediate), got %v", ErrInvalid, t.BootSpread)
 	case t.StableAfter <= 0:
-		return fmt.Errorf("%w: Timing.StableAfter must be > 0, got %v", reconnect.ErrInvalid, t.StableAfter)
+		return fmt.Errorf("%w: Timing.StableAfter must be > 0, got %v", ErrInvalid, t.StableAfter)
 	case t.CredentialsWait < 0:
-		return fmt.Errorf("%w: Timing.CredentialsWait must be >= 0, got %v", reconnect.ErrInvalid, t.CredentialsWait)
+		return fmt.Errorf("%w: Timing.CredentialsWait must be >= 0, got %v", ErrInvalid, t.CredentialsWait)
 	case t.Credentials != RetryCredentialsAtCap && t.Credentials != CredentialsArePermanent:
-		return fmt.Errorf("%w: unknown Timing.Credentials %d", reconnect.ErrInvalid, t.Credentials)
+		return fmt.Errorf("%w: unknown Timing.Credentials %d", ErrInvalid, t.Credentials)
 	}
 	if t.Guard != nil {
 		return t.Guard.Validate()
@@ -214,13 +235,12 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 		m.upSince = now
 		return Step{Kind: KindOnline, Attempt: m.attempts}
 	case r.Code == 1 || r.Code == 2:
-		return m.stop(fmt.Errorf("%w: CONNACK %d (%s)", ErrRefused, r.Code, connackText(r.Code)))
+		return m.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
 	case r.Code == 4 || r.Code == 5:
-		err := fmt.Errorf("CONNACK %d (%s)", r.Code, connackText(r.Code))
 		if m.timing.Credentials == CredentialsArePermanent {
-			return m.stop(fmt.Errorf("%w: %v", ErrRefused, err))
+			return m.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
 		}
-		m.lastError = err
+		m.lastError = connackRefusal(r.Code)
 		return m.retry(now, m.timing.CredentialsWait+time.Duration(m.backoff.Float64()*float64(time.Second)))
 	case r.Code > 0:
 		// 3 (server unavailable), and any code a 3.1.1 client does not know:
@@ -247,7 +267,10 @@ func (m *Machine) Lost(now time.Time, cause error) Step {
 func (m *Machine) retry(now time.Time, floor time.Duration) Step {
 	d, ok := m.backoff.Next(now)
 	if !ok {
-		return m.stop(fmt.Errorf("%w after %d attempts: %v", ErrGaveUp, m.attempts, m.lastError))
+		if m.lastError == nil {
+			return m.stop(fmt.Errorf("%w after %d attempts", ErrGaveUp, m.attempts))
+		}
+		return m.stop(fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, m.attempts, m.lastError))
 	}
 	return m.waitFor(max(d, floor))
 }
@@ -266,6 +289,15 @@ type connackRefusal uint8
 
 func (c connackRefusal) Error() string {
 	return fmt.Sprintf("CONNACK %d (%s)", int(c), connackText(int(c)))
+}
+
+// As lets errors.As find a *ConnackError in it.
+func (c connackRefusal) As(target any) bool {
+	if p, ok := target.(**ConnackError); ok {
+		*p = &ConnackError{Code: int(c)}
+		return true
+	}
+	return false
 }
 
 func connackText(code int) string {

@@ -140,9 +140,33 @@ func TestRefusalCodes(t *testing.T) {
 			assert.GreaterOrEqual(t, s.Wait, c.minW)
 			if c.stopIs != nil {
 				assert.ErrorIs(t, s.Err, c.stopIs)
+				var ce *device.ConnackError
+				require.ErrorAs(t, s.Err, &ce)
+				assert.Equal(t, c.code, ce.Code)
 			}
 		})
 	}
+}
+
+// A refusal that was the last attempt before the retry cap is named in the
+// error the session ends with, beside ErrGaveUp.
+func TestGaveUpNamesTheLastRefusal(t *testing.T) {
+	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 1})
+	require.NoError(t, err)
+	m := machine(t, timing(t, func(tm *device.Timing) { tm.Policy = p }))
+	m.Start(t0)
+	m.Due(t0)
+	s := m.Result(t0, device.Result{Code: 3})
+	for s.Kind == device.KindWait {
+		m.Due(t0.Add(time.Hour))
+		s = m.Result(t0.Add(time.Hour), device.Result{Code: 3})
+	}
+	require.Equal(t, device.KindStop, s.Kind)
+	assert.ErrorIs(t, s.Err, device.ErrGaveUp)
+	var ce *device.ConnackError
+	require.ErrorAs(t, s.Err, &ce)
+	assert.Equal(t, 3, ce.Code)
+	assert.Contains(t, s.Err.Error(), "CONNACK 3 (server unavailable)")
 }
 
 func TestRetryCapEndsWithErrGaveUp(t *testing.T) {
@@ -242,6 +266,6 @@ func TestTimingRejectsUnsafeValues(t *testing.T) {
 		tm := device.DefaultTiming()
 		mod(&tm)
 		_, err := device.NewMachine(&tm, nil)
-		assert.ErrorIs(t, err, reconnect.ErrInvalid, name)
+		assert.ErrorIs(t, err, device.ErrInvalid, name)
 	}
 }
