@@ -15,7 +15,7 @@ import (
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// receiver follows the README's rule: per device and epoch, keep the
+// receiver follows the rule docs/publisher.md states: per device and epoch, keep the
 // highest seq seen and drop a message at or below it.
 type receiver struct {
 	highest  map[string]uint64 // device + "/" + epoch -> highest seq
@@ -67,7 +67,7 @@ func boot(t *testing.T, b *testbroker.Broker, store publisher.Store, payloads ..
 
 // TestReceiverNeverDropsNewDataWhenTheSequenceRestarts plays the ways a
 // device's sequence starts again from 1 through a receiver that follows the
-// README's rule: a reboot without a durable store, a store moved aside, a
+// rule of docs/publisher.md: a reboot without a durable store, a store moved aside, a
 // factory reset, and a NoSync store rolled back by a power cut. Each time
 // the new messages reuse sequence numbers the receiver has seen, and each
 // time it keeps them all, while it still drops every duplicate.

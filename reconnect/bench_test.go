@@ -11,7 +11,7 @@ import (
 )
 
 // The next-delay benchmarks run side by side with cenkalti/backoff/v5's
-// NextBackOff in one invocation (make bench); the README quotes the ratio.
+// NextBackOff in one invocation (make bench); docs/measurements.md quotes the ratio.
 
 var sink time.Duration
 

@@ -178,7 +178,7 @@ func (s Decorrelated) String() string {
 // of decorrelated jitter. The first wait is U[1.5, 3) x Base. It is the shape
 // that passes every cell of devicesim's grid, fleets of 1,000 to a million
 // devices against a broker back from a minute's outage that admits 500 to
-// 50,000 connects/s and refuses, holds or drops the rest (README.md):
+// 50,000 connects/s and refuses, holds or drops the rest (docs/measurements.md):
 //
 //   - At the cap it still spreads its waits over [Max/2, Max), where
 //     [Decorrelated] waits exactly Max two times in three, so that devices

@@ -58,7 +58,7 @@ var (
 
 // make calibrate: the real agents in virtual time against the virtual
 // engine, every cell of CalibrationCells at 2,000 and 10,000 devices, 3
-// seeds. The README's table is this test's output.
+// seeds. docs/measurements.md's table is this test's output.
 func TestCalibrateFull(t *testing.T) {
 	if !*calibrateFull {
 		t.Skip("make calibrate runs it (-calibrate.full)")

@@ -14,7 +14,7 @@ import (
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-// Report is what a run found; see the README for each key.
+// Report is what a run found; see docs/simulator.md for each key.
 type Report struct {
 	Scenario     string       `json:"scenario"`
 	Policy       string       `json:"policy"`

@@ -41,7 +41,7 @@ func TestSoakReturnsToItsBaseline(t *testing.T) {
 	// The live heap is not held to the baseline here: in a bubble it ends
 	// a quarter above it after the first storm and stays there (27-34 MiB
 	// against 24 at 1,000 devices), which make soak's wall-clock run does
-	// not show; see the README's soak section.
+	// not show; see docs/simulator.md's soak section.
 	for _, p := range rep.Problems {
 		if !strings.HasPrefix(p, "heap ") {
 			t.Errorf("soak problem: %s", p)

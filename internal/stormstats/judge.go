@@ -50,7 +50,7 @@ type Method struct {
 	MinWidth time.Duration `json:"min_width_ns,omitempty"`
 }
 
-// DefaultMethod is the method every devicesim report uses; README.md gives
+// DefaultMethod is the method every devicesim report uses; docs/verdict.md gives
 // its measured error rates.
 var DefaultMethod = Method{Contrast: 3, Alpha: 0.001, MinRecurringShare: 0.05, MinArrivals: 100}
 
