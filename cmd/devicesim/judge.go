@@ -111,7 +111,20 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
 	if at != nil {
-		return judgeRecoveries(l, at, *asJSON, &expect, stdout)
+		recs, before, err := l.Recoveries(at)
+		if err != nil {
+			return err
+		}
+		return writeRecoveries(l, recs, before, nil, *asJSON, &expect, stdout)
+	}
+	// The log's own word for its disruptions: a broker's start line, the
+	// same devices back again.
+	found, recs, err := l.RecoveriesFound()
+	if err != nil {
+		return err
+	}
+	if found != nil {
+		return writeRecoveries(l, recs, 0, found, *asJSON, &expect, stdout)
 	}
 	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
@@ -148,22 +161,20 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return expect.check(j.Verdict)
 }
 
-// judgeRecoveries judges each disruption's recovery on its own, and the
-// log by them all.
-func judgeRecoveries(l *stormstats.Log, at []time.Duration, asJSON bool, expect *expectFlag, stdout io.Writer) error {
-	recs, before, err := l.Recoveries(at)
-	if err != nil {
-		return err
-	}
+// writeRecoveries writes each recovery's judgement and the log's by them
+// all. found are the disruptions the log showed, when it was not told
+// them (the first recovery then runs from the log's start).
+func writeRecoveries(l *stormstats.Log, recs []stormstats.Recovery, before int, found []stormstats.Disruption, asJSON bool, expect *expectFlag, stdout io.Writer) error {
 	overall := stormstats.Overall(recs)
 	if asJSON {
 		b, err := json.MarshalIndent(struct {
-			Format      string                `json:"format"`
-			Skipped     int                   `json:"skipped_lines"`
-			Verdict     stormstats.Verdict    `json:"verdict"`
-			BeforeFirst int                   `json:"before_first_disruption"`
-			Recoveries  []stormstats.Recovery `json:"recoveries"`
-		}{l.Format, l.Skipped, overall, before, recs}, "", "  ")
+			Format      string                  `json:"format"`
+			Skipped     int                     `json:"skipped_lines"`
+			Verdict     stormstats.Verdict      `json:"verdict"`
+			BeforeFirst int                     `json:"before_first_disruption"`
+			Found       []stormstats.Disruption `json:"disruptions_found,omitempty"`
+			Recoveries  []stormstats.Recovery   `json:"recoveries"`
+		}{l.Format, l.Skipped, overall, before, found, recs}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -175,8 +186,16 @@ func judgeRecoveries(l *stormstats.Log, at []time.Duration, asJSON bool, expect 
 		fmt.Fprintf(stdout, "; %d arrivals before the first disruption, not judged", before)
 	}
 	fmt.Fprintln(stdout)
-	for _, r := range recs {
-		fmt.Fprintf(stdout, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+	for i, r := range recs {
+		switch {
+		case found == nil:
+			fmt.Fprintf(stdout, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+		case i == 0:
+			fmt.Fprintf(stdout, "from the log's start at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+		default:
+			d := found[i-1]
+			fmt.Fprintf(stdout, "after the disruption at %s (line %d: %s):\n", strconv.FormatFloat(d.AtS, 'f', -1, 64), d.Line, d.Why)
+		}
 		stormstats.WritePreparation(stdout, "  ", r.Preparation)
 		stormstats.WriteSummary(stdout, "  ", r.Arrivals, r.Judgement)
 	}

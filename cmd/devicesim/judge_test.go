@@ -10,11 +10,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -217,4 +220,45 @@ func TestJudgeEachDisruption(t *testing.T) {
 	var ee *exitError
 	require.ErrorAs(t, err, &ee)
 	assert.Equal(t, 2, ee.code)
+}
+
+// A mosquitto log of a broker restarted once: judge finds the restart in
+// its stop line and judges the boot and the recovery each on its own,
+// saying where it found the disruption; -json names it too.
+func TestJudgeFindsTheLogsOwnDisruptions(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	type line struct {
+		t    int64
+		text string
+	}
+	lines := []line{{1699999999, "mosquitto version 2.0.11 starting"}, {1700000600, "mosquitto version 2.0.11 terminating"}, {1700000630, "mosquitto version 2.0.11 starting"}}
+	for _, at := range []float64{1700000000, 1700000630} {
+		for dev := range 2000 {
+			lines = append(lines, line{int64(at + 20*r.ExpFloat64()), fmt.Sprintf("New client connected from 10.0.0.1:4000 as dev-%d (p2, c1, k30).", dev)})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return int(a.t - b.t) })
+	var b strings.Builder
+	for _, l := range lines {
+		fmt.Fprintf(&b, "%d: %s\n", l.t, l.text)
+	}
+	out, _, err := judge(t, b.String(), "-expect", "spread", "-")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "format: mosquitto; 2 recoveries\n")
+	assert.Contains(t, out, "from the log's start at 1700000000:\n")
+	assert.Regexp(t, `after the disruption at 1700000600 \(line \d+: the broker logged: mosquitto version 2.0.11 terminating\):\n`, out)
+	assert.Equal(t, 2, strings.Count(out, "verdict: spread"), out)
+
+	out, _, err = judge(t, b.String(), "-json", "-")
+	require.NoError(t, err)
+	var got struct {
+		Verdict    string                  `json:"verdict"`
+		Found      []stormstats.Disruption `json:"disruptions_found"`
+		Recoveries []json.RawMessage       `json:"recoveries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	assert.Equal(t, "spread", got.Verdict)
+	require.Len(t, got.Found, 1)
+	assert.Equal(t, 1700000600.0, got.Found[0].AtS)
+	assert.Len(t, got.Recoveries, 2)
 }

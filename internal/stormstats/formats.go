@@ -345,28 +345,53 @@ func (p *mosquittoParser) parse(l *Log, lr *lineReader, text []byte) error {
 	stamp, msg, stamped := cutMosquittoStamp(bytes.TrimSpace(text))
 	if !bytes.HasPrefix(msg, []byte(mosquittoArrival)) {
 		l.Skipped++
+		if stamped {
+			p.other(l, lr.n, stamp, string(msg))
+		}
 		return nil
 	}
 	if !stamped {
 		return &ParseError{Line: lr.n, Err: fmt.Errorf("expected mosquitto's time stamp (such as \"1700000000: \") before %q: "+
 			"judging needs log_timestamp true, mosquitto's default", excerpt(msg))}
 	}
-	var t time.Duration
-	var err error
-	if iso := len(stamp) == 19 && stamp[4] == '-'; iso {
-		t, err = parseISOTime(string(stamp))
-		err = expected("mosquitto's ISO time stamp (such as 2024-01-02T03:04:05)", stamp, err)
-		if len(l.Times) == 0 {
-			l.Format = "mosquitto (ISO times, read as UTC)"
-		}
-	} else {
-		t, err = parseSeconds(stamp)
-	}
+	t, err := mosquittoTime(stamp)
 	if err != nil {
 		return &ParseError{Line: lr.n, Err: err}
 	}
+	if len(l.Times) == 0 && isISOStamp(stamp) {
+		l.Format = "mosquitto (ISO times, read as UTC)"
+	}
 	l.add(t, lr.n, mosquittoClientID(string(msg[len(mosquittoArrival):])), true)
 	return nil
+}
+
+// other keeps what a line that is not an arrival says about disruptions:
+// the broker starting or stopping, or a client's session ending (Log.Disruptions). A
+// stamp it cannot read leaves the line skipped and nothing more.
+func (p *mosquittoParser) other(l *Log, n int, stamp []byte, msg string) {
+	if strings.HasPrefix(msg, "mosquitto version ") {
+		starts, stops := strings.HasSuffix(msg, " starting"), strings.HasSuffix(msg, " terminating")
+		if t, err := mosquittoTime(stamp); err == nil && (starts || stops) {
+			l.brokers = append(l.brokers, brokerLine{at: t, line: int32(n), stops: stops, text: msg})
+		}
+		return
+	}
+	if client, ok := mosquittoSessionEnd(msg); ok {
+		if t, err := mosquittoTime(stamp); err == nil {
+			l.ends = append(l.ends, sessionEnd{at: t, line: int32(n), client: client})
+		}
+	}
+}
+
+func isISOStamp(stamp []byte) bool { return len(stamp) == 19 && stamp[4] == '-' }
+
+// mosquittoTime reads a stamp cutMosquittoStamp found.
+func mosquittoTime(stamp []byte) (time.Duration, error) {
+	if isISOStamp(stamp) {
+		t, err := parseISOTime(string(stamp))
+		return t, expected("mosquitto's ISO time stamp (such as 2024-01-02T03:04:05)", stamp, err)
+	}
+	return parseSeconds(stamp)
 }
 
 // cutMosquittoStamp splits a mosquitto line into its stamp, Unix seconds
@@ -550,6 +575,7 @@ type csvParser struct {
 	kind    stampKind
 	client  int // -1: none
 	lag     int // -1: none
+	outcome int // -1: none
 	stamps  stamps
 	events  bool // devicesim's events.csv
 	fields  []string
@@ -611,6 +637,10 @@ func (p *csvParser) parse(l *Log, lr *lineReader, text []byte) error {
 		client = strings.Clone(p.fields[p.client])
 	}
 	l.add(t, line, client, p.client >= 0)
+	if p.outcome >= 0 {
+		refused := p.outcome < len(p.fields) && !strings.EqualFold(p.fields[p.outcome], "accepted")
+		l.Refused = append(l.Refused, refused)
+	}
 	return nil
 }
 
@@ -638,7 +668,7 @@ func (p *csvParser) readHeader(l *Log, line int, text []byte) error {
 			strings.ToUpper(p.name), orList(stampColumns), listNames(p.header))}
 	}
 	p.column = p.header[p.time]
-	p.client, p.lag = col(clientColumns), col([]string{"lag_ms"})
+	p.client, p.lag, p.outcome = col(clientColumns), col([]string{"lag_ms"}), col([]string{"outcome"})
 	p.events = p.kind == stampSeconds && p.lag >= 0 && p.name == "csv"
 	l.Format = p.format()
 	return nil

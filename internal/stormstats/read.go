@@ -35,9 +35,17 @@ type Log struct {
 	// Lags holds devicesim's lag_ms column (milliseconds), one value per
 	// row that has one: not one per arrival (a refused dial has none).
 	Lags []float64
+	// Refused marks the arrivals the broker did not admit, where the log
+	// says (devicesim's outcome column: anything but accepted); nil when
+	// it does not, and every arrival counts as admitted.
+	Refused []bool
 	// Skipped counts the lines that were not arrivals and not a CSV
 	// header: blank lines, # comments, mosquitto's other lines.
 	Skipped int
+
+	// What mosquitto's other lines say about disruptions (Disruptions).
+	brokers []brokerLine
+	ends    []sessionEnd
 }
 
 // FormatNames are the formats ParseLog can be told to take:

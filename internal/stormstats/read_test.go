@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -63,7 +64,14 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 		Lines:   []int32{7, 9, 11, 19, 22},
 		Clients: []string{"dev-17", "dev-18", "weird id (p1)", "dev-17", "dev-18"},
 		Skipped: 26 - 5, // the bridge's, every New connection, Client ... and the broker's own lines
-	}, l)
+	}, exported(l))
+	assert.Empty(t, l.Disruptions(), "the broker's start and stop lines come before and after every arrival")
+}
+
+// exported is l as a caller sees it: what its other lines said about
+// disruptions (Log.Disruptions) left out.
+func exported(l *stormstats.Log) *stormstats.Log {
+	return &stormstats.Log{Format: l.Format, Times: l.Times, Lines: l.Lines, Clients: l.Clients, Lags: l.Lags, Refused: l.Refused, Skipped: l.Skipped}
 }
 
 func TestParseLogFormats(t *testing.T) {
@@ -104,7 +112,7 @@ func TestParseLogFormats(t *testing.T) {
 		// CSV and TSV
 		"devicesim events.csv": {in: "t_s,unix_ms,client_id,outcome,code,lag_ms\n1.0000,1795305094626,dev-1,accepted,0,2.5\n1.5000,1795305095126,dev-2,refused,3,\n",
 			want: stormstats.Log{Format: "events.csv", Times: []time.Duration{time.Second, 1500 * time.Millisecond}, Lines: []int32{2, 3},
-				Clients: []string{"dev-1", "dev-2"}, Lags: []float64{2.5}}},
+				Clients: []string{"dev-1", "dev-2"}, Lags: []float64{2.5}, Refused: []bool{false, true}}},
 		"csv t_s, a device column": {in: "device,t_s\nd1,0.1\nd2,0.3\n",
 			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, Lines: []int32{2, 3},
 				Clients: []string{"d1", "d2"}}},
@@ -163,7 +171,7 @@ func TestParseLogFormats(t *testing.T) {
 	} {
 		l, err := stormstats.ParseLog(strings.NewReader(tc.in), tc.format)
 		require.NoError(t, err, name)
-		assert.Equal(t, &tc.want, l, name)
+		assert.Equal(t, &tc.want, exported(l), name)
 	}
 }
 
@@ -448,6 +456,8 @@ func FuzzParseLog(f *testing.F) {
 		"\xef\xbb\xbf# c\r\n\r\n0.5\r\n1e3\r\n",
 		"1700000000120\n-9e12\n",
 		"0.00000000250001\n",
+		"1: mosquitto version 2.0.11 starting\n2: New client connected from a:1 as a (p2, c1, k30).\n70: Client a closed its connection.\n" +
+			"70: mosquitto version 2.0.11 terminating\n80: New client connected from a:1 as a (p2, c1, k30).\n",
 	}
 	for _, s := range seeds {
 		for k := range len(stormstats.FormatNames) + 1 {
@@ -482,6 +492,18 @@ func FuzzParseLog(f *testing.F) {
 		}
 		if l.Skipped < 0 || l.Skipped+len(l.Times) > int(lines) {
 			t.Fatalf("%d skipped and %d arrivals in %d lines", l.Skipped, len(l.Times), lines)
+		}
+		if l.Refused != nil && len(l.Refused) != len(l.Times) {
+			t.Fatalf("%d refused marks for %d arrivals", len(l.Refused), len(l.Times))
+		}
+		found, recs, err := l.RecoveriesFound()
+		if err != nil || found != nil && len(recs) != len(found)+1 {
+			t.Fatalf("%d disruptions found, %d recoveries: %v", len(found), len(recs), err)
+		}
+		for i, d := range found {
+			if d.At <= slices.Min(l.Times) || i > 0 && d.At <= found[i-1].At || recs[i+1].Count == 0 {
+				t.Fatalf("disruptions %v: not after the first arrival, in order, each with arrivals", found)
+			}
 		}
 	})
 }

@@ -1,0 +1,195 @@
+package stormstats_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+// A broker's log, as mosquitto writes it on whole Unix seconds: lines at
+// times (seconds from unix) that the writer sorts.
+type brokerLog []logLine
+
+type logLine struct {
+	t    float64
+	text string
+}
+
+func (b *brokerLog) start(t float64) {
+	*b = append(*b, logLine{t, "mosquitto version 2.0.11 starting"})
+}
+
+func (b *brokerLog) stop(t float64) {
+	*b = append(*b, logLine{t, "mosquitto version 2.0.11 terminating"})
+}
+
+func (b *brokerLog) connect(t float64, dev int) {
+	*b = append(*b, logLine{t, fmt.Sprintf("New client connected from 10.0.%d.%d:40000 as dev-%d (p2, c1, k30).", dev/250, dev%250, dev)})
+}
+
+func (b *brokerLog) closed(t float64, dev int) {
+	*b = append(*b, logLine{t, fmt.Sprintf("Client dev-%d closed its connection.", dev)})
+}
+
+func (b brokerLog) String() string {
+	slices.SortStableFunc(b, func(x, y logLine) int { return int(math.Floor(x.t) - math.Floor(y.t)) })
+	var s strings.Builder
+	for _, l := range b {
+		fmt.Fprintf(&s, "%d: %s\n", int64(math.Floor(l.t))+unix.Milliseconds()/1000, l.text)
+	}
+	return s.String()
+}
+
+// only keeps the arrival lines, as `grep "New client connected"` does.
+func (b brokerLog) only(prefix string) brokerLog {
+	return slices.DeleteFunc(slices.Clone(b), func(l logLine) bool { return !strings.HasPrefix(l.text, prefix) })
+}
+
+func recoveriesFound(t *testing.T, log string) ([]stormstats.Disruption, []stormstats.Recovery) {
+	t.Helper()
+	l, err := stormstats.ParseLog(strings.NewReader(log), "")
+	require.NoError(t, err)
+	found, recs, err := l.RecoveriesFound()
+	require.NoError(t, err)
+	return found, recs
+}
+
+func verdicts(recs []stormstats.Recovery) []stormstats.Verdict {
+	var v []stormstats.Verdict
+	for _, r := range recs {
+		v = append(v, r.Verdict)
+	}
+	return v
+}
+
+const fleet = 2000
+
+// A broker restarted twice, ten minutes apart, its independent fleet back
+// each time in a smooth decay: the start lines mark the restarts; without
+// them, the same devices back again do. Every recovery reads spread, in
+// every seed; judged as one series, the log reads waves.
+func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
+	for seed := range uint64(seeds()) {
+		r := rand.New(rand.NewPCG(seed, 31))
+		var b brokerLog
+		b.start(-1)
+		for _, at := range []float64{0, 600, 1200} {
+			if at > 0 {
+				b.stop(at)
+				b.start(at + 30)
+			}
+			for dev := range fleet {
+				b.connect(at+30+20*r.ExpFloat64(), dev)
+			}
+		}
+		for name, log := range map[string]string{"the whole log": b.String(), "its arrival lines": b.only("New client").String()} {
+			found, recs := recoveriesFound(t, log)
+			require.Len(t, found, 2, "seed %d, %s", seed, name)
+			if name == "the whole log" {
+				assert.Equal(t, 600*time.Second, found[0].At-unix.Truncate(time.Second), "seed %d", seed)
+				assert.Contains(t, found[0].Why, "terminating")
+			} else {
+				assert.InDelta(t, 630, (found[0].At - unix.Truncate(time.Second)).Seconds(), 1, "seed %d: the first device back", seed)
+				assert.Contains(t, found[0].Why, "arrived again")
+			}
+			assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d, %s", seed, name)
+			assert.Equal(t, stormstats.Spread, stormstats.Overall(recs))
+		}
+		l, err := stormstats.ParseLog(strings.NewReader(b.String()), "")
+		require.NoError(t, err)
+		h, m, _ := l.Histogram()
+		j, err := stormstats.Judge(h, m)
+		require.NoError(t, err)
+		assert.Equal(t, stormstats.Waves, j.Verdict, "seed %d: one series", seed)
+	}
+}
+
+// A five-node cluster restarted node by node, a minute apart, the nodes'
+// logs merged: each node's stop line is a disruption, and the fleet
+// (full jitter, back within seconds on the survivors) reads spread.
+func TestARollingRestartIsARecoveryPerNode(t *testing.T) {
+	const nodes = 5
+	for seed := range uint64(seeds()) {
+		r := rand.New(rand.NewPCG(seed, 37))
+		var b brokerLog
+		for node := range nodes {
+			b.start(-1 - float64(node)/10)
+		}
+		for dev := range fleet {
+			b.connect(5*r.ExpFloat64(), dev)
+		}
+		for node := range nodes {
+			at := 300 + 60*float64(node)
+			b.stop(at)
+			b.start(at + 10)
+			for dev := node; dev < fleet; dev += nodes {
+				b.connect(at+r.Float64()+4*r.ExpFloat64(), dev)
+			}
+		}
+		found, recs := recoveriesFound(t, b.String())
+		require.Len(t, found, nodes, "seed %d", seed)
+		assert.Equal(t, stormstats.Spread, stormstats.Overall(recs), "seed %d: %v", seed, verdicts(recs))
+	}
+}
+
+// What is one storm stays one: the formula's rounds of retries (devicesim's
+// events.csv, refused until admitted), the same after an outage in an
+// accepted-only log, and a link that flaps every few seconds under a
+// 10-minute cap, whose sessions mosquitto shows ending within seconds.
+func TestRoundsOfRetriesAreOneStorm(t *testing.T) {
+	for seed := range uint64(seeds()) {
+		r := rand.New(rand.NewPCG(seed, 41))
+
+		var csv strings.Builder
+		csv.WriteString("t_s,client_id,outcome\n")
+		for dev := range fleet {
+			at := 0.0
+			for k := range 8 {
+				at += math.Min(math.Pow(2, float64(k))+r.Float64(), 32)
+				outcome := "refused"
+				if k == 7 {
+					outcome = "accepted"
+				}
+				fmt.Fprintf(&csv, "%.3f,dev-%d,%s\n", at, dev, outcome)
+			}
+		}
+		found, _ := recoveriesFound(t, csv.String())
+		assert.Empty(t, found, "seed %d: retries refused", seed)
+
+		var b brokerLog
+		b.start(-1)
+		for dev := range fleet {
+			b.connect(5*r.ExpFloat64(), dev)
+			// back in one of the rounds of the formula without jitter
+			b.connect(600+math.Pow(2, float64(r.IntN(5)+1))-1, dev)
+		}
+		found, recs := recoveriesFound(t, b.only("New client").String())
+		require.Len(t, found, 1, "seed %d: the outage, once", seed)
+		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Waves}, verdicts(recs), "seed %d", seed)
+
+		b = b[:0]
+		b.start(-1)
+		for dev := range fleet {
+			b.connect(5*r.ExpFloat64(), dev)
+			at := 300 + r.Float64() // the link starts flapping
+			b.closed(at, dev)
+			for k := range 4 {
+				at += math.Min(math.Pow(2, float64(k+6)), 600) * r.Float64()
+				b.connect(at, dev)
+				at += 2 * r.Float64() // and drops each session within seconds
+				b.closed(at, dev)
+			}
+		}
+		found, _ = recoveriesFound(t, b.String())
+		assert.Len(t, found, 1, "seed %d: the first drop of sessions held since boot, and no more", seed)
+	}
+}
