@@ -10,17 +10,41 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
+
+// interruptGrace is how long an interrupted command has to stop and write
+// what it has; past it devicesim removes the files the run had begun and
+// exits.
+const interruptGrace = 500 * time.Millisecond
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "devicesim:", err)
-		var e *exitError
-		if errors.As(err, &e) {
-			os.Exit(e.code)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr) }()
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		select {
+		case err = <-done:
+		case <-time.After(interruptGrace):
+			unfinished.removeAll()
+			err = errors.New("nothing written")
 		}
-		os.Exit(1)
 	}
+	if err == nil {
+		return
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(os.Stderr, "devicesim: interrupted")
+		os.Exit(130)
+	}
+	fmt.Fprintln(os.Stderr, "devicesim:", err)
+	var e *exitError
+	if errors.As(err, &e) {
+		os.Exit(e.code)
+	}
+	os.Exit(1)
 }

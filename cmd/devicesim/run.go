@@ -175,6 +175,9 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return fmt.Errorf("-events: want on, off or auto, got %q", *events)
 	}
 	writeEvents := *events == "on" || (*events == "auto" && c.Devices <= autoEventsDevices)
+	if err := checkPlan(c, *compare); err != nil {
+		return err
+	}
 	if *metricsAddr != "" {
 		if c.Engine == fleetsim.Virtual {
 			return errors.New("-metrics follows real agents as they run; the virtual engine runs in virtual time")
@@ -205,19 +208,42 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		}
 		errs = append(errs, err)
 		r.Summary(stdout)
-		if werr := r.WriteFiles(filepath.Join(*out, c.Policy)); werr != nil {
+		if werr := writeReport(r, filepath.Join(*out, c.Policy)); werr != nil {
 			return werr
+		}
+		if err != nil && ctx.Err() != nil {
+			return err // interrupted: the policies after it are not run
 		}
 		r.DropEvents() // the table and the chart need only the summary
 		reports = append(reports, r)
 	}
 	fmt.Fprintln(stdout)
 	fleetsim.CompareTable(stdout, reports)
+	charts := []string{filepath.Join(*out, "arrivals.svg"), filepath.Join(*out, "report.html")}
+	unfinished.add(charts...)
 	if err := fleetsim.WriteCharts(*out, reports); err != nil {
 		return err
 	}
+	unfinished.done(charts...)
 	fmt.Fprintf(stdout, "report: %s/report.html (chart: %s/arrivals.svg), one directory per policy\n", *out, *out)
 	return errors.Join(errs...)
+}
+
+// checkPlan checks the run, each policy of compare's, before anything
+// starts or a file is written: the flags, and whether this machine has the
+// memory for the fleet.
+func checkPlan(c fleetsim.Config, compare string) error {
+	policies := []string{c.Policy}
+	if compare != "" {
+		policies = strings.Split(compare, ",")
+	}
+	for _, p := range policies {
+		c.Policy = strings.TrimSpace(p)
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	}
+	return c.CheckFits(fleetsim.AvailableMemory())
 }
 
 // defaultCompare is the embedded default's compare: the mission's formula,
@@ -230,7 +256,7 @@ func runOne(ctx context.Context, c fleetsim.Config, out string, writeEvents bool
 		return err
 	}
 	r.Summary(stdout)
-	if werr := r.WriteFiles(out); werr != nil {
+	if werr := writeReport(r, out); werr != nil {
 		return errors.Join(err, werr)
 	}
 	beside := "report.json, events.csv, arrivals.svg"
@@ -247,25 +273,53 @@ const autoEventsDevices = 1_000_000
 
 // runWritingEvents runs c with its events streamed to dir/events.csv, or
 // to nowhere when not writing them (never kept in memory either way).
+//
+// An interrupted run's report, where Run has one, is marked incomplete;
+// where it has none, the events file goes too.
 func runWritingEvents(ctx context.Context, c fleetsim.Config, dir string, write bool) (*fleetsim.Report, error) {
 	c.Events = io.Discard
 	if err := c.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
 	}
+	events := filepath.Join(dir, "events.csv")
 	if write {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		f, err := os.Create(filepath.Join(dir, "events.csv"))
+		unfinished.add(events)
+		f, err := os.Create(events)
 		if err != nil {
 			return nil, err
 		}
 		defer f.Close()
 		c.Events = f
 	} else {
-		_ = os.Remove(filepath.Join(dir, "events.csv")) // not this run's
+		_ = os.Remove(events) // not this run's
 	}
-	return fleetsim.Run(ctx, c)
+	r, err := fleetsim.Run(ctx, c)
+	switch {
+	case r != nil && ctx.Err() != nil:
+		r.Incomplete = "interrupted"
+	case r == nil && write:
+		_ = os.Remove(events)
+		unfinished.done(events)
+	}
+	return r, err
+}
+
+// writeReport writes r's files into dir; until they are all there, an
+// interrupted devicesim removes them.
+func writeReport(r *fleetsim.Report, dir string) error {
+	files := []string{"events.csv", "report.json", "arrivals.svg", "report.html"}
+	for i, f := range files {
+		files[i] = filepath.Join(dir, f)
+	}
+	unfinished.add(files...)
+	if err := r.WriteFiles(dir); err != nil {
+		return err
+	}
+	unfinished.done(files...)
+	return nil
 }
 
 func delaysCmd(args []string, stdout, stderr io.Writer) error {

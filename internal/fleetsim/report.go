@@ -46,6 +46,9 @@ type Report struct {
 	// DisruptionUnixMS anchors the unscaled times, to merge shards.
 	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
 	Shard            string `json:"shard,omitempty"`
+	// Incomplete says why the run stopped before its end ("interrupted"):
+	// its figures are what it had seen by then.
+	Incomplete string `json:"incomplete,omitempty"`
 	// Telemetry is what the devices' store-and-forward queues did over the
 	// whole run, when it had telemetry.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
@@ -85,8 +88,12 @@ type recoveryJSON struct {
 }
 
 // recoveryOf is the percentiles of each device's recovery time in seconds,
-// sorting xs (AllRecovered is the caller's to set).
+// sorting xs (AllRecovered is the caller's to set); zero when no device
+// recovered (an interrupted run's, say), which JSON can carry and NaN not.
 func recoveryOf(xs []float64) recoveryJSON {
+	if len(xs) == 0 {
+		return recoveryJSON{}
+	}
 	p := stormstats.Percentiles(xs, 50, 95, 99, 100)
 	return recoveryJSON{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
 }
@@ -203,11 +210,18 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 
 // Summary writes the human-readable summary.
 func (r *Report) Summary(w io.Writer) {
+	if r.Incomplete != "" {
+		fmt.Fprintf(w, "INCOMPLETE (%s): what the run had seen when it stopped\n", r.Incomplete)
+	}
 	fmt.Fprintf(w, "%s, %d devices, policy %s, %s transport, time scale %gx (times below are unscaled)\n",
 		r.Scenario, r.Devices, r.Policy, r.Transport, r.TimeScale)
 	rc := r.RecoveryJSON
-	fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
-		rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
+	if rc == (recoveryJSON{}) {
+		fmt.Fprintln(w, "recovery: no device recovered")
+	} else {
+		fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
+			rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
+	}
 	a := r.Attempts
 	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device once the disruption ended\n",
 		a.Total, a.PerDeviceMean, a.PerDeviceMax, a.Refused, a.AfterReturnPerDeviceMean)
