@@ -36,6 +36,12 @@ var (
 	ErrUnconfirmed = errors.New("device: publish not confirmed by a PUBACK on its connection")
 )
 
+// DialFunc opens a connection to broker, an endpoint of Config's, for one
+// attempt: ctx ends when the attempt's connect timeout passes or the agent
+// stops, and the dial should end with it. A DialFunc may be called from
+// the agent's goroutines one attempt at a time; it must not keep ctx.
+type DialFunc func(ctx context.Context, broker *url.URL) (net.Conn, error)
+
 // Config configures an Agent. Broker and ClientID are required; the rest
 // has defaults.
 type Config struct {
@@ -67,7 +73,7 @@ type Config struct {
 	// Dial, if set, opens connections instead of TCP/TLS (the test broker's
 	// in-memory transport, a proxy). An endpoint counts as TLS by its scheme
 	// (ssl, tls, mqtts, tcps), so a Dial must honour the scheme it is given.
-	Dial paho.OpenConnectionFunc
+	Dial DialFunc
 
 	// MaxIncomingPacket bounds one incoming MQTT packet, in bytes of its
 	// remaining length (0 means DefaultMaxIncomingPacket; at least
@@ -454,15 +460,18 @@ func security(u *url.URL) string {
 }
 
 // open is paho's connection function: dial, and watch for the CONNACK.
-// Stopping the agent aborts a TCP or TLS dial (a custom Dial runs to its own
-// end) and closes a connection still in its handshake (see connectOnce).
+// Stopping the agent aborts the dial, its own or Config.Dial's (through its
+// context), and closes a connection still in its handshake (see
+// connectOnce).
 func (a *Agent) open(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	ctx := a.runCtx
 	u := a.endpoints[a.endpoint.Load()] // paho knows only the first
 	var conn net.Conn
 	var err error
 	if a.cfg.Dial != nil {
-		conn, err = a.cfg.Dial(u, o)
+		dctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
+		conn, err = a.cfg.Dial(dctx, u)
+		cancel()
 	} else {
 		conn, err = dialURL(ctx, u, o.ConnectTimeout, a.cfg.TLS)
 	}

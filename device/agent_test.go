@@ -52,7 +52,7 @@ func newRig(t *testing.T, bcfg testbroker.Config, mod func(*device.Config)) *rig
 		OnEvent:  func(e device.Event) { r.events <- e },
 	}
 	if b.Transport() == testbroker.Memory {
-		cfg.Dial = b.Dial
+		cfg.Dial = b.DialContext
 	}
 	if b.Transport() == testbroker.TLS {
 		cfg.TLS, err = b.ClientTLSConfig("dev-1")
@@ -497,11 +497,13 @@ func TestSilentPathIsNoticedThroughKeepalive(t *testing.T) {
 		dial := c.Dial
 		var err error
 		proxy, err = faultproxy.New(faultproxy.Config{Upstream: func(ctx context.Context) (net.Conn, error) {
-			return dial(nil, paho.ClientOptions{ConnectTimeout: bound})
+			ctx, cancel := context.WithTimeout(ctx, bound)
+			defer cancel()
+			return dial(ctx, nil)
 		}})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-		c.Dial = func(*url.URL, paho.ClientOptions) (net.Conn, error) { return proxy.Dial(context.Background()) }
+		c.Dial = func(ctx context.Context, _ *url.URL) (net.Conn, error) { return proxy.Dial(ctx) }
 		c.KeepAlive, c.PingTimeout, c.ConnectTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
 	})
 	r.bootAndConnect()
@@ -525,11 +527,11 @@ func TestFailoverMovesToTheNextEndpointAfterTheWait(t *testing.T) {
 	var primary *testbroker.Broker
 	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
 		c.Failover = []string{standby.URL()}
-		c.Dial = func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+		c.Dial = func(ctx context.Context, u *url.URL) (net.Conn, error) {
 			if u.String() == standby.URL() {
-				return standby.Dial(u, o)
+				return standby.DialContext(ctx, u)
 			}
-			return primary.Dial(u, o)
+			return primary.DialContext(ctx, u)
 		}
 	})
 	primary = r.broker

@@ -52,7 +52,7 @@ func BenchmarkConnectedFootprint(b *testing.B) {
 		h0, s0 := memInUse()
 		agents := make([]*device.Agent, b.N)
 		for i := range agents {
-			a, err := device.New(device.Config{Broker: brk.URL(), ClientID: "dev-" + strconv.Itoa(i), Dial: brk.Dial,
+			a, err := device.New(device.Config{Broker: brk.URL(), ClientID: "dev-" + strconv.Itoa(i), Dial: brk.DialContext,
 				Timing: &tm, Source: rand.NewPCG(uint64(i), 1)})
 			if err != nil {
 				b.Fatal(err)

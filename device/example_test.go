@@ -21,7 +21,7 @@ func ExampleAgent() {
 	agent, err := device.New(device.Config{
 		Broker:   broker.URL(),
 		ClientID: "sensor-42",
-		Dial:     broker.Dial,
+		Dial:     broker.DialContext,
 		Timing:   &timing,
 		OnEvent:  func(e device.Event) { events <- e }, // must not block
 	})

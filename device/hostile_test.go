@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,7 +65,7 @@ func newHostileBroker(t *testing.T, script func(n int, c net.Conn)) *hostileBrok
 	return h
 }
 
-func (h *hostileBroker) dial(*url.URL, paho.ClientOptions) (net.Conn, error) {
+func (h *hostileBroker) dial(context.Context, *url.URL) (net.Conn, error) {
 	device, broker := net.Pipe()
 	h.conns <- broker
 	return spyConn{Conn: device, max: &h.maxRead}, nil

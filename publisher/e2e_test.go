@@ -33,7 +33,7 @@ func fastAgent(t *testing.T, b *testbroker.Broker, events chan device.Event) *de
 	require.NoError(t, err)
 	tm := device.DefaultTiming()
 	tm.Policy, tm.BootSpread, tm.Guard = p, time.Millisecond, nil
-	a, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-1", Dial: b.Dial, Timing: &tm,
+	a, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-1", Dial: b.DialContext, Timing: &tm,
 		Source: rand.NewPCG(1, 2), ConnectTimeout: 2 * time.Second,
 		OnEvent: func(e device.Event) {
 			select {
@@ -169,7 +169,7 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	tm := device.DefaultTiming()
 	tm.Policy, tm.BootSpread, tm.Guard = p, time.Millisecond, nil
 	events := make(chan device.Event, 100)
-	agent, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-p", Dial: b.Dial, Timing: &tm,
+	agent, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-p", Dial: b.DialContext, Timing: &tm,
 		Source: rand.NewPCG(1, 2), PersistentSession: true,
 		OnEvent: func(e device.Event) {
 			select {

@@ -19,7 +19,7 @@ func Example() {
 
 	timing := device.DefaultTiming()
 	timing.BootSpread = 50 * time.Millisecond // a real fleet spreads over seconds
-	agent, err := device.New(device.Config{Broker: broker.URL(), ClientID: "sensor-42", Dial: broker.Dial, Timing: &timing})
+	agent, err := device.New(device.Config{Broker: broker.URL(), ClientID: "sensor-42", Dial: broker.DialContext, Timing: &timing})
 	if err != nil {
 		panic(err)
 	}

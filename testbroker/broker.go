@@ -221,25 +221,35 @@ func (b *Broker) Recorder() *Recorder { return b.rec }
 // is recorded.
 func (b *Broker) Connected() int { return b.rec.Counts().Connected }
 
-// Dial is paho's OpenConnectionFunc for the in-memory transport: it connects
-// to this broker whatever the URL says, waits while the broker is not
-// accepting (up to the client's connect timeout), and fails like a refused TCP
-// connection while the broker is down.
-func (b *Broker) Dial(_ *url.URL, opts paho.ClientOptions) (net.Conn, error) {
+// DialContext connects to this broker over the in-memory transport,
+// whatever the URL says: it waits while the broker is not accepting (until
+// ctx is done) and fails like a refused TCP connection while the broker is
+// down. It is a device.DialFunc.
+func (b *Broker) DialContext(ctx context.Context, _ *url.URL) (net.Conn, error) {
 	if b.cfg.Transport != Memory {
-		return nil, errors.New("testbroker: Dial is for the in-memory transport")
+		return nil, errors.New("testbroker: DialContext is for the in-memory transport")
 	}
 	m := b.ln.mem()
 	if m == nil {
 		return nil, refused(b.cfg.Addr)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(b.ctx, cancel)() // a broker that closes ends the wait
+	return m.dial(ctx)
+}
+
+// Dial is DialContext as paho's OpenConnectionFunc, for paho clients of
+// this broker's own: it waits up to the client's connect timeout (30 s
+// when unset).
+func (b *Broker) Dial(u *url.URL, opts paho.ClientOptions) (net.Conn, error) {
 	timeout := opts.ConnectTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return m.dial(ctx)
+	return b.DialContext(ctx, u)
 }
 
 // ClientOptions returns paho options that reach this broker as a well-behaved

@@ -1,11 +1,11 @@
 package fleetsim
 
 import (
+	"context"
 	"net"
 	"net/url"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -28,12 +28,12 @@ func (r *run) setupStandby(mc *memberConfig) error {
 	mc.failover = []string{standby.URL()}
 	if cfg.Transport == testbroker.Memory {
 		primary, standbyURL := r.broker, standby.URL()
-		mc.dial = func(int) paho.OpenConnectionFunc {
-			return func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+		mc.dial = func(int) device.DialFunc {
+			return func(ctx context.Context, u *url.URL) (net.Conn, error) {
 				if u.String() == standbyURL {
-					return standby.Dial(u, o)
+					return standby.DialContext(ctx, u)
 				}
-				return primary.Dial(u, o)
+				return primary.DialContext(ctx, u)
 			}
 		}
 	}

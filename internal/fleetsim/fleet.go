@@ -27,10 +27,10 @@ type member interface {
 // memberConfig is what every member of a run shares.
 type memberConfig struct {
 	broker                 string
-	failover               []string                            // more endpoints, in turn (failover)
-	metrics                func(i int) device.Metrics          // nil: none
-	tls                    func(i int) (*tls.Config, error)    // an external broker's TLS, when dial is paho's own
-	dial                   func(i int) paho.OpenConnectionFunc // nil: paho's own dialer
+	failover               []string                         // more endpoints, in turn (failover)
+	metrics                func(i int) device.Metrics       // nil: none
+	tls                    func(i int) (*tls.Config, error) // an external broker's TLS, when dial is the agent's own
+	dial                   func(i int) device.DialFunc      // nil: the agent's own dialer
 	timing                 *device.Timing
 	keepAlive, pingTimeout time.Duration
 	// connectTimeout bounds one connect attempt, scaled as every duration.
@@ -200,7 +200,7 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
 		SetMaxReconnectInterval(mc.pahoMaxInterval).SetConnectTimeout(mc.connectTimeout).SetKeepAlive(mc.keepAlive)
 	if mc.dial != nil {
-		opts.SetCustomOpenConnectionFn(mc.dial(i))
+		opts.SetCustomOpenConnectionFn(pahoDial(mc.dial(i)))
 	}
 	l := mc.log
 	opts.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
@@ -254,43 +254,53 @@ func (m *pahoMember) stop(context.Context) error {
 	return nil
 }
 
+// pahoDial is d as paho's own connection function, for paho-default's
+// clients: each dial bounded by the client's connect timeout.
+func pahoDial(d device.DialFunc) paho.OpenConnectionFunc {
+	return func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout)
+		defer cancel()
+		return d(ctx, u)
+	}
+}
+
 // loopbackTLSDialer is loopbackDialer with device i's own client
 // certificate, issued by the broker's CA (mutual TLS). A certificate that
 // cannot be issued fails every dial, and the run says so.
-func loopbackTLSDialer(i int, b *testbroker.Broker) paho.OpenConnectionFunc {
+func loopbackTLSDialer(i int, b *testbroker.Broker) device.DialFunc {
 	cfg, err := b.ClientTLSConfig(clientID(i))
 	if err != nil {
-		return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return nil, err }
+		return func(context.Context, *url.URL) (net.Conn, error) { return nil, err }
 	}
 	return loopbackDialerTLS(i, cfg)
 }
 
 // tlsDialerFor is loopbackDialerTLS with device i's configuration, or a
 // dialer that fails with the reason it has none.
-func tlsDialerFor(i int, cfgFor func(int) (*tls.Config, error)) paho.OpenConnectionFunc {
+func tlsDialerFor(i int, cfgFor func(int) (*tls.Config, error)) device.DialFunc {
 	cfg, err := cfgFor(i)
 	if err != nil {
-		return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return nil, err }
+		return func(context.Context, *url.URL) (net.Conn, error) { return nil, err }
 	}
 	return loopbackDialerTLS(i, cfg)
 }
 
 // loopbackDialerTLS is loopbackDialer with TLS on top.
-func loopbackDialerTLS(i int, cfg *tls.Config) paho.OpenConnectionFunc {
+func loopbackDialerTLS(i int, cfg *tls.Config) device.DialFunc {
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
-	return func(uri *url.URL, opts paho.ClientOptions) (net.Conn, error) {
-		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local, Timeout: opts.ConnectTimeout}, Config: cfg}
-		return d.Dial("tcp", uri.Host)
+	return func(ctx context.Context, uri *url.URL) (net.Conn, error) {
+		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local}, Config: cfg}
+		return d.DialContext(ctx, "tcp", uri.Host)
 	}
 }
 
 // loopbackDialer spreads TCP devices over four loopback source addresses,
 // so a large fleet's reconnect churn does not run one (source, destination)
 // pair out of its ~28,000 ephemeral ports.
-func loopbackDialer(i int) paho.OpenConnectionFunc {
+func loopbackDialer(i int) device.DialFunc {
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
-	return func(uri *url.URL, opts paho.ClientOptions) (net.Conn, error) {
-		d := net.Dialer{LocalAddr: local, Timeout: opts.ConnectTimeout}
-		return d.Dial("tcp", uri.Host)
+	return func(ctx context.Context, uri *url.URL) (net.Conn, error) {
+		d := net.Dialer{LocalAddr: local}
+		return d.DialContext(ctx, "tcp", uri.Host)
 	}
 }

@@ -138,8 +138,8 @@ func (r *run) setupProxy(mc *memberConfig) error {
 	// still counts its sessions until its own keepalive gives up on them.
 	r.obs = deviceObserver{r.devlog}
 	if inMemory {
-		mc.dial = func(int) paho.OpenConnectionFunc {
-			return func(*url.URL, paho.ClientOptions) (net.Conn, error) { return p.Dial(context.Background()) }
+		mc.dial = func(int) device.DialFunc {
+			return func(ctx context.Context, _ *url.URL) (net.Conn, error) { return p.Dial(ctx) }
 		}
 		return nil
 	}
@@ -149,7 +149,7 @@ func (r *run) setupProxy(mc *memberConfig) error {
 	}
 	if t := r.externalTLS; t != nil {
 		mc.broker, mc.tls = "ssl://"+p.Addr(), nil
-		mc.dial = func(i int) paho.OpenConnectionFunc { return tlsDialerFor(i, t) }
+		mc.dial = func(i int) device.DialFunc { return tlsDialerFor(i, t) }
 		return nil
 	}
 	mc.broker, mc.dial = "tcp://"+p.Addr(), loopbackDialer

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/reconnect"
@@ -585,7 +583,7 @@ func (r *run) setup() error {
 		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
 			mc.dial = loopbackDialer
 			if tlsCfg != nil {
-				mc.dial = func(i int) paho.OpenConnectionFunc { return tlsDialerFor(i, tlsCfg) }
+				mc.dial = func(i int) device.DialFunc { return tlsDialerFor(i, tlsCfg) }
 			}
 		} else {
 			mc.tls = tlsCfg
@@ -605,14 +603,14 @@ func (r *run) setup() error {
 		r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
 		switch c.Transport {
 		case Mem:
-			mc.dial = func(int) paho.OpenConnectionFunc { return b.Dial }
+			mc.dial = func(int) device.DialFunc { return b.DialContext }
 		case TCP:
 			mc.dial = loopbackDialer
 		case TLS:
 			if r.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
 				return err
 			}
-			mc.dial = func(i int) paho.OpenConnectionFunc { return loopbackTLSDialer(i, b) }
+			mc.dial = func(i int) device.DialFunc { return loopbackTLSDialer(i, b) }
 		}
 		if c.Scenario == BootStorm && c.AdmitRate > 0 {
 			if err := b.SetAdmission(r.admission); err != nil {
