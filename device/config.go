@@ -230,15 +230,14 @@ type FetcherConfig struct {
 	// Whichever client is used, a redirect is followed only to https (or,
 	// with AllowPlaintext, to the URL's own scheme) on the URL's own host.
 	Client *http.Client
-	// Retry times a round's retries (nil: IoTCore, 1 s base, 1000 ms jitter,
-	// 32 s cap, 5 retries: 1, 2, 4, 8, 16 s plus jitter).
-	Retry *reconnect.Policy
-	// MaxRetryAfter caps a server's Retry-After (0: 5 min).
-	MaxRetryAfter time.Duration
-	// RetryAfterJitter bounds the jitter added to a Retry-After, as
-	// reconnect.Retry.RetryAfterJitter does: 0 its default (a hint h is
-	// waited h + U[0, min(h, 1 min))), a negative value none.
-	RetryAfterJitter time.Duration
+	// Retry times a round's retries as reconnect.Do does: its Policy (nil:
+	// IoTCore, 1 s base, 1000 ms jitter, 32 s cap, 5 retries: 1, 2, 4, 8,
+	// 16 s plus jitter), MaxRetryAfter and RetryAfterJitter (a Retry-After
+	// is a floor: 0 waits a hint h for h + U[0, min(h, 1 min))), Retryable
+	// (nil: 429, every 5xx and a 403 whose body names a rate limit) and
+	// Notify (beside the fetcher's own log line). Its Clock and Source
+	// must be nil: the fetcher's Clock and Source time its refresh too.
+	Retry reconnect.Retry
 	// Refresh is the time between rounds unless the config sets its own (0: 1 h);
 	// each wait is jittered to Refresh x U[0.75, 1.25) so a fleet does not poll
 	// in step, and the first round waits U[0, FirstSpread) (0: 10 s).
@@ -294,8 +293,11 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	case cfg.TLS != nil && cfg.Client != nil:
 		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", ErrInvalid)
 	}
-	if cfg.MaxRetryAfter < 0 || cfg.Refresh < 0 || cfg.FirstSpread < 0 {
+	if cfg.Refresh < 0 || cfg.FirstSpread < 0 {
 		return nil, fmt.Errorf("%w: FetcherConfig durations must be >= 0", ErrInvalid)
+	}
+	if cfg.Retry.Clock != nil || cfg.Retry.Source != nil {
+		return nil, fmt.Errorf("%w: FetcherConfig.Retry's Clock and Source are the fetcher's: set FetcherConfig.Clock and Source", ErrInvalid)
 	}
 	if cfg.Client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -308,12 +310,12 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	c := *cfg.Client // the caller's client keeps its own redirect policy
 	c.CheckRedirect = redirectPolicy(u, cfg.AllowPlaintext)
 	cfg.Client = &c
-	if cfg.Retry == nil {
+	if cfg.Retry.Policy == nil {
 		p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 5})
 		if err != nil {
 			return nil, err
 		}
-		cfg.Retry = p
+		cfg.Retry.Policy = p
 	}
 	if cfg.Refresh == 0 {
 		cfg.Refresh = time.Hour
@@ -380,10 +382,15 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64()) // one round's jitter, from the device's sequence
 	f.mu.Unlock()
 
-	r := reconnect.Retry{Policy: f.cfg.Retry, MaxRetryAfter: f.cfg.MaxRetryAfter, RetryAfterJitter: f.cfg.RetryAfterJitter, Clock: f.clock, Source: src,
-		Notify: func(n reconnect.Notice) {
-			f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
-		}}
+	r := f.cfg.Retry
+	r.Clock, r.Source = f.clock, src
+	notify := r.Notify
+	r.Notify = func(n reconnect.Notice) {
+		f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
+		if notify != nil {
+			notify(n)
+		}
+	}
 	type answer struct {
 		body []byte
 		etag string

@@ -116,7 +116,11 @@ func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
 		{3 * time.Second, 7 * time.Second, 10 * time.Second}, // up to 3 s on top
 		{0, 7 * time.Second, 14 * time.Second},               // the default: up to the hint again
 	} {
-		r := newFetchRigWith(t, nil, func(c *device.FetcherConfig) { c.RetryAfterJitter = tc.jitter })
+		var notices []reconnect.Notice
+		r := newFetchRigWith(t, nil, func(c *device.FetcherConfig) {
+			c.Retry.RetryAfterJitter = tc.jitter
+			c.Retry.Notify = func(n reconnect.Notice) { notices = append(notices, n) }
+		})
 		r.srv.SetConfig("dev-1", []byte(goodDoc))
 		require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
 		err, waits := r.fetch(t)
@@ -124,6 +128,9 @@ func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
 		require.Len(t, waits, 1)
 		assert.GreaterOrEqual(t, waits[0], tc.min, "jitter %v", tc.jitter)
 		assert.LessOrEqual(t, waits[0], tc.max, "jitter %v", tc.jitter)
+		require.Len(t, notices, 1, "the caller's Notify beside the fetcher's log")
+		assert.Equal(t, 7*time.Second, notices[0].Hint)
+		assert.Equal(t, waits[0], notices[0].Delay)
 	}
 }
 
@@ -279,4 +286,7 @@ func TestFetcherRejectsBadConfig(t *testing.T) {
 	assert.ErrorIs(t, err, device.ErrInvalid)
 	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", Refresh: -1})
 	assert.ErrorIs(t, err, device.ErrInvalid)
+	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", AllowPlaintext: true, Retry: reconnect.Retry{Clock: fakeclock.New(t0)}})
+	assert.ErrorIs(t, err, device.ErrInvalid)
+	assert.ErrorContains(t, err, "set FetcherConfig.Clock and Source")
 }

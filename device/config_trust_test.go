@@ -83,7 +83,7 @@ func fetchOnce(t *testing.T, cfg device.FetcherConfig) (error, []device.Event) {
 	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 0})
 	require.NoError(t, err)
 	var events []device.Event
-	cfg.Retry, cfg.Clock, cfg.Source = p, fakeclock.New(t0), rand.NewPCG(5, 5)
+	cfg.Retry.Policy, cfg.Clock, cfg.Source = p, fakeclock.New(t0), rand.NewPCG(5, 5)
 	cfg.OnEvent = func(e device.Event) { events = append(events, e) }
 	f, err := device.NewFetcher(cfg)
 	require.NoError(t, err)
