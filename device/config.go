@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -334,7 +335,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 		f.clock = reconnect.SystemClock
 	}
 	if f.src == nil {
-		f.src = reconnect.NewSource()
+		f.src = jitter.NewSource()
 	}
 	if cfg.Store != nil {
 		doc, etag, err := cfg.Store.Load()
@@ -530,14 +531,14 @@ func (f *Fetcher) NextRefresh() time.Duration {
 	if f.current != nil && f.current.RefreshInterval > 0 {
 		base = time.Duration(f.current.RefreshInterval)
 	}
-	return time.Duration(float64(base) * (0.75 + 0.5*reconnect.Float64(f.src)))
+	return time.Duration(float64(base) * (0.75 + 0.5*jitter.Float64(f.src)))
 }
 
 // Run fetches after U[0, FirstSpread) and then every NextRefresh, until ctx
 // ends. A round that fails is logged; the next scheduled round tries again.
 func (f *Fetcher) Run(ctx context.Context) {
 	f.mu.Lock()
-	wait := time.Duration(reconnect.Float64(f.src) * float64(f.cfg.FirstSpread))
+	wait := time.Duration(jitter.Float64(f.src) * float64(f.cfg.FirstSpread))
 	f.mu.Unlock()
 	for {
 		if reconnect.Sleep(ctx, f.clock, wait) != nil {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -184,7 +185,7 @@ func (m *Machine) Init(timing *Timing, src rand.Source) error {
 		return err
 	}
 	if src == nil {
-		src = reconnect.NewSource()
+		src = jitter.NewSource()
 	}
 	*m = Machine{timing: timing, backoff: *reconnect.NewBackoff(timing.Policy, src)}
 	if g := timing.Guard; g != nil {

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -422,7 +423,7 @@ func (p *Publisher) Flush(ctx context.Context) error {
 func (p *Publisher) Run(ctx context.Context) error {
 	src := p.cfg.Source
 	if src == nil {
-		src = reconnect.NewSource()
+		src = jitter.NewSource()
 	}
 	backoff := reconnect.NewBackoff(p.cfg.Retry, src)
 	for {

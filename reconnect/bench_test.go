@@ -7,6 +7,7 @@ import (
 
 	cenkalti "github.com/cenkalti/backoff/v5"
 
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -63,6 +64,6 @@ func BenchmarkPolicyDelay(b *testing.B) {
 	src := rand.NewPCG(1, 2)
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		sink += p.Delay(i&7, 0, reconnect.Float64(src))
+		sink += p.Delay(i&7, 0, jitter.Float64(src))
 	}
 }

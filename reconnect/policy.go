@@ -1,11 +1,11 @@
 package reconnect
 
 import (
-	crand "crypto/rand"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/jitter"
 )
 
 // RetryForever is the retry cap that never gives up. It must be asked for by
@@ -103,21 +103,9 @@ type Backoff struct {
 // reproducible runs.
 func NewBackoff(p *Policy, src rand.Source) *Backoff {
 	if src == nil {
-		src = NewSource()
+		src = jitter.NewSource()
 	}
 	return &Backoff{policy: p, src: src}
-}
-
-// NewSource returns a PCG source seeded from crypto/rand.
-func NewSource() rand.Source {
-	var b [16]byte
-	_, _ = crand.Read(b[:]) // never fails on supported platforms (Go 1.24+ crashes instead)
-	return rand.NewPCG(binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:]))
-}
-
-// Float64 draws a uniform number in [0, 1) from src, as the shapes expect.
-func Float64(src rand.Source) float64 {
-	return float64(src.Uint64()>>11) * 0x1p-53
 }
 
 // Next returns the wait before the next retry, with now the time of the
@@ -131,7 +119,7 @@ func (b *Backoff) Next(now time.Time) (wait time.Duration, ok bool) {
 	if b.start.IsZero() {
 		b.start = now
 	}
-	d := b.policy.shape.Delay(b.n, b.prev, Float64(b.src))
+	d := b.policy.shape.Delay(b.n, b.prev, jitter.Float64(b.src))
 	if max := b.policy.limits.MaxElapsed; max > 0 && now.Add(d).Sub(b.start) > max {
 		return 0, false
 	}
@@ -157,4 +145,4 @@ func (b *Backoff) SetPolicy(p *Policy) { b.policy = p }
 
 // Float64 draws from b's source: for callers that need a little more jitter
 // from the same per-device sequence.
-func (b *Backoff) Float64() float64 { return Float64(b.src) }
+func (b *Backoff) Float64() float64 { return jitter.Float64(b.src) }

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/jitter"
 )
 
 // ResponsiveConfig configures a [Responsive] sleeper.
@@ -92,7 +94,7 @@ func NewResponsive(cfg ResponsiveConfig, clock Clock, src rand.Source) (*Respons
 		return nil, err
 	}
 	if src == nil {
-		src = NewSource()
+		src = jitter.NewSource()
 	}
 	return &Responsive{cfg: cfg, clock: clockOrSystem(clock), src: src}, nil
 }
@@ -172,7 +174,7 @@ func (r *Responsive) randomizedLocked() time.Duration {
 		return 0
 	}
 	spread := min(time.Duration(float64(r.delay)*r.cfg.RandomizationFactor), r.cfg.MaxRandomization)
-	d := r.delay - spread + time.Duration(Float64(r.src)*float64(2*spread))
+	d := r.delay - spread + time.Duration(jitter.Float64(r.src)*float64(2*spread))
 	return min(max(d, 0), r.cfg.MaxInterval)
 }
 

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/jitter"
 )
 
 // Errors a [Retry] ends with. The error returned is a *RetryError; test it
@@ -165,7 +167,7 @@ var sourceMu sync.Mutex
 // callSource returns a generator for one Do call.
 func (r Retry) callSource() rand.Source {
 	if r.Source == nil {
-		return NewSource()
+		return jitter.NewSource()
 	}
 	sourceMu.Lock()
 	defer sourceMu.Unlock()

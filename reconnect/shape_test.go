@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -119,7 +120,7 @@ func TestBackoffFollowsPolicyWithSeededSource(t *testing.T) {
 	for n := 0; n < 7; n++ {
 		d, ok := b.Next(now)
 		require.True(t, ok, "retry %d", n)
-		u := reconnect.Float64(ref)
+		u := jitter.Float64(ref)
 		want := min(time.Duration(1<<n)*s+time.Duration(u*float64(s)), 32*s)
 		assert.Equal(t, want, d, "retry %d", n)
 	}
@@ -174,7 +175,7 @@ func TestDecorrelatedGrowsFromPreviousWait(t *testing.T) {
 	prev := s
 	for i := 0; i < 50; i++ {
 		d, _ := b.Next(time.Unix(0, 0))
-		want := min(s+time.Duration(reconnect.Float64(ref)*float64(3*prev-s)), 60*s)
+		want := min(s+time.Duration(jitter.Float64(ref)*float64(3*prev-s)), 60*s)
 		require.Equal(t, want, d, "retry %d", i)
 		prev = d
 	}
@@ -190,7 +191,7 @@ func TestFleetSafeKeepsJitterAtTheCap(t *testing.T) {
 	for i := 0; i < 2000; i++ {
 		d, _ := b.Next(time.Unix(0, 0))
 		hi := min(3*prev, 32*s)
-		require.InDelta(t, hi/2+time.Duration(reconnect.Float64(ref)*float64(hi/2)), d, 2, "retry %d", i)
+		require.InDelta(t, hi/2+time.Duration(jitter.Float64(ref)*float64(hi/2)), d, 2, "retry %d", i)
 		require.GreaterOrEqual(t, d, hi/2)
 		require.Less(t, d, hi)
 		if hi == 32*s {
@@ -237,7 +238,7 @@ func TestIoTCoreDelaysAreUniform(t *testing.T) {
 		hi := min(time.Duration(1<<n)*s+s, maxB)
 		xs := make([]float64, draws)
 		for i := range xs {
-			d := p.Delay(n, 0, reconnect.Float64(src))
+			d := p.Delay(n, 0, jitter.Float64(src))
 			require.GreaterOrEqual(t, d, lo, "n=%d", n)
 			require.LessOrEqual(t, d, hi, "n=%d", n)
 			if hi > lo {

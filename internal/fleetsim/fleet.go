@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
@@ -109,7 +110,7 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 	m := &agentMember{a: a, id: cfg.ClientID, every: mc.telemetry}
 	if mc.telemetry > 0 {
 		src := rand.NewPCG(mc.seed, uint64(i)|1<<62)
-		m.phase = time.Duration(reconnect.Float64(src) * float64(mc.telemetry))
+		m.phase = time.Duration(jitter.Float64(src) * float64(mc.telemetry))
 		m.pub, err = publisher.New(publisher.Config{Session: a, Retry: mc.pubRetry, DrainRate: mc.drainRate,
 			PublishTimeout: mc.pubTimeout, Source: src})
 		if err != nil {
