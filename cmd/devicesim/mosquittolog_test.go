@@ -26,7 +26,7 @@ var mosquittoLog = flag.Bool("mosquitto.log", false, "make verdict-mosquitto: st
 // README.md tells a user to, `devicesim judge -expect VERDICT FILE`, and
 // must say what the run says at the proxy (millisecond times): waves for
 // the formula, spread for full jitter, five seeds each. Real time, all ten
-// storms at once (about four minutes, 3,000 devices): make verdict-mosquitto
+// storms at once (under three minutes, 3,000 devices): make verdict-mosquitto
 // runs it; make test does not.
 func TestMosquittosOwnLogIsJudgedAsTheREADMESays(t *testing.T) {
 	if !*mosquittoLog {
