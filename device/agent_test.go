@@ -460,15 +460,15 @@ func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 	first := r.next(device.EventConnected)
 	assert.False(t, first.SessionPresent)
 
-	r.broker.WithholdPubacks(true)
+	r.broker.DropPublishes(true)
 	published := make(chan error, 1)
 	go func() {
 		published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
 	}()
-	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
+	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
 	r.broker.BeginOutage() // the broker restarts
 	r.next(device.EventLost)
-	r.broker.WithholdPubacks(false)
+	r.broker.DropPublishes(false)
 	require.NoError(t, r.broker.EndOutage())
 	r.advanceWait()
 	again := r.next(device.EventConnected)

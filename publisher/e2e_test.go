@@ -205,20 +205,20 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	defer pub.Close()
 	stop := startRun(pub)
 
-	b.WithholdPubacks(true)
+	b.DropPublishes(true)
 	seq, err := pub.Publish("telemetry/dev-p", []byte("precious"))
 	require.NoError(t, err)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
 	b.BeginOutage() // the broker restarts with the message unacknowledged
 	require.NoError(t, b.EndOutage())
 	awaitConnected(true)
 	// paho's resend on the resumed session, then the publisher's own.
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 3 }))
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 3 }))
 	s := pub.Stats()
 	require.Zero(t, s.Delivered, "no PUBACK yet: %+v", s)
 	require.Equal(t, 1, s.Queued)
 
-	b.WithholdPubacks(false)
+	b.DropPublishes(false)
 	b.DropAll() // the next resumed session acknowledges
 	flush(t, pub)
 	require.Equal(t, uint64(1), pub.Stats().Delivered)

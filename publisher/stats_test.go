@@ -62,7 +62,7 @@ func TestDroppedInFlightIsNotDelivered(t *testing.T) {
 	defer p.Close()
 	stop := startRun(p)
 
-	b.HoldPubacks(true)
+	b.DelayPubacks(true)
 	_, err = p.Publish("t", []byte("1"))
 	require.NoError(t, err)
 	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }), "1 is in flight")
@@ -73,7 +73,7 @@ func TestDroppedInFlightIsNotDelivered(t *testing.T) {
 	s := p.Stats()
 	assert.Equal(t, uint64(1), s.DroppedOldest, "1 dropped while in flight")
 	assert.True(t, balanced(s), "%+v", s)
-	b.HoldPubacks(false) // 1's PUBACK, then 2 and 3
+	b.DelayPubacks(false) // 1's PUBACK, then 2 and 3
 	flush(t, p)
 	s = p.Stats()
 	assert.Equal(t, publisher.Stats{Enqueued: 3, Delivered: 2, DroppedOldest: 1}, s)
@@ -175,7 +175,7 @@ func TestExhaustedRetryPolicyDoesNotSpin(t *testing.T) {
 	p, err := publisher.New(publisher.Config{Session: agent, Retry: retry, Clock: clock, PublishTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	defer p.Close()
-	b.WithholdPubacks(true)
+	b.DropPublishes(true)
 	_, err = p.Publish("t", []byte("never acknowledged"))
 	require.NoError(t, err)
 
@@ -185,7 +185,7 @@ func TestExhaustedRetryPolicyDoesNotSpin(t *testing.T) {
 		pending, err := clock.WaitTimers(1, bound) // the minute after each failure
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{time.Minute}, pending)
-		require.Equal(t, attempt, b.Recorder().Counts().Withheld, "one attempt per wait")
+		require.Equal(t, attempt, b.Recorder().Counts().DroppedPublishes, "one attempt per wait")
 		clock.Advance(time.Minute)
 	}
 	select {
@@ -193,14 +193,14 @@ func TestExhaustedRetryPolicyDoesNotSpin(t *testing.T) {
 		require.ErrorIs(t, err, reconnect.ErrExhausted)
 		require.ErrorIs(t, err, context.DeadlineExceeded, "the last publish's own error")
 	case <-time.After(bound):
-		t.Fatalf("Run did not give up; %d attempts so far", b.Recorder().Counts().Withheld)
+		t.Fatalf("Run did not give up; %d attempts so far", b.Recorder().Counts().DroppedPublishes)
 	}
-	assert.Equal(t, 3, b.Recorder().Counts().Withheld)
+	assert.Equal(t, 3, b.Recorder().Counts().DroppedPublishes)
 	s := p.Stats()
 	assert.Equal(t, uint64(3), s.Failures)
 	assert.Equal(t, 1, s.Queued, "the message stays queued")
 
-	b.WithholdPubacks(false)
+	b.DropPublishes(false)
 	stop := startRun(p)
 	flush(t, p)
 	require.ErrorIs(t, stop(), context.Canceled)

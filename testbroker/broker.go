@@ -105,11 +105,11 @@ type Broker struct {
 	started   atomic.Bool
 	closeOnce sync.Once
 
-	admission atomic.Pointer[admission]
-	flapAfter atomic.Int64                  // time.Duration
-	latency   atomic.Int64                  // time.Duration
-	withhold  atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
-	holdAcks  atomic.Pointer[chan struct{}] // while set, PUBACKs wait for it to close
+	admission     atomic.Pointer[admission]
+	flapAfter     atomic.Int64                  // time.Duration
+	latency       atomic.Int64                  // time.Duration
+	dropPublishes atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
+	holdAcks      atomic.Pointer[chan struct{}] // while set, PUBACKs wait for it to close
 
 	sessions sync.Map // client ID -> *trackedConn of its latest session
 
@@ -458,16 +458,16 @@ func (b *Broker) SetConnackLatency(d time.Duration) error {
 	return nil
 }
 
-// WithholdPubacks makes the broker drop every QoS 1 or 2 PUBLISH it reads,
-// unacknowledged and out of the record (Counts.Withheld counts them), as a
+// DropPublishes makes the broker drop every QoS 1 or 2 PUBLISH it reads,
+// unacknowledged and out of the record (Counts.DroppedPublishes counts them), as a
 // broker that fails before storing one does, until called again with false. A client keeps such a message in
 // flight; with a persistent session it resends it on its next connection.
-func (b *Broker) WithholdPubacks(on bool) { b.withhold.Store(on) }
+func (b *Broker) DropPublishes(on bool) { b.dropPublishes.Store(on) }
 
-// HoldPubacks makes the broker record each QoS 1 or 2 PUBLISH as usual but
-// hold back its PUBACK until HoldPubacks(false) (or Close): a client's
+// DelayPubacks makes the broker record each QoS 1 or 2 PUBLISH as usual but
+// hold back its PUBACK until DelayPubacks(false) (or Close): a client's
 // message stays in flight, already received, for as long as a test needs.
-func (b *Broker) HoldPubacks(on bool) {
+func (b *Broker) DelayPubacks(on bool) {
 	if on {
 		ch := make(chan struct{})
 		b.holdAcks.CompareAndSwap(nil, &ch) // already holding: nothing to do
@@ -478,7 +478,7 @@ func (b *Broker) HoldPubacks(on bool) {
 	}
 }
 
-// awaitAck blocks a PUBACK while HoldPubacks is on.
+// awaitAck blocks a PUBACK while DelayPubacks is on.
 func (b *Broker) awaitAck() {
 	if ch := b.holdAcks.Load(); ch != nil {
 		select {
@@ -579,7 +579,7 @@ func ParseAdmissionMode(s string) (AdmissionMode, error) {
 
 // Admission limits new connections to Rate per second with bursts of Burst.
 type Admission struct {
-	Rate  float64 // connections per second, > 0
+	Rate  float64 // connections per second, > 0 (the zero Admission: no limit)
 	Burst int     // >= 1; 0 means 1
 	Mode  AdmissionMode
 }
@@ -589,10 +589,16 @@ type admission struct {
 	lim *rate.Limiter
 }
 
-// SetAdmission turns on admission control, replacing any earlier setting.
+// SetAdmission limits the connections admitted from now on, replacing any
+// earlier setting; the zero Admission lifts the limit (as the fault
+// proxy's does).
 func (b *Broker) SetAdmission(a Admission) error {
+	if a == (Admission{}) {
+		b.admission.Store(nil)
+		return nil
+	}
 	if !(a.Rate > 0) || a.Burst < 0 {
-		return fmt.Errorf("testbroker: admission needs Rate > 0 and Burst >= 0, got %+v", a)
+		return fmt.Errorf("testbroker: admission needs Rate > 0 and Burst >= 0 (or the zero Admission, no limit), got %+v", a)
 	}
 	if a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit {
 		return fmt.Errorf("testbroker: unknown admission mode %d", a.Mode)
@@ -601,9 +607,6 @@ func (b *Broker) SetAdmission(a Admission) error {
 	b.admission.Store(&admission{Admission: a, lim: rate.NewLimiter(rate.Limit(a.Rate), a.Burst)})
 	return nil
 }
-
-// ClearAdmission turns admission control off.
-func (b *Broker) ClearAdmission() { b.admission.Store(nil) }
 
 // admitSocket waits for a token before accepting, in PauseAccepting mode.
 func (b *Broker) admitSocket(ctx context.Context) error {

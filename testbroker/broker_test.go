@@ -116,7 +116,7 @@ func TestEveryTransportConnectsPublishesAndRecords(t *testing.T) {
 
 // A withheld PUBLISH is neither acknowledged nor recorded; a client with a
 // persistent session resends it on its next connection, and then it lands.
-func TestWithholdPubacks(t *testing.T) {
+func TestDropPublishes(t *testing.T) {
 	b := newBroker(t, testbroker.Config{})
 	c := &client{lost: make(chan error, 4)}
 	c.Client = paho.NewClient(b.ClientOptions("dev-p").SetCleanSession(false).
@@ -124,10 +124,10 @@ func TestWithholdPubacks(t *testing.T) {
 	t.Cleanup(func() { c.Disconnect(0) })
 	c.mustConnect(t)
 
-	b.WithholdPubacks(true)
+	b.DropPublishes(true)
 	first := c.Publish("t/dev-p", 1, false, "first")
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Withheld == 1 }))
-	b.WithholdPubacks(false)
+	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
+	b.DropPublishes(false)
 	second := c.Publish("t/dev-p", 1, false, "second")
 	require.True(t, second.WaitTimeout(bound))
 	require.NoError(t, second.Error())
@@ -148,11 +148,11 @@ func TestWithholdPubacks(t *testing.T) {
 
 // A held PUBACK: the message is recorded at once, its acknowledgement
 // waits for the release.
-func TestHoldPubacks(t *testing.T) {
+func TestDelayPubacks(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
 	c := newClient(t, b, "dev-h")
 	c.mustConnect(t)
-	b.HoldPubacks(true)
+	b.DelayPubacks(true)
 	tok := c.Publish("t/dev-h", 1, false, "held")
 	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	select {
@@ -160,7 +160,7 @@ func TestHoldPubacks(t *testing.T) {
 		t.Fatal("acknowledged while held")
 	default:
 	}
-	b.HoldPubacks(false)
+	b.DelayPubacks(false)
 	require.True(t, tok.WaitTimeout(bound))
 	require.NoError(t, tok.Error())
 }
@@ -329,7 +329,7 @@ func TestAdmissionRefuseAnswersServerUnavailable(t *testing.T) {
 			assert.Equal(t, byte(3), a.Code)
 		}
 	}
-	b.ClearAdmission()
+	require.NoError(t, b.SetAdmission(testbroker.Admission{}))
 	c := newClient(t, b, "late")
 	c.mustConnect(t)
 }
@@ -472,7 +472,7 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 	assert.Error(t, err)
 
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	for _, a := range []testbroker.Admission{{Rate: 0}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}} {
+	for _, a := range []testbroker.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}} {
 		assert.Error(t, b.SetAdmission(a), "%+v", a)
 	}
 	assert.Error(t, b.SetFlapping(-time.Second))

@@ -138,7 +138,7 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // runs after it): a client that holds an acknowledgement must never find its
 // message missing from the record.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Qos > 0 && h.b.withhold.Load() {
+	if pk.FixedHeader.Qos > 0 && h.b.dropPublishes.Load() {
 		h.b.rec.withheld()
 		return pk, packets.ErrRejectPacket // mochi drops it: no PUBACK
 	}

@@ -162,7 +162,7 @@ func (r *Recorder) publish(p Publish) {
 func (r *Recorder) withheld() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.counts.Withheld++
+	r.counts.DroppedPublishes++
 	r.notifyLocked()
 }
 
@@ -202,8 +202,8 @@ func (r *Recorder) TakePublishes() []Publish {
 type Counts struct {
 	Attempts, Accepted, Refused, Throttled, Dropped, Pending int
 	Disconnects, Publishes                                   int
-	// Withheld counts the PUBLISHes dropped unacknowledged (WithholdPubacks).
-	Withheld int
+	// DroppedPublishes counts the PUBLISHes dropped unacknowledged (DropPublishes).
+	DroppedPublishes int
 	// Connected is sessions established and not yet ended: a state, which
 	// Reset keeps, rather than a count of events.
 	Connected int
@@ -258,7 +258,7 @@ func (r *Recorder) Reset() {
 	defer r.mu.Unlock()
 	r.resetConnectionsLocked()
 	r.publishes = nil
-	r.counts.Publishes, r.counts.Withheld = 0, 0
+	r.counts.Publishes, r.counts.DroppedPublishes = 0, 0
 	r.notifyLocked()
 }
 

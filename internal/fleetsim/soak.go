@@ -242,7 +242,7 @@ func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc 
 	}
 	recoverErr := r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
-	r.broker.ClearAdmission()
+	_ = r.broker.SetAdmission(testbroker.Admission{}) // lifting the limit cannot fail
 	if recoverErr != nil {
 		return SoakStorm{}, recoverErr
 	}
