@@ -101,7 +101,7 @@ ifneq ($(wildcard cmd/deviceagent/*.go),)
 	  size=$$(stat -c %s $$dir/deviceagent-armv7); \
 	  echo "deviceagent GOARCH=arm GOARM=7, -s -w -trimpath: $$size bytes (budget $(AGENT_BUDGET))"; \
 	  test $$size -le $(AGENT_BUDGET) || { echo "over the firmware size budget"; exit 1; }
-	@if $(GO) list -deps ./cmd/deviceagent | grep -E 'mochi-mqtt|testify|testbroker|gonum|plot|devicesim|prometheus'; then \
+	@if $(GO) list -deps ./cmd/deviceagent | grep -E 'mochi-mqtt|testify|testbroker|configserver|faultproxy|gonum|plot|devicesim|prometheus'; then \
 	  echo "cmd/deviceagent depends on packages a device must not ship"; exit 1; fi
 endif
 

@@ -313,7 +313,7 @@ func TestPublishNeedsSession(t *testing.T) {
 	assert.ErrorIs(t, r.agent.Publish(ctx, "t", 1, false, []byte("x")), device.ErrNotConnected)
 	r.bootAndConnect()
 	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("x")))
-	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 }
 
 func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
@@ -367,7 +367,7 @@ func TestStopIsCleanAndBounded(t *testing.T) {
 	defer cancel()
 	require.NoError(t, r.agent.Stop(ctx))
 	assert.ErrorIs(t, r.agent.Err(), device.ErrStopped)
-	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
 	assert.True(t, strings.Contains(r.agent.Err().Error(), "stopped"))
 }
 
@@ -465,7 +465,7 @@ func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 	go func() {
 		published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
 	}()
-	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
+	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
 	r.broker.BeginOutage() // the broker restarts
 	r.next(device.EventLost)
 	r.broker.DropPublishes(false)
@@ -481,7 +481,7 @@ func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 		t.Fatal("paho never completed the resent publish")
 	}
 	// paho's resend did reach the broker on the resumed session.
-	require.NoError(t, r.broker.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	// A publish on a live connection still succeeds.
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()

@@ -14,16 +14,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/internal/fakeclock"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 const goodDoc = `{"reconnect":{"base":"1s","jitter":"1s","max_backoff":"64s"},"heartbeat_interval":"30s"}`
 
 type fetchRig struct {
-	srv     *testbroker.ConfigServer
+	srv     *configserver.Server
 	clock   *fakeclock.Clock
 	f       *device.Fetcher
 	applied chan device.RemoteConfig
@@ -35,7 +35,7 @@ func newFetchRig(t *testing.T, store device.ConfigStore) *fetchRig {
 }
 
 func newFetchRigWith(t *testing.T, store device.ConfigStore, mod func(*device.FetcherConfig)) *fetchRig {
-	srv := testbroker.NewConfigServer()
+	srv := configserver.NewServer()
 	t.Cleanup(srv.Close)
 	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan device.RemoteConfig, 10), events: make(chan device.Event, 10)}
 	cfg := device.FetcherConfig{URL: srv.DeviceURL("dev-1"), AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3),
@@ -99,7 +99,7 @@ func TestFetchAppliesThenNotModified(t *testing.T) {
 func TestFetch503RetryAfterWaitsAtLeastHint(t *testing.T) {
 	r := newFetchRig(t, nil)
 	r.srv.SetConfig("dev-1", []byte(goodDoc))
-	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
+	require.NoError(t, r.srv.AddFault(configserver.Fault{Kind: configserver.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
 	err, waits := r.fetch(t)
 	require.NoError(t, err)
 	require.Len(t, waits, 1)
@@ -122,7 +122,7 @@ func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
 			c.Retry.Notify = func(n reconnect.Notice) { notices = append(notices, n) }
 		})
 		r.srv.SetConfig("dev-1", []byte(goodDoc))
-		require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
+		require.NoError(t, r.srv.AddFault(configserver.Fault{Kind: configserver.Unavailable, RetryAfter: 7 * time.Second, Times: 1}))
 		err, waits := r.fetch(t)
 		require.NoError(t, err)
 		require.Len(t, waits, 1)
@@ -140,7 +140,7 @@ func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
 func TestFetchRetryAfterDateWithoutRealTimeClock(t *testing.T) {
 	r := newFetchRig(t, nil)
 	r.srv.SetConfig("dev-1", []byte(goodDoc))
-	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 9 * time.Second, AsDate: true, Times: 1}))
+	require.NoError(t, r.srv.AddFault(configserver.Fault{Kind: configserver.Unavailable, RetryAfter: 9 * time.Second, AsDate: true, Times: 1}))
 	err, waits := r.fetch(t)
 	require.NoError(t, err)
 	require.Len(t, waits, 1)
@@ -173,7 +173,7 @@ func TestFetchRetries501(t *testing.T) {
 func TestFetchRetriesRateLimit403ButNot404(t *testing.T) {
 	r := newFetchRig(t, nil)
 	r.srv.SetConfig("dev-1", []byte(goodDoc))
-	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.RateLimited403, Times: 2}))
+	require.NoError(t, r.srv.AddFault(configserver.Fault{Kind: configserver.RateLimited403, Times: 2}))
 	err, waits := r.fetch(t)
 	require.NoError(t, err)
 	require.Len(t, waits, 2)
@@ -181,7 +181,7 @@ func TestFetchRetriesRateLimit403ButNot404(t *testing.T) {
 	assert.GreaterOrEqual(t, waits[1], 2*time.Second)
 
 	r2 := newFetchRig(t, nil)
-	require.NoError(t, r2.srv.AddFault(testbroker.Fault{Kind: testbroker.NotFound}))
+	require.NoError(t, r2.srv.AddFault(configserver.Fault{Kind: configserver.NotFound}))
 	err, waits = r2.fetch(t)
 	assert.ErrorIs(t, err, reconnect.ErrPermanent)
 	assert.Empty(t, waits)
@@ -190,7 +190,7 @@ func TestFetchRetriesRateLimit403ButNot404(t *testing.T) {
 
 func TestFetchGivesUpAfterFiveRetries(t *testing.T) {
 	r := newFetchRig(t, nil)
-	require.NoError(t, r.srv.AddFault(testbroker.Fault{Kind: testbroker.InternalError}))
+	require.NoError(t, r.srv.AddFault(configserver.Fault{Kind: configserver.InternalError}))
 	err, waits := r.fetch(t)
 	assert.ErrorIs(t, err, reconnect.ErrExhausted)
 	require.Len(t, waits, 5)
@@ -203,26 +203,26 @@ func TestFetchGivesUpAfterFiveRetries(t *testing.T) {
 }
 
 func TestBadDocumentsKeepLastGoodConfig(t *testing.T) {
-	cases := map[string]func(*testbroker.ConfigServer){
-		"malformed JSON": func(s *testbroker.ConfigServer) {
-			_ = s.AddFault(testbroker.Fault{Kind: testbroker.MalformedJSON, Times: 1})
+	cases := map[string]func(*configserver.Server){
+		"malformed JSON": func(s *configserver.Server) {
+			_ = s.AddFault(configserver.Fault{Kind: configserver.MalformedJSON, Times: 1})
 		},
-		"oversized": func(s *testbroker.ConfigServer) {
-			_ = s.AddFault(testbroker.Fault{Kind: testbroker.Oversized, Times: 1})
+		"oversized": func(s *configserver.Server) {
+			_ = s.AddFault(configserver.Fault{Kind: configserver.Oversized, Times: 1})
 		},
-		"hostile: jitter zero": func(s *testbroker.ConfigServer) {
+		"hostile: jitter zero": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"reconnect":{"base":"1s","jitter":"0s","max_backoff":"32s"}}`))
 		},
-		"hostile: no backoff": func(s *testbroker.ConfigServer) {
+		"hostile: no backoff": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"reconnect":{"base":"1ms","jitter":"1s","max_backoff":"1ms"}}`))
 		},
-		"hostile: poll every second": func(s *testbroker.ConfigServer) {
+		"hostile: poll every second": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"refresh_interval":"1s"}`))
 		},
-		"wrong type": func(s *testbroker.ConfigServer) {
+		"wrong type": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":30}`))
 		},
-		"unknown key": func(s *testbroker.ConfigServer) {
+		"unknown key": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"reconect":{}}`))
 		},
 	}

@@ -53,7 +53,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 			if first {
 				first = false
 				if fromDevice && !l.sniffed {
-					l.p.rec.sniff(l.seq, buf[:n])
+					l.p.rec.sniff(l.seq, buf[:n], l.p.cfg.Now())
 				}
 				if !fromDevice {
 					l.startFlap()

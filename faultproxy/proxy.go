@@ -13,45 +13,13 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/herdguard/herdguard/fault"
 )
 
-// AdmissionMode is what the proxy does with a connection over its rate.
-type AdmissionMode int
-
-const (
-	// RefuseOverLimit resets the connection at once.
-	RefuseOverLimit AdmissionMode = iota
-	// HoldOverLimit holds the connection, bytes and all, until a token is
-	// free: the broker takes R connects/s off its backlog while the rest
-	// wait, until the client gives up. What the client sends meanwhile is
-	// kept to be passed on, up to MaxHeldBytes; a client that sends more
-	// is reset and recorded as Overflowed.
-	HoldOverLimit
-	// DisconnectOverLimit reads the client's first bytes (its CONNECT) and
-	// then closes, as a service that accepts and then disconnects clients
-	// over its connect rate does.
-	DisconnectOverLimit
-)
-
-func (m AdmissionMode) String() string {
-	switch m {
-	case RefuseOverLimit:
-		return "refuse"
-	case HoldOverLimit:
-		return "hold"
-	case DisconnectOverLimit:
-		return "disconnect"
-	}
-	return fmt.Sprintf("AdmissionMode(%d)", int(m))
-}
-
-// Admission limits the connections let through to Rate per second with
-// bursts of Burst. The zero value lets everything through.
-type Admission struct {
-	Rate  float64
-	Burst int
-	Mode  AdmissionMode
-}
+// A Proxy is a fault.Breaker: a run breaks the path with the same calls as
+// it breaks the test broker.
+var _ fault.Breaker = (*Proxy)(nil)
 
 // MaxHeldBytes is what the proxy keeps of a held connection's bytes while
 // it waits its turn, the CONNECT and anything sent behind it. A device's
@@ -102,7 +70,7 @@ type Proxy struct {
 	outage     bool
 	blackhole  bool
 	limiter    *rate.Limiter
-	mode       AdmissionMode
+	mode       fault.AdmissionMode
 	flap       time.Duration
 	slow       atomic.Bool // latency or jitter set: the pumps ask delay
 	latency    time.Duration
@@ -213,13 +181,13 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		p.rec.decide(seq, Dropped, p.cfg.Now())
+		p.rec.decide(seq, fault.Dropped, p.cfg.Now())
 		resetConn(c)
 		return false
 	}
 	refuse := func() {
 		p.mu.Unlock()
-		p.rec.decide(seq, Refused, p.cfg.Now())
+		p.rec.decide(seq, fault.Refused, p.cfg.Now())
 		if refused != nil {
 			close(refused)
 		}
@@ -242,12 +210,12 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 	if p.limiter != nil {
 		now := p.cfg.Now()
 		switch p.mode {
-		case RefuseOverLimit:
+		case fault.RefuseOverLimit:
 			if !p.limiter.AllowN(now, 1) {
 				refuse()
 				return true
 			}
-		case DisconnectOverLimit:
+		case fault.DisconnectOverLimit:
 			if !p.limiter.AllowN(now, 1) {
 				p.pending[c] = struct{}{}
 				p.wg.Add(1)
@@ -255,7 +223,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 				go p.throttle(seq, c)
 				return true
 			}
-		case HoldOverLimit:
+		case fault.PauseOverLimit:
 			reservation = p.limiter.ReserveN(now, 1)
 			wait = reservation.DelayFrom(now)
 		}
@@ -275,7 +243,7 @@ func (p *Proxy) swallow(seq int, c net.Conn) {
 	defer p.wg.Done()
 	_, _ = io.Copy(io.Discard, c) // until the device gives up or the end of the black hole resets it
 	p.forget(c)
-	p.rec.decide(seq, Dropped, p.cfg.Now())
+	p.rec.decide(seq, fault.Dropped, p.cfg.Now())
 }
 
 // throttle reads the device's first bytes and closes: accepted, then
@@ -286,7 +254,7 @@ func (p *Proxy) throttle(seq int, c net.Conn) {
 	_, _ = c.Read(make([]byte, 512))
 	p.forget(c)
 	_ = c.Close()
-	p.rec.decide(seq, Throttled, p.cfg.Now())
+	p.rec.decide(seq, fault.Throttled, p.cfg.Now())
 }
 
 // admit waits out a held connection's turn, dials the broker, and links
@@ -303,17 +271,17 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 			reservation.Cancel()
 			p.forget(c)
 			_ = c.Close()
-			p.rec.decide(seq, Dropped, p.cfg.Now())
+			p.rec.decide(seq, fault.Dropped, p.cfg.Now())
 			return
 		case overflowed:
 			reservation.Cancel()
 			p.forget(c)
 			resetConn(c) // what it sent is thrown away: the stream cannot resume
-			p.rec.sniff(seq, got)
+			p.rec.sniff(seq, got, p.cfg.Now())
 			id, _ := ConnectClientID(got)
 			p.cfg.Logger.Warn("held connection sent more than the proxy keeps; cut off",
 				"seq", seq, "client", id, "max_held_bytes", MaxHeldBytes)
-			p.rec.decide(seq, Overflowed, p.cfg.Now())
+			p.rec.decide(seq, fault.Overflowed, p.cfg.Now())
 			return
 		}
 		early = got
@@ -324,16 +292,16 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 	if err != nil {
 		p.forget(c)
 		resetConn(c)
-		p.rec.decide(seq, Unreachable, p.cfg.Now())
+		p.rec.decide(seq, fault.Unreachable, p.cfg.Now())
 		return
 	}
 	if len(early) > 0 {
-		p.rec.sniff(seq, early)
+		p.rec.sniff(seq, early, p.cfg.Now())
 		if _, err := up.Write(early); err != nil {
 			p.forget(c)
 			_ = up.Close()
 			resetConn(c)
-			p.rec.decide(seq, Unreachable, p.cfg.Now())
+			p.rec.decide(seq, fault.Unreachable, p.cfg.Now())
 			return
 		}
 	}
@@ -345,12 +313,12 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 		p.mu.Unlock()
 		resetConn(c)
 		_ = up.Close()
-		p.rec.decide(seq, Dropped, p.cfg.Now())
+		p.rec.decide(seq, fault.Dropped, p.cfg.Now())
 		return
 	}
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
-	p.rec.decide(seq, Admitted, p.cfg.Now())
+	p.rec.decide(seq, fault.Accepted, p.cfg.Now())
 	l.run()
 }
 
@@ -462,30 +430,37 @@ func (p *Proxy) DropAll() int {
 }
 
 // BeginOutage drops every connection and refuses new ones until
-// EndOutage: the broker as the devices see it is down.
-func (p *Proxy) BeginOutage() {
+// EndOutage: the broker as the devices see it is down. It returns how many
+// sessions it ended.
+func (p *Proxy) BeginOutage() int {
 	p.mu.Lock()
 	p.outage = true
 	links, pending := p.takeLocked()
 	p.mu.Unlock()
 	closeAll(links, pending, reset)
+	return len(links)
 }
 
-// EndOutage lets connections through again.
-func (p *Proxy) EndOutage() {
+// EndOutage lets connections through again; after Close it is ErrClosed.
+func (p *Proxy) EndOutage() error {
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return ErrClosed
+	}
 	p.outage = false
-	p.mu.Unlock()
+	return nil
 }
 
-// SetAdmission limits the connections let through from now on; the zero
-// Admission lifts the limit.
-func (p *Proxy) SetAdmission(a Admission) error {
-	switch {
-	case a.Rate < 0 || a.Burst < 0:
-		return fmt.Errorf("%w: admission rate %g and burst %d must be >= 0", ErrInvalid, a.Rate, a.Burst)
-	case a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit:
-		return fmt.Errorf("%w: admission mode %v", ErrInvalid, a.Mode)
+// SetAdmission limits the connections let through from now on, replacing
+// any earlier limit; the zero Admission lifts it. Over the limit the proxy
+// resets the connection (RefuseOverLimit), holds it, bytes and all, until a
+// token is free (PauseOverLimit: what the client sends meanwhile is kept,
+// up to MaxHeldBytes, and a client that sends more is reset and recorded as
+// Overflowed), or reads its CONNECT and closes (DisconnectOverLimit).
+func (p *Proxy) SetAdmission(a fault.Admission) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

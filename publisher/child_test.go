@@ -127,7 +127,7 @@ func TestDurableQueueSurvivesSIGKILL(t *testing.T) {
 	const total = 400
 
 	first := startChild(t, b.URL(), db, total)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 60 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 60 }))
 	kill(t, first)
 	before := len(seen(b))
 	require.Less(t, before, total, "killed mid-drain")

@@ -69,7 +69,7 @@ func awaitAllSeen(t *testing.T, b *testbroker.Broker, total int) map[uint64]int 
 		}
 		require.True(t, time.Now().Before(deadline), "only %d of %d sequence numbers arrived", len(got), total)
 		n := b.Recorder().Counts().Publishes
-		_ = b.Recorder().Await(time.Second, func(c testbroker.Counts) bool { return c.Publishes > n })
+		_ = b.Recorder().Await(context.Background(), time.Second, func(c testbroker.Counts) bool { return c.Publishes > n })
 	}
 }
 
@@ -118,7 +118,7 @@ func TestNothingLostAcrossRestartsAndDrops(t *testing.T) {
 		}
 		// Let some of this batch reach the broker, then knock it over.
 		n := len(seen(b))
-		require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes > n }))
+		require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes > n }))
 		for len(events) > 0 {
 			<-events
 		}
@@ -208,12 +208,12 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	b.DropPublishes(true)
 	seq, err := pub.Publish("telemetry/dev-p", []byte("precious"))
 	require.NoError(t, err)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
 	b.BeginOutage() // the broker restarts with the message unacknowledged
 	require.NoError(t, b.EndOutage())
 	awaitConnected(true)
 	// paho's resend on the resumed session, then the publisher's own.
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 3 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 3 }))
 	s := pub.Stats()
 	require.Zero(t, s.Delivered, "no PUBACK yet: %+v", s)
 	require.Equal(t, 1, s.Queued)

@@ -65,7 +65,7 @@ func TestDroppedInFlightIsNotDelivered(t *testing.T) {
 	b.DelayPubacks(true)
 	_, err = p.Publish("t", []byte("1"))
 	require.NoError(t, err)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }), "1 is in flight")
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }), "1 is in flight")
 	for _, m := range []string{"2", "3"} {
 		_, err = p.Publish("t", []byte(m))
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package testbroker_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -195,7 +196,7 @@ func TestScale(t *testing.T) {
 			}
 			wg.Wait()
 			elapsed := time.Since(start)
-			if err := brk.Recorder().Await(time.Minute, func(c testbroker.Counts) bool { return c.Connected >= n-int(failed.Load()) }); err != nil {
+			if err := brk.Recorder().Await(context.Background(), time.Minute, func(c testbroker.Counts) bool { return c.Connected >= n-int(failed.Load()) }); err != nil {
 				t.Fatal(err)
 			}
 			after := memInUse()
@@ -250,7 +251,7 @@ func TestCloseDuringChurn(t *testing.T) {
 				}
 			}()
 		}
-		if err := brk.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects > 200 }); err != nil {
+		if err := brk.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Disconnects > 200 }); err != nil {
 			t.Fatal(err)
 		}
 		closed := make(chan struct{})

@@ -16,7 +16,14 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 	"golang.org/x/time/rate"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/memnet"
 )
+
+// A Broker is a fault.Breaker: a run breaks it with the same calls as the
+// fault proxy in front of any other broker.
+var _ fault.Breaker = (*Broker)(nil)
 
 // Transport is how clients reach the broker.
 type Transport string
@@ -105,7 +112,7 @@ type Broker struct {
 	started   atomic.Bool
 	closeOnce sync.Once
 
-	admission     atomic.Pointer[admission]
+	admission     atomic.Pointer[activeLimit]
 	flapAfter     atomic.Int64                  // time.Duration
 	latency       atomic.Int64                  // time.Duration
 	dropPublishes atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
@@ -231,12 +238,12 @@ func (b *Broker) DialContext(ctx context.Context, _ *url.URL) (net.Conn, error) 
 	}
 	m := b.ln.mem()
 	if m == nil {
-		return nil, refused(b.cfg.Addr)
+		return nil, memnet.Refused(b.cfg.Addr)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(b.ctx, cancel)() // a broker that closes ends the wait
-	return m.dial(ctx)
+	return m.Dial(ctx)
 }
 
 // Dial is DialContext as paho's OpenConnectionFunc, for paho clients of
@@ -541,86 +548,43 @@ func (b *Broker) refusal(clientID string) (ConnackCode, bool) {
 	return c, ok
 }
 
-// AdmissionMode is what the broker does with a connection over its rate.
-type AdmissionMode int
-
-const (
-	// RefuseOverLimit answers CONNACK 3 "server unavailable".
-	RefuseOverLimit AdmissionMode = iota
-	// PauseAccepting stops accepting sockets until a token is free, so new
-	// connections wait in the listen backlog (EMQX max_conn_rate, HiveMQ).
-	PauseAccepting
-	// DisconnectOverLimit accepts, then closes the session right after the
-	// CONNACK (AWS IoT's THROTTLED).
-	DisconnectOverLimit
-)
-
-func (m AdmissionMode) String() string {
-	switch m {
-	case RefuseOverLimit:
-		return "refuse"
-	case PauseAccepting:
-		return "pause"
-	case DisconnectOverLimit:
-		return "disconnect"
-	}
-	return fmt.Sprintf("AdmissionMode(%d)", int(m))
-}
-
-// ParseAdmissionMode parses "refuse", "pause" or "disconnect".
-func ParseAdmissionMode(s string) (AdmissionMode, error) {
-	for _, m := range []AdmissionMode{RefuseOverLimit, PauseAccepting, DisconnectOverLimit} {
-		if m.String() == s {
-			return m, nil
-		}
-	}
-	return 0, fmt.Errorf("testbroker: unknown admission mode %q (refuse, pause, disconnect)", s)
-}
-
-// Admission limits new connections to Rate per second with bursts of Burst.
-type Admission struct {
-	Rate  float64 // connections per second, > 0 (the zero Admission: no limit)
-	Burst int     // >= 1; 0 means 1
-	Mode  AdmissionMode
-}
-
-type admission struct {
-	Admission
+// activeLimit is the limit in force, with its token bucket.
+type activeLimit struct {
+	fault.Admission
 	lim *rate.Limiter
 }
 
 // SetAdmission limits the connections admitted from now on, replacing any
-// earlier setting; the zero Admission lifts the limit (as the fault
-// proxy's does).
-func (b *Broker) SetAdmission(a Admission) error {
-	if a == (Admission{}) {
+// earlier limit; the zero Admission lifts it. Over the limit the broker
+// refuses with CONNACK 3 (RefuseOverLimit), stops accepting sockets
+// (PauseOverLimit: they wait in the listen backlog), or accepts and closes
+// the session right after its CONNACK (DisconnectOverLimit).
+func (b *Broker) SetAdmission(a fault.Admission) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("testbroker: %w", err)
+	}
+	if a == (fault.Admission{}) {
 		b.admission.Store(nil)
 		return nil
 	}
-	if !(a.Rate > 0) || a.Burst < 0 {
-		return fmt.Errorf("testbroker: admission needs Rate > 0 and Burst >= 0 (or the zero Admission, no limit), got %+v", a)
-	}
-	if a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit {
-		return fmt.Errorf("testbroker: unknown admission mode %d", a.Mode)
-	}
 	a.Burst = max(a.Burst, 1)
-	b.admission.Store(&admission{Admission: a, lim: rate.NewLimiter(rate.Limit(a.Rate), a.Burst)})
+	b.admission.Store(&activeLimit{Admission: a, lim: rate.NewLimiter(rate.Limit(a.Rate), a.Burst)})
 	return nil
 }
 
-// admitSocket waits for a token before accepting, in PauseAccepting mode.
+// admitSocket waits for a token before accepting, in fault.PauseOverLimit mode.
 func (b *Broker) admitSocket(ctx context.Context) error {
 	a := b.admission.Load()
-	if a == nil || a.Mode != PauseAccepting {
+	if a == nil || a.Mode != fault.PauseOverLimit {
 		return ctx.Err()
 	}
 	return a.lim.Wait(ctx)
 }
 
 // admitConnect decides, at CONNECT, for the refuse and disconnect modes.
-func (b *Broker) admitConnect(now time.Time) (ok bool, mode AdmissionMode) {
+func (b *Broker) admitConnect(now time.Time) (ok bool, mode fault.AdmissionMode) {
 	a := b.admission.Load()
-	if a == nil || a.Mode == PauseAccepting {
+	if a == nil || a.Mode == fault.PauseOverLimit {
 		return true, 0
 	}
 	return a.lim.AllowN(now, 1), a.Mode

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -99,11 +100,11 @@ func TestEveryTransportConnectsPublishesAndRecords(t *testing.T) {
 			require.True(t, tok.WaitTimeout(bound))
 			require.NoError(t, tok.Error())
 
-			require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+			require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 			att := b.Recorder().Attempts()
 			require.Len(t, att, 1)
 			assert.Equal(t, "dev-1", att[0].ClientID)
-			assert.Equal(t, testbroker.Accepted, att[0].Outcome)
+			assert.Equal(t, fault.Accepted, att[0].Outcome)
 			assert.False(t, att[0].Connect.Before(att[0].Accept))
 			pub := b.Recorder().Publishes()[0]
 			assert.Equal(t, "telemetry/dev-1", pub.Topic)
@@ -126,7 +127,7 @@ func TestDropPublishes(t *testing.T) {
 
 	b.DropPublishes(true)
 	first := c.Publish("t/dev-p", 1, false, "first")
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
 	b.DropPublishes(false)
 	second := c.Publish("t/dev-p", 1, false, "second")
 	require.True(t, second.WaitTimeout(bound))
@@ -142,7 +143,7 @@ func TestDropPublishes(t *testing.T) {
 	require.Equal(t, 1, b.DropAll())
 	<-c.lost
 	c.mustConnect(t)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
 	assert.Equal(t, []byte("first"), b.Recorder().Publishes()[1].Payload, "resent on the resumed session")
 }
 
@@ -154,7 +155,7 @@ func TestDelayPubacks(t *testing.T) {
 	c.mustConnect(t)
 	b.DelayPubacks(true)
 	tok := c.Publish("t/dev-h", 1, false, "held")
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	select {
 	case <-tok.Done():
 		t.Fatal("acknowledged while held")
@@ -174,7 +175,7 @@ func TestMutualTLSRejectsClientWithoutCertificate(t *testing.T) {
 	tok := c.Connect()
 	require.True(t, tok.WaitTimeout(bound))
 	assert.Error(t, tok.Error())
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Dropped == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Dropped == 1 }))
 }
 
 func TestDropAllDisconnectsEveryClient(t *testing.T) {
@@ -192,7 +193,7 @@ func TestDropAllDisconnectsEveryClient(t *testing.T) {
 				assert.Error(t, c.awaitLost(t))
 				assert.False(t, c.IsConnected())
 			}
-			require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects == 5 }))
+			require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Disconnects == 5 }))
 			for _, d := range b.Recorder().Disconnects() {
 				assert.Equal(t, testbroker.CauseDropAll, d.Cause)
 			}
@@ -305,7 +306,7 @@ func connectAll(t *testing.T, b *testbroker.Broker, n int) ([]*client, []error, 
 
 func TestAdmissionRefuseAnswersServerUnavailable(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetAdmission(testbroker.Admission{Rate: 0.001, Burst: 3, Mode: testbroker.RefuseOverLimit}))
+	require.NoError(t, b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 3, Mode: fault.RefuseOverLimit}))
 	_, errs, codes := connectAll(t, b, 10)
 	accepted, refused := 0, 0
 	for i := range errs {
@@ -325,11 +326,11 @@ func TestAdmissionRefuseAnswersServerUnavailable(t *testing.T) {
 	assert.Equal(t, 3, cnt.Accepted)
 	assert.Equal(t, 7, cnt.Refused)
 	for _, a := range b.Recorder().Attempts() {
-		if a.Outcome == testbroker.Refused {
+		if a.Outcome == fault.Refused {
 			assert.Equal(t, byte(3), a.Code)
 		}
 	}
-	require.NoError(t, b.SetAdmission(testbroker.Admission{}))
+	require.NoError(t, b.SetAdmission(fault.Admission{}))
 	c := newClient(t, b, "late")
 	c.mustConnect(t)
 }
@@ -343,7 +344,7 @@ func TestAdmissionPauseMakesSocketsWait(t *testing.T) {
 			}
 			b := newBroker(t, cfg)
 			const perSecond = 40
-			require.NoError(t, b.SetAdmission(testbroker.Admission{Rate: perSecond, Burst: 1, Mode: testbroker.PauseAccepting}))
+			require.NoError(t, b.SetAdmission(fault.Admission{Rate: perSecond, Burst: 1, Mode: fault.PauseOverLimit}))
 			_, errs, _ := connectAll(t, b, 6)
 			for _, err := range errs {
 				assert.NoError(t, err, "paused sockets wait and are then served")
@@ -360,7 +361,7 @@ func TestAdmissionPauseMakesSocketsWait(t *testing.T) {
 
 func TestAdmissionDisconnectAcceptsThenDrops(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetAdmission(testbroker.Admission{Rate: 0.001, Burst: 2, Mode: testbroker.DisconnectOverLimit}))
+	require.NoError(t, b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 2, Mode: fault.DisconnectOverLimit}))
 	cs, errs, codes := connectAll(t, b, 5)
 	for i := range errs {
 		// Every client sees CONNACK 0 (or, if the close races the CONNACK, a
@@ -369,7 +370,7 @@ func TestAdmissionDisconnectAcceptsThenDrops(t *testing.T) {
 			assert.Zero(t, codes[i])
 		}
 	}
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Throttled == 3 && c.Disconnects == 3 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Throttled == 3 && c.Disconnects == 3 }))
 	assert.Equal(t, 2, b.Recorder().Counts().Accepted)
 	lost := 0
 	for _, c := range cs {
@@ -394,7 +395,7 @@ func TestFlappingDropsEachSessionAfterInterval(t *testing.T) {
 		c.mustConnect(t)
 		assert.Error(t, c.awaitLost(t))
 	}
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects == 3 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Disconnects == 3 }))
 	for _, d := range b.Recorder().Disconnects() {
 		assert.Equal(t, testbroker.CauseFlap, d.Cause)
 	}
@@ -434,7 +435,7 @@ func TestRefuseChosenClientIDs(t *testing.T) {
 
 	want := map[string]byte{"bad-creds": 5, "bad-id": 2, "v5-code": 0x87}
 	for _, a := range b.Recorder().Attempts() {
-		if code, ok := want[a.ClientID]; ok && a.Outcome == testbroker.Refused {
+		if code, ok := want[a.ClientID]; ok && a.Outcome == fault.Refused {
 			assert.Equal(t, code, a.Code, a.ClientID)
 			delete(want, a.ClientID)
 		}
@@ -457,7 +458,7 @@ func TestSocketWithoutConnectIsClosedAndRecorded(t *testing.T) {
 	conn, err := net.Dial("tcp", strings.TrimPrefix(b.URL(), "tcp://"))
 	require.NoError(t, err)
 	defer conn.Close()
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Dropped == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Dropped == 1 }))
 	_ = conn.SetReadDeadline(time.Now().Add(bound))
 	_, err = conn.Read(make([]byte, 1))
 	assert.Error(t, err, "the broker closed the idle socket")
@@ -472,7 +473,7 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 	assert.Error(t, err)
 
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	for _, a := range []testbroker.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}} {
+	for _, a := range []fault.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}} {
 		assert.Error(t, b.SetAdmission(a), "%+v", a)
 	}
 	assert.Error(t, b.SetFlapping(-time.Second))
@@ -480,7 +481,7 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 	assert.Error(t, b.OutageFor(0))
 	assert.Error(t, b.Refuse(0, "x"))
 	assert.Error(t, b.Refuse(9, "x"))
-	_, err = testbroker.ParseAdmissionMode("sometimes")
+	_, err = fault.ParseAdmissionMode("sometimes")
 	assert.Error(t, err)
 }
 
@@ -528,7 +529,7 @@ func TestCloseWhileConnectionsArrive(t *testing.T) {
 					}
 				}()
 			}
-			require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Attempts >= 3 }))
+			require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Attempts >= 3 }))
 			require.NoError(t, b.Close())
 			wg.Wait()
 		}
@@ -556,7 +557,7 @@ func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
 	c.mustConnect(t)
 	tok := c.Publish("t", 0, false, "abc")
 	require.True(t, tok.WaitTimeout(bound))
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	assert.Equal(t, []byte("ABC"), b.Recorder().Publishes()[0].Payload)
 
 	b.Recorder().ResetConnections()
@@ -570,7 +571,7 @@ func TestRecorderDigestArrivalsAndCSV(t *testing.T) {
 	assert.Empty(t, b.Recorder().TakePublishes(), "taken once")
 	assert.Equal(t, 1, b.Recorder().Counts().Publishes, "still counted")
 	c.Publish("t", 0, false, "def")
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
 	assert.Len(t, b.Recorder().TakePublishes(), 1, "only what came since")
 
 	b.Recorder().Reset()
@@ -644,9 +645,9 @@ func TestClientGoneBeforeConnackIsNotLeftConnected(t *testing.T) {
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 	cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.CleanSession, cp.Keepalive = "MQTT", 4, "impatient", true, 30
 	require.NoError(t, cp.Write(conn))
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Attempts == 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Attempts == 1 }))
 	require.NoError(t, conn.Close()) // gives up during the broker's latency
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Disconnects == 1 }),
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Disconnects == 1 }),
 		"the session's end was never recorded")
 	assert.Equal(t, 0, b.Connected())
 }

@@ -1,6 +1,7 @@
-// Package testbroker is an in-process MQTT broker (on mochi-mqtt) and an HTTP
-// config server that fail on command and record every attempt, for testing
-// device fleets against the ways real brokers fail.
+// Package testbroker is an in-process MQTT broker (on mochi-mqtt) that fails
+// on command and records every attempt, for testing device fleets against
+// the ways real brokers fail. It is a fault.Breaker, as the fault proxy in
+// front of any other broker is, and records fault.Attempts.
 //
 // A Broker has the shape of httptest.Server: New (NewUnstarted + Start), URL,
 // a blocking Close. Faults can be applied at any time while clients are

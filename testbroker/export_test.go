@@ -1,10 +1,14 @@
 package testbroker
 
-import "time"
+import (
+	"time"
+
+	"github.com/herdguard/herdguard/fault"
+)
 
 // Hooks into the recorder's unexported write path for its benchmark.
 func (r *Recorder) RecordAttemptForBench(now time.Time, id string) {
 	seq := r.accept(now)
 	r.connect(seq, now, id)
-	r.decide(seq, Accepted, 0)
+	r.decide(seq, fault.Accepted, 0)
 }

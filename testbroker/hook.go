@@ -7,6 +7,8 @@ import (
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/herdguard/herdguard/fault"
 )
 
 // hook is where the broker's faults meet mochi's connection lifecycle.
@@ -59,10 +61,10 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 		return h.refuse(cl, tc, code)
 	}
 	if ok, mode := b.admitConnect(now); !ok {
-		if mode == RefuseOverLimit {
+		if mode == fault.RefuseOverLimit {
 			return h.refuse(cl, tc, RefuseServerUnavailable)
 		}
-		tc.throt.Store(true) // DisconnectOverLimit: CONNACK, then close
+		tc.throt.Store(true) // fault.DisconnectOverLimit: CONNACK, then close
 	}
 	return nil
 }
@@ -72,7 +74,7 @@ func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, code ConnackCode) error 
 	if !ok {
 		v5 = packets.Code{Code: byte(code), Reason: "refused"}
 	}
-	h.b.rec.decide(tc.seq, Refused, byte(code))
+	h.b.rec.decide(tc.seq, fault.Refused, byte(code))
 	_ = h.b.srv.SendConnack(cl, v5, false, nil)
 	return v5
 }
@@ -83,9 +85,9 @@ func (h *hook) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
 	if tc := trackedOf(cl); tc != nil {
 		tc.est.Store(true)
 		h.b.sessions.Store(cl.ID, tc)
-		outcome := Accepted
+		outcome := fault.Accepted
 		if tc.throt.Load() {
-			outcome = Throttled
+			outcome = fault.Throttled
 		}
 		h.b.rec.decide(tc.seq, outcome, 0)
 	}

@@ -1,19 +1,19 @@
 package testbroker
 
 import (
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/mochi-mqtt/server/v2/listeners"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/memnet"
 )
 
 // faultListener is the broker's one mochi listener. It owns the real listening
@@ -59,7 +59,7 @@ func (l *faultListener) up() error {
 	var ln net.Listener
 	switch l.b.cfg.Transport {
 	case Memory:
-		ln = newMemListener(l.addr)
+		ln = memnet.Listen(l.addr)
 	default:
 		tcp, err := net.Listen("tcp", l.addr)
 		if err != nil {
@@ -127,10 +127,10 @@ func (l *faultListener) isCurrent(ln net.Listener) bool {
 }
 
 // mem returns the in-memory listener if it is up.
-func (l *faultListener) mem() *memListener {
+func (l *faultListener) mem() *memnet.Listener {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m, _ := l.inner.(*memListener)
+	m, _ := l.inner.(*memnet.Listener)
 	return m
 }
 
@@ -157,7 +157,7 @@ func (l *faultListener) Serve(establish listeners.EstablishFn) {
 			}
 			continue
 		}
-		// In PauseAccepting mode the connection waits here for a token, as it
+		// In fault.PauseOverLimit mode the connection waits here for a token, as it
 		// would in the listen backlog. (Taking the token before Accept would
 		// let the bucket refill while blocked there: a burst of B+1.)
 		if err := l.b.admitSocket(l.b.ctx); err != nil {
@@ -237,63 +237,6 @@ func (c *trackedConn) clientID() string {
 
 // Close records an attempt that ended before any CONNACK as Dropped.
 func (c *trackedConn) Close() error {
-	c.b.rec.decide(c.seq, Dropped, 0)
+	c.b.rec.decide(c.seq, fault.Dropped, 0)
 	return c.Conn.Close()
-}
-
-// memListener is an in-process net.Listener: Dial hands it one end of a
-// net.Pipe. No file descriptors, so 100,000 clients fit in one process.
-type memListener struct {
-	addr   memAddr
-	conns  chan net.Conn
-	done   chan struct{}
-	closer sync.Once
-}
-
-type memAddr string
-
-func (a memAddr) Network() string { return "mem" }
-func (a memAddr) String() string  { return string(a) }
-
-func newMemListener(addr string) *memListener {
-	return &memListener{addr: memAddr(addr), conns: make(chan net.Conn), done: make(chan struct{})}
-}
-
-func (m *memListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-m.conns:
-		return c, nil
-	case <-m.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (m *memListener) Close() error {
-	m.closer.Do(func() { close(m.done) })
-	return nil
-}
-
-func (m *memListener) Addr() net.Addr { return m.addr }
-
-// errRefused looks like a TCP connection refused to the client.
-func refused(addr string) error {
-	return &net.OpError{Op: "dial", Net: "mem", Addr: memAddr(addr), Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-}
-
-// dial connects to m, waiting (as a TCP SYN waits in a listen backlog) until the
-// broker accepts or ctx ends.
-func (m *memListener) dial(ctx context.Context) (net.Conn, error) {
-	client, server := net.Pipe()
-	select {
-	case m.conns <- server:
-		return client, nil
-	case <-m.done:
-		client.Close()
-		server.Close()
-		return nil, refused(string(m.addr))
-	case <-ctx.Done():
-		client.Close()
-		server.Close()
-		return nil, &net.OpError{Op: "dial", Net: "mem", Addr: m.addr, Err: ctx.Err()}
-	}
 }

@@ -9,45 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attemptlog"
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
-
-// Outcome is what became of one connection attempt.
-type Outcome uint8
-
-const (
-	// Pending: accepted at the socket, no decision yet.
-	Pending Outcome = iota
-	// Accepted: CONNACK 0 sent.
-	Accepted
-	// Refused: a CONNACK with a non-zero code was sent (see Attempt.Code).
-	Refused
-	// Throttled: accepted, then disconnected by admission control, as AWS IoT
-	// does to clients over its connect rate.
-	Throttled
-	// Dropped: the socket closed before any CONNACK (no CONNECT sent, broker
-	// went down, the client gave up).
-	Dropped
-)
-
-var outcomeNames = [...]string{"pending", "accepted", "refused", "throttled", "dropped"}
-
-func (o Outcome) String() string {
-	if int(o) < len(outcomeNames) {
-		return outcomeNames[o]
-	}
-	return "outcome(" + strconv.Itoa(int(o)) + ")"
-}
-
-// Attempt is one connection attempt as the broker saw it.
-type Attempt struct {
-	Seq      int       // order of acceptance, from 0
-	Accept   time.Time // when the socket was accepted
-	Connect  time.Time // when the CONNECT packet arrived; zero if it never did
-	ClientID string
-	Outcome  Outcome
-	Code     byte // the MQTT 3.1.1 CONNACK return code sent (0 when accepted)
-}
 
 // Cause says why a session ended.
 type Cause string
@@ -82,16 +47,17 @@ type Publish struct {
 	Payload  []byte // the payload, or Config.PayloadDigest of it
 }
 
-// Recorder keeps every attempt, disconnect and publish a Broker sees. It is
-// safe for concurrent use. Recording appends under a mutex that is never held
-// across I/O; readers get copies.
+// Recorder keeps every attempt, disconnect and publish a Broker sees. Its
+// attempts are fault.Attempts: Accept when the socket was accepted, Connect
+// when the CONNECT arrived (zero if it never did), Decided and Code when the
+// broker answered. It is safe for concurrent use. Recording appends under a
+// mutex that is never held across I/O; readers get copies.
 type Recorder struct {
 	mu          sync.Mutex
-	base        int     // Seq of the first attempt kept: Reset moves it on
-	attempts    chunked // appended in fixed-size chunks: a storm never copies the history
+	log         attemptlog.Log
 	disconnects []Disconnect
 	publishes   []Publish
-	counts      Counts // kept in step with the slices above
+	counts      Counts // all but the attempts' own, which log keeps
 	changed     waitfor.Broadcast
 }
 
@@ -101,23 +67,15 @@ func (r *Recorder) notifyLocked() { r.changed.Notify() }
 func (r *Recorder) accept(at time.Time) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	seq := r.base + r.attempts.len()
-	r.attempts.push(Attempt{Seq: seq, Accept: at})
-	r.counts.Attempts++
-	r.counts.Pending++
+	seq := r.log.Accept(at)
 	r.notifyLocked()
 	return seq
-}
-
-// attemptLocked returns the attempt seq, or nil if Reset has dropped it.
-func (r *Recorder) attemptLocked(seq int) *Attempt {
-	return r.attempts.at(seq - r.base)
 }
 
 func (r *Recorder) connect(seq int, at time.Time, clientID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := r.attemptLocked(seq)
+	a := r.log.At(seq)
 	if a == nil {
 		return
 	}
@@ -126,19 +84,15 @@ func (r *Recorder) connect(seq int, at time.Time, clientID string) {
 }
 
 // decide sets an attempt's outcome once; later calls keep the first answer.
-func (r *Recorder) decide(seq int, o Outcome, code byte) {
+func (r *Recorder) decide(seq int, o fault.Outcome, code byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	a := r.attemptLocked(seq)
-	if a == nil || a.Outcome != Pending {
+	if !r.log.Decide(seq, o, code, time.Now()) {
 		return
 	}
-	*r.counts.of(a.Outcome)--
-	*r.counts.of(o)++
-	if o == Accepted || o == Throttled {
+	if o == fault.Accepted || o == fault.Throttled {
 		r.counts.Connected++
 	}
-	a.Outcome, a.Code = o, code
 	r.notifyLocked()
 }
 
@@ -167,10 +121,10 @@ func (r *Recorder) withheld() {
 }
 
 // Attempts returns a copy of every attempt so far, in order of acceptance.
-func (r *Recorder) Attempts() []Attempt {
+func (r *Recorder) Attempts() []fault.Attempt {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.attempts.all()
+	return r.log.All()
 }
 
 // Disconnects returns a copy of every session end so far.
@@ -198,10 +152,11 @@ func (r *Recorder) TakePublishes() []Publish {
 	return ps
 }
 
-// Counts is a summary of attempts by outcome.
+// Counts is a summary of what the broker saw: its attempts by outcome, and
+// its sessions and messages.
 type Counts struct {
-	Attempts, Accepted, Refused, Throttled, Dropped, Pending int
-	Disconnects, Publishes                                   int
+	fault.Counts
+	Disconnects, Publishes int
 	// DroppedPublishes counts the PUBLISHes dropped unacknowledged (DropPublishes).
 	DroppedPublishes int
 	// Connected is sessions established and not yet ended: a state, which
@@ -216,32 +171,18 @@ func (r *Recorder) Counts() Counts {
 	return r.countsLocked()
 }
 
-func (r *Recorder) countsLocked() Counts { return r.counts }
-
-func (c *Counts) of(o Outcome) *int {
-	switch o {
-	case Accepted:
-		return &c.Accepted
-	case Refused:
-		return &c.Refused
-	case Throttled:
-		return &c.Throttled
-	case Dropped:
-		return &c.Dropped
-	}
-	return &c.Pending
+func (r *Recorder) countsLocked() Counts {
+	k := r.counts
+	k.Counts = r.log.Counts()
+	return k
 }
 
-// Await blocks until cond returns true for the current counts, or fails after
-// the real-time bound timeout. cond is called after every new record, with the
-// recorder locked: it must be quick and must not call the Recorder.
-func (r *Recorder) Await(timeout time.Duration, cond func(Counts) bool) error {
-	return r.AwaitContext(context.Background(), timeout, cond)
-}
-
-// AwaitContext is Await that also gives up, with ctx.Err(), when ctx ends.
-func (r *Recorder) AwaitContext(ctx context.Context, timeout time.Duration, cond func(Counts) bool) error {
-	err := waitfor.UntilContext(ctx, &r.mu, &r.changed, timeout, func() bool { return cond(r.counts) })
+// Await blocks until cond returns true for the current counts, ctx ends
+// (ctx.Err()), or the real-time bound timeout passes. cond is called after
+// every new record, with the recorder locked: it must be quick and must not
+// call the Recorder.
+func (r *Recorder) Await(ctx context.Context, timeout time.Duration, cond func(Counts) bool) error {
+	err := waitfor.UntilContext(ctx, &r.mu, &r.changed, timeout, func() bool { return cond(r.countsLocked()) })
 	switch {
 	case err == nil:
 		return nil
@@ -274,8 +215,7 @@ func (r *Recorder) ResetConnections() {
 }
 
 func (r *Recorder) resetConnectionsLocked() {
-	r.base += r.attempts.len()
-	r.attempts = chunked{}
+	r.log.Reset()
 	r.disconnects = nil
 	r.counts = Counts{Connected: r.counts.Connected, Publishes: r.counts.Publishes}
 }
@@ -288,7 +228,7 @@ const (
 	AtAccept                // the socket accept
 )
 
-func (a Attempt) time(by TimeOf) time.Time {
+func timeOf(a fault.Attempt, by TimeOf) time.Time {
 	if by == AtConnect && !a.Connect.IsZero() {
 		return a.Connect
 	}
@@ -303,7 +243,7 @@ func (r *Recorder) Arrivals(from time.Time, bucket time.Duration, by TimeOf) []i
 	}
 	var counts []int
 	for _, a := range r.Attempts() {
-		d := a.time(by).Sub(from)
+		d := timeOf(a, by).Sub(from)
 		if d < 0 {
 			continue
 		}
@@ -333,39 +273,4 @@ func (r *Recorder) WriteCSV(w io.Writer, from time.Time) error {
 	}
 	cw.Flush()
 	return cw.Error()
-}
-
-const chunkSize = 1024
-
-// chunked is an append-only list of attempts in fixed-size chunks, so that
-// appending never copies what is already there and pointers stay valid.
-type chunked struct {
-	chunks [][]Attempt
-	n      int
-}
-
-func (c *chunked) len() int { return c.n }
-
-func (c *chunked) push(a Attempt) {
-	if c.n%chunkSize == 0 {
-		c.chunks = append(c.chunks, make([]Attempt, 0, chunkSize))
-	}
-	last := len(c.chunks) - 1
-	c.chunks[last] = append(c.chunks[last], a)
-	c.n++
-}
-
-func (c *chunked) at(i int) *Attempt {
-	if i < 0 || i >= c.n {
-		return nil
-	}
-	return &c.chunks[i/chunkSize][i%chunkSize]
-}
-
-func (c *chunked) all() []Attempt {
-	out := make([]Attempt, 0, c.n)
-	for _, ch := range c.chunks {
-		out = append(out, ch...)
-	}
-	return out
 }

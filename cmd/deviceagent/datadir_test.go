@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -38,7 +39,7 @@ func runToConfig(t *testing.T, dir string) (error, string) {
 	b, err := testbroker.New(testbroker.Config{})
 	require.NoError(t, err)
 	defer b.Close()
-	cs := testbroker.NewConfigServer()
+	cs := configserver.NewServer()
 	defer cs.Close()
 	cs.SetConfig("dev-d", []byte(`{"heartbeat_interval":"5s"}`))
 	ctx, stop := context.WithCancel(context.Background())

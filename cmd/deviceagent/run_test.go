@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/testbroker"
@@ -90,7 +91,7 @@ func TestRunPublishesHeartbeatAndStopsCleanly(t *testing.T) {
 	require.NoError(t, err)
 	defer b.Close()
 	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-7", "-heartbeat", "20ms", "-boot-spread", "1ms"})
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 3 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 3 }))
 	require.NoError(t, stop())
 	pubs := b.Recorder().Publishes()
 	assert.Equal(t, "devices/dev-7/heartbeat", pubs[0].Topic)
@@ -110,7 +111,7 @@ func TestRunWithMutualTLSFromFiles(t *testing.T) {
 	require.NoError(t, err)
 	stop, _ := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-tls", "-heartbeat", "20ms", "-boot-spread", "1ms",
 		"-ca", files.CA, "-cert", files.Cert, "-key", files.Key})
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
 	require.NoError(t, stop())
 }
 
@@ -118,7 +119,7 @@ func TestRunAppliesAndStoresRemoteConfig(t *testing.T) {
 	b, err := testbroker.New(testbroker.Config{})
 	require.NoError(t, err)
 	defer b.Close()
-	cs := testbroker.NewConfigServer()
+	cs := configserver.NewServer()
 	defer cs.Close()
 	cs.SetConfig("dev-9", []byte(`{"heartbeat_interval":"5s","reconnect":{"base":"2s","jitter":"1s","max_backoff":"64s"}}`))
 	dir := t.TempDir()
@@ -191,7 +192,7 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
@@ -203,7 +204,7 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 		t.Fatal("deviceagent ignored SIGTERM")
 	}
 	assert.True(t, strings.Contains(stderr.String(), "stopping"), stderr.String())
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
 }
 
 // TestHeartbeatsQueuedDuringOutageSurviveRestart: the first run starts while
@@ -224,7 +225,7 @@ func TestHeartbeatsQueuedDuringOutageSurviveRestart(t *testing.T) {
 	require.NoError(t, b.EndOutage())
 	stop, _ = startRun(t, args)
 	defer func() { require.NoError(t, stop()) }()
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
 	env, err := publisher.DecodeEnvelope(b.Recorder().Publishes()[0].Payload)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(1), env.Seq, "the heartbeat queued while the broker was down came first")
@@ -242,7 +243,7 @@ func TestDamagedQueueIsMovedAsideAndReported(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "queue.db"), garbage, 0o600))
 	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-d", "-heartbeat", "1h", "-boot-spread", "1ms",
 		"-data-dir", dir})
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 2 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 2 }))
 	require.NoError(t, stop())
 	assert.Contains(t, logs.String(), "telemetry queue was damaged")
 
@@ -269,7 +270,7 @@ func TestSharedDataDirIsAClearError(t *testing.T) {
 	dir := t.TempDir()
 	args := []string{"-broker", b.URL(), "-client-id", "dev-s", "-heartbeat", "1h", "-boot-spread", "1ms", "-data-dir", dir}
 	stop, _ := startRun(t, args)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
 	err = run(context.Background(), args, noEnv, &bytes.Buffer{})
 	require.ErrorIs(t, err, publisher.ErrStoreInUse)
 	assert.Contains(t, err.Error(), "in use by another process")

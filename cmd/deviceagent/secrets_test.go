@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -90,7 +91,7 @@ func TestRunLogsNoSecret(t *testing.T) {
 	require.NoError(t, err)
 	pwFile := filepath.Join(dir, "password")
 	require.NoError(t, os.WriteFile(pwFile, []byte("pw-SECRET-file\n"), 0o600))
-	cs := testbroker.NewConfigServer() // answers 404 for this device: the round fails and is logged
+	cs := configserver.NewServer() // answers 404 for this device: the round fails and is logged
 	defer cs.Close()
 	withCreds := strings.Replace(b.URL(), "ssl://", "ssl://dev:url-SECRET-pass@", 1)
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -58,7 +59,7 @@ func TestSIGKILLLoopLosesNothing(t *testing.T) {
 		cmd := startMain(t, &stderr, env...)
 		if wait := r.IntN(26); r.IntN(4) == 0 {
 			atOnce++
-		} else if err := b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= n0+wait }); err != nil {
+		} else if err := b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= n0+wait }); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			t.Fatalf("life %d: %v; stderr:\n%s", life, err, stderr.String())
@@ -70,7 +71,7 @@ func TestSIGKILLLoopLosesNothing(t *testing.T) {
 	var stderr syncBuffer
 	n0 := b.Recorder().Counts().Publishes
 	last := startMain(t, &stderr, env...)
-	require.NoError(t, b.Recorder().Await(bound, func(c testbroker.Counts) bool { return c.Publishes >= n0+5 }))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= n0+5 }))
 	require.NoError(t, last.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, last.Wait(), "stderr:\n%s", stderr.String())
 

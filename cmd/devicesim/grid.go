@@ -12,8 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -43,7 +43,7 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	gc.AdmitModes = nil
 	for _, m := range strings.Split(*modes, ",") {
-		mode, err := testbroker.ParseAdmissionMode(strings.TrimSpace(m))
+		mode, err := fault.ParseAdmissionMode(strings.TrimSpace(m))
 		if err != nil {
 			return fmt.Errorf("-admit-mode: %w", err)
 		}

@@ -14,11 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/term"
+
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
-	"golang.org/x/term"
 )
 
 const usage = `devicesim launches a fleet of real device agents against an in-process
@@ -160,7 +161,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		c.Exe = exe
 	}
 	c.RetryCap = *retryCap
-	mode, err := testbroker.ParseAdmissionMode(*admitMode)
+	mode, err := fault.ParseAdmissionMode(*admitMode)
 	if err != nil {
 		return fmt.Errorf("-admit-mode: %w", err)
 	}

@@ -4,8 +4,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/stormstats"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // builder turns a run's attempts into a report, whichever engine made them:
@@ -87,7 +87,7 @@ func (b *builder) since(at time.Time) time.Duration {
 
 // attempt adds an attempt device dev made at t (unscaled, since the
 // disruption), lag late against its schedule (negative: unknown).
-func (b *builder) attempt(dev int, t time.Duration, o testbroker.Outcome, code int, lag time.Duration) {
+func (b *builder) attempt(dev int, t time.Duration, o fault.Outcome, code int, lag time.Duration) {
 	b.fleet.Add(t)
 	b.events.add(event{t: t, lag: lag, device: int32(dev), code: int32(code), outcome: o})
 	if lag >= 0 {
@@ -101,15 +101,15 @@ func (b *builder) attempt(dev int, t time.Duration, o testbroker.Outcome, code i
 		return
 	}
 	b.tried[dev]++
-	if (b.brokerAt == "" || b.fleetAdmits) && o == testbroker.Accepted {
+	if (b.brokerAt == "" || b.fleetAdmits) && o == fault.Accepted {
 		b.admitted(dev, t)
 	}
 }
 
 // reached adds an attempt by device dev as the broker saw it at t.
-func (b *builder) reached(dev int, t time.Duration, o testbroker.Outcome) {
+func (b *builder) reached(dev int, t time.Duration, o fault.Outcome) {
 	b.broker.Add(t)
-	if o == testbroker.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
+	if o == fault.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
 		b.admitted(dev, t)
 	}
 }

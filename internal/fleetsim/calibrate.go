@@ -7,15 +7,15 @@ import (
 	"io"
 	"math"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/stormstats"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // CalibrationCell is one run both engines make.
 type CalibrationCell struct {
 	Scenario string
 	Policy   string
-	Mode     testbroker.AdmissionMode
+	Mode     fault.AdmissionMode
 	// AdmitRate applies from the broker's return (throttled-restart).
 	AdmitRate float64
 	// TimeScale, if set, is the agents' time scale for this cell instead of
@@ -42,9 +42,9 @@ func CalibrationCells() []CalibrationCell {
 		cells = append(cells,
 			CalibrationCell{Scenario: BrokerRestart, Policy: p},
 			CalibrationCell{Scenario: DropAll, Policy: p},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.RefuseOverLimit, AdmitRate: 200},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.PauseAccepting, AdmitRate: 200},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: testbroker.DisconnectOverLimit, AdmitRate: 200,
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.RefuseOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.PauseOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.DisconnectOverLimit, AdmitRate: 200,
 				TimeScale: hostServes(p)},
 			CalibrationCell{Scenario: Flapping, Policy: p})
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // agentsInVirtualTime is the calibration's agents runner for tests: each
@@ -30,9 +30,9 @@ func agentsInVirtualTime(t *testing.T) fleetsim.AgentsRunner {
 func TestEnginesAgree(t *testing.T) {
 	cells := []fleetsim.CalibrationCell{
 		{Scenario: fleetsim.BrokerRestart, Policy: "iotcore"},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.PauseAccepting, AdmitRate: 30},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.RefuseOverLimit, AdmitRate: 30},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: testbroker.DisconnectOverLimit, AdmitRate: 30},
+		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.PauseOverLimit, AdmitRate: 30},
+		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.RefuseOverLimit, AdmitRate: 30},
+		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
 		{Scenario: fleetsim.Flapping, Policy: "full"},
 	}
 	var list []uint64

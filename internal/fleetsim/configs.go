@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // fetchSpread is how far a fleet spreads the config fetch a push triggers
@@ -24,9 +25,9 @@ func (r *run) setupConfigs() error {
 	// In memory unless the run is over TCP: an in-memory server also runs
 	// in a synctest bubble, in exact virtual time.
 	if r.c.Transport == Mem {
-		r.configs = testbroker.NewMemoryConfigServer()
+		r.configs = configserver.NewMemoryServer()
 	} else {
-		r.configs = testbroker.NewConfigServer()
+		r.configs = configserver.NewServer()
 	}
 	r.configs.SetConfig("", []byte(`{"settings": {"telemetry": "on"}}`))
 	// One transport for the fleet, as many connections as devices up to
@@ -56,9 +57,9 @@ func (r *run) configOutage(ctx context.Context, t0 time.Time) (disruption, error
 	outage, hint := r.c.Outage, r.c.RetryAfter
 	d := disruption{t0: t0, returned: t0.Add(outage)}
 	atEnd := hint == 0
-	for _, f := range []testbroker.Fault{
-		{Kind: testbroker.Unavailable, RetryAfter: hint, RetryAtEnd: atEnd, From: t0, Until: t0.Add(outage / 2)},
-		{Kind: testbroker.TooManyRequests, RetryAfter: hint, RetryAtEnd: atEnd, From: t0.Add(outage / 2), Until: t0.Add(outage)},
+	for _, f := range []configserver.Fault{
+		{Kind: configserver.Unavailable, RetryAfter: hint, RetryAtEnd: atEnd, From: t0, Until: t0.Add(outage / 2)},
+		{Kind: configserver.TooManyRequests, RetryAfter: hint, RetryAtEnd: atEnd, From: t0.Add(outage / 2), Until: t0.Add(outage)},
 	} {
 		if err := r.configs.AddFault(f); err != nil {
 			return d, err
@@ -94,9 +95,9 @@ func (r *run) configAttempts(t0 time.Time) []attempt {
 		if q.Time.Before(t0) {
 			continue
 		}
-		o := testbroker.Refused
+		o := fault.Refused
 		if q.Status == http.StatusOK || q.Status == http.StatusNotModified {
-			o = testbroker.Accepted
+			o = fault.Accepted
 		}
 		out = append(out, attempt{at: q.Time, clientID: q.Device, outcome: o, code: q.Status})
 	}

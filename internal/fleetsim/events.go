@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/herdguard/herdguard/testbroker"
+	"github.com/herdguard/herdguard/fault"
 )
 
 // event is one attempt a device made: tens of millions in a large virtual
@@ -23,7 +23,7 @@ type event struct {
 	lag     time.Duration // unscaled: how late it left against its schedule; negative: unknown
 	device  int32         // the fleet's index: client ID dev-<device>; -1 for a client ID not of that form
 	code    int32         // CONNACK code, or HTTP status (config-outage)
-	outcome testbroker.Outcome
+	outcome fault.Outcome
 }
 
 // eventsHeader is events.csv's: one row an attempt a device made, t_s in
@@ -124,14 +124,6 @@ func writeEvents(path string, events []event, t0 time.Time, timeScale float64) e
 	})
 }
 
-var outcomes = map[string]testbroker.Outcome{}
-
-func init() {
-	for o := testbroker.Pending; o <= testbroker.Dropped; o++ {
-		outcomes[o.String()] = o
-	}
-}
-
 // readEvents reads an events.csv back.
 func readEvents(path string) ([]event, error) {
 	f, err := os.Open(path)
@@ -160,7 +152,7 @@ func readEvents(path string) ([]event, error) {
 		line, _ := cr.FieldPos(0)
 		ts, err0 := strconv.ParseFloat(row[0], 64)
 		code, err1 := strconv.ParseInt(row[4], 10, 32)
-		o, ok := outcomes[row[3]]
+		o, ok := fault.ParseOutcome(row[3])
 		if !ok {
 			err1 = errors.Join(err1, fmt.Errorf("unknown outcome %q", row[3]))
 		}

@@ -13,6 +13,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
@@ -91,11 +92,11 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 			case device.EventConnecting:
 				current = l.begin(e.Time, cfg.ClientID, e.Time.Sub(due))
 			case device.EventConnected:
-				l.end(current, i, testbroker.Accepted, 0)
+				l.end(current, i, fault.Accepted, 0)
 			case device.EventAttemptFailed:
-				o, code := testbroker.Dropped, 0
+				o, code := fault.Dropped, 0
 				if e.Code != device.NoConnack {
-					o, code = testbroker.Refused, e.Code
+					o, code = fault.Refused, e.Code
 				}
 				l.end(current, i, o, code)
 			case device.EventLost:
@@ -215,7 +216,7 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 		case paho.ConnectionNotificationFailed:
 			if l != nil {
 				m.mu.Lock()
-				l.end(m.current, i, testbroker.Dropped, 0)
+				l.end(m.current, i, fault.Dropped, 0)
 				m.mu.Unlock()
 			}
 		}
@@ -223,7 +224,7 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 	opts.SetOnConnectHandler(func(paho.Client) {
 		if l != nil {
 			m.mu.Lock()
-			l.end(m.current, i, testbroker.Accepted, 0)
+			l.end(m.current, i, fault.Accepted, 0)
 			m.mu.Unlock()
 		}
 	})

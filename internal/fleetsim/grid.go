@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/herdguard/herdguard/testbroker"
+	"github.com/herdguard/herdguard/fault"
 )
 
 // GridConfig is a policy grid: which policy brings N devices back through a
@@ -26,7 +26,7 @@ import (
 type GridConfig struct {
 	Devices    []int
 	AdmitRates []float64
-	AdmitModes []testbroker.AdmissionMode
+	AdmitModes []fault.AdmissionMode
 	Policies   []string
 	Outage     time.Duration
 	MaxBackoff time.Duration
@@ -48,7 +48,7 @@ func DefaultGrid() GridConfig {
 		}
 	}
 	return GridConfig{Devices: []int{1000, 10_000, 100_000, 1_000_000}, AdmitRates: []float64{500, 5000, 50_000},
-		AdmitModes: []testbroker.AdmissionMode{testbroker.RefuseOverLimit}, Policies: policies,
+		AdmitModes: []fault.AdmissionMode{fault.RefuseOverLimit}, Policies: policies,
 		Outage: time.Minute, MaxBackoff: 32 * time.Second, Seed: 1}
 }
 
@@ -200,7 +200,7 @@ func (gc GridConfig) validate() error {
 
 // run runs one cell and judges it.
 func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
-	mode, _ := testbroker.ParseAdmissionMode(cell.AdmitMode)
+	mode, _ := fault.ParseAdmissionMode(cell.AdmitMode)
 	c := Default()
 	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
 	c.Outage, c.MaxBackoff, c.Events = gc.Outage, gc.MaxBackoff, io.Discard

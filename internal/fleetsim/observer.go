@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -18,7 +19,7 @@ import (
 type attempt struct {
 	at       time.Time
 	clientID string
-	outcome  testbroker.Outcome
+	outcome  fault.Outcome
 	code     int // CONNACK return code, or HTTP status for config requests
 	// lag is how late the device started it against its own schedule (the
 	// end of its wait): what the host adds. Negative: not known.
@@ -48,7 +49,7 @@ func (o brokerObserver) connected() int { return o.r.Counts().Connected }
 func (o brokerObserver) attempted() int { return o.r.Counts().Attempts }
 
 func (o brokerObserver) await(ctx context.Context, timeout time.Duration, cond func(int) bool) error {
-	return o.r.AwaitContext(ctx, timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
+	return o.r.Await(ctx, timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
 }
 
 func (o brokerObserver) since(t time.Time) []attempt {
@@ -98,7 +99,7 @@ func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]
 func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: testbroker.Pending, lag: lag})
+	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: fault.Pending, lag: lag})
 	if l.stream != nil {
 		fmt.Fprintf(l.stream, "b %d %d %d %s\n", len(l.attempts)-1, at.UnixNano(), int64(lag), clientID)
 	}
@@ -106,7 +107,7 @@ func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int 
 }
 
 // end records an attempt's outcome; a connected device is counted as up.
-func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
+func (l *deviceLog) end(i, device int, o fault.Outcome, code int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if i >= 0 && i < len(l.attempts) {
@@ -115,7 +116,7 @@ func (l *deviceLog) end(i, device int, o testbroker.Outcome, code int) {
 	if l.stream != nil {
 		fmt.Fprintf(l.stream, "e %d %d %d %d\n", i, device, o, code)
 	}
-	if o == testbroker.Accepted && !l.connected[device] {
+	if o == fault.Accepted && !l.connected[device] {
 		l.connected[device] = true
 		l.up++
 	}
@@ -131,7 +132,7 @@ func (l *deviceLog) awaitSettled(ctx context.Context, timeout time.Duration) {
 	next := l.from
 	_ = waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
 		for ; next < len(l.attempts); next++ {
-			if l.attempts[next].outcome == testbroker.Pending {
+			if l.attempts[next].outcome == fault.Pending {
 				return false
 			}
 		}

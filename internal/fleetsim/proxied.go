@@ -12,10 +12,10 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/certs"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // Scenarios that break the network path rather than the broker: the fault
@@ -156,50 +156,22 @@ func (r *run) setupProxy(mc *memberConfig) error {
 	return nil
 }
 
-// proxyAdmission is the run's admission limit in the proxy's terms.
-func (r *run) proxyAdmission() faultproxy.Admission {
-	a := faultproxy.Admission{Rate: r.admission.Rate, Burst: r.admission.Burst}
-	switch r.admission.Mode {
-	case testbroker.PauseAccepting:
-		a.Mode = faultproxy.HoldOverLimit
-	case testbroker.DisconnectOverLimit:
-		a.Mode = faultproxy.DisconnectOverLimit
-	}
-	return a
-}
-
 // setAdmission applies the run's admission limit where the run can: the
 // in-process broker's own, or the proxy in front of an external one.
 func (r *run) setAdmission() error {
 	if r.broker != nil {
 		return r.broker.SetAdmission(r.admission)
 	}
-	return r.proxy.SetAdmission(r.proxyAdmission())
+	return r.proxy.SetAdmission(r.admission)
 }
 
-// breaker is what a run's disruption acts on: the in-process broker, or
-// the fault proxy in the devices' path.
-type breaker interface {
-	DropAll() int
-	BeginOutage()
-	EndOutage() error
-	SetFlapping(d time.Duration) error
-}
-
-type brokerBreaker struct{ *testbroker.Broker }
-
-func (b brokerBreaker) BeginOutage() { b.Broker.BeginOutage() }
-
-type proxyBreaker struct{ *faultproxy.Proxy }
-
-func (p proxyBreaker) EndOutage() error { p.Proxy.EndOutage(); return nil }
-
-// breaker is the run's: the proxy when one stands in the path.
-func (r *run) breaker() breaker {
+// breaker is what the run's disruption acts on: the fault proxy when one
+// stands in the devices' path, else the in-process broker.
+func (r *run) breaker() fault.Breaker {
 	if r.proxy != nil {
-		return proxyBreaker{r.proxy}
+		return r.proxy
 	}
-	return brokerBreaker{r.broker}
+	return r.broker
 }
 
 // breakPath is the disruption of the path's own faults, through the proxy.
@@ -230,19 +202,9 @@ func (r *run) breakPath(ctx context.Context) error {
 func proxySaw(p *faultproxy.Proxy, t time.Time) []attempt {
 	var out []attempt
 	for _, a := range p.Recorder().Attempts() {
-		if a.Accept.Before(t) {
-			continue
+		if !a.Accept.Before(t) {
+			out = append(out, attempt{at: a.Accept, clientID: a.ClientID, outcome: a.Outcome, lag: -1})
 		}
-		o := testbroker.Dropped
-		switch a.Outcome {
-		case faultproxy.Admitted:
-			o = testbroker.Accepted
-		case faultproxy.Refused:
-			o = testbroker.Refused
-		case faultproxy.Throttled:
-			o = testbroker.Throttled
-		}
-		out = append(out, attempt{at: a.Accept, clientID: a.ClientID, outcome: o, lag: -1})
 	}
 	return out
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/device"
-	"github.com/herdguard/herdguard/testbroker"
+	"github.com/herdguard/herdguard/fault"
 )
 
 // A run through the fault proxy whose agents do not fit beside it (three
@@ -75,7 +75,7 @@ func (l *deviceLog) follow(rd io.Reader, m LiveMetrics) error {
 			if err != nil {
 				return fmt.Errorf("child event %q: %w", sc.Text(), err)
 			}
-			i, dev, o := -1, int(n[2]), testbroker.Outcome(n[3])
+			i, dev, o := -1, int(n[2]), fault.Outcome(n[3])
 			if n[1] >= 0 {
 				i = ours[n[1]]
 			}
@@ -96,12 +96,12 @@ func (l *deviceLog) follow(rd io.Reader, m LiveMetrics) error {
 }
 
 // tellMetrics is an attempt's end as the agent's own metrics hook sees it.
-func tellMetrics(d device.Metrics, o testbroker.Outcome) {
+func tellMetrics(d device.Metrics, o fault.Outcome) {
 	switch o {
-	case testbroker.Accepted:
+	case fault.Accepted:
 		d.Attempt(device.AttemptAccepted)
 		d.SessionUp()
-	case testbroker.Refused:
+	case fault.Refused:
 		d.Attempt(device.AttemptRefused)
 	default:
 		d.Attempt(device.AttemptFailed)

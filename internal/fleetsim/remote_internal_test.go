@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/testbroker"
+	"github.com/herdguard/herdguard/fault"
 )
 
 // What a child's device log streams, the parent's log follows into the
@@ -25,10 +25,10 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 
 	t0 := time.Unix(1700000000, 0)
 	a := child.begin(t0, "dev-000003", 5*time.Millisecond)
-	child.end(a, 3, testbroker.Accepted, 0)
+	child.end(a, 3, fault.Accepted, 0)
 	b := child.begin(t0.Add(time.Second), "dev-000007", -1)
-	child.end(b, 7, testbroker.Refused, 3)
-	child.end(-1, 7, testbroker.Dropped, 0) // an end with no begin seen
+	child.end(b, 7, fault.Refused, 3)
+	child.end(-1, 7, fault.Dropped, 0) // an end with no begin seen
 	child.lost(t0.Add(2*time.Second), 3)
 	st.close()
 	require.NoError(t, pw.Close())
@@ -36,8 +36,8 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 
 	got := parent.since(t0)
 	require.Len(t, got, 2)
-	assert.Equal(t, attempt{at: t0, clientID: "dev-000003", outcome: testbroker.Accepted, lag: 5 * time.Millisecond}, got[0])
-	assert.Equal(t, attempt{at: t0.Add(time.Second), clientID: "dev-000007", outcome: testbroker.Refused, code: 3, lag: -1}, got[1])
+	assert.Equal(t, attempt{at: t0, clientID: "dev-000003", outcome: fault.Accepted, lag: 5 * time.Millisecond}, got[0])
+	assert.Equal(t, attempt{at: t0.Add(time.Second), clientID: "dev-000007", outcome: fault.Refused, code: 3, lag: -1}, got[1])
 	assert.Equal(t, []time.Duration{2 * time.Second}, parent.noticed(t0))
 	assert.Zero(t, parent.connectedCount(), "device 3 connected, then lost its session")
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // In virtual time a seed is a run: every scenario that runs in a bubble
@@ -41,7 +41,7 @@ func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 		"config-outage": func(c *fleetsim.Config) { c.Scenario = fleetsim.ConfigOutage },
 		"telemetry":     func(c *fleetsim.Config) { c.Telemetry = 1 },
 	}
-	for _, m := range []testbroker.AdmissionMode{testbroker.RefuseOverLimit, testbroker.PauseAccepting, testbroker.DisconnectOverLimit} {
+	for _, m := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
 		cases["throttled-restart, "+m.String()] = func(c *fleetsim.Config) {
 			c.Scenario, c.AdmitRate, c.AdmitBurst, c.AdmitMode = fleetsim.ThrottledRestart, 20, 2, m
 		}

@@ -16,7 +16,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
@@ -120,7 +122,7 @@ type Config struct {
 	// if unset); other scenarios from the disruption on.
 	AdmitRate  float64
 	AdmitBurst int
-	AdmitMode  testbroker.AdmissionMode
+	AdmitMode  fault.AdmissionMode
 	// Bound, if > 0, is how long (unscaled) after the disruption a run
 	// waits for its fleet before ending unrecovered; 0 sets one from the
 	// outage, the cap and the admission rate.
@@ -324,13 +326,13 @@ type run struct {
 	c         Config
 	timing    device.Timing
 	broker    *testbroker.Broker // nil against an external broker
-	configs   *testbroker.ConfigServer
+	configs   *configserver.Server
 	obs       observer
 	devlog    *deviceLog // every attempt the devices made here (or, through the proxy, in children)
 	ids       []int
 	members   []member
 	fetchers  []*device.Fetcher
-	admission testbroker.Admission
+	admission fault.Admission
 	// a TCP fleet too large for one process runs its agents in children
 	children     []*child
 	childDir     string
@@ -556,7 +558,7 @@ func (r *run) setup() error {
 		mc.pahoBootSpread = 0 // paho has no boot spread: every device dials at power-on
 	}
 	if c.AdmitRate > 0 {
-		r.admission = testbroker.Admission{Rate: c.AdmitRate * c.TimeScale, Burst: max(c.AdmitBurst, 1), Mode: c.AdmitMode}
+		r.admission = fault.Admission{Rate: c.AdmitRate * c.TimeScale, Burst: max(c.AdmitBurst, 1), Mode: c.AdmitMode}
 		if r.admission.Rate > HostAdmitLimit {
 			r.warn("the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale",
 				r.admission.Rate, HostAdmitLimit)
@@ -856,7 +858,7 @@ func (r *run) report(d disruption) (*Report, error) {
 	}
 	if r.proxy != nil {
 		k := r.proxy.Recorder().Counts()
-		rep.Proxy = &ProxyCounts{Admitted: k.Admitted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
+		rep.Proxy = &ProxyCounts{Admitted: k.Accepted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
 			Unreachable: k.Unreachable, Overflowed: k.Overflowed}
 	}
 	return rep, nil

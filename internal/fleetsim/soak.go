@@ -9,9 +9,9 @@ import (
 	"runtime/metrics"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // Mixed is a soak's worst storm: the broker restarts, comes back throttled
@@ -225,7 +225,7 @@ var ErrSoakFailed = errors.New("fleetsim: soak failed")
 func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc *receiver) (SoakStorm, error) {
 	n := len(r.ids)
 	r.c.Scenario, r.c.AdmitRate = kind, 0
-	throttle := testbroker.Admission{Rate: admitRate * r.c.TimeScale, Burst: max(1, int(admitRate/20)), Mode: testbroker.RefuseOverLimit}
+	throttle := fault.Admission{Rate: admitRate * r.c.TimeScale, Burst: max(1, int(admitRate/20)), Mode: fault.RefuseOverLimit}
 	var d disruption
 	var err error
 	switch kind {
@@ -242,7 +242,7 @@ func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc 
 	}
 	recoverErr := r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
-	_ = r.broker.SetAdmission(testbroker.Admission{}) // lifting the limit cannot fail
+	_ = r.broker.SetAdmission(fault.Admission{}) // lifting the limit cannot fail
 	if recoverErr != nil {
 		return SoakStorm{}, recoverErr
 	}
@@ -265,7 +265,7 @@ func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc 
 
 // mixedStorm: the broker restarts, comes back throttled, and drops everyone
 // once half the fleet is back.
-func (r *run) mixedStorm(ctx context.Context, throttle testbroker.Admission) (disruption, error) {
+func (r *run) mixedStorm(ctx context.Context, throttle fault.Admission) (disruption, error) {
 	b := r.broker
 	d := disruption{t0: time.Now()}
 	b.Recorder().ResetConnections()

@@ -10,8 +10,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // Engines a run can name.
@@ -280,7 +280,7 @@ func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
 
 // record notes an attempt device i made at now as the device made it and,
 // if it reached the broker, as the broker saw it (seen: when it took it).
-func (v *virtualFleet) record(i int, now time.Duration, o testbroker.Outcome, code int, seen time.Duration) {
+func (v *virtualFleet) record(i int, now time.Duration, o fault.Outcome, code int, seen time.Duration) {
 	if now < v.t0 {
 		return // the boot before the disruption is setup, not measurement
 	}
@@ -295,43 +295,43 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 	m := &v.machine[i]
 	at := v.at(now)
 	if now >= v.down[0] && now < v.down[1] {
-		v.record(i, now, testbroker.Dropped, 0, -1)
+		v.record(i, now, fault.Dropped, 0, -1)
 		v.schedule(i, now, m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 		return
 	}
 	if v.lim != nil && now >= v.limFrom {
 		switch v.c.AdmitMode {
-		case testbroker.RefuseOverLimit:
+		case fault.RefuseOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				v.record(i, now, testbroker.Refused, 3, now)
+				v.record(i, now, fault.Refused, 3, now)
 				v.schedule(i, now, m.Result(at, device.Result{Code: 3}))
 				return
 			}
-		case testbroker.PauseAccepting: // the socket waits for a token, up to the connect timeout
+		case fault.PauseOverLimit: // the socket waits for a token, up to the connect timeout
 			res := v.lim.ReserveN(at, 1)
 			if wait := res.DelayFrom(at); wait > 0 {
 				if wait > connectTimeout {
 					// The device gives up first; the broker never took the
 					// socket off its backlog, so it never saw it.
 					res.CancelAt(at)
-					v.record(i, now, testbroker.Dropped, 0, -1)
+					v.record(i, now, fault.Dropped, 0, -1)
 					v.push(vevent{at: now + connectTimeout, dev: int32(i), kind: vResult, code: device.NoConnack})
 					return
 				}
-				v.record(i, now, testbroker.Accepted, 0, now+wait) // taken off the backlog when a token frees
+				v.record(i, now, fault.Accepted, 0, now+wait) // taken off the backlog when a token frees
 				v.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
 				return
 			}
-		case testbroker.DisconnectOverLimit:
+		case fault.DisconnectOverLimit:
 			if !v.lim.AllowN(at, 1) {
-				v.record(i, now, testbroker.Throttled, 0, now)
+				v.record(i, now, fault.Throttled, 0, now)
 				v.schedule(i, now, m.Result(at, device.Result{}))
 				v.lose(i, now)
 				return
 			}
 		}
 	}
-	v.record(i, now, testbroker.Accepted, 0, now)
+	v.record(i, now, fault.Accepted, 0, now)
 	if now >= v.flap[0] && now < v.flap[1] {
 		v.push(vevent{at: now + v.c.Flap, dev: int32(i), kind: vLost})
 	}

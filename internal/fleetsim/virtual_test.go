@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/stormstats"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 func virtual(scenario, policy string, devices int) fleetsim.Config {
@@ -59,7 +59,7 @@ func TestVirtualEngineIsReproducible(t *testing.T) {
 }
 
 func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
-	for _, mode := range []testbroker.AdmissionMode{testbroker.RefuseOverLimit, testbroker.PauseAccepting, testbroker.DisconnectOverLimit} {
+	for _, mode := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
 		c := virtual(fleetsim.ThrottledRestart, "full", 2000)
 		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
 		r, err := fleetsim.Run(context.Background(), c)

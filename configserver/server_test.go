@@ -1,4 +1,4 @@
-package testbroker_test
+package configserver_test
 
 import (
 	"context"
@@ -7,17 +7,22 @@ import (
 	"io"
 	"net/http"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/reconnect"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
-func newConfigServer(t *testing.T) *testbroker.ConfigServer {
-	s := testbroker.NewConfigServer()
+// bound is how long a test waits for a request it caused: far beyond any
+// real answer, so that a failure means it never came.
+const bound = time.Minute
+
+func newConfigServer(t *testing.T) *configserver.Server {
+	s := configserver.NewServer()
 	t.Cleanup(s.Close)
 	return s
 }
@@ -37,7 +42,7 @@ func get(t *testing.T, url, etag string) (*http.Response, []byte) {
 	return resp, body
 }
 
-func TestConfigServerServesWithETag(t *testing.T) {
+func TestServesWithETag(t *testing.T) {
 	s := newConfigServer(t)
 	s.SetConfig("", []byte(`{"heartbeat":"30s"}`))
 	s.SetConfig("dev-7", []byte(`{"heartbeat":"5s"}`))
@@ -67,23 +72,23 @@ func TestConfigServerServesWithETag(t *testing.T) {
 	assert.Equal(t, etag, reqs[1].IfNoneMatch)
 }
 
-func TestConfigServerFaults(t *testing.T) {
+func TestFaults(t *testing.T) {
 	now := time.Now()
 	cases := []struct {
-		fault     testbroker.Fault
+		fault     configserver.Fault
 		status    int
 		retryable bool
 		after     time.Duration // minimum parsed Retry-After
 	}{
-		{testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 7 * time.Second}, 503, true, 7 * time.Second},
-		{testbroker.Fault{Kind: testbroker.Unavailable, RetryAfter: 9 * time.Second, AsDate: true}, 503, true, 8 * time.Second},
-		{testbroker.Fault{Kind: testbroker.TooManyRequests, RetryAfter: 3 * time.Second}, 429, true, 3 * time.Second},
+		{configserver.Fault{Kind: configserver.Unavailable, RetryAfter: 7 * time.Second}, 503, true, 7 * time.Second},
+		{configserver.Fault{Kind: configserver.Unavailable, RetryAfter: 9 * time.Second, AsDate: true}, 503, true, 8 * time.Second},
+		{configserver.Fault{Kind: configserver.TooManyRequests, RetryAfter: 3 * time.Second}, 429, true, 3 * time.Second},
 		// the time left until the window ends, rounded up to whole seconds
-		{testbroker.Fault{Kind: testbroker.TooManyRequests, RetryAtEnd: true, Until: now.Add(4500 * time.Millisecond)}, 429, true, 4 * time.Second},
-		{testbroker.Fault{Kind: testbroker.InternalError}, 500, true, 0},
-		{testbroker.Fault{Kind: testbroker.RateLimited403}, 403, true, 0},
-		{testbroker.Fault{Kind: testbroker.Forbidden}, 403, false, 0},
-		{testbroker.Fault{Kind: testbroker.NotFound}, 404, false, 0},
+		{configserver.Fault{Kind: configserver.TooManyRequests, RetryAtEnd: true, Until: now.Add(4500 * time.Millisecond)}, 429, true, 4 * time.Second},
+		{configserver.Fault{Kind: configserver.InternalError}, 500, true, 0},
+		{configserver.Fault{Kind: configserver.RateLimited403}, 403, true, 0},
+		{configserver.Fault{Kind: configserver.Forbidden}, 403, false, 0},
+		{configserver.Fault{Kind: configserver.NotFound}, 404, false, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.fault.Kind.String(), func(t *testing.T) {
@@ -112,12 +117,14 @@ func TestConfigServerFaults(t *testing.T) {
 	}
 }
 
-func TestConfigServerBrokenBodies(t *testing.T) {
-	s := newConfigServer(t)
+func TestBrokenBodies(t *testing.T) {
+	s := configserver.NewUnstartedServer()
+	s.OversizeBytes = 3 << 20 // before Start, as httptest's fields are set
+	s.Start()
+	t.Cleanup(s.Close)
 	s.SetConfig("", []byte(`{}`))
-	s.OversizeBytes = 3 << 20
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.MalformedJSON, Times: 1}))
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.Oversized, Times: 1}))
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.MalformedJSON, Times: 1}))
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Oversized, Times: 1}))
 
 	resp, body := get(t, s.DeviceURL("d"), "")
 	assert.Equal(t, 200, resp.StatusCode)
@@ -130,27 +137,27 @@ func TestConfigServerBrokenBodies(t *testing.T) {
 	assert.NoError(t, json.Unmarshal(body, &v), "oversized but valid")
 }
 
-func TestConfigServerHangsUntilClientGivesUp(t *testing.T) {
+func TestHangsUntilClientGivesUp(t *testing.T) {
 	s := newConfigServer(t)
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.Hang}))
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Hang}))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.DeviceURL("d"), nil)
 	_, err := http.DefaultClient.Do(req)
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, context.DeadlineExceeded))
-	require.NoError(t, s.AwaitRequests(1, bound))
+	require.NoError(t, s.Await(context.Background(), bound, func(n int) bool { return n >= 1 }))
 	assert.Equal(t, 0, s.Requests()[0].Status)
 	assert.Equal(t, "hang", s.Requests()[0].Fault)
 }
 
-func TestConfigServerFaultWindowAndDevices(t *testing.T) {
+func TestFaultWindowAndDevices(t *testing.T) {
 	s := newConfigServer(t)
 	s.SetConfig("", []byte(`{}`))
 	now := time.Now()
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.InternalError, Devices: []string{"a"}}))
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.Unavailable, Until: now.Add(-time.Second)})) // over
-	require.NoError(t, s.AddFault(testbroker.Fault{Kind: testbroker.NotFound, From: now.Add(time.Hour)}))        // not yet
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.InternalError, Devices: []string{"a"}}))
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Unavailable, Until: now.Add(-time.Second)})) // over
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.NotFound, From: now.Add(time.Hour)}))        // not yet
 	r, _ := get(t, s.DeviceURL("a"), "")
 	assert.Equal(t, 500, r.StatusCode)
 	r, _ = get(t, s.DeviceURL("b"), "")
@@ -160,18 +167,51 @@ func TestConfigServerFaultWindowAndDevices(t *testing.T) {
 	assert.Equal(t, 200, r.StatusCode)
 }
 
-func TestConfigServerRejectsBadFaults(t *testing.T) {
+func TestRejectsBadFaults(t *testing.T) {
 	s := newConfigServer(t)
 	now := time.Now()
-	for _, f := range []testbroker.Fault{
-		{Kind: testbroker.Unavailable, RetryAfter: -time.Second},
-		{Kind: testbroker.Unavailable, Times: -1},
+	for _, f := range []configserver.Fault{
+		{Kind: configserver.Unavailable, RetryAfter: -time.Second},
+		{Kind: configserver.Unavailable, Times: -1},
 		{Kind: 99},
-		{Kind: testbroker.Unavailable, From: now, Until: now.Add(-time.Second)},
-		{Kind: testbroker.Unavailable, RetryAtEnd: true},
+		{Kind: configserver.Unavailable, From: now, Until: now.Add(-time.Second)},
+		{Kind: configserver.Unavailable, RetryAtEnd: true},
 	} {
 		assert.Error(t, s.AddFault(f), "%+v", f)
 	}
 	s.Close()
 	s.Close() // harmless
+}
+
+// In memory the server runs inside a synctest bubble, where a maintenance
+// window's Retry-After is exact: the time left until the window ends.
+func TestInMemoryInsideABubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := configserver.NewMemoryServer()
+		defer s.Close()
+		s.SetConfig("", []byte(`{"reconnect":{}}`))
+		end := time.Now().Add(90 * time.Second)
+		require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Unavailable, RetryAtEnd: true, Until: end}))
+		c := s.Client(1)
+		defer c.CloseIdleConnections()
+
+		time.Sleep(30 * time.Second)
+		resp, err := c.Get(s.DeviceURL("dev-1"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+		assert.Equal(t, "60", resp.Header.Get("Retry-After"), "the time left until the window ends")
+
+		time.Sleep(60 * time.Second)
+		resp, err = c.Get(s.DeviceURL("dev-1"))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		require.NoError(t, s.Await(context.Background(), time.Second, func(n int) bool { return n == 2 }))
+
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		assert.ErrorIs(t, s.Await(ctx, time.Hour, func(n int) bool { return n == 3 }), context.Canceled)
+		assert.ErrorContains(t, s.Await(context.Background(), time.Second, func(n int) bool { return n == 3 }), "2 requests")
+	})
 }

@@ -1,4 +1,15 @@
-package testbroker
+// Package configserver is an HTTP server that serves each device its JSON
+// configuration and misbehaves on a schedule, as a cloud API has a bad
+// minute: 503 and 429 with Retry-After (seconds, an HTTP-date, or the time
+// left until the fault's end, as a maintenance page sends), 500, 403 with a
+// rate-limit reason or without, 404, a hang, malformed JSON, an oversized
+// body. It records every request.
+//
+// A Server has httptest.Server's lifecycle: NewServer is NewUnstartedServer
+// and Start; fields are set before Start; Close blocks until every request
+// has ended. StartInMemory serves on an in-process listener instead of a
+// socket, so that a test runs it inside a testing/synctest bubble.
+package configserver
 
 import (
 	"context"
@@ -13,10 +24,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/memnet"
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
-// FaultKind is how the config server misbehaves.
+// FaultKind is how the server misbehaves.
 type FaultKind int
 
 const (
@@ -43,7 +55,7 @@ func (k FaultKind) String() string {
 	return "fault(" + strconv.Itoa(int(k)) + ")"
 }
 
-// Fault is one entry in the config server's fault schedule. It applies to
+// Fault is one entry in the server's fault schedule. It applies to
 // requests that arrive in [From, Until) (zero values leave that end open),
 // from the listed devices (all if empty), at most Times times (0: no limit).
 type Fault struct {
@@ -59,7 +71,7 @@ type Fault struct {
 	Times      int
 }
 
-// Request is one request the config server answered (or hung up on).
+// Request is one request the server answered (or hung up on).
 type Request struct {
 	Time        time.Time
 	Device      string
@@ -68,18 +80,20 @@ type Request struct {
 	IfNoneMatch string
 }
 
-// ConfigServer serves each device its JSON configuration at
-// GET /config/{device}, with an ETag (304 on If-None-Match), and misbehaves on
-// a schedule. It records every request. Safe for concurrent use.
-type ConfigServer struct {
-	// URL is the base URL, e.g. http://127.0.0.1:port; a device's document is
-	// at URL + "/config/" + device.
+// Server serves each device its JSON configuration at GET /config/{device},
+// with an ETag (304 on If-None-Match), and misbehaves on a schedule. It
+// records every request. Its methods are safe for concurrent use once it
+// has started; its fields are set before Start and only read after.
+type Server struct {
+	// URL is the base URL, http://127.0.0.1:port (or http://config.mem in
+	// memory), set by Start; a device's document is at DeviceURL.
 	URL string
-	// OversizeBytes is the body size for the Oversized fault (default 2 MiB).
+	// OversizeBytes is the body size of the Oversized fault: 2 MiB unless
+	// set before Start.
 	OversizeBytes int
 
 	srv  *httptest.Server
-	mem  *memListener // NewMemoryConfigServer's listener, nil on TCP
+	mem  *memnet.Listener // StartInMemory's listener, nil on TCP
 	done chan struct{}
 
 	mu       sync.Mutex
@@ -95,47 +109,60 @@ type doc struct {
 	etag string
 }
 
-// NewConfigServer starts a config server on 127.0.0.1.
-func NewConfigServer() *ConfigServer {
-	s := newConfigServer()
-	s.srv.Start()
-	s.URL = s.srv.URL
+// NewServer starts a Server on 127.0.0.1. The caller Closes it.
+func NewServer() *Server {
+	s := NewUnstartedServer()
+	s.Start()
 	return s
 }
 
-// NewMemoryConfigServer starts a config server on an in-process listener:
-// no socket, so it runs inside a testing/synctest bubble (a real socket's
-// Accept is not a wait synctest can see). Reach it with Client.
-func NewMemoryConfigServer() *ConfigServer {
-	s := newConfigServer()
-	s.mem = newMemListener("config.mem")
-	s.srv.Listener = s.mem
-	s.srv.Start()
-	s.URL = s.srv.URL
+// NewMemoryServer starts a Server on an in-process listener. Reach it with
+// Client. The caller Closes it.
+func NewMemoryServer() *Server {
+	s := NewUnstartedServer()
+	s.StartInMemory()
 	return s
 }
 
-func newConfigServer() *ConfigServer {
-	s := &ConfigServer{docs: map[string]doc{}, done: make(chan struct{}), OversizeBytes: 2 << 20}
+// NewUnstartedServer returns a Server that serves nothing until Start or
+// StartInMemory: set its fields first.
+func NewUnstartedServer() *Server {
+	s := &Server{docs: map[string]doc{}, done: make(chan struct{}), OversizeBytes: 2 << 20}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /config/{device}", s.serve)
 	s.srv = httptest.NewUnstartedServer(mux)
 	return s
 }
 
+// Start serves on 127.0.0.1 and sets URL. It panics if the server was
+// started already, as httptest's does.
+func (s *Server) Start() {
+	s.srv.Start()
+	s.URL = s.srv.URL
+}
+
+// StartInMemory serves on an in-process listener (no socket, so it runs
+// inside a testing/synctest bubble) and sets URL; Client reaches it.
+func (s *Server) StartInMemory() {
+	s.mem = memnet.Listen("config.mem")
+	s.srv.Listener = s.mem
+	s.Start()
+}
+
 // Client returns an HTTP client for the server, with room for conns
-// connections: one that dials the in-process listener of a
-// NewMemoryConfigServer, an ordinary one otherwise.
-func (s *ConfigServer) Client(conns int) *http.Client {
+// connections: one that dials the in-process listener of a server started
+// in memory, an ordinary one otherwise.
+func (s *Server) Client(conns int) *http.Client {
 	t := &http.Transport{MaxConnsPerHost: conns, MaxIdleConnsPerHost: conns, IdleConnTimeout: time.Minute}
 	if s.mem != nil {
-		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return s.mem.dial(ctx) }
+		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) { return s.mem.Dial(ctx) }
 	}
 	return &http.Client{Timeout: 30 * time.Second, Transport: t}
 }
 
-// Close unblocks hanging requests and shuts the server down.
-func (s *ConfigServer) Close() {
+// Close unblocks hanging requests and shuts the server down, blocking
+// until every request has ended. It is idempotent.
+func (s *Server) Close() {
 	s.mu.Lock()
 	select {
 	case <-s.done:
@@ -149,11 +176,11 @@ func (s *ConfigServer) Close() {
 }
 
 // DeviceURL is the address of one device's configuration.
-func (s *ConfigServer) DeviceURL(device string) string { return s.URL + "/config/" + device }
+func (s *Server) DeviceURL(device string) string { return s.URL + "/config/" + device }
 
 // SetConfig sets the document served to device ("" sets the one served to
 // every device without its own).
-func (s *ConfigServer) SetConfig(device string, body []byte) {
+func (s *Server) SetConfig(device string, body []byte) {
 	sum := sha256.Sum256(body)
 	d := doc{body: append([]byte(nil), body...), etag: `"` + hex.EncodeToString(sum[:8]) + `"`}
 	s.mu.Lock()
@@ -166,7 +193,7 @@ func (s *ConfigServer) SetConfig(device string, body []byte) {
 }
 
 // ETag returns the ETag served with device's current document.
-func (s *ConfigServer) ETag(device string) string {
+func (s *Server) ETag(device string) string {
 	d, ok := s.docFor(device)
 	if !ok {
 		return ""
@@ -175,18 +202,18 @@ func (s *ConfigServer) ETag(device string) string {
 }
 
 // AddFault appends f to the schedule; the first matching fault applies.
-func (s *ConfigServer) AddFault(f Fault) error {
+func (s *Server) AddFault(f Fault) error {
 	if f.RetryAfter < 0 || f.Times < 0 {
-		return fmt.Errorf("testbroker: fault needs RetryAfter >= 0 and Times >= 0, got %+v", f)
+		return fmt.Errorf("configserver: fault needs RetryAfter >= 0 and Times >= 0, got %+v", f)
 	}
 	if f.RetryAtEnd && f.Until.IsZero() {
-		return fmt.Errorf("testbroker: a fault that sends the time left until its end needs an Until")
+		return fmt.Errorf("configserver: a fault that sends the time left until its end needs an Until")
 	}
 	if f.Kind < Unavailable || f.Kind > Oversized {
-		return fmt.Errorf("testbroker: unknown fault kind %d", f.Kind)
+		return fmt.Errorf("configserver: unknown fault kind %d", f.Kind)
 	}
 	if !f.Until.IsZero() && f.Until.Before(f.From) {
-		return fmt.Errorf("testbroker: fault window ends (%v) before it starts (%v)", f.Until, f.From)
+		return fmt.Errorf("configserver: fault window ends (%v) before it starts (%v)", f.Until, f.From)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,29 +222,34 @@ func (s *ConfigServer) AddFault(f Fault) error {
 }
 
 // ClearFaults empties the schedule.
-func (s *ConfigServer) ClearFaults() {
+func (s *Server) ClearFaults() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.faults = nil
 }
 
 // Requests returns a copy of every request recorded so far.
-func (s *ConfigServer) Requests() []Request {
+func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Request(nil), s.requests...)
 }
 
-// AwaitRequests blocks until at least n requests are recorded, or fails after
-// the real-time bound timeout.
-func (s *ConfigServer) AwaitRequests(n int, timeout time.Duration) error {
-	if err := waitfor.Until(&s.mu, &s.changed, timeout, func() bool { return len(s.requests) >= n }); err != nil {
-		return fmt.Errorf("testbroker: %d config requests after %v, want %d", len(s.Requests()), timeout, n)
+// Await blocks until cond holds for the number of requests recorded, ctx
+// ends (ctx.Err()), or timeout passes. cond runs with the server locked
+// after every request: it must be quick and must not call the Server.
+func (s *Server) Await(ctx context.Context, timeout time.Duration, cond func(requests int) bool) error {
+	err := waitfor.UntilContext(ctx, &s.mu, &s.changed, timeout, func() bool { return cond(len(s.requests)) })
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
 	}
-	return nil
+	return fmt.Errorf("configserver: condition not met after %v; %d requests", timeout, len(s.Requests()))
 }
 
-func (s *ConfigServer) docFor(device string) (doc, bool) {
+func (s *Server) docFor(device string) (doc, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d, ok := s.docs[device]; ok {
@@ -230,7 +262,7 @@ func (s *ConfigServer) docFor(device string) (doc, bool) {
 }
 
 // faultFor takes the first scheduled fault matching this request.
-func (s *ConfigServer) faultFor(device string, now time.Time) *Fault {
+func (s *Server) faultFor(device string, now time.Time) *Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, f := range s.faults {
@@ -263,14 +295,14 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-func (s *ConfigServer) record(r Request) {
+func (s *Server) record(r Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, r)
 	s.changed.Notify()
 }
 
-func (s *ConfigServer) serve(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	device := r.PathValue("device")
 	req := Request{Time: now, Device: device, IfNoneMatch: r.Header.Get("If-None-Match")}
@@ -280,7 +312,7 @@ func (s *ConfigServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // respond writes the answer and returns the status sent (0: none).
-func (s *ConfigServer) respond(w http.ResponseWriter, r *http.Request, device string, now time.Time, req *Request) int {
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, device string, now time.Time, req *Request) int {
 	if f := s.faultFor(device, now); f != nil {
 		req.Fault = f.Kind.String()
 		return s.misbehave(w, r, f, now)
@@ -310,7 +342,7 @@ func etagMatch(header, etag string) bool {
 	return false
 }
 
-func (s *ConfigServer) misbehave(w http.ResponseWriter, r *http.Request, f *Fault, now time.Time) int {
+func (s *Server) misbehave(w http.ResponseWriter, r *http.Request, f *Fault, now time.Time) int {
 	retryAfter := func() {
 		hint := f.RetryAfter
 		if f.RetryAtEnd {

@@ -1,0 +1,68 @@
+package fault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// AdmissionMode is what is done with a connection over an Admission's rate.
+type AdmissionMode int
+
+const (
+	// RefuseOverLimit turns it away at once: the test broker answers
+	// CONNACK 3 "server unavailable", the fault proxy resets it.
+	RefuseOverLimit AdmissionMode = iota
+	// PauseOverLimit keeps it waiting until a token is free, as a broker
+	// that stops accepting leaves sockets in its listen backlog (EMQX 4's
+	// max_conn_rate, HiveMQ's overload protection): the test broker stops
+	// accepting, the fault proxy holds the connection, bytes and all.
+	PauseOverLimit
+	// DisconnectOverLimit accepts it and closes it after its CONNECT (AWS
+	// IoT's THROTTLED, EMQX 5's max_conn_rate).
+	DisconnectOverLimit
+)
+
+var modeNames = [...]string{RefuseOverLimit: "refuse", PauseOverLimit: "pause", DisconnectOverLimit: "disconnect"}
+
+func (m AdmissionMode) String() string {
+	if m >= 0 && int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("AdmissionMode(%d)", int(m))
+}
+
+// ParseAdmissionMode reads "refuse", "pause" or "disconnect".
+func ParseAdmissionMode(s string) (AdmissionMode, error) {
+	for m, name := range modeNames {
+		if name == s {
+			return AdmissionMode(m), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown admission mode %q (refuse, pause or disconnect)", s)
+}
+
+// Admission admits Rate connections a second with bursts of Burst (0 means
+// 1) and does Mode with the rest. The zero Admission admits everything. An
+// Admission is a value: safe to share.
+type Admission struct {
+	Rate  float64
+	Burst int
+	Mode  AdmissionMode
+}
+
+// ErrInvalid is what Validate's errors wrap.
+var ErrInvalid = errors.New("invalid admission")
+
+// Validate accepts the zero Admission and any with Rate > 0, Burst >= 0 and
+// a known Mode.
+func (a Admission) Validate() error {
+	switch {
+	case a == Admission{}:
+		return nil
+	case !(a.Rate > 0) || a.Burst < 0:
+		return fmt.Errorf("%w: rate %g must be > 0 and burst %d >= 0 (or the zero Admission, no limit)", ErrInvalid, a.Rate, a.Burst)
+	case a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit:
+		return fmt.Errorf("%w: mode %v", ErrInvalid, a.Mode)
+	}
+	return nil
+}
