@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -85,13 +86,17 @@ func (b *builder) since(at time.Time) time.Duration {
 	return time.Duration(float64(at.Sub(b.t0)) * b.timeScale)
 }
 
-// attempt adds an attempt device dev made at t (unscaled, since the
-// disruption), lag late against its schedule (negative: unknown).
-func (b *builder) attempt(dev int, t time.Duration, o fault.Outcome, code int, lag time.Duration) {
+// Add takes one attempt record: a builder is every engine's attempt.Sink.
+func (b *builder) Add(r attempt.Record) {
+	if r.Side == attempt.Broker {
+		b.reached(r)
+		return
+	}
+	dev, t := int(r.Device), r.T
 	b.fleet.Add(t)
-	b.events.add(event{t: t, lag: lag, device: int32(dev), code: int32(code), outcome: o})
-	if lag >= 0 {
-		b.lags = append(b.lags, lag.Seconds())
+	b.events.add(r)
+	if r.Lag >= 0 {
+		b.lags = append(b.lags, r.Lag.Seconds())
 	}
 	if t >= b.back {
 		b.afterReturn++
@@ -101,38 +106,37 @@ func (b *builder) attempt(dev int, t time.Duration, o fault.Outcome, code int, l
 		return
 	}
 	b.tried[dev]++
-	if (b.brokerAt == "" || b.fleetAdmits) && o == fault.Accepted {
+	if (b.brokerAt == "" || b.fleetAdmits) && r.Outcome == fault.Accepted {
 		b.admitted(dev, t)
 	}
 }
 
-// reached adds an attempt by device dev as the broker saw it at t.
-func (b *builder) reached(dev int, t time.Duration, o fault.Outcome) {
-	b.broker.Add(t)
-	if o == fault.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
-		b.admitted(dev, t)
+// reached adds an attempt as the broker saw it.
+func (b *builder) reached(r attempt.Record) {
+	b.broker.Add(r.T)
+	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
+		b.admitted(dev, r.T)
 	}
 }
 
 // device adds an attempt a real device made, as its log has it.
-func (b *builder) device(a attempt) {
+func (b *builder) device(a sighting) {
 	lag := time.Duration(-1)
 	if a.lag >= 0 {
 		lag = time.Duration(float64(a.lag) * b.timeScale)
 	}
-	dev, _ := deviceIndex(a.clientID)
-	b.attempt(dev, b.since(a.at), a.outcome, a.code, lag)
+	dev, _ := attempt.DeviceIndex(a.clientID)
+	b.Add(attempt.Record{T: b.since(a.at), Lag: lag, Device: int32(dev), Code: int32(a.code), Outcome: a.outcome})
 }
 
 // brokerSaw adds an attempt as the in-process broker recorded it.
-func (b *builder) brokerSaw(a attempt) {
-	dev, _ := deviceIndex(a.clientID)
-	b.reached(dev, b.since(a.at), a.outcome)
+func (b *builder) brokerSaw(a sighting) {
+	dev, _ := attempt.DeviceIndex(a.clientID)
+	b.Add(attempt.Record{T: b.since(a.at), Lag: -1, Device: int32(dev), Outcome: a.outcome, Side: attempt.Broker})
 }
 
 // deviceEvent adds an attempt a device made, already an event (a child
 // process's or a shard's, from its events.csv).
-func (b *builder) deviceEvent(e event) { b.attempt(int(e.device), e.t, e.outcome, int(e.code), e.lag) }
 
 func (b *builder) admitted(dev int, t time.Duration) {
 	b.accepted++

@@ -89,8 +89,8 @@ func (r *run) configOutage(ctx context.Context, t0 time.Time) (disruption, error
 
 // configAttempts are the config server's requests since t0; an answer with
 // the config (200, or 304 for one already held) is a success.
-func (r *run) configAttempts(t0 time.Time) []attempt {
-	var out []attempt
+func (r *run) configAttempts(t0 time.Time) []sighting {
+	var out []sighting
 	for _, q := range r.configs.Requests() {
 		if q.Time.Before(t0) {
 			continue
@@ -99,7 +99,7 @@ func (r *run) configAttempts(t0 time.Time) []attempt {
 		if q.Status == http.StatusOK || q.Status == http.StatusNotModified {
 			o = fault.Accepted
 		}
-		out = append(out, attempt{at: q.Time, clientID: q.Device, outcome: o, code: q.Status})
+		out = append(out, sighting{at: q.Time, clientID: q.Device, outcome: o, code: q.Status})
 	}
 	return inOrder(out)
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/attempt"
 )
 
 // ReadReport reads a run's report.json and events.csv back from dir.
@@ -55,18 +57,18 @@ func Merge(shards []*Report) (*Report, error) {
 		mem += s.Host.MemoryPerDeviceKB * float64(s.Devices)
 	}
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
-	var events []event
+	var records []attempt.Record
 	for _, s := range shards {
 		shift := time.Duration(float64(s.DisruptionUnixMS-m.DisruptionUnixMS) * float64(time.Millisecond) * m.TimeScale)
-		for _, e := range s.events {
-			e.t += shift // re-anchored at the earliest disruption
-			events = append(events, e)
+		for _, r := range s.events {
+			r.T += shift // re-anchored at the earliest disruption
+			records = append(records, r)
 		}
 	}
-	slices.SortStableFunc(events, func(a, b event) int { return cmp.Compare(a.t, b.t) })
+	slices.SortStableFunc(records, func(a, b attempt.Record) int { return cmp.Compare(a.T, b.T) })
 	b := newBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
-	for _, e := range events {
-		b.deviceEvent(e)
+	for _, r := range records {
+		b.Add(r)
 	}
 	if err := b.fill(m); err != nil {
 		return nil, err

@@ -11,12 +11,16 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// attempt is one connection attempt, wherever it was seen.
-type attempt struct {
+// sighting is one connection attempt where it was seen (a device log, the
+// broker's recorder, the proxy's, the config server's), stamped with
+// wall-clock time and client ID: the builder turns it into an
+// attempt.Record.
+type sighting struct {
 	at       time.Time
 	clientID string
 	outcome  fault.Outcome
@@ -36,7 +40,7 @@ type observer interface {
 	// the bound passes, or ctx ends.
 	await(ctx context.Context, timeout time.Duration, cond func(connected int) bool) error
 	// since returns the attempts at or after t, in the order they started.
-	since(t time.Time) []attempt
+	since(t time.Time) []sighting
 	// awaitLoss waits for a session loss at or after t and returns the
 	// earliest one.
 	awaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error)
@@ -52,15 +56,15 @@ func (o brokerObserver) await(ctx context.Context, timeout time.Duration, cond f
 	return o.r.Await(ctx, timeout, func(k testbroker.Counts) bool { return cond(k.Connected) })
 }
 
-func (o brokerObserver) since(t time.Time) []attempt {
-	var out []attempt
+func (o brokerObserver) since(t time.Time) []sighting {
+	var out []sighting
 	for _, a := range o.r.Attempts() {
 		at := a.Connect
 		if at.IsZero() {
 			at = a.Accept
 		}
 		if !at.Before(t) {
-			out = append(out, attempt{at: at, clientID: a.ClientID, outcome: a.Outcome, code: int(a.Code)})
+			out = append(out, sighting{at: at, clientID: a.ClientID, outcome: a.Outcome, code: int(a.Code)})
 		}
 	}
 	return inOrder(out)
@@ -79,7 +83,7 @@ type deviceLog struct {
 	mu        sync.Mutex
 	changed   waitfor.Broadcast
 	up        int
-	attempts  []attempt
+	attempts  []sighting
 	losses    []loss
 	connected []bool // by device index: a device reports each change once
 	// from is where the disruption's attempts begin: in virtual time the
@@ -99,7 +103,7 @@ func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]
 func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts = append(l.attempts, attempt{at: at, clientID: clientID, outcome: fault.Pending, lag: lag})
+	l.attempts = append(l.attempts, sighting{at: at, clientID: clientID, outcome: fault.Pending, lag: lag})
 	if l.stream != nil {
 		fmt.Fprintf(l.stream, "b %d %d %d %s\n", len(l.attempts)-1, at.UnixNano(), int64(lag), clientID)
 	}
@@ -245,14 +249,14 @@ func (o deviceObserver) await(ctx context.Context, timeout time.Duration, cond f
 	return nil
 }
 
-func (o deviceObserver) since(t time.Time) []attempt { return o.l.since(t) }
+func (o deviceObserver) since(t time.Time) []sighting { return o.l.since(t) }
 
 // since returns the attempts started at or after t and since the
 // disruption was marked, in their order (see inOrder).
-func (l *deviceLog) since(t time.Time) []attempt {
+func (l *deviceLog) since(t time.Time) []sighting {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []attempt
+	var out []sighting
 	for _, a := range l.attempts[l.from:] {
 		if !a.at.Before(t) {
 			out = append(out, a)
@@ -266,7 +270,7 @@ func (l *deviceLog) since(t time.Time) []attempt {
 // keep the order they were recorded in. In virtual time many attempts share
 // an instant, and this rule, not the scheduler, orders them, so that a seed
 // gives the same events.csv on every run.
-func inOrder(as []attempt) []attempt {
+func inOrder(as []sighting) []sighting {
 	if !slices.IsSortedFunc(as, attemptOrder) { // a wall-clock run's usually is: one pass, no sort
 		slices.SortStableFunc(as, attemptOrder)
 	}
@@ -274,12 +278,12 @@ func inOrder(as []attempt) []attempt {
 }
 
 // attemptOrder is inOrder's rule.
-func attemptOrder(a, b attempt) int {
+func attemptOrder(a, b sighting) int {
 	if c := a.at.Compare(b.at); c != 0 {
 		return c
 	}
-	da, oka := deviceIndex(a.clientID)
-	db, okb := deviceIndex(b.clientID)
+	da, oka := attempt.DeviceIndex(a.clientID)
+	db, okb := attempt.DeviceIndex(b.clientID)
 	switch {
 	case oka && okb:
 		return cmp.Compare(da, db)

@@ -199,11 +199,11 @@ func (r *run) breakPath(ctx context.Context) error {
 
 // proxySaw is what the proxy let through or refused since t, as attempts:
 // what the broker behind it was asked for.
-func proxySaw(p *faultproxy.Proxy, t time.Time) []attempt {
-	var out []attempt
+func proxySaw(p *faultproxy.Proxy, t time.Time) []sighting {
+	var out []sighting
 	for _, a := range p.Recorder().Attempts() {
 		if !a.Accept.Before(t) {
-			out = append(out, attempt{at: a.Accept, clientID: a.ClientID, outcome: a.Outcome, lag: -1})
+			out = append(out, sighting{at: a.Accept, clientID: a.ClientID, outcome: a.Outcome, lag: -1})
 		}
 	}
 	return out

@@ -36,8 +36,8 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 
 	got := parent.since(t0)
 	require.Len(t, got, 2)
-	assert.Equal(t, attempt{at: t0, clientID: "dev-000003", outcome: fault.Accepted, lag: 5 * time.Millisecond}, got[0])
-	assert.Equal(t, attempt{at: t0.Add(time.Second), clientID: "dev-000007", outcome: fault.Refused, code: 3, lag: -1}, got[1])
+	assert.Equal(t, sighting{at: t0, clientID: "dev-000003", outcome: fault.Accepted, lag: 5 * time.Millisecond}, got[0])
+	assert.Equal(t, sighting{at: t0.Add(time.Second), clientID: "dev-000007", outcome: fault.Refused, code: 3, lag: -1}, got[1])
 	assert.Equal(t, []time.Duration{2 * time.Second}, parent.noticed(t0))
 	assert.Zero(t, parent.connectedCount(), "device 3 connected, then lost its session")
 }

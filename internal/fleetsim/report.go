@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -61,8 +62,8 @@ type Report struct {
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
 
-	events         []event // kept for WriteFiles, unless streamed or dropped
-	eventsStreamed bool    // written to Config.Events as the run went
+	events         []attempt.Record // kept for WriteFiles, unless streamed or dropped
+	eventsStreamed bool             // written to Config.Events as the run went
 	eventsDropped  bool
 	recovered      int
 }

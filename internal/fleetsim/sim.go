@@ -820,7 +820,7 @@ func (r *run) report(d disruption) (*Report, error) {
 	case len(r.childReports) > 0 && r.proxy == nil: // the agents ran in child processes, reporting from the same t0
 		for _, cr := range r.childReports {
 			for _, e := range cr.events {
-				b.deviceEvent(e)
+				b.Add(e)
 			}
 		}
 	default:

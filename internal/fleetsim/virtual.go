@@ -11,6 +11,8 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/eventq"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -36,72 +38,84 @@ const (
 // Config.ConnectTimeout default, which a run scales).
 const connectTimeout = 10 * time.Second
 
-// vevent is something due at a virtual time.
-type vevent struct {
-	at   time.Duration // since the engine's epoch
-	key  uint32        // a random tie-break: devices due at one instant go in no fixed order
-	dev  int32
-	kind vkind
-	code int16 // vResult: the CONNACK code, or NoConnack
-}
-
-type vkind uint8
-
+// The kinds of the engine's events.
 const (
-	vDue    vkind = iota // the device's wait is over
-	vResult              // a paused attempt's answer arrives
+	vDue    uint8 = iota // the device's wait is over
+	vResult              // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
 	vLost                // the broker drops the device's session
 )
 
-func (e vevent) before(f vevent) bool {
-	if e.at != f.at {
-		return e.at < f.at
-	}
-	if e.key != f.key {
-		return e.key < f.key
-	}
-	return e.dev < f.dev
+// brokerModel is the virtual engine's broker: it refuses dials while down,
+// answers at once when up, and applies admission (refuse, pause or
+// accept-then-disconnect) and flapping as the test broker does. It knows
+// nothing of devices or of the event queue: given an attempt's time, it
+// says what became of it.
+type brokerModel struct {
+	down      [2]time.Duration // the outage [from, until)
+	flap      [2]time.Duration // the flapping window
+	flapAfter time.Duration
+	lim       *rate.Limiter // nil: no admission limit
+	limFrom   time.Duration
+	mode      fault.AdmissionMode
 }
 
-// vqueue is a 4-ary min-heap of events: shallower than a binary one, its
-// children share cache lines, and it needs no interface calls.
-type vqueue []vevent
-
-func (q *vqueue) push(e vevent) {
-	*q = append(*q, e)
-	h := *q
-	i := len(h) - 1
-	for i > 0 {
-		p := (i - 1) / 4
-		if !h[i].before(h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		i = p
-	}
+// answer is what the modelled broker does with one attempt.
+type answer struct {
+	outcome fault.Outcome
+	code    int
+	// seen is when the broker took the attempt (its side of the record);
+	// negative: never, a refused dial or a paused socket given up on.
+	seen time.Duration
+	// after is when the device hears (a paused socket waits for its token,
+	// or gives up after the connect timeout); 0: at once.
+	after time.Duration
+	// flaps: the broker drops the session lostAfter later (flapping). A
+	// Throttled session is dropped at once.
+	flaps     bool
+	lostAfter time.Duration
 }
 
-func (q *vqueue) pop() vevent {
-	h := *q
-	top := h[0]
-	last := len(h) - 1
-	h[0] = h[last]
-	h = h[:last]
-	for i := 0; ; {
-		least := i
-		for c := 4*i + 1; c <= 4*i+4 && c < len(h); c++ {
-			if h[c].before(h[least]) {
-				least = c
+// limit applies an admission limit from virtual time from on.
+func (bm *brokerModel) limit(a fault.Admission, from time.Duration) {
+	bm.lim = rate.NewLimiter(rate.Limit(a.Rate), max(a.Burst, 1))
+	bm.limFrom, bm.mode = from, a.Mode
+}
+
+// connect answers an attempt arriving at now (at on the wall clock the
+// limiter keeps).
+func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
+	if now >= bm.down[0] && now < bm.down[1] {
+		return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}
+	}
+	if bm.lim != nil && now >= bm.limFrom {
+		switch bm.mode {
+		case fault.RefuseOverLimit:
+			if !bm.lim.AllowN(at, 1) {
+				return answer{outcome: fault.Refused, code: 3, seen: now}
+			}
+		case fault.PauseOverLimit: // the socket waits for a token, up to the connect timeout
+			res := bm.lim.ReserveN(at, 1)
+			if wait := res.DelayFrom(at); wait > 0 {
+				if wait > connectTimeout {
+					// The device gives up first; the broker never took the
+					// socket off its backlog, so it never saw it.
+					res.CancelAt(at)
+					return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: connectTimeout}
+				}
+				// taken off the backlog when a token frees
+				return answer{outcome: fault.Accepted, seen: now + wait, after: wait}
+			}
+		case fault.DisconnectOverLimit:
+			if !bm.lim.AllowN(at, 1) {
+				return answer{outcome: fault.Throttled, seen: now}
 			}
 		}
-		if least == i {
-			break
-		}
-		h[i], h[least] = h[least], h[i]
-		i = least
 	}
-	*q = h
-	return top
+	a := answer{outcome: fault.Accepted, seen: now}
+	if now >= bm.flap[0] && now < bm.flap[1] {
+		a.flaps, a.lostAfter = true, bm.flapAfter
+	}
+	return a
 }
 
 // virtualFleet is the engine's state.
@@ -111,15 +125,13 @@ type virtualFleet struct {
 	machine []device.Machine
 	online  []bool
 	up      int
-	q       vqueue
-	order   *rand.Rand // tie-breaks, seeded: runs repeat exactly
-	b       *builder   // every attempt from t0, as it is made
+	q       eventq.Queue
+	broker  brokerModel
+	order   *rand.Rand   // tie-breaks, seeded: runs repeat exactly
+	b       *builder     // the report's, for the grid's early end
+	sink    attempt.Sink // every attempt from t0, as it is made: b
 	now     time.Duration
 	t0      time.Duration
-	down    [2]time.Duration // the outage [from, until)
-	flap    [2]time.Duration // the flapping window
-	lim     *rate.Limiter
-	limFrom time.Duration
 }
 
 var (
@@ -159,7 +171,7 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	before := memInUse()
 	v := &virtualFleet{c: c, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
-		q: make(vqueue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
+		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
 
 	for i := range v.machine {
 		if err := v.machine[i].Init(&timing, rand.NewPCG(c.Seed, uint64(i))); err != nil {
@@ -168,6 +180,7 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	}
 	returned := v.setup()
 	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
+	v.sink = v.b
 	bound := c.Bound
 	if bound == 0 {
 		bound = c.Outage + 20*c.MaxBackoff + time.Minute
@@ -201,6 +214,11 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 
 func (v *virtualFleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
 
+// admission is the run's admission limit, unscaled.
+func (c Config) admission() fault.Admission {
+	return fault.Admission{Rate: c.AdmitRate, Burst: c.AdmitBurst, Mode: c.AdmitMode}
+}
+
 // setup boots the fleet (online at once, outside boot-storm), arranges the
 // scenario's disruption at t0, and returns when the broker is back.
 func (v *virtualFleet) setup() (returned time.Duration) {
@@ -212,7 +230,7 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 			v.schedule(i, 0, v.machine[i].Start(v.at(0)))
 		}
 		if c.AdmitRate > 0 {
-			v.limit(0)
+			v.broker.limit(c.admission(), 0)
 		}
 		return 0
 	}
@@ -227,18 +245,18 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 	returned = v.t0
 	switch c.Scenario {
 	case BrokerRestart, ThrottledRestart:
-		v.down = [2]time.Duration{v.t0, v.t0 + c.Outage}
-		returned = v.down[1]
+		v.broker.down = [2]time.Duration{v.t0, v.t0 + c.Outage}
+		returned = v.broker.down[1]
 	case Flapping:
-		v.flap = [2]time.Duration{v.t0, v.t0 + c.Outage}
-		returned = v.flap[1]
+		v.broker.flap, v.broker.flapAfter = [2]time.Duration{v.t0, v.t0 + c.Outage}, c.Flap
+		returned = v.broker.flap[1]
 	}
 	if c.AdmitRate > 0 {
 		from := v.t0
 		if c.Scenario == ThrottledRestart {
 			from = returned
 		}
-		v.limit(from)
+		v.broker.limit(c.admission(), from)
 	}
 	for i := range v.machine { // the disruption ends every session at once
 		v.lose(i, v.t0)
@@ -246,14 +264,8 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 	return returned
 }
 
-func (v *virtualFleet) limit(from time.Duration) {
-	v.lim = rate.NewLimiter(rate.Limit(v.c.AdmitRate), max(v.c.AdmitBurst, 1))
-	v.limFrom = from
-}
-
-func (v *virtualFleet) push(e vevent) {
-	e.key = v.order.Uint32()
-	v.q.push(e)
+func (v *virtualFleet) push(at time.Duration, dev int, kind uint8, code int) {
+	v.q.Push(eventq.Event{At: at, Key: v.order.Uint32(), Dev: int32(dev), Kind: kind, Code: int16(code)})
 }
 
 func (v *virtualFleet) lose(i int, now time.Duration) {
@@ -269,7 +281,7 @@ func (v *virtualFleet) lose(i int, now time.Duration) {
 func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
 	switch s.Kind {
 	case device.KindWait:
-		v.push(vevent{at: now + s.Wait, dev: int32(i), kind: vDue})
+		v.push(now+s.Wait, i, vDue, 0)
 	case device.KindConnect:
 		v.connect(i, now)
 	case device.KindOnline:
@@ -284,58 +296,36 @@ func (v *virtualFleet) record(i int, now time.Duration, o fault.Outcome, code in
 	if now < v.t0 {
 		return // the boot before the disruption is setup, not measurement
 	}
-	v.b.attempt(i, now-v.t0, o, code, -1) // virtual time is exact: no lag
+	r := attempt.Record{T: now - v.t0, Lag: -1, Device: int32(i), Code: int32(code), Outcome: o} // virtual time is exact: no lag
+	v.sink.Add(r)
 	if seen >= 0 {
-		v.b.reached(i, seen-v.t0, o)
+		r.T, r.Code, r.Side = seen-v.t0, 0, attempt.Broker
+		v.sink.Add(r)
 	}
 }
 
-// connect is one attempt reaching the modelled broker at now.
+// connect is one attempt of device i reaching the modelled broker at now.
 func (v *virtualFleet) connect(i int, now time.Duration) {
 	m := &v.machine[i]
 	at := v.at(now)
-	if now >= v.down[0] && now < v.down[1] {
-		v.record(i, now, fault.Dropped, 0, -1)
+	a := v.broker.connect(now, at)
+	v.record(i, now, a.outcome, max(a.code, 0), a.seen)
+	switch {
+	case a.after > 0: // a paused socket: the answer comes later
+		v.push(now+a.after, i, vResult, a.code)
+	case a.outcome == fault.Dropped:
 		v.schedule(i, now, m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
-		return
-	}
-	if v.lim != nil && now >= v.limFrom {
-		switch v.c.AdmitMode {
-		case fault.RefuseOverLimit:
-			if !v.lim.AllowN(at, 1) {
-				v.record(i, now, fault.Refused, 3, now)
-				v.schedule(i, now, m.Result(at, device.Result{Code: 3}))
-				return
-			}
-		case fault.PauseOverLimit: // the socket waits for a token, up to the connect timeout
-			res := v.lim.ReserveN(at, 1)
-			if wait := res.DelayFrom(at); wait > 0 {
-				if wait > connectTimeout {
-					// The device gives up first; the broker never took the
-					// socket off its backlog, so it never saw it.
-					res.CancelAt(at)
-					v.record(i, now, fault.Dropped, 0, -1)
-					v.push(vevent{at: now + connectTimeout, dev: int32(i), kind: vResult, code: device.NoConnack})
-					return
-				}
-				v.record(i, now, fault.Accepted, 0, now+wait) // taken off the backlog when a token frees
-				v.push(vevent{at: now + wait, dev: int32(i), kind: vResult})
-				return
-			}
-		case fault.DisconnectOverLimit:
-			if !v.lim.AllowN(at, 1) {
-				v.record(i, now, fault.Throttled, 0, now)
-				v.schedule(i, now, m.Result(at, device.Result{}))
-				v.lose(i, now)
-				return
-			}
+	case a.outcome == fault.Refused:
+		v.schedule(i, now, m.Result(at, device.Result{Code: a.code}))
+	case a.outcome == fault.Throttled:
+		v.schedule(i, now, m.Result(at, device.Result{}))
+		v.lose(i, now)
+	default:
+		if a.flaps {
+			v.push(now+a.lostAfter, i, vLost, 0)
 		}
+		v.schedule(i, now, m.Result(at, device.Result{}))
 	}
-	v.record(i, now, fault.Accepted, 0, now)
-	if now >= v.flap[0] && now < v.flap[1] {
-		v.push(vevent{at: now + v.c.Flap, dev: int32(i), kind: vLost})
-	}
-	v.schedule(i, now, m.Result(at, device.Result{}))
 }
 
 // failed reports whether a grid cell has failed for certain by virtual
@@ -356,30 +346,30 @@ func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, erro
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.up == len(v.machine) && (len(v.q) == 0 || v.q[0].at >= v.flap[1]+v.c.Flap) {
+		if v.up == len(v.machine) && (v.q.Len() == 0 || v.q.Peek().At >= v.broker.flap[1]+v.c.Flap) {
 			return true, nil
 		}
-		if len(v.q) == 0 {
+		if v.q.Len() == 0 {
 			return false, nil
 		}
-		if next := v.q[0].at; next > bound || v.failed(next) {
+		if next := v.q.Peek().At; next > bound || v.failed(next) {
 			v.now = max(v.now, min(next, bound)) // nothing happened before the next event
 			return false, nil
 		}
-		e := v.q.pop()
-		v.now = e.at
-		i, m := int(e.dev), &v.machine[e.dev]
-		switch e.kind {
+		e := v.q.Pop()
+		v.now = e.At
+		i, m := int(e.Dev), &v.machine[e.Dev]
+		switch e.Kind {
 		case vDue:
-			v.schedule(i, e.at, m.Due(v.at(e.at)))
+			v.schedule(i, e.At, m.Due(v.at(e.At)))
 		case vResult:
-			r := device.Result{Code: int(e.code)}
-			if e.code == device.NoConnack {
+			r := device.Result{Code: int(e.Code)}
+			if e.Code == device.NoConnack {
 				r.Err = errConnectTimeout
 			}
-			v.schedule(i, e.at, m.Result(v.at(e.at), r))
+			v.schedule(i, e.At, m.Result(v.at(e.At), r))
 		case vLost:
-			v.lose(i, e.at)
+			v.lose(i, e.At)
 		}
 	}
 }

@@ -1,0 +1,54 @@
+package fleetsim
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
+)
+
+// The virtual engine's broker on its own: given an attempt's time, what
+// becomes of it.
+func TestBrokerModelAnswers(t *testing.T) {
+	epoch := time.Unix(1_000_000, 0)
+	s := time.Second
+	ask := func(bm *brokerModel, at time.Duration) answer { return bm.connect(at, epoch.Add(at)) }
+
+	down := brokerModel{down: [2]time.Duration{s, 31 * s}}
+	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}, ask(&down, 10*s), "down: the dial is refused, the broker sees nothing")
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 31 * s}, ask(&down, 31*s), "back at the outage's end")
+
+	var refuse brokerModel
+	refuse.limit(fault.Admission{Rate: 1, Burst: 2, Mode: fault.RefuseOverLimit}, 5*s)
+	assert.Equal(t, fault.Accepted, ask(&refuse, 4*s).outcome, "no limit before it applies")
+	assert.Equal(t, fault.Accepted, ask(&refuse, 5*s).outcome)
+	assert.Equal(t, fault.Accepted, ask(&refuse, 5*s).outcome, "the burst")
+	assert.Equal(t, answer{outcome: fault.Refused, code: 3, seen: 5 * s}, ask(&refuse, 5*s), "over the limit: CONNACK 3")
+	assert.Equal(t, fault.Accepted, ask(&refuse, 6*s).outcome, "a token a second")
+
+	var pause brokerModel
+	pause.limit(fault.Admission{Rate: 1, Burst: 1, Mode: fault.PauseOverLimit}, 0)
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 0}, ask(&pause, 0))
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: s, after: s}, ask(&pause, 0), "waits in the backlog for the next token")
+	for range 8 {
+		ask(&pause, 0)
+	}
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 10 * s, after: 10 * s}, ask(&pause, 0), "a wait of exactly the connect timeout is served")
+	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: connectTimeout}, ask(&pause, 0),
+		"the device gives up first and the broker never sees it")
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 11 * s, after: 10 * s}, ask(&pause, s),
+		"a socket given up on gives its token back")
+
+	var disconnect brokerModel
+	disconnect.limit(fault.Admission{Rate: 1, Burst: 1, Mode: fault.DisconnectOverLimit}, 0)
+	assert.Equal(t, fault.Accepted, ask(&disconnect, 0).outcome)
+	assert.Equal(t, answer{outcome: fault.Throttled, seen: 0}, ask(&disconnect, 0), "accepted, then dropped")
+
+	flap := brokerModel{flap: [2]time.Duration{s, 61 * s}, flapAfter: 2 * s}
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 0}, ask(&flap, 0))
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 30 * s, flaps: true, lostAfter: 2 * s}, ask(&flap, 30*s), "dropped 2 s after it is let in")
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 61 * s}, ask(&flap, 61*s), "the flapping is over")
+}
