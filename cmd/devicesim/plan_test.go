@@ -13,13 +13,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A run is checked before anything starts: a fleet this machine cannot
 // hold, or a policy of -compare's that does not exist, is refused at once,
 // prints no run's header and writes nothing.
 func TestRunRefusesBeforeAnythingStarts(t *testing.T) {
-	if fleetsim.AvailableMemory() == 0 {
+	if plan.AvailableMemory() == 0 {
 		t.Skip("this system does not say how much memory it has available")
 	}
 	dir := filepath.Join(t.TempDir(), "out")
@@ -45,8 +46,8 @@ func (w cancelOnWrite) Write(b []byte) (int, error) { w.cancel(); return len(b),
 // An interrupted run writes what it saw as a report marked incomplete, or,
 // stopped before it has one, nothing: not an empty events.csv.
 func TestInterruptedRunIsMarkedOrLeavesNothing(t *testing.T) {
-	c := fleetsim.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, fleetsim.ThrottledRestart, "iotcore", 1
+	c := plan.Default()
+	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, plan.ThrottledRestart, "iotcore", 1
 	c.AdmitRate = 0.2 // 300 s to readmit them: far beyond the first progress line
 
 	dir := t.TempDir()

@@ -19,6 +19,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -74,13 +75,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 }
 
 func runCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := fleetsim.Default()
+	c := plan.Default()
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.Engine, "engine", c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
+	fs.TextVar(&c.Engine, "engine", c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
 	fs.IntVar(&c.Devices, "devices", c.Devices, "number of devices")
-	fs.StringVar(&c.Scenario, "scenario", c.Scenario, "one of "+strings.Join(fleetsim.Scenarios, ", "))
-	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames(), ", "))
+	fs.TextVar(&c.Scenario, "scenario", c.Scenario, "one of "+scenarioNames())
+	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
 	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff, "the policy's cap (unscaled)")
 	retryCap := fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
 	fs.DurationVar(&c.Outage, "outage", c.Outage, "how long the disruption lasts (unscaled): the broker's absence, the flapping window, the black hole, the slow path, the config server's faults")
@@ -91,7 +92,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	fs.DurationVar(&c.PingTimeout, "ping-timeout", c.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "config-outage: the Retry-After the config server sends; 0: the time left in the fault window, one instant for every device")
 	fs.DurationVar(&c.RetryAfterJitter, "retry-after-jitter", c.RetryAfterJitter, "config-outage: the devices' bound on the jitter they add to a Retry-After; 0: the firmware's (up to the hint, at most 1 min), negative: none")
-	fs.StringVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
+	fs.TextVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
 	fs.StringVar(&c.Broker, "broker", "", "an external broker's URL (tcp://host:port, or ssl://host:port with -ca, -cert, -key) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make")
 	fs.StringVar(&c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
 	fs.StringVar(&c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
@@ -101,8 +102,8 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
 	fs.IntVar(&c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
-	holdStdin := fs.Bool("hold-stdin", false, "internal: run as a child of another devicesim, which sends the disruption's time on stdin")
-	streamEvents := fs.Bool("stream-events", false, "internal, with -hold-stdin: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
+	child := fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
+	streamEvents := fs.Bool("stream-events", false, "internal, with -child: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
 	fs.DurationVar(&c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
 	fs.Float64Var(&c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "run every duration this many times faster; reports stay unscaled")
@@ -127,12 +128,12 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if set["policy"] && !set["compare"] {
 		*compare = "" // one policy, as asked
 	}
-	if c.Scenario == fleetsim.Observe && !set["time-scale"] {
+	if c.Scenario == plan.Observe && !set["time-scale"] {
 		c.TimeScale = 1 // the disruption is someone else's, in real time
 	}
 	switch {
 	case *shard != "":
-		sh, err := fleetsim.ParseShard(*shard)
+		sh, err := plan.ParseShard(*shard)
 		if err != nil {
 			return fmt.Errorf("-shard: %w", err)
 		}
@@ -143,17 +144,22 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		if err != nil {
 			return fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
 		}
-		c.Shard = fleetsim.Shard{Index: i, Count: *shards}
+		c.Shard = plan.Shard{Index: i, Count: *shards}
 	}
 	if c.Shard.Count > 0 && !set["out"] {
 		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
-	if *holdStdin {
+	if *child != "" {
+		p, err := fleetsim.ReadChildPlan(*child)
+		if err != nil {
+			return fmt.Errorf("-child: %w", err)
+		}
+		c, *compare, *retryCap, *admitMode = p, "", p.RetryCap, p.AdmitMode.String()
 		c.Hold = stdin
 	}
 	if *streamEvents {
 		if c.Hold == nil {
-			return errors.New("-stream-events is for a child run: it needs -hold-stdin")
+			return errors.New("-stream-events is for a child run: it needs -child")
 		}
 		c.Stream = os.NewFile(3, "events")
 	}
@@ -180,7 +186,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		return err
 	}
 	if *metricsAddr != "" {
-		if c.Engine == fleetsim.Virtual {
+		if c.Engine == plan.Virtual {
 			return errors.New("-metrics follows real agents as they run; the virtual engine runs in virtual time")
 		}
 		fleet := livemetrics.NewFleet()
@@ -233,7 +239,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 // checkPlan checks the run, each policy of compare's, before anything
 // starts or a file is written: the flags, and whether this machine has the
 // memory for the fleet.
-func checkPlan(c fleetsim.Config, compare string) error {
+func checkPlan(c plan.Plan, compare string) error {
 	policies := []string{c.Policy}
 	if compare != "" {
 		policies = strings.Split(compare, ",")
@@ -244,14 +250,14 @@ func checkPlan(c fleetsim.Config, compare string) error {
 			return err
 		}
 	}
-	return c.CheckFits(fleetsim.AvailableMemory())
+	return c.CheckFits(plan.AvailableMemory())
 }
 
 // defaultCompare is the embedded default's compare: the mission's formula,
 // which devices ship with, and the policy the grid finds safe for a fleet.
 const defaultCompare = "iotcore,fleet-safe"
 
-func runOne(ctx context.Context, c fleetsim.Config, out string, writeEvents bool, expect *expectFlag, stdout io.Writer) error {
+func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expect *expectFlag, stdout io.Writer) error {
 	r, err := runWritingEvents(ctx, c, out, writeEvents)
 	if r == nil {
 		return err
@@ -277,7 +283,7 @@ const autoEventsDevices = 1_000_000
 //
 // An interrupted run's report, where Run has one, is marked incomplete;
 // where it has none, the events file goes too.
-func runWritingEvents(ctx context.Context, c fleetsim.Config, dir string, write bool) (*fleetsim.Report, error) {
+func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) (*fleetsim.Report, error) {
 	c.Events = io.Discard
 	if err := c.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
@@ -326,7 +332,7 @@ func writeReport(r *fleetsim.Report, dir string) error {
 func delaysCmd(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("devicesim delays", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	policy := fs.String("policy", "iotcore", "reconnect policy: "+strings.Join(fleetsim.PolicyNames(), ", "))
+	policy := fs.String("policy", "iotcore", "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
 	maxBackoff := fs.Duration("max-backoff", 32*time.Second, "the policy's cap")
 	attempts := fs.Int("attempts", 8, "retries per sample")
 	samples := fs.Int("samples", 1000, "independent devices to draw")
@@ -340,10 +346,10 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 	if *attempts < 1 || *samples < 1 {
 		return fmt.Errorf("-attempts and -samples must be >= 1")
 	}
-	if *policy == fleetsim.PahoDefault {
+	if *policy == plan.PahoDefault {
 		return pahoDelays(stdout, *attempts, *samples, *maxBackoff)
 	}
-	shape, err := fleetsim.Shape(*policy, *maxBackoff)
+	shape, err := plan.Shape(*policy, *maxBackoff)
 	if err != nil {
 		return err
 	}
@@ -412,4 +418,12 @@ func pahoDelays(stdout io.Writer, attempts, samples int, maxBackoff time.Duratio
 	}
 	w.Flush()
 	return w.Error()
+}
+
+func scenarioNames() string {
+	names := make([]string, len(plan.Scenarios))
+	for i, s := range plan.Scenarios {
+		names[i] = string(s)
+	}
+	return strings.Join(names, ", ")
 }

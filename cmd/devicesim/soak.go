@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -20,7 +21,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.SetOutput(stderr)
 	fs.IntVar(&sc.Devices, "devices", sc.Devices, "number of devices (real agents, in memory)")
 	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(fleetsim.SoakStorms, ", "))
-	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(fleetsim.PolicyNames()[1:], ", "))
+	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames()[1:], ", "))
 	fs.Float64Var(&sc.Telemetry, "telemetry", sc.Telemetry, "QoS 1 messages per device per (unscaled) second, for the whole soak")
 	fs.Float64Var(&sc.TimeScale, "time-scale", sc.TimeScale, "run every duration this many times faster")
 	fs.DurationVar(&sc.Outage, "outage", sc.Outage, "each restart's and flapping window's length (unscaled)")

@@ -8,12 +8,13 @@ import (
 	"math"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // CalibrationCell is one run both engines make.
 type CalibrationCell struct {
-	Scenario string
+	Scenario plan.Scenario
 	Policy   string
 	Mode     fault.AdmissionMode
 	// AdmitRate applies from the broker's return (throttled-restart).
@@ -40,13 +41,13 @@ func CalibrationCells() []CalibrationCell {
 	var cells []CalibrationCell
 	for _, p := range []string{"iotcore", "full", "decorrelated"} {
 		cells = append(cells,
-			CalibrationCell{Scenario: BrokerRestart, Policy: p},
-			CalibrationCell{Scenario: DropAll, Policy: p},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.RefuseOverLimit, AdmitRate: 200},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.PauseOverLimit, AdmitRate: 200},
-			CalibrationCell{Scenario: ThrottledRestart, Policy: p, Mode: fault.DisconnectOverLimit, AdmitRate: 200,
+			CalibrationCell{Scenario: plan.BrokerRestart, Policy: p},
+			CalibrationCell{Scenario: plan.DropAll, Policy: p},
+			CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: fault.RefuseOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: fault.PauseOverLimit, AdmitRate: 200},
+			CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: fault.DisconnectOverLimit, AdmitRate: 200,
 				TimeScale: hostServes(p)},
-			CalibrationCell{Scenario: Flapping, Policy: p})
+			CalibrationCell{Scenario: plan.Flapping, Policy: p})
 	}
 	return cells
 }
@@ -127,7 +128,7 @@ func (f *EngineFigures) add(r *Report, n int) {
 // AgentsRunner runs the agents' side of a calibration: inside a
 // testing/synctest bubble for the model against the code (the package's
 // tests and make calibrate), or nil for Run in wall-clock time.
-type AgentsRunner func(Config) (*Report, error)
+type AgentsRunner func(plan.Plan) (*Report, error)
 
 // Calibrate runs each cell on both engines with devices devices (the agents
 // in memory through runAgents, at timeScale when it is nil), once per seed,
@@ -141,7 +142,7 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 		cal.TimeScale = 1
 	}
 	for _, cell := range cells {
-		c := Default()
+		c := plan.Default()
 		c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
 		c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
 		c.Events = io.Discard
@@ -153,11 +154,11 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 		for _, seed := range seeds {
 			c.Seed = seed
 			var got [2]stormstats.Verdict
-			for k, engine := range []string{Agents, Virtual} {
+			for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
 				c.Engine = engine
 				var r *Report
 				var err error
-				if engine == Agents && runAgents != nil {
+				if engine == plan.Agents && runAgents != nil {
 					r, err = runAgents(c)
 				} else {
 					r, err = Run(ctx, c)
@@ -166,7 +167,7 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 					return cal, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)
 				}
 				got[k] = r.Verdict
-				if engine == Agents {
+				if engine == plan.Agents {
 					row.Agents.add(r, len(seeds))
 					row.Bound = row.Bound || r.Host.Bound
 				} else {

@@ -16,12 +16,13 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // agentsInVirtualTime is the calibration's agents runner for tests: each
 // run in its own bubble.
 func agentsInVirtualTime(t *testing.T) fleetsim.AgentsRunner {
-	return func(c fleetsim.Config) (*fleetsim.Report, error) { return inVirtualTime(t, c) }
+	return func(c plan.Plan) (*fleetsim.Report, error) { return inVirtualTime(t, c) }
 }
 
 // The engines agree on a few of make calibrate's cells at 300 devices over
@@ -29,11 +30,11 @@ func agentsInVirtualTime(t *testing.T) fleetsim.AgentsRunner {
 // time, and the test fails when they drift apart.
 func TestEnginesAgree(t *testing.T) {
 	cells := []fleetsim.CalibrationCell{
-		{Scenario: fleetsim.BrokerRestart, Policy: "iotcore"},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.PauseOverLimit, AdmitRate: 30},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.RefuseOverLimit, AdmitRate: 30},
-		{Scenario: fleetsim.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
-		{Scenario: fleetsim.Flapping, Policy: "full"},
+		{Scenario: plan.BrokerRestart, Policy: "iotcore"},
+		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.PauseOverLimit, AdmitRate: 30},
+		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.RefuseOverLimit, AdmitRate: 30},
+		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
+		{Scenario: plan.Flapping, Policy: "full"},
 	}
 	var list []uint64
 	for s := range seeds() {

@@ -2,8 +2,8 @@ package fleetsim
 
 import (
 	"bufio"
-	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,11 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// devicesPerChild is how many TCP devices a child process runs when a fleet
-// is too large to hold both ends of every connection in one process.
-const devicesPerChild = 5000
+	"github.com/herdguard/herdguard/internal/plan"
+)
 
 // child is a devicesim process running a shard of the fleet's agents
 // against this run's broker, or its fault proxy, holding until told when
@@ -32,67 +30,41 @@ type child struct {
 	followed chan error
 }
 
-// needsChildren: over TCP, one process holds the broker's and the devices'
-// descriptors for at most maxTCPDevices devices, and the proxy's as well
-// for fewer (see agentsBesideProxy).
-func (c Config) needsChildren() bool {
-	switch {
-	case c.proxied():
-		return c.proxyDescriptors() > 0 && c.Devices > c.agentsBesideProxy()
-	case c.Broker == "" && (c.Transport == TCP || c.Transport == TLS):
-		return c.Devices > cmp.Or(c.TCPPerProcess, maxTCPDevices)
-	}
-	return false
-}
-
 // spawnChildren starts the agent processes for a TCP fleet too large for one
 // process: shard i of k each, against url (the in-process broker, or the
 // fault proxy in front of a broker).
 func (r *run) spawnChildren(url string) error {
 	exe := r.c.Exe
 	if exe == "" {
-		return fmt.Errorf("%d TCP devices run in child processes: Config.Exe must name the devicesim binary", r.c.Devices)
+		return fmt.Errorf("%d TCP devices run in child processes: Plan.Exe must name the devicesim binary", r.c.Devices)
 	}
 	dir, err := os.MkdirTemp("", "devicesim-shards-")
 	if err != nil {
 		return err
 	}
 	r.childDir = dir
-	per := devicesPerChild
+	per := plan.DevicesPerChild
 	if r.c.TCPPerProcess > 0 {
 		per = min(per, r.c.TCPPerProcess)
 	}
 	k := (r.c.Devices + per - 1) / per
-	var ca []string // a TLS fleet's children issue their devices' certificates from the broker's CA
-	if r.c.Transport == TLS && r.broker != nil {
+	var ca plan.Target // a TLS fleet's children issue their devices' certificates from the broker's CA
+	if r.c.Transport == plan.TLS && r.broker != nil {
 		f, err := r.broker.WriteCAFiles(dir)
 		if err != nil {
 			return err
 		}
-		ca = []string{"-ca", f.CA, "-ca-key", f.Key}
-	}
-	scenario := Observe
-	if r.c.Scenario == BootStorm {
-		scenario = BootStorm
+		ca = plan.Target{TLSCA: f.CA, TLSCAKey: f.Key}
 	}
 	for i := range k {
 		out := filepath.Join(dir, "shard-"+strconv.Itoa(i))
-		args := []string{"run", "-hold-stdin", "-broker", url, "-shard", fmt.Sprintf("%d/%d", i, k),
-			"-devices", strconv.Itoa(r.c.Devices), "-scenario", scenario, "-policy", r.c.Policy,
-			"-max-backoff", r.c.MaxBackoff.String(), "-retry-cap", strconv.Itoa(r.c.RetryCap),
-			"-time-scale", strconv.FormatFloat(r.c.TimeScale, 'g', -1, 64), "-seed", strconv.FormatUint(r.c.Seed, 10),
-			"-telemetry", strconv.FormatFloat(r.c.Telemetry, 'g', -1, 64), "-out", out}
-		args = append(args, ca...)
+		planFile, err := r.writeChildPlan(dir, url, plan.Shard{Index: i, Count: k}, ca)
+		if err != nil {
+			return err
+		}
+		args := []string{"run", "-child", planFile, "-out", out}
 		if r.proxy != nil {
-			// Their devices' events come back as they happen, and a black
-			// hole's sessions start spread over a keepalive here too.
-			args = append(args, "-stream-events", "-boot-spread", r.unscale(r.timing.BootSpread).String())
-		}
-		if r.c.KeepAlive > 0 {
-			args = append(args, "-keepalive", r.c.KeepAlive.String())
-		}
-		if r.c.PingTimeout > 0 {
-			args = append(args, "-ping-timeout", r.c.PingTimeout.String())
+			args = append(args, "-stream-events") // their devices' events come back as they happen
 		}
 		cmd := exec.Command(exe, args...)
 		cmd.Stderr = os.Stderr
@@ -139,6 +111,42 @@ func (r *run) spawnChildren(url string) error {
 		r.children = append(r.children, ch)
 	}
 	return nil
+}
+
+// writeChildPlan writes the plan of the child that runs shard of the fleet
+// against url into dir, and returns its path: the run's own fleet, holding
+// for the disruption this run makes (observe), or booting (boot-storm),
+// with every device's first connect spread as this run's are.
+func (r *run) writeChildPlan(dir, url string, shard plan.Shard, ca plan.Target) (string, error) {
+	p := plan.Plan{Fleet: r.c.Fleet, Host: r.c.Host, Target: ca}
+	p.Broker, p.Shard, p.Exe, p.TCPPerProcess = url, shard, "", 0
+	p.Storm = plan.Storm{Scenario: plan.Observe, Duration: r.c.Duration}
+	if r.c.Scenario == plan.BootStorm {
+		p.Scenario = plan.BootStorm
+	}
+	if r.proxy != nil { // a black hole's sessions start spread over a keepalive there too
+		p.BootSpread = r.unscale(r.timing.BootSpread)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, fmt.Sprintf("plan-%d.json", shard.Index))
+	return path, os.WriteFile(path, b, 0o600)
+}
+
+// ReadChildPlan reads a plan a parent run wrote for its child (the
+// devicesim run -child flag).
+func ReadChildPlan(path string) (plan.Plan, error) {
+	var p plan.Plan
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return p, err
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
 }
 
 // releaseChildren tells every child when the disruption began, waits for

@@ -12,6 +12,7 @@ import (
 	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -24,7 +25,7 @@ const fetchSpread = 10 * time.Second
 func (r *run) setupConfigs() error {
 	// In memory unless the run is over TCP: an in-memory server also runs
 	// in a synctest bubble, in exact virtual time.
-	if r.c.Transport == Mem {
+	if r.c.Transport == plan.Mem {
 		r.configs = configserver.NewMemoryServer()
 	} else {
 		r.configs = configserver.NewServer()

@@ -9,10 +9,6 @@ import (
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// FailoverScenario: the fleet runs on a primary broker with a standby as
-// its failover endpoint; the primary dies for good, and the fleet moves.
-const FailoverScenario = "failover"
-
 // setupStandby starts the second in-process broker and gives every device
 // both endpoints, the primary first.
 func (r *run) setupStandby(mc *memberConfig) error {

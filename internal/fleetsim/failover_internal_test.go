@@ -9,6 +9,8 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // When the primary dies, the run counts recovery from the devices' own word
@@ -18,10 +20,10 @@ import (
 func TestFailoverDisruptionEndsOnceEveryDeviceNoticed(t *testing.T) {
 	paho.ERROR, paho.CRITICAL, paho.WARN = paho.NOOPLogger{}, paho.NOOPLogger{}, paho.NOOPLogger{}
 	synctest.Test(t, func(t *testing.T) {
-		c := Default()
-		c.Scenario, c.Policy, c.Devices, c.TimeScale = FailoverScenario, "fleet-safe", 50, 1
+		c := plan.Default()
+		c.Scenario, c.Policy, c.Devices, c.TimeScale = plan.Failover, "fleet-safe", 50, 1
 		require.NoError(t, c.Validate())
-		r := &run{c: c, ids: c.Shard.ids(c.Devices)}
+		r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
 		defer r.close()
 		require.NoError(t, r.setup())
 		ctx, cancel := context.WithCancel(context.Background())

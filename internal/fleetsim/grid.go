@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // GridConfig is a policy grid: which policy brings N devices back through a
@@ -42,8 +43,8 @@ type GridConfig struct {
 // 32 s cap.
 func DefaultGrid() GridConfig {
 	var policies []string
-	for _, p := range PolicyNames() {
-		if p != PahoDefault { // real paho clients only: not in virtual time
+	for _, p := range plan.PolicyNames() {
+		if p != plan.PahoDefault { // real paho clients only: not in virtual time
 			policies = append(policies, p)
 		}
 	}
@@ -54,11 +55,11 @@ func DefaultGrid() GridConfig {
 
 // GridCell is one cell's outcome and the bounds it is held to.
 type GridCell struct {
-	Policy    string  `json:"policy"`
-	Scenario  string  `json:"scenario"` // throttled-restart or boot-storm
-	Devices   int     `json:"devices"`
-	AdmitRate float64 `json:"admit_rate"`
-	AdmitMode string  `json:"admit_mode"`
+	Policy    string        `json:"policy"`
+	Scenario  plan.Scenario `json:"scenario"` // throttled-restart or boot-storm
+	Devices   int           `json:"devices"`
+	AdmitRate float64       `json:"admit_rate"`
+	AdmitMode string        `json:"admit_mode"`
 	// IdealS is devices / admit_rate: the broker's admission, flat out.
 	IdealS float64 `json:"ideal_s"`
 	// BootSpreadS (boot-storm) is the operator's boot spread W: the agents'
@@ -118,7 +119,7 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 		for _, mode := range gc.AdmitModes {
 			for _, n := range gc.Devices {
 				for _, rate := range gc.AdmitRates {
-					for _, sc := range []string{ThrottledRestart, BootStorm} {
+					for _, sc := range []plan.Scenario{plan.ThrottledRestart, plan.BootStorm} {
 						g.Cells = append(g.Cells, GridCell{Policy: p, Scenario: sc, Devices: n, AdmitRate: rate, AdmitMode: mode.String()})
 					}
 				}
@@ -188,7 +189,7 @@ func (gc GridConfig) validate() error {
 		}
 	}
 	for _, p := range gc.Policies {
-		if _, err := Shape(p, gc.MaxBackoff); err != nil {
+		if _, err := plan.Shape(p, gc.MaxBackoff); err != nil {
 			return err
 		}
 	}
@@ -201,14 +202,14 @@ func (gc GridConfig) validate() error {
 // run runs one cell and judges it.
 func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	mode, _ := fault.ParseAdmissionMode(cell.AdmitMode)
-	c := Default()
-	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
+	c := plan.Default()
+	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = plan.Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
 	c.Outage, c.MaxBackoff, c.Events = gc.Outage, gc.MaxBackoff, io.Discard
 	c.AdmitRate, c.AdmitBurst, c.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
 	capS := gc.MaxBackoff.Seconds()
 	cell.IdealS = float64(cell.Devices) / cell.AdmitRate
 	from := gc.Outage.Seconds()
-	if cell.Scenario == BootStorm {
+	if cell.Scenario == plan.BootStorm {
 		from = 0
 		c.BootSpread = max(bootSpread, time.Duration(cell.IdealS*float64(time.Second)))
 		cell.BootSpreadS = c.BootSpread.Seconds()
@@ -220,12 +221,15 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	}
 	c.Bound = time.Duration((from + 2*cell.MaxP99S + capS) * float64(time.Second))
 	ninetyNine := int(math.Ceil(0.99 * float64(cell.Devices)))
-	c.failFast = &failFast{maxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
+	ff := &failFast{maxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
 		p99By: time.Duration((from + cell.MaxP99S) * float64(time.Second)), p99Count: ninetyNine}
-	if cell.Scenario == BootStorm { // every attempt counts, from power-on
-		c.failFast.maxAfterReturn = math.MaxInt64
+	if cell.Scenario == plan.BootStorm { // every attempt counts, from power-on
+		ff.maxAfterReturn = math.MaxInt64
 	}
-	r, err := Run(ctx, c)
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	r, err := runVirtual(ctx, c, ff)
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}
@@ -235,7 +239,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	cell.AllRecovered = r.RecoveryJSON.AllRecovered
 	cell.P99AfterReturnS = r.RecoveryJSON.P99S - from
 	cell.AttemptsAfterReturn = r.Attempts.AfterReturnPerDeviceMean
-	if cell.Scenario == BootStorm {
+	if cell.Scenario == plan.BootStorm {
 		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
 	}
 	cell.Verdict = string(r.Verdict)
@@ -255,7 +259,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 		why = append(why, fmt.Sprintf("%.2f attempts > %.2f", cell.AttemptsAfterReturn, cell.MaxAttempts))
 	}
 	cell.AttemptsAtLeast = !cell.AllRecovered // the stragglers would have made more
-	if cell.Scenario == ThrottledRestart && r.Verdict != "spread" {
+	if cell.Scenario == plan.ThrottledRestart && r.Verdict != "spread" {
 		why = append(why, "verdict "+cell.Verdict)
 	}
 	cell.Pass = len(why) == 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/mosquittotest"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -20,15 +21,15 @@ import (
 func TestObserveMosquittoRestart(t *testing.T) {
 	m := mosquittotest.Start(t, "")
 	url := m.URL()
-	c := fleetsim.Default()
-	c.Devices, c.Scenario, c.TimeScale, c.Broker, c.Duration = 50, fleetsim.Observe, 1, url, 30*time.Second
+	c := plan.Default()
+	c.Devices, c.Scenario, c.TimeScale, c.Broker, c.Duration = 50, plan.Observe, 1, url, 30*time.Second
 	c.Ready = func() {
 		m.Stop()
 		m.Start() // same port: the fleet's retries find it back
 	}
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	assert.Equal(t, "observe", r.Scenario)
+	assert.Equal(t, plan.Observe, r.Scenario)
 	assert.Equal(t, "devices", r.Fleet.MeasuredAt)
 	assert.Nil(t, r.Broker, "an external broker's side is not seen")
 	assert.True(t, r.RecoveryJSON.AllRecovered)
@@ -44,18 +45,18 @@ func TestObserveMosquittoRestart(t *testing.T) {
 // ones mosquitto logged, counted from mosquitto's side.
 func TestFaultProxyStormsMosquitto(t *testing.T) {
 	for _, tc := range []struct {
-		scenario  string
+		scenario  plan.Scenario
 		admitRate float64
 	}{
-		{fleetsim.DropAll, 0},
-		{fleetsim.BrokerRestart, 0},
-		{fleetsim.ThrottledRestart, 500},
-		{fleetsim.Blackhole, 0},
+		{plan.DropAll, 0},
+		{plan.BrokerRestart, 0},
+		{plan.ThrottledRestart, 500},
+		{plan.Blackhole, 0},
 	} {
-		t.Run(tc.scenario, func(t *testing.T) {
+		t.Run(string(tc.scenario), func(t *testing.T) {
 			m := mosquittotest.Start(t, "")
 			url := m.URL()
-			c := fleetsim.Default()
+			c := plan.Default()
 			c.Devices, c.Scenario, c.Broker, c.Policy, c.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
 			c.TimeScale = 10 // real time: this asserts counts, which no pace moves
 			c.AdmitRate, c.AdmitBurst = tc.admitRate, 25
@@ -75,9 +76,9 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 				"mosquitto accepted exactly the connections the proxy let through")
 			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
 			switch tc.scenario {
-			case fleetsim.BrokerRestart, fleetsim.ThrottledRestart:
+			case plan.BrokerRestart, plan.ThrottledRestart:
 				assert.Positive(t, r.Proxy.Refused, "dials during the outage were refused at the proxy")
-			case fleetsim.Blackhole:
+			case plan.Blackhole:
 				require.NotNil(t, r.Noticed)
 				assert.Equal(t, 300, r.Noticed.Devices+r.Noticed.AtEnd, "every device noticed: through its keepalive, or the reset at the end")
 			}
@@ -100,8 +101,8 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	listener := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate true\n", server.CA, server.Cert, server.Key)
 	m := mosquittotest.Start(t, listener)
 	url := m.URL()
-	c := fleetsim.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = 300, fleetsim.BrokerRestart, "fleet-safe", 10
+	c := plan.Default()
+	c.Devices, c.Scenario, c.Policy, c.TimeScale = 300, plan.BrokerRestart, "fleet-safe", 10
 	c.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
 	c.TLSCA, c.TLSCert, c.TLSKey = client.CA, client.Cert, client.Key
 	before := -1

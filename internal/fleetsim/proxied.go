@@ -15,70 +15,18 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/certs"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
 )
-
-// Scenarios that break the network path rather than the broker: the fault
-// proxy stands in the devices' path even in front of the in-process broker.
-const (
-	// Blackhole: for Outage the path goes silent without a reset, as a NAT
-	// or load balancer that forgets its connections: devices notice only
-	// through their keepalive, and connections opened meanwhile hang.
-	Blackhole = "blackhole"
-	// Latency: every session is dropped at once, and for Outage every byte
-	// each way is Latency plus U[0, LatencyJitter) late: the fleet comes
-	// back through a slow path.
-	Latency = "latency"
-)
-
-// proxied reports whether the run puts the fault proxy in the devices'
-// path: against an external broker for every disruptive scenario, and for
-// the path's own faults against any broker.
-func (c Config) proxied() bool {
-	switch c.Scenario {
-	case Blackhole, Latency:
-		return true
-	case DropAll, BrokerRestart, ThrottledRestart, Flapping:
-		return c.Broker != ""
-	}
-	return false
-}
-
-// proxyDescriptors is how many descriptors each device costs this process
-// in a run through the fault proxy with its agent here: the device's
-// socket, the proxy's two, and the in-process broker's over TCP (in memory,
-// none). Beyond agentsBesideProxy the agents run in children (remote.go).
-func (c Config) proxyDescriptors() int {
-	switch {
-	case c.Broker != "":
-		return 3
-	case c.Transport == TCP || c.Transport == TLS:
-		return 4
-	}
-	return 0
-}
-
-// descriptorBudget is what a run may spend of this machine's 20,000
-// descriptors (the rest: the runtime, files, the reports).
-const descriptorBudget = 2 * maxTCPDevices
-
-// proxiableBrokerURL reports whether the fault proxy can stand in front of
-// the broker at raw: MQTT over TCP, or TLS, which it passes through.
-func proxiableBrokerURL(raw string) bool {
-	u, err := url.Parse(raw)
-	return err == nil && u.Port() != "" && (u.Scheme == "tcp" || u.Scheme == "mqtt" || isTLSScheme(u.Scheme))
-}
-
-func isTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts" }
 
 // externalTLS is what each device presents to and trusts of an external
 // broker at ssl://, or nil for a plain one: one certificate for every
 // device (TLSCert), or one a device issued from the CA's key (TLSCAKey,
 // with the client ID as its name). ServerName is the broker's own host, so
 // that the devices verify it through the proxy too.
-func (c Config) externalTLS() (func(i int) (*tls.Config, error), error) {
+func externalTLS(c plan.Plan) (func(i int) (*tls.Config, error), error) {
 	u, err := url.Parse(c.Broker)
-	if err != nil || !isTLSScheme(u.Scheme) {
+	if err != nil || !plan.IsTLSScheme(u.Scheme) {
 		return nil, err
 	}
 	base, err := device.LoadTLS(c.TLSCA, c.TLSCert, c.TLSKey)
@@ -109,7 +57,7 @@ func (c Config) externalTLS() (func(i int) (*tls.Config, error), error) {
 // members dial it directly; otherwise it listens on loopback TCP.
 func (r *run) setupProxy(mc *memberConfig) error {
 	cfg := faultproxy.Config{DialTimeout: r.scale(connectTimeout), Seed: r.c.Seed}
-	inMemory := r.broker != nil && r.c.Transport == Mem
+	inMemory := r.broker != nil && r.c.Transport == plan.Mem
 	switch {
 	case inMemory:
 		b := r.broker
@@ -143,7 +91,7 @@ func (r *run) setupProxy(mc *memberConfig) error {
 		}
 		return nil
 	}
-	if r.c.Transport == TLS && r.broker != nil {
+	if r.c.Transport == plan.TLS && r.broker != nil {
 		mc.broker = "ssl://" + p.Addr() // TLS passes through; the devices keep their TLS dialer
 		return nil
 	}
@@ -178,13 +126,13 @@ func (r *run) breaker() fault.Breaker {
 func (r *run) breakPath(ctx context.Context) error {
 	p := r.proxy
 	switch r.c.Scenario {
-	case Blackhole:
+	case plan.Blackhole:
 		p.BeginBlackhole()
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
 			return err
 		}
 		p.EndBlackhole()
-	case Latency:
+	case plan.Latency:
 		if err := p.SetLatency(r.scale(r.c.Latency), r.scale(r.c.LatencyJitter)); err != nil {
 			return err
 		}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A run through the fault proxy whose agents do not fit beside it (three
@@ -22,39 +22,10 @@ import (
 // child tells every event of its device log to this one on a pipe, and the
 // run follows them into its own log as if the agents were here.
 
-// agentsBesideProxy is how many devices' agents a run through the proxy
-// keeps in its own process.
-func (c Config) agentsBesideProxy() int {
-	n := descriptorBudget / c.proxyDescriptors()
-	if c.TCPPerProcess > 0 && c.remoteAgentsReachProxy() {
-		n = min(n, c.TCPPerProcess)
-	}
-	return n
-}
-
-// proxyHostDescriptors is what each device costs this process when its
-// agent runs in a child: the proxy's two, and the in-process broker's one.
-func (c Config) proxyHostDescriptors() int {
-	if c.Broker != "" {
-		return 2
-	}
-	return 3
-}
-
-// remoteAgentsReachProxy reports whether child agents can go through the
-// proxy: over TCP, or TLS to the in-process broker, whose certificate
-// names the loopback address the proxy listens on. An external TLS broker
-// is verified by its own name, which a child dialling the proxy's address
-// does not know.
-func (c Config) remoteAgentsReachProxy() bool {
-	u, err := url.Parse(c.Broker)
-	return c.Broker == "" || err != nil || !isTLSScheme(u.Scheme)
-}
-
 // follow reads a child's event lines (written by its device log's stream)
 // into l until the child closes them, and tells m, if set, as the agents
 // would have. Attempt indexes are the child's; l numbers them its own way.
-func (l *deviceLog) follow(rd io.Reader, m LiveMetrics) error {
+func (l *deviceLog) follow(rd io.Reader, m plan.LiveMetrics) error {
 	sc := bufio.NewScanner(rd)
 	var ours []int // the child's attempt i is our ours[i]
 	for sc.Scan() {

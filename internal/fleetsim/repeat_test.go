@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // In virtual time a seed is a run: every scenario that runs in a bubble
@@ -21,34 +22,34 @@ import (
 // device order, and the last boot connect, which lands on the disruption's
 // instant, is the boot's.
 func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
-	type mod func(*fleetsim.Config)
+	type mod func(*plan.Plan)
 	cases := map[string]mod{
-		"boot-storm":     func(c *fleetsim.Config) { c.Scenario = fleetsim.BootStorm },
-		"broker-restart": func(c *fleetsim.Config) {},
-		"broker-restart, unjittered": func(c *fleetsim.Config) {
+		"boot-storm":     func(c *plan.Plan) { c.Scenario = plan.BootStorm },
+		"broker-restart": func(c *plan.Plan) {},
+		"broker-restart, unjittered": func(c *plan.Plan) {
 			c.Policy = "exponential" // the whole fleet at each round's instant
 		},
-		"drop-all": func(c *fleetsim.Config) { c.Scenario = fleetsim.DropAll },
-		"drop-all, paho-default": func(c *fleetsim.Config) {
-			c.Scenario, c.Policy = fleetsim.DropAll, fleetsim.PahoDefault
+		"drop-all": func(c *plan.Plan) { c.Scenario = plan.DropAll },
+		"drop-all, paho-default": func(c *plan.Plan) {
+			c.Scenario, c.Policy = plan.DropAll, plan.PahoDefault
 		},
-		"flapping": func(c *fleetsim.Config) { c.Scenario = fleetsim.Flapping },
-		"blackhole": func(c *fleetsim.Config) {
-			c.Scenario, c.Outage = fleetsim.Blackhole, time.Minute
+		"flapping": func(c *plan.Plan) { c.Scenario = plan.Flapping },
+		"blackhole": func(c *plan.Plan) {
+			c.Scenario, c.Outage = plan.Blackhole, time.Minute
 		},
-		"latency":       func(c *fleetsim.Config) { c.Scenario = fleetsim.Latency },
-		"failover":      func(c *fleetsim.Config) { c.Scenario = fleetsim.FailoverScenario },
-		"config-outage": func(c *fleetsim.Config) { c.Scenario = fleetsim.ConfigOutage },
-		"telemetry":     func(c *fleetsim.Config) { c.Telemetry = 1 },
+		"latency":       func(c *plan.Plan) { c.Scenario = plan.Latency },
+		"failover":      func(c *plan.Plan) { c.Scenario = plan.Failover },
+		"config-outage": func(c *plan.Plan) { c.Scenario = plan.ConfigOutage },
+		"telemetry":     func(c *plan.Plan) { c.Telemetry = 1 },
 	}
 	for _, m := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
-		cases["throttled-restart, "+m.String()] = func(c *fleetsim.Config) {
-			c.Scenario, c.AdmitRate, c.AdmitBurst, c.AdmitMode = fleetsim.ThrottledRestart, 20, 2, m
+		cases["throttled-restart, "+m.String()] = func(c *plan.Plan) {
+			c.Scenario, c.AdmitRate, c.AdmitBurst, c.AdmitMode = plan.ThrottledRestart, 20, 2, m
 		}
 	}
 	for name, mod := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := small(fleetsim.BrokerRestart, "iotcore")
+			c := small(plan.BrokerRestart, "iotcore")
 			c.Outage, c.Seed = 10*time.Second, 7
 			mod(&c)
 			var reports [2][]byte
@@ -75,7 +76,7 @@ func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 					}
 				}
 			}
-			if c.Scenario != fleetsim.BootStorm && c.Policy != fleetsim.PahoDefault { // paho retries at once
+			if c.Scenario != plan.BootStorm && c.Policy != plan.PahoDefault { // paho retries at once
 				assert.NotContains(t, string(events[0]), "\n0.0000,", "no boot connect counted at the disruption's instant")
 			}
 		})

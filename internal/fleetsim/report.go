@@ -12,20 +12,21 @@ import (
 
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // Report is what a run found; see docs/simulator.md for each key.
 type Report struct {
-	Scenario     string       `json:"scenario"`
-	Policy       string       `json:"policy"`
-	Engine       string       `json:"engine"`
-	Transport    string       `json:"transport"`
-	Devices      int          `json:"devices"`
-	Seed         uint64       `json:"seed"`
-	TimeScale    float64      `json:"time_scale"`
-	RecoveryJSON recoveryJSON `json:"recovery"`
-	Attempts     Attempts     `json:"attempts"`
+	Scenario     plan.Scenario `json:"scenario"`
+	Policy       string        `json:"policy"`
+	Engine       plan.Engine   `json:"engine"`
+	Transport    string        `json:"transport"`
+	Devices      int           `json:"devices"`
+	Seed         uint64        `json:"seed"`
+	TimeScale    float64       `json:"time_scale"`
+	RecoveryJSON recoveryJSON  `json:"recovery"`
+	Attempts     Attempts      `json:"attempts"`
 	// Verdict is the fleet's: Fleet.Judgement.Verdict.
 	Verdict stormstats.Verdict `json:"verdict"`
 	// Fleet is every attempt the devices made, refused dials included:

@@ -17,12 +17,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
 func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
-	c := small(fleetsim.DropAll, fleetsim.PahoDefault)
+	c := small(plan.DropAll, plan.PahoDefault)
 	c.Devices = 200
 	var warn strings.Builder
 	c.Warn = &warn
@@ -44,7 +45,7 @@ func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
 }
 
 func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
-	c := small(fleetsim.Flapping, "iotcore")
+	c := small(plan.Flapping, "iotcore")
 	c.Outage, c.Flap = 20*time.Second, 2*time.Second
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
 // hint as a floor and adds jitter, so the fleet does not come back together;
 // without the jitter it comes back in two bursts, at the end of each half.
 func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
-	c := small(fleetsim.ConfigOutage, "iotcore")
+	c := small(plan.ConfigOutage, "iotcore")
 	c.Devices, c.Outage = 200, 10*time.Second // 503 until 5 s, then 429 until 10 s
 	var warn strings.Builder
 	c.Warn = &warn
@@ -103,8 +104,8 @@ func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
 }
 
 func TestTCPTransport(t *testing.T) {
-	c := small(fleetsim.DropAll, "full")
-	c.Transport = fleetsim.TCP
+	c := small(plan.DropAll, "full")
+	c.Transport = plan.TCP
 	c.TimeScale = 5 // real time: a connect timeout of 2 s, which no busy host reaches
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
@@ -133,10 +134,10 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		c := fleetsim.Default()
-		c.Devices, c.Scenario, c.TimeScale, c.Broker = 40, fleetsim.Observe, 1, b.URL()
+		c := plan.Default()
+		c.Devices, c.Scenario, c.TimeScale, c.Broker = 40, plan.Observe, 1, b.URL()
 		c.Duration = 30 * time.Second
-		c.Shard = fleetsim.Shard{Index: i, Count: 2}
+		c.Shard = plan.Shard{Index: i, Count: 2}
 		c.Ready = ready.Done
 		wg.Add(1)
 		go func() {
@@ -186,7 +187,7 @@ func readCSV(t *testing.T, path string) [][]string {
 }
 
 func TestTelemetryLosesNothingAcrossTheRestart(t *testing.T) {
-	c := small(fleetsim.BrokerRestart, "full")
+	c := small(plan.BrokerRestart, "full")
 	c.Telemetry = 2 // a reading every 0.5 s
 	for seed := uint64(1); seed <= seeds(); seed++ {
 		c.Seed = seed
@@ -213,7 +214,7 @@ func (w cancelOnWrite) Write(b []byte) (int, error) { w.cancel(); return len(b),
 func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := small(fleetsim.ThrottledRestart, "iotcore")
+	c := small(plan.ThrottledRestart, "iotcore")
 	c.AdmitRate = 0.2 // 300 s to readmit 60 devices: far beyond the first progress line
 	c.Progress = cancelOnWrite{cancel}
 	c.TimeScale = 1
@@ -237,7 +238,7 @@ func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 // sessions' pings spread over a keepalive), and the connections made into
 // the silence hang until their connect timeout.
 func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
-	c := small(fleetsim.Blackhole, "fleet-safe")
+	c := small(plan.Blackhole, "fleet-safe")
 	c.Devices, c.Outage = 100, 60*time.Second
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
@@ -259,7 +260,7 @@ func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
 // each connect pays the round trip, so recovery is later than the policy's
 // first wait alone.
 func TestLatencySlowsTheWayBack(t *testing.T) {
-	c := small(fleetsim.Latency, "fleet-safe")
+	c := small(plan.Latency, "fleet-safe")
 	c.Devices, c.Latency, c.LatencyJitter = 100, 2*time.Second, 500*time.Millisecond
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
@@ -276,7 +277,7 @@ func TestLatencySlowsTheWayBack(t *testing.T) {
 // policy's wait, goes to the standby, which sees one spread-out arrival a
 // device and no wave.
 func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
-	c := small(fleetsim.FailoverScenario, "fleet-safe")
+	c := small(plan.Failover, "fleet-safe")
 	c.Devices = 200
 	// The run watches the devices' own word for who is connected, which
 	// lags the primary's death: it must wait for every device to notice
@@ -299,8 +300,8 @@ func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
 // A TLS fleet: every device its own client certificate from the broker's
 // CA, every reconnect a full mutual-TLS handshake the report costs.
 func TestTLSFleetReportsTheBrokersHandshakeCPU(t *testing.T) {
-	c := small(fleetsim.BrokerRestart, "fleet-safe")
-	c.Devices, c.TimeScale, c.Transport = 100, 10, fleetsim.TLS
+	c := small(plan.BrokerRestart, "fleet-safe")
+	c.Devices, c.TimeScale, c.Transport = 100, 10, plan.TLS
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)

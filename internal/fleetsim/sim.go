@@ -12,7 +12,6 @@ import (
 	"io"
 	"net/url"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -20,26 +19,10 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
-
-// Scenarios a run can name.
-const (
-	BootStorm        = "boot-storm"        // every device powers on at once
-	BrokerRestart    = "broker-restart"    // the broker goes away for Outage, then comes back
-	ThrottledRestart = "throttled-restart" // as broker-restart, then admits AdmitRate connects/s
-	DropAll          = "drop-all"          // every session is dropped at once; the broker stays up
-	Flapping         = "flapping"          // for Outage, every session is dropped Flap after its CONNACK
-	ConfigOutage     = "config-outage"     // the config server answers 503, then 429, with Retry-After for Outage
-	Observe          = "observe"           // an external broker the user disrupts; the run only records
-)
-
-// Scenarios lists the scenarios a run can name.
-var Scenarios = []string{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, FailoverScenario, ConfigOutage, Observe}
-
-// PahoDefault names the baseline: paho's built-in reconnect, unjittered.
-const PahoDefault = "paho-default"
 
 // hostTimerPrecision is how finely a loaded host keeps thousands of agents'
 // timers: no burst narrower than this (times the time scale, unscaled) can
@@ -51,279 +34,9 @@ const hostTimerPrecision = 2 * time.Millisecond
 // 19.7 s); a scaled admission rate beyond it measures the host, not the fleet.
 const HostAdmitLimit = 5000
 
-// Transports a run can name.
-const (
-	Mem = "mem" // in-process pipes: no descriptors, 100,000 devices fit
-	TCP = "tcp" // loopback TCP: two descriptors per device in one process
-	TLS = "tls" // mutual TLS over loopback TCP, a client certificate a device
-)
-
-// Config is one run. Durations are real-world (unscaled) time.
-type Config struct {
-	// Engine is Agents (real agents, the default) or Virtual.
-	Engine     string
-	Devices    int
-	Scenario   string
-	Policy     string
-	MaxBackoff time.Duration
-	RetryCap   int // reconnect.RetryForever or a count
-	// Outage is how long the disruption lasts: the broker's absence
-	// (restarts), the flapping window, or the config server's fault window.
-	Outage time.Duration
-	// Flap is how long each session lasts while the broker flaps.
-	Flap time.Duration
-	// Latency and LatencyJitter are what the latency scenario adds to every
-	// byte each way: Latency plus U[0, LatencyJitter).
-	Latency, LatencyJitter time.Duration
-	// KeepAlive and PingTimeout are the agents' (device.Config): how soon
-	// they notice a silent path (0: 30 s and 10 s).
-	KeepAlive, PingTimeout time.Duration
-	// BootSpread is the window over which each device's first connect
-	// falls at power-on (boot-storm): an operator who knows what the broker
-	// admits spreads boots over at least devices / rate (0: the agents' own
-	// 10 s).
-	BootSpread time.Duration
-	// RetryAfter is the hint the config server sends in config-outage; 0
-	// sends the time left in the fault window, as a maintenance page does,
-	// which names one instant to every device that asks.
-	RetryAfter time.Duration
-	// RetryAfterJitter is the devices' fetchers' bound on the jitter they
-	// add to a hint (device.FetcherConfig.RetryAfterJitter: 0 the firmware's
-	// default, negative none).
-	RetryAfterJitter time.Duration
-	// Transport is Mem or TCP for the in-process broker.
-	Transport string
-	// Broker, if set, is an external broker's URL (tcp://host:port). The
-	// run puts the fault proxy in front of it for the disruptive scenarios
-	// and measures what it let through; observe leaves the disruption to
-	// the user, and boot-storm needs none.
-	Broker string
-	// TLSCA, TLSCert and TLSKey are PEM files for an external broker at
-	// ssl://: the CA that signs it (empty: the system's roots) and one
-	// client certificate every device presents (mutual TLS), if any.
-	// TLSCAKey, instead of TLSCert, is the CA's key: each device gets a
-	// certificate of its own, named by its client ID.
-	TLSCA, TLSCert, TLSKey, TLSCAKey string
-	// Duration bounds an observe run: how long to wait for a disruption.
-	Duration time.Duration
-	// Shard runs only the devices whose index i has i % Shard.Count ==
-	// Shard.Index (every device when Count is 0).
-	Shard Shard
-	// Telemetry, if > 0, makes every device publish that many QoS 1
-	// messages per (unscaled) second through a store-and-forward publisher.
-	Telemetry float64
-	// TimeScale runs every duration that many times faster; reports are in
-	// unscaled seconds.
-	TimeScale float64
-	Seed      uint64
-	// Admission, if AdmitRate > 0: the broker admits AdmitRate connects per
-	// (unscaled) second with bursts of AdmitBurst, over the limit behaving as
-	// AdmitMode. throttled-restart applies it when the broker returns (100/s
-	// if unset); other scenarios from the disruption on.
-	AdmitRate  float64
-	AdmitBurst int
-	AdmitMode  fault.AdmissionMode
-	// Bound, if > 0, is how long (unscaled) after the disruption a run
-	// waits for its fleet before ending unrecovered; 0 sets one from the
-	// outage, the cap and the admission rate.
-	Bound time.Duration
-	// failFast, if set, ends a virtual run as soon as it fails a grid
-	// cell's bounds for certain.
-	failFast *failFast
-	// Events, if set, receives events.csv as the run makes its attempts,
-	// and the report keeps none (a million-device run makes tens of
-	// millions); nil keeps them for Report.WriteFiles.
-	Events io.Writer
-	// Metrics, if set, is told of every agent's attempts and sessions as
-	// they happen, and of the disruption (real agents in this process).
-	Metrics LiveMetrics
-	// Progress, if set, receives a line a second while the fleet recovers.
-	Progress io.Writer
-	// Warn, if set, receives warnings about the run's own validity.
-	Warn io.Writer
-	// Ready, if set, is called once the whole fleet is up, before the
-	// disruption (observe: when the run starts waiting for one).
-	Ready func()
-	// Exe is the devicesim binary, for fleets that run in child processes
-	// (TCP beyond one process's descriptors).
-	Exe string
-	// TCPPerProcess is how many TCP devices' agents this process holds,
-	// beside the broker or the fault proxy, before they move to child
-	// processes, TCPPerProcess (or 5,000) each; 0 means what 20,000
-	// descriptors allow (9,500 beside the broker; beside the proxy 6,333,
-	// or 4,750 with the in-process broker's side too).
-	TCPPerProcess int
-	// Hold, if set, makes this run a child of another: start the devices
-	// against Broker, then read "t0 <unix ns>" from Hold (the parent sends
-	// it once its fleet has recovered) and report from that instant.
-	Hold io.Reader
-	// Stream, with Hold, is told every device event as it happens, for a
-	// parent whose fault proxy the devices go through (see follow).
-	Stream io.Writer
-}
-
-// LiveMetrics follows a run as it goes (livemetrics.Fleet serves it to
-// Prometheus).
-type LiveMetrics interface {
-	Start(devices int)
-	Device(i int) device.Metrics
-	Disrupted(t time.Time)
-}
-
-// Shard is a slice of a fleet: index Index of Count.
-type Shard struct{ Index, Count int }
-
-// ParseShard reads "i/n".
-func ParseShard(s string) (Shard, error) {
-	var sh Shard
-	if _, err := fmt.Sscanf(s, "%d/%d", &sh.Index, &sh.Count); err != nil || sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
-		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
-	}
-	return sh, nil
-}
-
-func (s Shard) String() string {
-	if s.Count == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%d/%d", s.Index, s.Count)
-}
-
-// ids lists the device indexes this shard runs.
-func (s Shard) ids(devices int) []int {
-	var ids []int
-	for i := 0; i < devices; i++ {
-		if s.Count == 0 || i%s.Count == s.Index {
-			ids = append(ids, i)
-		}
-	}
-	return ids
-}
-
-// Default is the embedded default run: 2,000 devices on the in-memory
-// transport, a 30 s broker restart, the IoTCore policy, 4x time scale: what
-// this 2-core host serves with another CPU-bound job beside it, within the
-// half-second line, and still in under 30 s. At 10x a 2,000-device restart
-// is noticed about 0.5 s late on a quiet machine; at 5x, beside a busy core,
-// the formula's rounds (2,000 attempts in 0.2 s of real time) left up to
-// 0.53 s late in one run of ten.
-func Default() Config {
-	return Config{Engine: Agents, Devices: 2000, Scenario: BrokerRestart, Policy: "iotcore", MaxBackoff: 32 * time.Second,
-		RetryCap: reconnect.RetryForever, Outage: 30 * time.Second, Flap: 2 * time.Second,
-		Latency: 300 * time.Millisecond, LatencyJitter: 200 * time.Millisecond, KeepAlive: 30 * time.Second, PingTimeout: 10 * time.Second,
-		Transport: Mem, Duration: 10 * time.Minute, TimeScale: 4, Seed: 1}
-}
-
-// maxTCPDevices is how many TCP devices one process holds with both ends
-// (two descriptors each) under this machine's 20,000-descriptor limit.
-const maxTCPDevices = 9500
-
-// Validate reports what makes c a run that cannot start, naming the
-// setting; Run checks it first.
-func (c Config) Validate() error {
-	external := c.Broker != ""
-	if c.Engine != Agents && c.Engine != Virtual {
-		return fmt.Errorf("unknown engine %q (agents or virtual)", c.Engine)
-	}
-	if c.Engine == Virtual {
-		if err := c.validateVirtual(); err != nil {
-			return err
-		}
-	}
-	switch {
-	case c.Devices < 1:
-		return fmt.Errorf("devices must be >= 1, got %d", c.Devices)
-	case !slices.Contains(Scenarios, c.Scenario):
-		return fmt.Errorf("unknown scenario %q (one of %v)", c.Scenario, Scenarios)
-	case external && (c.Scenario == ConfigOutage || c.Scenario == FailoverScenario):
-		return fmt.Errorf("%s runs on in-process servers: it takes no -broker", c.Scenario)
-	case c.Scenario == FailoverScenario && c.Engine == Virtual:
-		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
-	case c.Scenario == FailoverScenario && c.Policy == PahoDefault:
-		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
-	case external && !c.proxied() && c.Scenario != Observe && c.Scenario != BootStorm:
-		return fmt.Errorf("scenario %s does not apply to an external broker", c.Scenario)
-	case c.TLSCert != "" && c.TLSCAKey != "":
-		return fmt.Errorf("one client certificate for every device (-cert) or one a device from the CA's key (-ca-key), not both")
-	case c.TLSCAKey != "" && c.TLSCA == "":
-		return fmt.Errorf("-ca-key issues device certificates from the CA: -ca names its certificate")
-	case external && c.proxied() && !proxiableBrokerURL(c.Broker):
-		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", c.Broker)
-	case !external && c.Scenario == Observe:
-		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
-	case external && c.AdmitRate > 0 && !c.proxied():
-		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies through the fault proxy, in a disruptive scenario")
-	case c.proxied() && c.Engine == Virtual:
-		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", c.Scenario)
-	case c.proxied() && c.Policy == PahoDefault:
-		return fmt.Errorf("paho-default has no keepalive or dial of ours to route through the fault proxy: pick a reconnect policy")
-	case c.Scenario == Latency && (c.Latency < 0 || c.LatencyJitter < 0 || c.Latency+c.LatencyJitter == 0):
-		return fmt.Errorf("latency scenario: -latency %v and -latency-jitter %v must be >= 0, not both 0", c.Latency, c.LatencyJitter)
-	case c.KeepAlive < 0 || (c.KeepAlive > 0 && c.KeepAlive < time.Second):
-		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", c.KeepAlive)
-	case c.PingTimeout < 0:
-		return fmt.Errorf("ping timeout must be >= 0, got %v", c.PingTimeout)
-	case c.Scenario == Observe && c.TimeScale != 1 && c.Hold == nil:
-		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", c.TimeScale)
-	case c.Transport != Mem && c.Transport != TCP && c.Transport != TLS:
-		return fmt.Errorf("unknown transport %q (mem, tcp or tls)", c.Transport)
-	case c.Transport == TLS && c.Scenario == FailoverScenario:
-		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
-	case c.proxied() && c.needsChildren() && !c.remoteAgentsReachProxy():
-		return fmt.Errorf("%d devices through the fault proxy to an external TLS broker need %d descriptors in this process (%d each), "+
-			"over the %d a run may use here: at most %d (their agents stay beside the proxy: they verify the broker by its own name)",
-			c.Devices, c.Devices*c.proxyDescriptors(), c.proxyDescriptors(), descriptorBudget, c.agentsBesideProxy())
-	case c.proxied() && c.needsChildren() && c.Devices*c.proxyHostDescriptors() > descriptorBudget:
-		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each, their agents in "+
-			"child processes), over the %d a run may use here: at most %d", c.Devices, c.Devices*c.proxyHostDescriptors(),
-			c.proxyHostDescriptors(), descriptorBudget, descriptorBudget/c.proxyHostDescriptors())
-	case c.needsChildren() && c.Exe == "":
-		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (limit ~20,000), "+
-			"so their agents run in child processes: set Config.Exe to the devicesim binary", c.Devices)
-	case c.AdmitRate < 0 || c.AdmitBurst < 0:
-		return fmt.Errorf("admission rate and burst must be >= 0")
-	case !(c.TimeScale >= 1 && c.TimeScale <= 1000):
-		return fmt.Errorf("time scale must be in [1, 1000], got %g", c.TimeScale)
-	case c.Scenario != BootStorm && c.Scenario != DropAll && c.Scenario != Observe && c.Outage <= 0:
-		return fmt.Errorf("outage must be > 0, got %v", c.Outage)
-	case c.Scenario == Flapping && c.Flap <= 0:
-		return fmt.Errorf("flap must be > 0, got %v", c.Flap)
-	case c.Scenario == ConfigOutage && c.RetryAfter < 0:
-		return fmt.Errorf("retry-after must be >= 0, got %v", c.RetryAfter)
-	case c.Scenario == Observe && c.Duration <= 0:
-		return fmt.Errorf("duration must be > 0, got %v", c.Duration)
-	case c.BootSpread < 0:
-		return fmt.Errorf("boot spread must be >= 0, got %v", c.BootSpread)
-	case c.Bound < 0:
-		return fmt.Errorf("bound must be >= 0, got %v", c.Bound)
-	case c.TCPPerProcess < 0:
-		return fmt.Errorf("tcp-per-process must be >= 0, got %d", c.TCPPerProcess)
-	case c.Telemetry < 0:
-		return fmt.Errorf("telemetry rate must be >= 0, got %g", c.Telemetry)
-	case c.Telemetry > 0 && c.Policy == PahoDefault:
-		return fmt.Errorf("telemetry goes through the agent's store-and-forward publisher; paho-default has none")
-	case c.Telemetry > 1000:
-		return fmt.Errorf("telemetry rate %g per device per second is beyond any device", c.Telemetry)
-	case c.Shard.Count < 0 || (c.Shard.Count > 0 && (c.Shard.Index < 0 || c.Shard.Index >= c.Shard.Count)):
-		return fmt.Errorf("shard %d/%d: want 0 <= i < n", c.Shard.Index, c.Shard.Count)
-	case c.Shard.Count > 0 && !external:
-		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
-	case c.RetryCap < 0 && c.RetryCap != reconnect.RetryForever:
-		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", c.RetryCap)
-	}
-	if c.Policy == PahoDefault {
-		if c.MaxBackoff < time.Second {
-			return fmt.Errorf("max backoff %v is below paho's 1 s start", c.MaxBackoff)
-		}
-		return nil
-	}
-	_, err := Shape(c.Policy, c.MaxBackoff)
-	return err
-}
-
 // run is one run's moving parts.
 type run struct {
-	c         Config
+	c         plan.Plan
 	timing    device.Timing
 	broker    *testbroker.Broker // nil against an external broker
 	configs   *configserver.Server
@@ -357,26 +70,26 @@ func (r *run) warn(format string, args ...any) {
 }
 
 // Run executes one run.
-func Run(ctx context.Context, c Config) (*Report, error) {
+func Run(ctx context.Context, c plan.Plan) (*Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if c.Engine == Virtual {
-		return runVirtual(ctx, c)
+	if c.Engine == plan.Virtual {
+		return runVirtual(ctx, c, nil)
 	}
-	if c.Scenario == ConfigOutage && c.Policy == PahoDefault {
+	if c.Scenario == plan.ConfigOutage && c.Policy == plan.PahoDefault {
 		return nil, fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
 	}
-	r := &run{c: c, ids: c.Shard.ids(c.Devices)}
-	if c.Policy == PahoDefault && c.TimeScale != 1 {
+	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
+	if c.Policy == plan.PahoDefault && c.TimeScale != 1 {
 		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
 		r.c.TimeScale = 1
 	}
-	if c.Scenario == ConfigOutage && c.TimeScale != 1 {
+	if c.Scenario == plan.ConfigOutage && c.TimeScale != 1 {
 		r.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
 		r.c.TimeScale = 1
 	}
-	if c.Scenario == ThrottledRestart && c.AdmitRate == 0 {
+	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
 		r.c.AdmitRate = 100
 	}
 	start := time.Now()
@@ -401,7 +114,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	n := len(r.ids)
 	var memPerDevice float64
 	t0 := bootStart
-	if r.c.Scenario != BootStorm {
+	if r.c.Scenario != plan.BootStorm {
 		if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
@@ -410,7 +123,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		if r.c.Ready != nil {
 			r.c.Ready()
 		}
-		if r.c.Scenario != Observe {
+		if r.c.Scenario != plan.Observe {
 			t0 = time.Now()
 		}
 	}
@@ -423,7 +136,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	stopProgress := progress(r.c.Progress, r.obs, n, r.c.TimeScale, d.t0)
 	var recoverErr error
-	if r.c.Scenario == ConfigOutage {
+	if r.c.Scenario == plan.ConfigOutage {
 		recoverErr = d.wait()
 	} else {
 		recoverErr = r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
@@ -472,14 +185,6 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	return rep, nil
 }
 
-// bootSpread is the run's boot spread, the agents' own 10 s unless set.
-func (c Config) bootSpread() time.Duration {
-	if c.BootSpread > 0 {
-		return c.BootSpread
-	}
-	return device.DefaultTiming().BootSpread
-}
-
 // minKeepAlive is the shortest keepalive a run gives its agents: MQTT
 // counts it in whole seconds, and the broker drops a session silent for
 // 1.5 of them, which a loaded host reaches below two.
@@ -516,8 +221,8 @@ func (r *run) setup() error {
 	c := r.c
 	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), pingTimeout: r.pingTimeout(), connectTimeout: r.scale(connectTimeout),
 		pahoMaxInterval: c.MaxBackoff}
-	if c.Policy != PahoDefault {
-		shape, _ := Shape(c.Policy, c.MaxBackoff)
+	if c.Policy != plan.PahoDefault {
+		shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
 		policy, err := reconnect.New(scaled{shape, c.TimeScale}, reconnect.Limits{MaxRetries: c.RetryCap})
 		if err != nil {
 			return err
@@ -535,18 +240,18 @@ func (r *run) setup() error {
 			mc.pubRetry, mc.drainRate, mc.pubTimeout = policy, 50*c.TimeScale, max(time.Second, r.scale(30*time.Second))
 		}
 	}
-	r.timing.BootSpread = r.scale(c.bootSpread())
+	r.timing.BootSpread = r.scale(c.BootWindow())
 	// Outside boot-storm the fleet's boot is setup, not measurement: pace it
 	// at half of what this host serves, or paho's connect timeouts turn the
 	// setup itself into a storm.
 	hostPaced := time.Duration(float64(c.Devices) / (HostAdmitLimit / 2) * float64(time.Second)) // the whole fleet, shards included
 	switch {
-	case c.Scenario == Blackhole:
+	case c.Scenario == plan.Blackhole:
 		// Sessions that began at unrelated times ping at unrelated times:
 		// spread them over a keepalive, or the fleet's pings (and the
 		// moments it notices the silence) would be in step by construction.
 		r.timing.BootSpread = max(hostPaced, r.keepAlive())
-	case c.Scenario != BootStorm:
+	case c.Scenario != plan.BootStorm:
 		// A child's parent may ask for longer (a black hole's keepalive).
 		r.timing.BootSpread = max(hostPaced, 100*time.Millisecond, r.scale(c.BootSpread))
 	case r.timing.BootSpread < hostPaced:
@@ -554,7 +259,7 @@ func (r *run) setup() error {
 			len(r.ids), r.timing.BootSpread, HostAdmitLimit)
 	}
 	mc.pahoBootSpread = r.timing.BootSpread
-	if c.Scenario == BootStorm && c.Policy == PahoDefault {
+	if c.Scenario == plan.BootStorm && c.Policy == plan.PahoDefault {
 		mc.pahoBootSpread = 0 // paho has no boot spread: every device dials at power-on
 	}
 	if c.AdmitRate > 0 {
@@ -577,7 +282,7 @@ func (r *run) setup() error {
 	}
 	if c.Broker != "" {
 		r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
-		tlsCfg, err := c.externalTLS()
+		tlsCfg, err := externalTLS(c)
 		if err != nil {
 			return err
 		}
@@ -593,9 +298,9 @@ func (r *run) setup() error {
 	} else {
 		bc := testbroker.Config{Transport: testbroker.Memory}
 		switch c.Transport {
-		case TCP:
+		case plan.TCP:
 			bc.Transport = testbroker.TCP
-		case TLS:
+		case plan.TLS:
 			bc.Transport, bc.MutualTLS = testbroker.TLS, true
 		}
 		b, err := testbroker.New(bc)
@@ -604,45 +309,45 @@ func (r *run) setup() error {
 		}
 		r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
 		switch c.Transport {
-		case Mem:
+		case plan.Mem:
 			mc.dial = func(int) device.DialFunc { return b.DialContext }
-		case TCP:
+		case plan.TCP:
 			mc.dial = loopbackDialer
-		case TLS:
+		case plan.TLS:
 			if r.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
 				return err
 			}
 			mc.dial = func(i int) device.DialFunc { return loopbackTLSDialer(i, b) }
 		}
-		if c.Scenario == BootStorm && c.AdmitRate > 0 {
+		if c.Scenario == plan.BootStorm && c.AdmitRate > 0 {
 			if err := b.SetAdmission(r.admission); err != nil {
 				return err
 			}
 		}
 	}
-	if c.Scenario == FailoverScenario {
+	if c.Scenario == plan.Failover {
 		if err := r.setupStandby(&mc); err != nil {
 			return err
 		}
 	}
-	if c.proxied() {
+	if c.Proxied() {
 		if err := r.setupProxy(&mc); err != nil {
 			return err
 		}
-		if unscaled := r.unscale(r.keepAlive()); c.Scenario == Blackhole && unscaled != cmp.Or(c.KeepAlive, 30*time.Second) {
+		if unscaled := r.unscale(r.keepAlive()); c.Scenario == plan.Blackhole && unscaled != cmp.Or(c.KeepAlive, 30*time.Second) {
 			r.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
 		}
 	}
-	if c.Scenario == ConfigOutage {
+	if c.Scenario == plan.ConfigOutage {
 		if err := r.setupConfigs(); err != nil {
 			return err
 		}
 	}
-	if c.needsChildren() {
+	if c.NeedsChildren() {
 		return r.spawnChildren(mc.broker)
 	}
 	for _, i := range r.ids {
-		if c.Policy == PahoDefault {
+		if c.Policy == plan.PahoDefault {
 			r.members = append(r.members, newPahoMember(i, mc))
 			continue
 		}
@@ -710,28 +415,28 @@ func (d *disruption) watched(recovered bool, maxBackoff time.Duration, timeScale
 
 func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 	d := disruption{t0: t0, returned: t0}
-	if r.c.Scenario != BootStorm { // a boot storm's attempts are the boot's
+	if r.c.Scenario != plan.BootStorm { // a boot storm's attempts are the boot's
 		r.devlog.markDisruption()
 	}
 	if r.proxy != nil {
 		r.proxy.Recorder().Reset()
 	}
-	if r.broker != nil && r.c.Scenario != BootStorm {
+	if r.broker != nil && r.c.Scenario != plan.BootStorm {
 		r.broker.Recorder().ResetConnections() // telemetry counts the whole run
 	}
-	if (r.broker != nil || r.proxy != nil) && r.c.Scenario != BootStorm && r.c.AdmitRate > 0 && r.c.Scenario != ThrottledRestart {
+	if (r.broker != nil || r.proxy != nil) && r.c.Scenario != plan.BootStorm && r.c.AdmitRate > 0 && r.c.Scenario != plan.ThrottledRestart {
 		if err := r.setAdmission(); err != nil {
 			return d, err
 		}
 	}
 	br := r.breaker()
 	switch r.c.Scenario {
-	case BrokerRestart, ThrottledRestart:
+	case plan.BrokerRestart, plan.ThrottledRestart:
 		br.BeginOutage()
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
 			return d, err
 		}
-		if r.c.Scenario == ThrottledRestart {
+		if r.c.Scenario == plan.ThrottledRestart {
 			if err := r.setAdmission(); err != nil {
 				return d, err
 			}
@@ -740,12 +445,12 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 			return d, err
 		}
 		d.returned = time.Now()
-	case DropAll:
+	case plan.DropAll:
 		br.DropAll()
-	case FailoverScenario:
+	case plan.Failover:
 		r.standby.Recorder().ResetConnections()
 		br.BeginOutage() // for good: the fleet's survivor is the standby
-	case Flapping:
+	case plan.Flapping:
 		if err := br.SetFlapping(r.scale(r.c.Flap)); err != nil {
 			return d, err
 		}
@@ -762,16 +467,16 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 		if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Flap)+10*time.Millisecond); err != nil {
 			return d, err
 		}
-	case Blackhole, Latency:
+	case plan.Blackhole, plan.Latency:
 		if err := r.breakPath(ctx); err != nil {
 			return d, err
 		}
-		if r.c.Scenario == Blackhole {
+		if r.c.Scenario == plan.Blackhole {
 			d.returned = time.Now()
 		}
-	case ConfigOutage:
+	case plan.ConfigOutage:
 		return r.configOutage(ctx, t0)
-	case Observe:
+	case plan.Observe:
 		lost, err := r.obs.awaitLoss(ctx, t0, r.c.Duration)
 		if err != nil {
 			return d, fmt.Errorf("no disruption within %v: %w", r.c.Duration, err)
@@ -793,11 +498,11 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 // in-process broker, what it saw, from the disruption on.
 func (r *run) report(d disruption) (*Report, error) {
 	c := r.c
-	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: Agents, Transport: c.Transport, Devices: len(r.ids),
+	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Agents, Transport: string(c.Transport), Devices: len(r.ids),
 		Seed: c.Seed, TimeScale: c.TimeScale, DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
 	fleetAt, brokerAt := "devices", "broker"
 	switch {
-	case c.Scenario == ConfigOutage:
+	case c.Scenario == plan.ConfigOutage:
 		fleetAt, brokerAt = "config-server", "" // every request reaches it
 	case r.broker == nil && r.proxy != nil:
 		rep.Transport, brokerAt = "external", "proxy"
@@ -813,7 +518,7 @@ func (r *run) report(d disruption) (*Report, error) {
 	b.minWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
 	b.watchedUntil(d.until)
 	switch {
-	case c.Scenario == ConfigOutage:
+	case c.Scenario == plan.ConfigOutage:
 		for _, a := range r.configAttempts(d.t0) {
 			b.device(a)
 		}
@@ -828,8 +533,8 @@ func (r *run) report(d disruption) (*Report, error) {
 			b.device(a)
 		}
 		switch c.Scenario {
-		case BootStorm, Observe: // observe's t0 is the first loss noticed
-		case Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
+		case plan.BootStorm, plan.Observe: // observe's t0 is the first loss noticed
+		case plan.Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
 			rep.Noticed = noticedOf(r.devlog.noticed(d.t0), c.TimeScale, c.Outage)
 		default:
 			b.noticed(r.devlog.noticed(d.t0))
@@ -852,8 +557,8 @@ func (r *run) report(d disruption) (*Report, error) {
 	if err := b.fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = c.limit(len(r.ids)), b.back.Seconds()
-	if c.Transport == TLS && r.broker != nil {
+	rep.Limit, rep.BrokerBackS = limitOf(c, len(r.ids)), b.back.Seconds()
+	if c.Transport == plan.TLS && r.broker != nil {
 		rep.TLS = tlsCost(r.handshakeCPU, rep.Broker)
 	}
 	if r.proxy != nil {
@@ -866,7 +571,7 @@ func (r *run) report(d disruption) (*Report, error) {
 
 // limit is the admission limit a run applies and the recovery it allows
 // devices at best, or nil.
-func (c Config) limit(devices int) *Limit {
+func limitOf(c plan.Plan, devices int) *Limit {
 	if c.AdmitRate <= 0 {
 		return nil
 	}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -23,14 +24,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func small(scenario, policy string) fleetsim.Config {
-	c := fleetsim.Default()
+func small(scenario plan.Scenario, policy string) plan.Plan {
+	c := plan.Default()
 	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, scenario, policy, 50
 	return c
 }
 
 func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
-	r, err := inVirtualTime(t, small(fleetsim.BrokerRestart, "exponential"))
+	r, err := inVirtualTime(t, small(plan.BrokerRestart, "exponential"))
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	// Waits of 1, 2, 4, 8 and 16 s: rounds at 1, 3, 7, 15 and 31 s, the
@@ -80,7 +81,7 @@ func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
 func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 	var reports []*fleetsim.Report
 	for _, p := range []string{"exponential", "full"} {
-		r, err := fleetsim.Run(context.Background(), virtual(fleetsim.DropAll, p, 200))
+		r, err := fleetsim.Run(context.Background(), virtual(plan.DropAll, p, 200))
 		require.NoError(t, err)
 		reports = append(reports, r)
 	}
@@ -109,7 +110,7 @@ func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 }
 
 func TestDropAllWithFullJitterRecovers(t *testing.T) {
-	r, err := inVirtualTime(t, small(fleetsim.DropAll, "full"))
+	r, err := inVirtualTime(t, small(plan.DropAll, "full"))
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "the broker stayed up: every first retry is admitted")
@@ -117,32 +118,32 @@ func TestDropAllWithFullJitterRecovers(t *testing.T) {
 }
 
 func TestInvalidConfigIsAnError(t *testing.T) {
-	for name, mod := range map[string]func(*fleetsim.Config){
-		"no devices":     func(c *fleetsim.Config) { c.Devices = 0 },
-		"scenario":       func(c *fleetsim.Config) { c.Scenario = "meteor" },
-		"policy":         func(c *fleetsim.Config) { c.Policy = "hope" },
-		"time scale":     func(c *fleetsim.Config) { c.TimeScale = 0 },
-		"outage":         func(c *fleetsim.Config) { c.Outage = 0 },
-		"max backoff":    func(c *fleetsim.Config) { c.MaxBackoff = time.Millisecond },
-		"negative retry": func(c *fleetsim.Config) { c.RetryCap = -5 },
-		"keepalive under a second": func(c *fleetsim.Config) {
-			c.Scenario, c.KeepAlive = fleetsim.Blackhole, 500*time.Millisecond
+	for name, mod := range map[string]func(*plan.Plan){
+		"no devices":     func(c *plan.Plan) { c.Devices = 0 },
+		"scenario":       func(c *plan.Plan) { c.Scenario = "meteor" },
+		"policy":         func(c *plan.Plan) { c.Policy = "hope" },
+		"time scale":     func(c *plan.Plan) { c.TimeScale = 0 },
+		"outage":         func(c *plan.Plan) { c.Outage = 0 },
+		"max backoff":    func(c *plan.Plan) { c.MaxBackoff = time.Millisecond },
+		"negative retry": func(c *plan.Plan) { c.RetryCap = -5 },
+		"keepalive under a second": func(c *plan.Plan) {
+			c.Scenario, c.KeepAlive = plan.Blackhole, 500*time.Millisecond
 		},
-		"no latency": func(c *fleetsim.Config) { c.Scenario, c.Latency, c.LatencyJitter = fleetsim.Latency, 0, 0 },
-		"the proxy in the virtual engine": func(c *fleetsim.Config) {
-			c.Scenario, c.Engine = fleetsim.Blackhole, fleetsim.Virtual
+		"no latency": func(c *plan.Plan) { c.Scenario, c.Latency, c.LatencyJitter = plan.Latency, 0, 0 },
+		"the proxy in the virtual engine": func(c *plan.Plan) {
+			c.Scenario, c.Engine = plan.Blackhole, plan.Virtual
 		},
-		"more descriptors than the machine has": func(c *fleetsim.Config) {
-			c.Scenario, c.Broker, c.Devices = fleetsim.DropAll, "tcp://127.0.0.1:1883", 7000
+		"more descriptors than the machine has": func(c *plan.Plan) {
+			c.Scenario, c.Broker, c.Devices = plan.DropAll, "tcp://127.0.0.1:1883", 7000
 		},
-		"a broker URL the proxy cannot stand in front of": func(c *fleetsim.Config) {
-			c.Scenario, c.Broker = fleetsim.DropAll, "ws://127.0.0.1:8080"
+		"a broker URL the proxy cannot stand in front of": func(c *plan.Plan) {
+			c.Scenario, c.Broker = plan.DropAll, "ws://127.0.0.1:8080"
 		},
-		"config-outage against an external broker": func(c *fleetsim.Config) {
-			c.Scenario, c.Broker = fleetsim.ConfigOutage, "tcp://127.0.0.1:1883"
+		"config-outage against an external broker": func(c *plan.Plan) {
+			c.Scenario, c.Broker = plan.ConfigOutage, "tcp://127.0.0.1:1883"
 		},
 	} {
-		c := fleetsim.Default()
+		c := plan.Default()
 		mod(&c)
 		_, err := fleetsim.Run(context.Background(), c)
 		assert.Error(t, err, name)
@@ -150,7 +151,7 @@ func TestInvalidConfigIsAnError(t *testing.T) {
 }
 
 func TestThrottledRestartReportsTheLimit(t *testing.T) {
-	c := small(fleetsim.ThrottledRestart, "full")
+	c := small(plan.ThrottledRestart, "full")
 	c.AdmitRate = 20 // 60 devices: 3 s at best once the broker is back
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
@@ -165,7 +166,7 @@ func TestThrottledRestartReportsTheLimit(t *testing.T) {
 }
 
 func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
-	c := small(fleetsim.BootStorm, "iotcore")
+	c := small(plan.BootStorm, "iotcore")
 	c.Devices = 200
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -20,7 +21,7 @@ import (
 const Mixed = "mixed"
 
 // SoakStorms are the storms a soak goes through, in turn.
-var SoakStorms = []string{DropAll, BrokerRestart, ThrottledRestart, Flapping, Mixed}
+var SoakStorms = []string{string(plan.DropAll), string(plan.BrokerRestart), string(plan.ThrottledRestart), string(plan.Flapping), Mixed}
 
 // SoakConfig is a soak: one fleet of real agents with telemetry on, through
 // Storms storms in turn, to find what a single run cannot: goroutines or
@@ -100,10 +101,10 @@ type SoakMessages struct {
 // soakTolerance is how far above the baseline goroutines and heap may end.
 const soakTolerance = 0.10
 
-func (sc SoakConfig) config() (Config, error) {
-	c := Default()
+func (sc SoakConfig) config() (plan.Plan, error) {
+	c := plan.Default()
 	c.Devices, c.Policy, c.Telemetry, c.TimeScale, c.Seed = sc.Devices, sc.Policy, sc.Telemetry, sc.TimeScale, sc.Seed
-	c.Outage, c.Scenario = sc.Outage, BrokerRestart
+	c.Outage, c.Scenario = sc.Outage, plan.BrokerRestart
 	switch {
 	case sc.Storms < 1:
 		return c, fmt.Errorf("storms must be >= 1, got %d", sc.Storms)
@@ -122,7 +123,7 @@ func Soak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		return nil, err
 	}
 	start := time.Now()
-	r := &run{c: c, ids: c.Shard.ids(c.Devices)}
+	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
 	defer r.close()
 	if err := r.setup(); err != nil {
 		return nil, err
@@ -224,12 +225,12 @@ var ErrSoakFailed = errors.New("fleetsim: soak failed")
 // for its queues to settle, and counts what the broker received.
 func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc *receiver) (SoakStorm, error) {
 	n := len(r.ids)
-	r.c.Scenario, r.c.AdmitRate = kind, 0
+	r.c.Scenario, r.c.AdmitRate = plan.Scenario(kind), 0
 	throttle := fault.Admission{Rate: admitRate * r.c.TimeScale, Burst: max(1, int(admitRate/20)), Mode: fault.RefuseOverLimit}
 	var d disruption
 	var err error
 	switch kind {
-	case ThrottledRestart:
+	case string(plan.ThrottledRestart):
 		r.c.AdmitRate, r.admission = admitRate, throttle
 		d, err = r.disrupt(ctx, time.Now())
 	case Mixed:

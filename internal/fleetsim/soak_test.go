@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A short soak in virtual time: 1,000 devices with telemetry through a
@@ -33,7 +34,7 @@ func TestSoakReturnsToItsBaseline(t *testing.T) {
 	rep.Summary(&sb)
 	t.Log("\n" + progress.String() + sb.String())
 	require.Len(t, rep.Storms, 3)
-	for i, kind := range []string{fleetsim.DropAll, fleetsim.BrokerRestart, fleetsim.ThrottledRestart} {
+	for i, kind := range []string{string(plan.DropAll), string(plan.BrokerRestart), string(plan.ThrottledRestart)} {
 		assert.Equal(t, kind, rep.Storms[i].Kind)
 		assert.Equal(t, sc.Devices, rep.Storms[i].SessionsLost, "%s: every session ended once", kind)
 		assert.Equal(t, rep.Baseline.Goroutines, rep.Storms[i].Goroutines, "%s: every goroutine a storm started has ended", kind)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -17,23 +18,24 @@ import (
 // one burst of first retries (drop-all) is not a sequence of rounds.
 // Restarts last 10 s, so that they are quick.
 var knownVerdicts = []struct {
-	scenario, policy string
-	devices          int
-	want             stormstats.Verdict
+	scenario plan.Scenario
+	policy   string
+	devices  int
+	want     stormstats.Verdict
 }{
-	{fleetsim.BrokerRestart, "exponential", 60, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
-	{fleetsim.BrokerRestart, "iotcore", 60, stormstats.Waves},     // the same, each a second or more wide
-	{fleetsim.BrokerRestart, "full", 60, stormstats.Spread},
-	{fleetsim.DropAll, "exponential", 200, stormstats.Spread}, // everyone back at 1 s: one burst
-	{fleetsim.DropAll, "iotcore", 200, stormstats.Spread},     // everyone back within [1, 2) s: one burst
-	{fleetsim.DropAll, "full", 200, stormstats.Spread},
-	{fleetsim.BootStorm, "iotcore", 200, stormstats.Spread}, // the boot spread
+	{plan.BrokerRestart, "exponential", 60, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
+	{plan.BrokerRestart, "iotcore", 60, stormstats.Waves},     // the same, each a second or more wide
+	{plan.BrokerRestart, "full", 60, stormstats.Spread},
+	{plan.DropAll, "exponential", 200, stormstats.Spread}, // everyone back at 1 s: one burst
+	{plan.DropAll, "iotcore", 200, stormstats.Spread},     // everyone back within [1, 2) s: one burst
+	{plan.DropAll, "full", 200, stormstats.Spread},
+	{plan.BootStorm, "iotcore", 200, stormstats.Spread}, // the boot spread
 }
 
 // Every known verdict holds for 20 consecutive seeds on both engines, the
 // real agents in virtual time (3 seeds under the race detector).
 func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
-	for _, engine := range []string{fleetsim.Virtual, fleetsim.Agents} {
+	for _, engine := range []plan.Engine{plan.Virtual, plan.Agents} {
 		for _, k := range knownVerdicts {
 			t.Run(fmt.Sprintf("%s/%s/%s", engine, k.scenario, k.policy), func(t *testing.T) {
 				for seed := uint64(1); seed <= seeds(); seed++ {
@@ -41,7 +43,7 @@ func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
 					c.Engine, c.Devices, c.Seed, c.Outage = engine, k.devices, seed, 10*time.Second
 					var r *fleetsim.Report
 					var err error
-					if engine == fleetsim.Agents {
+					if engine == plan.Agents {
 						r, err = inVirtualTime(t, c)
 					} else {
 						r, err = fleetsim.Run(context.Background(), c)

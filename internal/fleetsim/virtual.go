@@ -13,13 +13,8 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/eventq"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
-)
-
-// Engines a run can name.
-const (
-	Agents  = "agents"  // real device.Agents, paho clients and the in-process broker, in (scaled) real time
-	Virtual = "virtual" // each device's device.Machine against a model of the broker, in virtual time
 )
 
 // The virtual engine drives every device's reconnect state machine (the
@@ -120,7 +115,8 @@ func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
 
 // virtualFleet is the engine's state.
 type virtualFleet struct {
-	c       Config
+	c       plan.Plan
+	ff      *failFast // a grid cell's bounds, or nil
 	epoch   time.Time
 	machine []device.Machine
 	online  []bool
@@ -139,37 +135,27 @@ var (
 	errConnectTimeout = errors.New("connect timeout")
 )
 
-func (c Config) validateVirtual() error {
-	switch {
-	case c.Policy == PahoDefault:
-		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
-	case c.Scenario == ConfigOutage || c.Scenario == Observe:
-		return fmt.Errorf("scenario %s needs real devices: use -engine agents", c.Scenario)
-	case c.Broker != "" || c.Shard.Count > 0 || c.Telemetry > 0 || c.Transport != Mem:
-		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp or tls need real devices: use -engine agents")
-	}
-	return nil
-}
-
 // runVirtual is Run for the virtual engine.
-func runVirtual(ctx context.Context, c Config) (*Report, error) {
+// A grid passes ff, its cell's bounds, to end a run as soon as it fails
+// them; nil runs to the end.
+func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*Report, error) {
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
-	if c.Scenario == ThrottledRestart && c.AdmitRate == 0 {
+	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
 		c.AdmitRate = 100
 	}
-	shape, _ := Shape(c.Policy, c.MaxBackoff)
+	shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
 	policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
 	if err != nil {
 		return nil, err
 	}
 	timing := device.DefaultTiming()
-	timing.Policy, timing.BootSpread = policy, c.bootSpread()
+	timing.Policy, timing.BootSpread = policy, c.BootWindow()
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
 	before := memInUse()
-	v := &virtualFleet{c: c, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
+	v := &virtualFleet{c: c, ff: ff, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
 		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
 
@@ -198,12 +184,12 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 	}
 	v.b.watchedUntil(v.at(until))
 	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
-	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: Virtual, Transport: "model", Devices: c.Devices,
+	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Virtual, Transport: "model", Devices: c.Devices,
 		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
 	if err := v.b.fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = c.limit(c.Devices), v.b.back.Seconds()
+	rep.Limit, rep.BrokerBackS = limitOf(c, c.Devices), v.b.back.Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.RecoveryJSON.AllRecovered = finished && rep.recovered == c.Devices
 	if !rep.RecoveryJSON.AllRecovered {
@@ -214,23 +200,18 @@ func runVirtual(ctx context.Context, c Config) (*Report, error) {
 
 func (v *virtualFleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
 
-// admission is the run's admission limit, unscaled.
-func (c Config) admission() fault.Admission {
-	return fault.Admission{Rate: c.AdmitRate, Burst: c.AdmitBurst, Mode: c.AdmitMode}
-}
-
 // setup boots the fleet (online at once, outside boot-storm), arranges the
 // scenario's disruption at t0, and returns when the broker is back.
 func (v *virtualFleet) setup() (returned time.Duration) {
 	c := v.c
 	v.t0 = time.Second
-	if c.Scenario == BootStorm {
+	if c.Scenario == plan.BootStorm {
 		v.t0 = 0
 		for i := range v.machine {
 			v.schedule(i, 0, v.machine[i].Start(v.at(0)))
 		}
 		if c.AdmitRate > 0 {
-			v.broker.limit(c.admission(), 0)
+			v.broker.limit(c.Admission(), 0)
 		}
 		return 0
 	}
@@ -244,19 +225,19 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 	v.up = len(v.machine)
 	returned = v.t0
 	switch c.Scenario {
-	case BrokerRestart, ThrottledRestart:
+	case plan.BrokerRestart, plan.ThrottledRestart:
 		v.broker.down = [2]time.Duration{v.t0, v.t0 + c.Outage}
 		returned = v.broker.down[1]
-	case Flapping:
+	case plan.Flapping:
 		v.broker.flap, v.broker.flapAfter = [2]time.Duration{v.t0, v.t0 + c.Outage}, c.Flap
 		returned = v.broker.flap[1]
 	}
 	if c.AdmitRate > 0 {
 		from := v.t0
-		if c.Scenario == ThrottledRestart {
+		if c.Scenario == plan.ThrottledRestart {
 			from = returned
 		}
-		v.broker.limit(c.admission(), from)
+		v.broker.limit(c.Admission(), from)
 	}
 	for i := range v.machine { // the disruption ends every session at once
 		v.lose(i, v.t0)
@@ -332,7 +313,7 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 // time at: too many attempts since the return, or fewer than 99 % of the
 // devices back by the time the 99th percentile was due.
 func (v *virtualFleet) failed(at time.Duration) bool {
-	f := v.c.failFast
+	f := v.ff
 	if f == nil {
 		return false
 	}

@@ -10,12 +10,13 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-func virtual(scenario, policy string, devices int) fleetsim.Config {
-	c := fleetsim.Default()
-	c.Engine, c.Devices, c.Scenario, c.Policy = fleetsim.Virtual, devices, scenario, policy
+func virtual(scenario plan.Scenario, policy string, devices int) plan.Plan {
+	c := plan.Default()
+	c.Engine, c.Devices, c.Scenario, c.Policy = plan.Virtual, devices, scenario, policy
 	return c
 }
 
@@ -23,9 +24,9 @@ func TestVirtualEngineMatchesTheAgents(t *testing.T) {
 	// The same restart as TestBrokerRestartWithoutJitterComesBackInWaves,
 	// with each device's state machine in virtual time: 1, 2, 4, 8, 16 s
 	// waits put every device back at exactly 31 s.
-	r, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "exponential", 60))
+	r, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "exponential", 60))
 	require.NoError(t, err)
-	assert.Equal(t, "virtual", r.Engine)
+	assert.Equal(t, plan.Virtual, r.Engine)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	assert.InDelta(t, 31.0, r.RecoveryJSON.P50S, 0.001)
 	assert.InDelta(t, 31.0, r.RecoveryJSON.MaxS, 0.001)
@@ -45,13 +46,13 @@ func TestVirtualEngineMatchesTheAgents(t *testing.T) {
 }
 
 func TestVirtualEngineIsReproducible(t *testing.T) {
-	a, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "full", 5000))
+	a, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "full", 5000))
 	require.NoError(t, err)
-	b, err := fleetsim.Run(context.Background(), virtual(fleetsim.BrokerRestart, "full", 5000))
+	b, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "full", 5000))
 	require.NoError(t, err)
 	assert.Equal(t, a.RecoveryJSON, b.RecoveryJSON, "same seed, same draws, same virtual times")
 	assert.Equal(t, a.Fleet, b.Fleet)
-	c := virtual(fleetsim.BrokerRestart, "full", 5000)
+	c := virtual(plan.BrokerRestart, "full", 5000)
 	c.Seed = 2
 	d, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestVirtualEngineIsReproducible(t *testing.T) {
 
 func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 	for _, mode := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
-		c := virtual(fleetsim.ThrottledRestart, "full", 2000)
+		c := virtual(plan.ThrottledRestart, "full", 2000)
 		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
 		r, err := fleetsim.Run(context.Background(), c)
 		require.NoError(t, err, mode)
@@ -75,14 +76,14 @@ func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 }
 
 func TestVirtualFlappingAndBootStorm(t *testing.T) {
-	c := virtual(fleetsim.Flapping, "iotcore", 1000)
+	c := virtual(plan.Flapping, "iotcore", 1000)
 	c.Outage, c.Flap = 20*time.Second, 2*time.Second
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
 	assert.True(t, r.RecoveryJSON.AllRecovered)
 	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 18.0, "sessions admitted in the window were dropped")
 
-	r, err = fleetsim.Run(context.Background(), virtual(fleetsim.BootStorm, "iotcore", 1000))
+	r, err = fleetsim.Run(context.Background(), virtual(plan.BootStorm, "iotcore", 1000))
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
 	assert.Less(t, r.RecoveryJSON.MaxS, 10.0, "inside the 10 s boot spread")
@@ -90,19 +91,19 @@ func TestVirtualFlappingAndBootStorm(t *testing.T) {
 }
 
 func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
-	for name, c := range map[string]fleetsim.Config{
-		"paho-default":  virtual(fleetsim.BrokerRestart, fleetsim.PahoDefault, 10),
-		"config-outage": virtual(fleetsim.ConfigOutage, "iotcore", 10),
-		"tcp": func() fleetsim.Config {
-			c := virtual(fleetsim.DropAll, "iotcore", 10)
-			c.Transport = fleetsim.TCP
+	for name, c := range map[string]plan.Plan{
+		"paho-default":  virtual(plan.BrokerRestart, plan.PahoDefault, 10),
+		"config-outage": virtual(plan.ConfigOutage, "iotcore", 10),
+		"tcp": func() plan.Plan {
+			c := virtual(plan.DropAll, "iotcore", 10)
+			c.Transport = plan.TCP
 			return c
 		}(),
 	} {
 		_, err := fleetsim.Run(context.Background(), c)
 		assert.ErrorContains(t, err, "agents", name)
 	}
-	c := virtual(fleetsim.DropAll, "iotcore", 10)
+	c := virtual(plan.DropAll, "iotcore", 10)
 	c.Engine = "quantum"
 	_, err := fleetsim.Run(context.Background(), c)
 	assert.ErrorContains(t, err, "unknown engine")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -54,7 +55,7 @@ func TestServesTheFleetsCountsAsItRuns(t *testing.T) {
 func testServesTheFleetsCounts(t *testing.T) {
 	fleet := livemetrics.NewFleet()
 	h := fleet.Handler()
-	c := fleetsim.Default()
+	c := plan.Default()
 	c.Devices, c.TimeScale, c.Policy = 100, 1, "fleet-safe"
 	c.Metrics = fleet
 	var during map[string]float64

@@ -1,0 +1,200 @@
+package plan
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"strconv"
+)
+
+// What one process may hold, under this machine's 20,000 descriptors.
+const (
+	// MaxTCPDevices is how many TCP devices one process holds with both
+	// ends (two descriptors each).
+	MaxTCPDevices = 9500
+	// DescriptorBudget is what a run may spend of the descriptors (the
+	// rest: the runtime, files, the reports).
+	DescriptorBudget = 2 * MaxTCPDevices
+	// DevicesPerChild is how many TCP devices a child process runs when a
+	// fleet is too large to hold both ends of every connection in one
+	// process.
+	DevicesPerChild = 5000
+)
+
+// Proxied reports whether the run puts the fault proxy in the devices'
+// path: against an external broker for every disruptive scenario, and for
+// the path's own faults against any broker.
+func (p Plan) Proxied() bool {
+	return p.Scenario.BreaksPath() || p.Scenario.BreaksBroker() && p.Broker != ""
+}
+
+// ProxyDescriptors is how many descriptors each device costs this process
+// in a run through the fault proxy with its agent here: the device's
+// socket, the proxy's two, and the in-process broker's over TCP (in memory,
+// none). Beyond AgentsBesideProxy the agents run in children.
+func (p Plan) ProxyDescriptors() int {
+	switch {
+	case p.Broker != "":
+		return 3
+	case p.Transport == TCP || p.Transport == TLS:
+		return 4
+	}
+	return 0
+}
+
+// AgentsBesideProxy is how many devices' agents a run through the proxy
+// keeps in its own process.
+func (p Plan) AgentsBesideProxy() int {
+	n := DescriptorBudget / p.ProxyDescriptors()
+	if p.TCPPerProcess > 0 && p.RemoteAgentsReachProxy() {
+		n = min(n, p.TCPPerProcess)
+	}
+	return n
+}
+
+// ProxyHostDescriptors is what each device costs this process when its
+// agent runs in a child: the proxy's two, and the in-process broker's one.
+func (p Plan) ProxyHostDescriptors() int {
+	if p.Broker != "" {
+		return 2
+	}
+	return 3
+}
+
+// RemoteAgentsReachProxy reports whether child agents can go through the
+// proxy: over TCP, or TLS to the in-process broker, whose certificate
+// names the loopback address the proxy listens on. An external TLS broker
+// is verified by its own name, which a child dialling the proxy's address
+// does not know.
+func (p Plan) RemoteAgentsReachProxy() bool {
+	u, err := url.Parse(p.Broker)
+	return p.Broker == "" || err != nil || !IsTLSScheme(u.Scheme)
+}
+
+// NeedsChildren reports whether the agents run in child processes: over
+// TCP, one process holds the broker's and the devices' descriptors for at
+// most MaxTCPDevices devices, and the proxy's as well for fewer (see
+// AgentsBesideProxy).
+func (p Plan) NeedsChildren() bool {
+	switch {
+	case p.Proxied():
+		return p.ProxyDescriptors() > 0 && p.Devices > p.AgentsBesideProxy()
+	case p.Broker == "" && (p.Transport == TCP || p.Transport == TLS):
+		return p.Devices > cmp.Or(p.TCPPerProcess, MaxTCPDevices)
+	}
+	return false
+}
+
+// ProxiableBrokerURL reports whether the fault proxy can stand in front of
+// the broker at raw: MQTT over TCP, or TLS, which it passes through.
+func ProxiableBrokerURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Port() != "" && (u.Scheme == "tcp" || u.Scheme == "mqtt" || IsTLSScheme(u.Scheme))
+}
+
+// IsTLSScheme reports whether a broker URL's scheme is MQTT over TLS.
+func IsTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts" }
+
+// What a run holds at its peak, resident, per device and on top: measured
+// with /usr/bin/time -f %M on devicesim run -policy fleet-safe -events off
+// (docs/large-fleets.md): real agents on the in-memory transport 2.33 GB
+// at 20,000 devices (about 115 KiB each), the virtual engine 390 MB at
+// 1,000,000 (about 370 bytes each). Rounded up: a refusal should never
+// meet a fleet that would have fit by a hair, nor a run die of one that
+// did not.
+const (
+	agentFootprint   = 128 << 10
+	virtualFootprint = 512
+	baseFootprint    = 256 << 20
+)
+
+// Footprint estimates the memory a run of p holds at its peak, in bytes:
+// its devices (this shard's, where p runs one) on its engine, children's
+// agents included, since they share the machine.
+func (p Plan) Footprint() uint64 {
+	return baseFootprint + uint64(p.Shard.Size(p.Devices))*p.perDevice()
+}
+
+func (p Plan) perDevice() uint64 {
+	if p.Engine == Virtual {
+		return virtualFootprint
+	}
+	return agentFootprint
+}
+
+// CheckFits refuses a run whose Footprint is more than available bytes,
+// naming the largest fleet that fits on each engine that could run it.
+// available 0 (not known) checks nothing.
+func (p Plan) CheckFits(available uint64) error {
+	if available == 0 || p.Footprint() <= available {
+		return nil
+	}
+	largest := func(perDevice uint64) int {
+		if available <= baseFootprint {
+			return 0
+		}
+		return int(min((available-baseFootprint)/perDevice, uint64(math.MaxInt32)))
+	}
+	msg := fmt.Sprintf("%s devices on the %s engine need about %s (about %s a device); this machine has %s available: at most %s fit",
+		thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), thousands(largest(p.perDevice())))
+	if p.Engine != Virtual {
+		v := p
+		v.Engine = Virtual
+		if v.Validate() == nil {
+			msg += fmt.Sprintf(", or %s on -engine virtual", thousands(largest(virtualFootprint)))
+		}
+	}
+	if p.Broker != "" && p.Shard.Count == 0 {
+		msg += ", or -shard slices of it on several machines"
+	}
+	return errors.New(msg)
+}
+
+// AvailableMemory is the memory this machine can give a run now, in bytes:
+// Linux's MemAvailable; 0 where it cannot be read.
+func AvailableMemory() uint64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	s := bufio.NewScanner(bytes.NewReader(b))
+	for s.Scan() {
+		f := bytes.Fields(s.Bytes())
+		if len(f) == 3 && string(f[0]) == "MemAvailable:" && string(f[2]) == "kB" {
+			kb, err := strconv.ParseUint(string(f[1]), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func bytesOf(b uint64) string {
+	switch {
+	case b >= 1<<40:
+		return fmt.Sprintf("%.1f TiB", float64(b)/(1<<40))
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", b)
+}
+
+// thousands writes n with thousands separators: 1,000,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -1,0 +1,261 @@
+// Package plan is what a storm run is asked to do, checked once before
+// anything starts: which fleet reconnects how (Fleet), what is done to its
+// broker (Storm), which broker (Target), on what host and engine (Host), and
+// where the run reports as it goes (Outputs). A Plan is plain data; every
+// engine takes one, and a run whose agents live in child processes hands
+// them the Plan itself.
+package plan
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Engine is what runs a plan's fleet.
+type Engine string
+
+const (
+	// Agents runs real device.Agents, paho clients and the in-process
+	// broker, in (scaled) real time.
+	Agents Engine = "agents"
+	// Virtual runs each device's device.Machine against a model of the
+	// broker, in virtual time: millions of devices in one process.
+	Virtual Engine = "virtual"
+)
+
+// Transport is how the in-process broker's devices reach it.
+type Transport string
+
+const (
+	Mem Transport = "mem" // in-process pipes: no descriptors, 100,000 devices fit
+	TCP Transport = "tcp" // loopback TCP: two descriptors per device in one process
+	TLS Transport = "tls" // mutual TLS over loopback TCP, a client certificate a device
+)
+
+// PahoDefault names the baseline policy: paho's built-in reconnect,
+// unjittered, on paho's own timers.
+const PahoDefault = "paho-default"
+
+// Plan is one run. Its parts are embedded, so a field reads as p.Devices or
+// p.Outage; durations are real-world (unscaled) time. A Plan is a value:
+// copy it to vary it.
+type Plan struct {
+	Fleet
+	Storm
+	Target
+	Host
+	Outputs
+}
+
+// Fleet is who reconnects, and how.
+type Fleet struct {
+	Devices    int
+	Policy     string // a name from PolicyNames
+	MaxBackoff time.Duration
+	RetryCap   int // reconnect.RetryForever or a count
+	// KeepAlive and PingTimeout are the agents' (device.Config): how soon
+	// they notice a silent path (0: 30 s and 10 s).
+	KeepAlive, PingTimeout time.Duration
+	// BootSpread is the window over which each device's first connect
+	// falls at power-on (boot-storm): an operator who knows what the broker
+	// admits spreads boots over at least devices / rate (0: the agents' own
+	// 10 s).
+	BootSpread time.Duration
+	// RetryAfterJitter is the devices' fetchers' bound on the jitter they
+	// add to a hint (device.FetcherConfig.RetryAfterJitter: 0 the firmware's
+	// default, negative none).
+	RetryAfterJitter time.Duration
+	// Telemetry, if > 0, makes every device publish that many QoS 1
+	// messages per (unscaled) second through a store-and-forward publisher.
+	Telemetry float64
+	// Transport is how they reach the in-process broker.
+	Transport Transport
+	// Shard runs only the devices whose index i has i % Shard.Count ==
+	// Shard.Index (every device when Count is 0).
+	Shard Shard
+	Seed  uint64
+}
+
+// Storm is what is done to the fleet's broker, or to the path to it.
+type Storm struct {
+	Scenario Scenario
+	// Outage is how long the disruption lasts: the broker's absence
+	// (restarts), the flapping window, the black hole, the slow path, or
+	// the config server's fault window.
+	Outage time.Duration
+	// Flap is how long each session lasts while the broker flaps.
+	Flap time.Duration
+	// Latency and LatencyJitter are what the latency scenario adds to every
+	// byte each way: Latency plus U[0, LatencyJitter).
+	Latency, LatencyJitter time.Duration
+	// RetryAfter is the hint the config server sends in config-outage; 0
+	// sends the time left in the fault window, as a maintenance page does,
+	// which names one instant to every device that asks.
+	RetryAfter time.Duration
+	// Admission, if AdmitRate > 0: the broker admits AdmitRate connects per
+	// (unscaled) second with bursts of AdmitBurst, over the limit behaving as
+	// AdmitMode. throttled-restart applies it when the broker returns (100/s
+	// if unset); other scenarios from the disruption on.
+	AdmitRate  float64
+	AdmitBurst int
+	AdmitMode  fault.AdmissionMode
+	// Bound, if > 0, is how long (unscaled) after the disruption a run
+	// waits for its fleet before ending unrecovered; 0 sets one from the
+	// outage, the cap and the admission rate.
+	Bound time.Duration
+	// Duration bounds an observe run: how long to wait for a disruption.
+	Duration time.Duration
+}
+
+// Target is the broker the fleet connects to: the in-process one (Broker
+// empty), or an external one the fault proxy stands in front of.
+type Target struct {
+	// Broker, if set, is an external broker's URL (tcp://host:port). The
+	// run puts the fault proxy in front of it for the disruptive scenarios
+	// and measures what it let through; observe leaves the disruption to
+	// the user, and boot-storm needs none.
+	Broker string
+	// TLSCA, TLSCert and TLSKey are PEM files for an external broker at
+	// ssl://: the CA that signs it (empty: the system's roots) and one
+	// client certificate every device presents (mutual TLS), if any.
+	// TLSCAKey, instead of TLSCert, is the CA's key: each device gets a
+	// certificate of its own, named by its client ID.
+	TLSCA, TLSCert, TLSKey, TLSCAKey string
+}
+
+// Host is where and how fast the run goes.
+type Host struct {
+	// Engine is Agents (real agents, the default) or Virtual.
+	Engine Engine
+	// TimeScale runs every duration that many times faster; reports are in
+	// unscaled seconds. The virtual engine needs none.
+	TimeScale float64
+	// Exe is the devicesim binary, for fleets that run in child processes
+	// (TCP beyond one process's descriptors).
+	Exe string
+	// TCPPerProcess is how many TCP devices' agents this process holds,
+	// beside the broker or the fault proxy, before they move to child
+	// processes, TCPPerProcess (or 5,000) each; 0 means what 20,000
+	// descriptors allow (9,500 beside the broker; beside the proxy 6,333,
+	// or 4,750 with the in-process broker's side too).
+	TCPPerProcess int
+}
+
+// Outputs is where the run reports as it goes. None of it is part of a
+// plan handed to a child process.
+type Outputs struct {
+	// Events, if set, receives events.csv as the run makes its attempts,
+	// and the report keeps none (a million-device run makes tens of
+	// millions); nil keeps them for Report.WriteFiles.
+	Events io.Writer `json:"-"`
+	// Metrics, if set, is told of every agent's attempts and sessions as
+	// they happen, and of the disruption (real agents in this process).
+	Metrics LiveMetrics `json:"-"`
+	// Progress, if set, receives a line a second while the fleet recovers.
+	Progress io.Writer `json:"-"`
+	// Warn, if set, receives warnings about the run's own validity.
+	Warn io.Writer `json:"-"`
+	// Ready, if set, is called once the whole fleet is up, before the
+	// disruption (observe: when the run starts waiting for one).
+	Ready func() `json:"-"`
+	// Hold, if set, makes this run a child of another: it starts the
+	// devices against Broker, then reads "t0 <unix ns>" from Hold (the
+	// parent sends it once its fleet has recovered) and reports from that
+	// instant.
+	Hold io.Reader `json:"-"`
+	// Stream, for a child run, is told every device event as it happens,
+	// for a parent whose fault proxy the devices go through.
+	Stream io.Writer `json:"-"`
+}
+
+// LiveMetrics follows a run as it goes (livemetrics.Fleet serves it to
+// Prometheus). Its methods are called from many goroutines and must not
+// block.
+type LiveMetrics interface {
+	Start(devices int)
+	Device(i int) device.Metrics
+	Disrupted(t time.Time)
+}
+
+// Shard is a slice of a fleet: index Index of Count. The zero Shard is the
+// whole fleet.
+type Shard struct{ Index, Count int }
+
+// ParseShard reads "i/n".
+func ParseShard(s string) (Shard, error) {
+	var sh Shard
+	if _, err := fmt.Sscanf(s, "%d/%d", &sh.Index, &sh.Count); err != nil || sh.Count < 1 || sh.Index < 0 || sh.Index >= sh.Count {
+		return Shard{}, fmt.Errorf("shard %q: want i/n with 0 <= i < n", s)
+	}
+	return sh, nil
+}
+
+func (s Shard) String() string {
+	if s.Count == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d/%d", s.Index, s.Count)
+}
+
+// IDs lists the device indexes this shard runs of a fleet of devices.
+func (s Shard) IDs(devices int) []int {
+	var ids []int
+	for i := 0; i < devices; i++ {
+		if s.Count == 0 || i%s.Count == s.Index {
+			ids = append(ids, i)
+		}
+	}
+	return ids
+}
+
+// Size counts the devices this shard runs of a fleet of devices, without
+// listing them.
+func (s Shard) Size(devices int) int {
+	if s.Count == 0 {
+		return devices
+	}
+	n := devices / s.Count
+	if s.Index < devices%s.Count {
+		n++
+	}
+	return n
+}
+
+// Default is the embedded default run: 2,000 devices on the in-memory
+// transport, a 30 s broker restart, the IoTCore policy, 4x time scale: what
+// this 2-core host serves with another CPU-bound job beside it, within the
+// half-second line, and still in under 30 s. At 10x a 2,000-device restart
+// is noticed about 0.5 s late on a quiet machine; at 5x, beside a busy core,
+// the formula's rounds (2,000 attempts in 0.2 s of real time) left up to
+// 0.53 s late in one run of ten.
+func Default() Plan {
+	return Plan{
+		Fleet: Fleet{Devices: 2000, Policy: "iotcore", MaxBackoff: 32 * time.Second, RetryCap: reconnect.RetryForever,
+			KeepAlive: 30 * time.Second, PingTimeout: 10 * time.Second, Transport: Mem, Seed: 1},
+		Storm: Storm{Scenario: BrokerRestart, Outage: 30 * time.Second, Flap: 2 * time.Second,
+			Latency: 300 * time.Millisecond, LatencyJitter: 200 * time.Millisecond, Duration: 10 * time.Minute},
+		Host: Host{Engine: Agents, TimeScale: 4},
+	}
+}
+
+// BootWindow is the fleet's boot spread, the agents' own 10 s unless set.
+func (f Fleet) BootWindow() time.Duration {
+	if f.BootSpread > 0 {
+		return f.BootSpread
+	}
+	return device.DefaultTiming().BootSpread
+}
+
+// Admission is the storm's admission limit, unscaled; the zero Admission
+// when it has none.
+func (s Storm) Admission() fault.Admission {
+	if s.AdmitRate <= 0 {
+		return fault.Admission{}
+	}
+	return fault.Admission{Rate: s.AdmitRate, Burst: s.AdmitBurst, Mode: s.AdmitMode}
+}

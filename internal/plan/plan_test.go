@@ -1,0 +1,110 @@
+package plan_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
+)
+
+// A child process receives its plan as JSON: everything but the outputs
+// comes back as it was.
+func TestPlanRoundTripsThroughJSON(t *testing.T) {
+	p := plan.Default()
+	p.Scenario, p.Transport, p.Engine = plan.ThrottledRestart, plan.TCP, plan.Agents
+	p.AdmitRate, p.AdmitBurst, p.AdmitMode = 500, 25, fault.PauseOverLimit
+	p.Shard, p.Broker, p.TLSCAKey = plan.Shard{Index: 1, Count: 3}, "tcp://127.0.0.1:1883", "ca.key"
+	p.BootSpread = 1500 * time.Millisecond
+	b, err := json.Marshal(p)
+	require.NoError(t, err)
+	var q plan.Plan
+	require.NoError(t, json.Unmarshal(b, &q))
+	assert.Equal(t, p, q)
+
+	var bad plan.Plan
+	assert.ErrorContains(t, json.Unmarshal([]byte(`{"Scenario":"reboot"}`), &bad), `unknown scenario "reboot"`)
+	assert.ErrorContains(t, json.Unmarshal([]byte(`{"Engine":"quantum"}`), &bad), `unknown engine "quantum"`)
+	assert.ErrorContains(t, json.Unmarshal([]byte(`{"Transport":"udp"}`), &bad), `unknown transport "udp"`)
+}
+
+func TestScenariosSayWhatTheyNeed(t *testing.T) {
+	for _, s := range plan.Scenarios {
+		_, err := plan.ParseScenario(string(s))
+		require.NoError(t, err)
+		assert.False(t, s.BreaksPath() && s.BreaksBroker(), s)
+		assert.Equal(t, s.Modelled(), s == plan.BootStorm || s.BreaksBroker(), s)
+	}
+	assert.True(t, plan.Blackhole.BreaksPath())
+	assert.True(t, plan.Flapping.BreaksBroker())
+	assert.False(t, plan.ConfigOutage.Modelled(), "the config fetch needs real devices")
+	assert.False(t, plan.DropAll.HasOutage())
+}
+
+func TestProxiedAndItsDescriptors(t *testing.T) {
+	p := plan.Default()
+	assert.False(t, p.Proxied(), "the in-process broker breaks itself")
+	p.Scenario = plan.Blackhole
+	assert.True(t, p.Proxied(), "the path's own faults need the proxy")
+	assert.Zero(t, p.ProxyDescriptors(), "in memory")
+	p.Transport, p.Devices = plan.TCP, 4750
+	assert.Equal(t, 4, p.ProxyDescriptors())
+	assert.False(t, p.NeedsChildren())
+	p.Devices++
+	assert.True(t, p.NeedsChildren(), "one more than 19,000 descriptors hold, four a device")
+	assert.ErrorContains(t, p.Validate(), "set Plan.Exe")
+	p.Exe = "devicesim"
+	assert.NoError(t, p.Validate())
+}
+
+func TestValidateNamesTheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*plan.Plan)
+		want   string
+	}{
+		{func(p *plan.Plan) { p.Devices = 0 }, "devices must be >= 1"},
+		{func(p *plan.Plan) { p.Policy = "hope" }, `unknown policy "hope"`},
+		{func(p *plan.Plan) { p.Scenario = "reboot" }, `unknown scenario "reboot"`},
+		{func(p *plan.Plan) { p.Engine = plan.Virtual; p.Policy = plan.PahoDefault }, "paho-default runs real paho clients"},
+		{func(p *plan.Plan) { p.Engine = plan.Virtual; p.Scenario = plan.Failover }, "failover needs real agents"},
+		{func(p *plan.Plan) { p.Scenario = plan.Observe }, "observe records an external broker"},
+		{func(p *plan.Plan) { p.AdmitRate, p.AdmitMode = 10, 7 }, "invalid admission: mode AdmissionMode(7)"},
+		{func(p *plan.Plan) { p.TimeScale = 0.5 }, "time scale must be in [1, 1000]"},
+		{func(p *plan.Plan) { p.Outage = 0 }, "outage must be > 0"},
+		{func(p *plan.Plan) { p.KeepAlive = 500 * time.Millisecond }, "keepalive must be at least 1s"},
+		{func(p *plan.Plan) { p.Shard = plan.Shard{Index: 0, Count: 2} }, "a shard runs part of a fleet against a shared external broker"},
+	} {
+		p := plan.Default()
+		require.NoError(t, p.Validate())
+		tc.change(&p)
+		assert.ErrorContains(t, p.Validate(), tc.want)
+	}
+}
+
+func TestShardSizesAddUp(t *testing.T) {
+	for _, devices := range []int{0, 1, 7, 1000, 1001} {
+		total := 0
+		for i := range 3 {
+			s := plan.Shard{Index: i, Count: 3}
+			assert.Len(t, s.IDs(devices), s.Size(devices))
+			total += s.Size(devices)
+		}
+		assert.Equal(t, devices, total)
+	}
+}
+
+func ExamplePlan() {
+	p := plan.Default()
+	p.Engine, p.Devices, p.Policy = plan.Virtual, 1_000_000, "fleet-safe"
+	p.Scenario, p.AdmitRate, p.AdmitBurst = plan.ThrottledRestart, 10_000, 500
+	fmt.Println(p.Validate(), p.Scenario, p.Admission())
+	fmt.Println(p.CheckFits(256 << 20))
+	// Output:
+	// <nil> throttled-restart {10000 500 refuse}
+	// 1,000,000 devices on the virtual engine need about 744 MiB (about 512 bytes a device); this machine has 256 MiB available: at most 0 fit
+}

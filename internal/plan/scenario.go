@@ -1,0 +1,102 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Scenario is the disruption a run makes, and so what it needs: real
+// agents or the model, the fault proxy, real time.
+type Scenario string
+
+const (
+	BootStorm        Scenario = "boot-storm"        // every device powers on at once
+	BrokerRestart    Scenario = "broker-restart"    // the broker goes away for Outage, then comes back
+	ThrottledRestart Scenario = "throttled-restart" // as broker-restart, then admits AdmitRate connects/s
+	DropAll          Scenario = "drop-all"          // every session is dropped at once; the broker stays up
+	Flapping         Scenario = "flapping"          // for Outage, every session is dropped Flap after its CONNACK
+	// Blackhole: for Outage the path goes silent without a reset, as a NAT
+	// or load balancer that forgets its connections: devices notice only
+	// through their keepalive, and connections opened meanwhile hang.
+	Blackhole Scenario = "blackhole"
+	// Latency: every session is dropped at once, and for Outage every byte
+	// each way is Latency plus U[0, LatencyJitter) late: the fleet comes
+	// back through a slow path.
+	Latency Scenario = "latency"
+	// Failover: the fleet runs on a primary broker with a standby as its
+	// failover endpoint; the primary dies for good, and the fleet moves.
+	Failover     Scenario = "failover"
+	ConfigOutage Scenario = "config-outage" // the config server answers 503, then 429, with Retry-After for Outage
+	Observe      Scenario = "observe"       // an external broker the user disrupts; the run only records
+)
+
+// Scenarios lists the scenarios a run can name.
+var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, ConfigOutage, Observe}
+
+// ParseScenario reads a scenario's name.
+func ParseScenario(s string) (Scenario, error) {
+	if sc := Scenario(s); slices.Contains(Scenarios, sc) {
+		return sc, nil
+	}
+	return "", fmt.Errorf("unknown scenario %q (one of %v)", s, Scenarios)
+}
+
+// BreaksPath reports whether the scenario breaks the network path rather
+// than the broker: the fault proxy stands in the devices' path even in
+// front of the in-process broker.
+func (s Scenario) BreaksPath() bool { return s == Blackhole || s == Latency }
+
+// BreaksBroker reports whether the scenario is one the fault proxy can
+// make of any broker: it drops sessions or refuses connections.
+func (s Scenario) BreaksBroker() bool {
+	return s == DropAll || s == BrokerRestart || s == ThrottledRestart || s == Flapping
+}
+
+// Modelled reports whether the virtual engine's broker model can run it;
+// the rest need real devices.
+func (s Scenario) Modelled() bool {
+	return s == BootStorm || s.BreaksBroker()
+}
+
+// HasOutage reports whether the scenario lasts for Storm.Outage.
+func (s Scenario) HasOutage() bool { return s != BootStorm && s != DropAll && s != Observe }
+
+// Boots reports whether the scenario measures the fleet's power-on, so
+// that the boot itself is the disruption.
+func (s Scenario) Boots() bool { return s == BootStorm }
+
+// MarshalText and UnmarshalText make a Scenario a flag (flag.TextVar) and
+// a JSON string that only takes the names a run knows.
+func (s Scenario) MarshalText() ([]byte, error) { return []byte(s), nil }
+
+func (s *Scenario) UnmarshalText(b []byte) error {
+	sc, err := ParseScenario(string(b))
+	if err == nil {
+		*s = sc
+	}
+	return err
+}
+
+// MarshalText and UnmarshalText: as Scenario's.
+func (e Engine) MarshalText() ([]byte, error) { return []byte(e), nil }
+
+func (e *Engine) UnmarshalText(b []byte) error {
+	switch v := Engine(b); v {
+	case Agents, Virtual:
+		*e = v
+		return nil
+	}
+	return fmt.Errorf("unknown engine %q (agents or virtual)", b)
+}
+
+// MarshalText and UnmarshalText: as Scenario's.
+func (t Transport) MarshalText() ([]byte, error) { return []byte(t), nil }
+
+func (t *Transport) UnmarshalText(b []byte) error {
+	switch v := Transport(b); v {
+	case Mem, TCP, TLS:
+		*t = v
+		return nil
+	}
+	return fmt.Errorf("unknown transport %q (mem, tcp or tls)", b)
+}

@@ -1,0 +1,157 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Validate reports what makes p a run that cannot start, naming the
+// setting: each part on its own, then what the parts ask of each other
+// and of this host. Every engine checks it before anything starts.
+func (p Plan) Validate() error {
+	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateTarget, p.validateHost} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateEngine: the virtual engine models an in-process broker and
+// devices that do nothing but reconnect.
+func (p Plan) validateEngine() error {
+	if p.Engine != Agents && p.Engine != Virtual {
+		return fmt.Errorf("unknown engine %q (agents or virtual)", p.Engine)
+	}
+	if p.Engine != Virtual {
+		return nil
+	}
+	switch {
+	case p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
+	case p.Scenario == ConfigOutage || p.Scenario == Observe:
+		return fmt.Errorf("scenario %s needs real devices: use -engine agents", p.Scenario)
+	case p.Broker != "" || p.Shard.Count > 0 || p.Telemetry > 0 || p.Transport != Mem:
+		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp or tls need real devices: use -engine agents")
+	case p.Scenario == Failover:
+		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
+	case p.Proxied():
+		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", p.Scenario)
+	}
+	return nil
+}
+
+func (f Fleet) validate() error {
+	switch {
+	case f.Devices < 1:
+		return fmt.Errorf("devices must be >= 1, got %d", f.Devices)
+	case f.KeepAlive < 0 || (f.KeepAlive > 0 && f.KeepAlive < time.Second):
+		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", f.KeepAlive)
+	case f.PingTimeout < 0:
+		return fmt.Errorf("ping timeout must be >= 0, got %v", f.PingTimeout)
+	case f.Transport != Mem && f.Transport != TCP && f.Transport != TLS:
+		return fmt.Errorf("unknown transport %q (mem, tcp or tls)", f.Transport)
+	case f.BootSpread < 0:
+		return fmt.Errorf("boot spread must be >= 0, got %v", f.BootSpread)
+	case f.Telemetry < 0:
+		return fmt.Errorf("telemetry rate must be >= 0, got %g", f.Telemetry)
+	case f.Telemetry > 0 && f.Policy == PahoDefault:
+		return fmt.Errorf("telemetry goes through the agent's store-and-forward publisher; paho-default has none")
+	case f.Telemetry > 1000:
+		return fmt.Errorf("telemetry rate %g per device per second is beyond any device", f.Telemetry)
+	case f.Shard.Count < 0 || (f.Shard.Count > 0 && (f.Shard.Index < 0 || f.Shard.Index >= f.Shard.Count)):
+		return fmt.Errorf("shard %d/%d: want 0 <= i < n", f.Shard.Index, f.Shard.Count)
+	case f.RetryCap < 0 && f.RetryCap != reconnect.RetryForever:
+		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", f.RetryCap)
+	}
+	if f.Policy == PahoDefault {
+		if f.MaxBackoff < time.Second {
+			return fmt.Errorf("max backoff %v is below paho's 1 s start", f.MaxBackoff)
+		}
+		return nil
+	}
+	_, err := Shape(f.Policy, f.MaxBackoff)
+	return err
+}
+
+func (s Storm) validate() error {
+	switch {
+	case !slices.Contains(Scenarios, s.Scenario):
+		return fmt.Errorf("unknown scenario %q (one of %v)", s.Scenario, Scenarios)
+	case s.Scenario == Latency && (s.Latency < 0 || s.LatencyJitter < 0 || s.Latency+s.LatencyJitter == 0):
+		return fmt.Errorf("latency scenario: -latency %v and -latency-jitter %v must be >= 0, not both 0", s.Latency, s.LatencyJitter)
+	case s.AdmitRate < 0 || s.AdmitBurst < 0:
+		return fmt.Errorf("admission rate and burst must be >= 0")
+	case s.AdmitRate > 0 && s.Admission().Validate() != nil:
+		return s.Admission().Validate()
+	case s.Scenario.HasOutage() && s.Outage <= 0:
+		return fmt.Errorf("outage must be > 0, got %v", s.Outage)
+	case s.Scenario == Flapping && s.Flap <= 0:
+		return fmt.Errorf("flap must be > 0, got %v", s.Flap)
+	case s.Scenario == ConfigOutage && s.RetryAfter < 0:
+		return fmt.Errorf("retry-after must be >= 0, got %v", s.RetryAfter)
+	case s.Scenario == Observe && s.Duration <= 0:
+		return fmt.Errorf("duration must be > 0, got %v", s.Duration)
+	case s.Bound < 0:
+		return fmt.Errorf("bound must be >= 0, got %v", s.Bound)
+	}
+	return nil
+}
+
+// validateTarget: which scenarios apply to which broker, and what an
+// external one needs.
+func (p Plan) validateTarget() error {
+	external := p.Broker != ""
+	switch {
+	case external && (p.Scenario == ConfigOutage || p.Scenario == Failover):
+		return fmt.Errorf("%s runs on in-process servers: it takes no -broker", p.Scenario)
+	case p.Scenario == Failover && p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
+	case p.Scenario == Failover && p.Transport == TLS:
+		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
+	case external && !p.Proxied() && p.Scenario != Observe && p.Scenario != BootStorm:
+		return fmt.Errorf("scenario %s does not apply to an external broker", p.Scenario)
+	case p.TLSCert != "" && p.TLSCAKey != "":
+		return fmt.Errorf("one client certificate for every device (-cert) or one a device from the CA's key (-ca-key), not both")
+	case p.TLSCAKey != "" && p.TLSCA == "":
+		return fmt.Errorf("-ca-key issues device certificates from the CA: -ca names its certificate")
+	case external && p.Proxied() && !ProxiableBrokerURL(p.Broker):
+		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", p.Broker)
+	case !external && p.Scenario == Observe:
+		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
+	case external && p.AdmitRate > 0 && !p.Proxied():
+		return fmt.Errorf("an external broker's admission is its own: -admit-rate applies through the fault proxy, in a disruptive scenario")
+	case p.Proxied() && p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no keepalive or dial of ours to route through the fault proxy: pick a reconnect policy")
+	case p.Shard.Count > 0 && !external:
+		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
+	}
+	return nil
+}
+
+// validateHost: what this host can hold and how fast it can go.
+func (p Plan) validateHost() error {
+	switch {
+	case !(p.TimeScale >= 1 && p.TimeScale <= 1000):
+		return fmt.Errorf("time scale must be in [1, 1000], got %g", p.TimeScale)
+	case p.Scenario == Observe && p.TimeScale != 1 && p.Hold == nil:
+		return fmt.Errorf("observe runs in real time (the disruption is yours): time scale must be 1, got %g", p.TimeScale)
+	case p.TCPPerProcess < 0:
+		return fmt.Errorf("tcp-per-process must be >= 0, got %d", p.TCPPerProcess)
+	case p.Proxied() && p.NeedsChildren() && !p.RemoteAgentsReachProxy():
+		return fmt.Errorf("%d devices through the fault proxy to an external TLS broker need %d descriptors in this process (%d each), "+
+			"over the %d a run may use here: at most %d (their agents stay beside the proxy: they verify the broker by its own name)",
+			p.Devices, p.Devices*p.ProxyDescriptors(), p.ProxyDescriptors(), DescriptorBudget, p.AgentsBesideProxy())
+	case p.Proxied() && p.NeedsChildren() && p.Devices*p.ProxyHostDescriptors() > DescriptorBudget:
+		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each, their agents in "+
+			"child processes), over the %d a run may use here: at most %d", p.Devices, p.Devices*p.ProxyHostDescriptors(),
+			p.ProxyHostDescriptors(), DescriptorBudget, DescriptorBudget/p.ProxyHostDescriptors())
+	case p.NeedsChildren() && p.Exe == "":
+		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (limit ~20,000), "+
+			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.Devices)
+	}
+	return nil
+}
