@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/mosquittotest"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -46,7 +46,7 @@ func TestMosquittosOwnLogIsJudgedAsTheREADMESays(t *testing.T) {
 					"-outage", "150s", "-flap", "1s", "-policy", tc.policy, "-max-backoff", "16s",
 					"-devices", "300", "-time-scale", "1", "-seed", fmt.Sprint(seed), "-out", dir}, noenv, nil, &out, &out)
 				require.NoError(t, err, out.String())
-				r, err := fleetsim.ReadReport(dir)
+				r, err := report.ReadReport(dir)
 				require.NoError(t, err)
 				require.NotNil(t, r.Broker)
 				require.NotNil(t, r.Proxy)

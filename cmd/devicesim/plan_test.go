@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // A run is checked before anything starts: a fleet this machine cannot
@@ -63,7 +63,7 @@ func TestInterruptedRunIsMarkedOrLeavesNothing(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"incomplete": "interrupted"`)
-	r, err := fleetsim.ReadReport(dir)
+	r, err := report.ReadReport(dir)
 	require.NoError(t, err)
 	var s strings.Builder
 	r.Summary(&s)

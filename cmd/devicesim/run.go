@@ -20,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -204,7 +205,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
-	var reports []*fleetsim.Report
+	var reports []*report.Report
 	var errs []error
 	for _, p := range strings.Split(*compare, ",") {
 		c.Policy = strings.TrimSpace(p)
@@ -225,10 +226,10 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		reports = append(reports, r)
 	}
 	fmt.Fprintln(stdout)
-	fleetsim.CompareTable(stdout, reports)
+	report.CompareTable(stdout, reports)
 	charts := []string{filepath.Join(*out, "arrivals.svg"), filepath.Join(*out, "report.html")}
 	unfinished.add(charts...)
-	if err := fleetsim.WriteCharts(*out, reports); err != nil {
+	if err := report.WriteCharts(*out, reports); err != nil {
 		return err
 	}
 	unfinished.done(charts...)
@@ -283,7 +284,7 @@ const autoEventsDevices = 1_000_000
 //
 // An interrupted run's report, where Run has one, is marked incomplete;
 // where it has none, the events file goes too.
-func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) (*fleetsim.Report, error) {
+func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) (*report.Report, error) {
 	c.Events = io.Discard
 	if err := c.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
@@ -316,7 +317,7 @@ func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) 
 
 // writeReport writes r's files into dir; until they are all there, an
 // interrupted devicesim removes them.
-func writeReport(r *fleetsim.Report, dir string) error {
+func writeReport(r *report.Report, dir string) error {
 	files := []string{"events.csv", "report.json", "arrivals.svg", "report.html"}
 	for i, f := range files {
 		files[i] = filepath.Join(dir, f)
@@ -383,15 +384,15 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() == 0 {
 		return errors.New("merge: name the shard report directories")
 	}
-	var shards []*fleetsim.Report
+	var shards []*report.Report
 	for _, dir := range fs.Args() {
-		r, err := fleetsim.ReadReport(dir)
+		r, err := report.ReadReport(dir)
 		if err != nil {
 			return err
 		}
 		shards = append(shards, r)
 	}
-	m, err := fleetsim.Merge(shards)
+	m, err := report.Merge(shards)
 	if err != nil {
 		return err
 	}

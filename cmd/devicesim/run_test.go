@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/mosquittotest"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 func noenv(string) string { return "" }
@@ -39,14 +39,14 @@ func TestTCPFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	err := run(context.Background(), []string{"run", "-transport", "tcp", "-devices", "90", "-tcp-per-process", "40",
 		"-scenario", "broker-restart", "-policy", "full", "-time-scale", "50", "-telemetry", "1", "-out", dir}, noenv, nil, &out, &out)
 	require.NoError(t, err, out.String())
-	r, err := fleetsim.ReadReport(dir)
+	r, err := report.ReadReport(dir)
 	require.NoError(t, err)
 	assert.Equal(t, 90, r.Devices)
 	assert.Equal(t, "tcp", r.Transport)
 	require.NotNil(t, r.Broker)
 	assert.Equal(t, "broker", r.Broker.MeasuredAt)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 30.0)
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 30.0)
 	// Three children (40, 40 and 10 devices... by index mod 3: 30 each)
 	// counted every attempt, refused dials during the outage included,
 	// which the broker never sees.
@@ -67,10 +67,10 @@ func TestTLSFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 	err := run(context.Background(), []string{"run", "-transport", "tls", "-devices", "60", "-tcp-per-process", "30",
 		"-scenario", "drop-all", "-policy", "full", "-time-scale", "20", "-out", dir}, noenv, nil, &out, &out)
 	require.NoError(t, err, out.String())
-	r, err := fleetsim.ReadReport(dir)
+	r, err := report.ReadReport(dir)
 	require.NoError(t, err)
 	assert.Equal(t, "tls", r.Transport)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.TLS)
 	require.NotNil(t, r.Broker)
 	assert.EqualValues(t, r.Broker.Arrivals.Count, r.TLS.Handshakes, "one handshake a connection that reached the broker")
@@ -94,10 +94,10 @@ func TestProxiedFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 				"-scenario", scenario, "-admit-rate", "500", "-admit-burst", "25", "-policy", "fleet-safe", "-time-scale", "10", "-out", dir},
 				noenv, nil, &out, &out)
 			require.NoError(t, err, out.String())
-			r, err := fleetsim.ReadReport(dir)
+			r, err := report.ReadReport(dir)
 			require.NoError(t, err)
 			assert.Equal(t, 3, r.Host.AgentProcesses, "three children of 100 devices")
-			assert.True(t, r.RecoveryJSON.AllRecovered)
+			assert.True(t, r.Recovery.AllRecovered)
 			require.NotNil(t, r.Broker)
 			require.NotNil(t, r.Proxy)
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -113,13 +114,13 @@ func ReadCSV(rd io.Reader) ([]Record, error) {
 		if row[5] != "" {
 			var ms float64
 			ms, err2 = strconv.ParseFloat(row[5], 64)
-			lag = time.Duration(ms * float64(time.Millisecond))
+			lag = time.Duration(math.Round(ms * float64(time.Millisecond)))
 		}
 		if err := errors.Join(err0, err1, err2); err != nil {
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		dev, _ := DeviceIndex(row[2])
-		out = append(out, Record{T: time.Duration(ts * float64(time.Second)), Lag: lag,
+		out = append(out, Record{T: time.Duration(math.Round(ts * float64(time.Second))), Lag: lag,
 			Device: int32(dev), Code: int32(code), Outcome: o})
 	}
 }

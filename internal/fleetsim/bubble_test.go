@@ -7,6 +7,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // inVirtualTime runs c in a testing/synctest bubble: the real agents, paho
@@ -15,7 +16,7 @@ import (
 // its scheduled instant whatever else the host is doing, so a test asserts
 // the code's figures, never the machine's. Time scale 1: virtual time costs
 // nothing to wait through.
-func inVirtualTime(t *testing.T, c plan.Plan) (*fleetsim.Report, error) {
+func inVirtualTime(t *testing.T, c plan.Plan) (*report.Report, error) {
 	t.Helper()
 	c.TimeScale = 1
 	return inBubble(t, c)
@@ -23,7 +24,7 @@ func inVirtualTime(t *testing.T, c plan.Plan) (*fleetsim.Report, error) {
 
 // inBubble is inVirtualTime at the time scale c names (which the run may
 // refuse, and say so).
-func inBubble(t *testing.T, c plan.Plan) (r *fleetsim.Report, err error) {
+func inBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
 	t.Helper()
 	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), c) })
 	return r, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -116,10 +117,10 @@ type EngineFigures struct {
 }
 
 // add adds one run's figures, the k-th of n seeds.
-func (f *EngineFigures) add(r *Report, n int) {
+func (f *EngineFigures) add(r *report.Report, n int) {
 	w := 1 / float64(n)
-	f.P50S += w * r.RecoveryJSON.P50S
-	f.P99S += w * r.RecoveryJSON.P99S
+	f.P50S += w * r.Recovery.P50S
+	f.P99S += w * r.Recovery.P99S
 	f.AttemptsPerDevice += w * r.Attempts.PerDeviceMean
 	f.AttemptsAfterReturn += w * r.Attempts.AfterReturnPerDeviceMean
 	f.WallS += w * r.Host.WallS
@@ -128,7 +129,7 @@ func (f *EngineFigures) add(r *Report, n int) {
 // AgentsRunner runs the agents' side of a calibration: inside a
 // testing/synctest bubble for the model against the code (the package's
 // tests and make calibrate), or nil for Run in wall-clock time.
-type AgentsRunner func(plan.Plan) (*Report, error)
+type AgentsRunner func(plan.Plan) (*report.Report, error)
 
 // Calibrate runs each cell on both engines with devices devices (the agents
 // in memory through runAgents, at timeScale when it is nil), once per seed,
@@ -156,7 +157,7 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 			var got [2]stormstats.Verdict
 			for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
 				c.Engine = engine
-				var r *Report
+				var r *report.Report
 				var err error
 				if engine == plan.Agents && runAgents != nil {
 					r, err = runAgents(c)

@@ -17,12 +17,13 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // agentsInVirtualTime is the calibration's agents runner for tests: each
 // run in its own bubble.
 func agentsInVirtualTime(t *testing.T) fleetsim.AgentsRunner {
-	return func(c plan.Plan) (*fleetsim.Report, error) { return inVirtualTime(t, c) }
+	return func(c plan.Plan) (*report.Report, error) { return inVirtualTime(t, c) }
 }
 
 // The engines agree on a few of make calibrate's cells at 300 devices over

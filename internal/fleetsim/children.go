@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // child is a devicesim process running a shard of the fleet's agents
@@ -151,8 +152,8 @@ func ReadChildPlan(path string) (plan.Plan, error) {
 
 // releaseChildren tells every child when the disruption began, waits for
 // their reports and returns them.
-func (r *run) releaseChildren(t0 time.Time) ([]*Report, error) {
-	var reports []*Report
+func (r *run) releaseChildren(t0 time.Time) ([]*report.Report, error) {
+	var reports []*report.Report
 	for i, ch := range r.children {
 		fmt.Fprintf(ch.stdin, "t0 %d\n", t0.UnixNano())
 		_ = ch.stdin.Close()
@@ -168,7 +169,7 @@ func (r *run) releaseChildren(t0 time.Time) ([]*Report, error) {
 		if err := ch.awaitFollowed(); err != nil {
 			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
-		rep, err := ReadReport(ch.out)
+		rep, err := report.ReadReport(ch.out)
 		if err != nil {
 			return nil, err
 		}
@@ -223,7 +224,7 @@ func readHold(in io.Reader) (time.Time, error) {
 
 // held is a child run's end: wait for the parent's t0, let the telemetry
 // drain, and report the devices' own attempts from t0 on.
-func (r *run) held(ctx context.Context, start time.Time, before uint64) (*Report, error) {
+func (r *run) held(ctx context.Context, start time.Time, before uint64) (*report.Report, error) {
 	t0, err := readHold(r.c.Hold)
 	if err != nil {
 		return nil, err
@@ -242,7 +243,7 @@ func (r *run) held(ctx context.Context, start time.Time, before uint64) (*Report
 	if r.c.Telemetry > 0 {
 		rep.Telemetry = r.telemetry()
 	}
-	rep.RecoveryJSON.AllRecovered = r.obs.connected() == len(r.ids)
+	rep.Recovery.AllRecovered = r.obs.connected() == len(r.ids)
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), float64(memInUse()-before)/float64(len(r.ids))/1024
 	return rep, nil
 }

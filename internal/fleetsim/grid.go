@@ -236,8 +236,8 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if err != nil && !errors.Is(err, ErrNotRecovered) {
 		return err
 	}
-	cell.AllRecovered = r.RecoveryJSON.AllRecovered
-	cell.P99AfterReturnS = r.RecoveryJSON.P99S - from
+	cell.AllRecovered = r.Recovery.AllRecovered
+	cell.P99AfterReturnS = r.Recovery.P99S - from
 	cell.AttemptsAfterReturn = r.Attempts.AfterReturnPerDeviceMean
 	if cell.Scenario == plan.BootStorm {
 		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
@@ -246,14 +246,14 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	cell.WallS = r.Host.WallS
 	var why []string
 	switch {
-	case r.recovered < ninetyNine: // the p99 of the whole fleet is later than the run went
+	case r.Recovered() < ninetyNine: // the p99 of the whole fleet is later than the run went
 		cell.P99AfterReturnS, cell.P99AtLeast = r.WatchedS-from, true
-		why = append(why, fmt.Sprintf("%d of %d back within %.0f s", r.recovered, cell.Devices, cell.P99AfterReturnS))
+		why = append(why, fmt.Sprintf("%d of %d back within %.0f s", r.Recovered(), cell.Devices, cell.P99AfterReturnS))
 	case cell.P99AfterReturnS > cell.MaxP99S:
 		why = append(why, fmt.Sprintf("p99 %.1f s > %.1f s", cell.P99AfterReturnS, cell.MaxP99S))
 	}
 	if !cell.AllRecovered && len(why) == 0 {
-		why = append(why, fmt.Sprintf("%d of %d back", r.recovered, cell.Devices))
+		why = append(why, fmt.Sprintf("%d of %d back", r.Recovered(), cell.Devices))
 	}
 	if cell.AttemptsAfterReturn > cell.MaxAttempts {
 		why = append(why, fmt.Sprintf("%.2f attempts > %.2f", cell.AttemptsAfterReturn, cell.MaxAttempts))

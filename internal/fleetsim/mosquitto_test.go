@@ -32,9 +32,9 @@ func TestObserveMosquittoRestart(t *testing.T) {
 	assert.Equal(t, plan.Observe, r.Scenario)
 	assert.Equal(t, "devices", r.Fleet.MeasuredAt)
 	assert.Nil(t, r.Broker, "an external broker's side is not seen")
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.0, "IoTCore's first retry is 1 s + U[0, 1 s) after the loss")
-	assert.Less(t, r.RecoveryJSON.MaxS, 30.0)
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 1.0, "IoTCore's first retry is 1 s + U[0, 1 s) after the loss")
+	assert.Less(t, r.Recovery.MaxS, 30.0)
 	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 1.0)
 	assert.Equal(t, 50, int(r.Fleet.Arrivals.Count-r.Attempts.Refused), "one successful attempt per device")
 	assert.NotEmpty(t, r.Verdict)
@@ -64,7 +64,7 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			c.Ready = func() { before = m.Accepted() }
 			r, err := fleetsim.Run(context.Background(), c)
 			require.NoError(t, err)
-			require.True(t, r.RecoveryJSON.AllRecovered)
+			require.True(t, r.Recovery.AllRecovered)
 			require.NotNil(t, r.Broker)
 			require.NotNil(t, r.Proxy)
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
@@ -109,7 +109,7 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	c.Ready = func() { before = m.Accepted() }
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	require.True(t, r.RecoveryJSON.AllRecovered)
+	require.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Proxy)
 	assert.GreaterOrEqual(t, before, 300)
 	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",

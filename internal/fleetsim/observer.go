@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -308,4 +309,22 @@ func (o deviceObserver) awaitLoss(ctx context.Context, t time.Time, timeout time
 		return false
 	})
 	return at, err
+}
+
+// fleetRecord is a sighting in a device's log as the report's record: its
+// time since the disruption and its lag, unscaled.
+func fleetRecord(b *report.Builder, a sighting) attempt.Record {
+	lag := time.Duration(-1)
+	if a.lag >= 0 {
+		lag = time.Duration(float64(a.lag) * b.TimeScale())
+	}
+	dev, _ := attempt.DeviceIndex(a.clientID)
+	return attempt.Record{T: b.Since(a.at), Lag: lag, Device: int32(dev), Code: int32(a.code), Outcome: a.outcome}
+}
+
+// brokerRecord is a sighting in the broker's (or the proxy's) recorder as
+// the report's record.
+func brokerRecord(b *report.Builder, a sighting) attempt.Record {
+	dev, _ := attempt.DeviceIndex(a.clientID)
+	return attempt.Record{T: b.Since(a.at), Lag: -1, Device: int32(dev), Outcome: a.outcome, Side: attempt.Broker}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // In virtual time a seed is a run: every scenario that runs in a bubble
@@ -58,7 +58,7 @@ func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 				r, err := inVirtualTime(t, c)
 				require.NoError(t, err)
 				require.Positive(t, r.Attempts.Total)
-				r.Host = fleetsim.Host{}
+				r.Host = report.Host{}
 				dir := t.TempDir()
 				require.NoError(t, r.WriteFiles(dir))
 				reports[k], err = os.ReadFile(filepath.Join(dir, "report.json"))

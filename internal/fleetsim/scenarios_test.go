@@ -18,6 +18,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -31,8 +32,8 @@ func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, warn.String(), "time scale 1", "paho's timers cannot be scaled, and the run says so")
 	assert.Equal(t, 1.0, r.TimeScale)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.Zero(t, r.RecoveryJSON.MaxS, "paho retries a lost connection at once: no backoff before the first retry")
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.Zero(t, r.Recovery.MaxS, "paho retries a lost connection at once: no backoff before the first retry")
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
 	assert.Zero(t, r.Attempts.Refused)
 	// One burst over silence is reported, but is not a sequence of rounds.
@@ -49,9 +50,9 @@ func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
 	c.Outage, c.Flap = 20*time.Second, 2*time.Second
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	assert.Equal(t, 20.0, r.BrokerBackS, "the flapping window lasts 20 s")
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 20.0-2, "a session admitted before 18 s was dropped inside the window")
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 20.0-2, "a session admitted before 18 s was dropped inside the window")
 	assert.GreaterOrEqual(t, r.Attempts.PerDeviceMean, 3.0, "every device was dropped and let back in again and again")
 	assert.Zero(t, r.Attempts.Refused, "a flapping broker admits everyone, then drops them")
 }
@@ -70,7 +71,7 @@ func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
 	assert.Contains(t, warn.String(), "time scale 1", "Retry-After travels in whole seconds")
 	assert.Equal(t, "config-server", r.Fleet.MeasuredAt)
 	assert.Nil(t, r.Broker)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	assert.Equal(t, stormstats.Spread, r.Verdict, r.Fleet.Judgement.Reason)
 
 	dir := t.TempDir()
@@ -110,7 +111,7 @@ func TestTCPTransport(t *testing.T) {
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
 	assert.Equal(t, "tcp", r.Transport)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	assert.EqualValues(t, 60, r.Attempts.Total-r.Attempts.Refused, "one admitted attempt per device")
 	assert.EqualValues(t, 60, r.Admitted.Count)
 	assert.GreaterOrEqual(t, r.Broker.Arrivals.Count, int64(60))
@@ -130,7 +131,7 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 		b.DropAll()
 		close(dropped)
 	}()
-	reports := make([]*fleetsim.Report, 2)
+	reports := make([]*report.Report, 2)
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
@@ -153,27 +154,27 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 		assert.Equal(t, 20, r.Devices)
 		assert.Equal(t, "devices", r.Fleet.MeasuredAt)
 		assert.Equal(t, "external", r.Transport)
-		assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.0, "IoTCore never retries before 1 s")
+		assert.GreaterOrEqual(t, r.Recovery.P50S, 1.0, "IoTCore never retries before 1 s")
 	}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	for i, r := range reports {
 		require.NoError(t, r.WriteFiles(dirs[i]))
 	}
-	var back []*fleetsim.Report
+	var back []*report.Report
 	for _, d := range dirs {
-		r, err := fleetsim.ReadReport(d)
+		r, err := report.ReadReport(d)
 		require.NoError(t, err)
 		back = append(back, r)
 	}
-	m, err := fleetsim.Merge(back)
+	m, err := report.Merge(back)
 	require.NoError(t, err)
 	assert.Equal(t, 40, m.Devices)
-	assert.True(t, m.RecoveryJSON.AllRecovered)
+	assert.True(t, m.Recovery.AllRecovered)
 	assert.Equal(t, reports[0].Attempts.Total+reports[1].Attempts.Total, m.Attempts.Total)
 	assert.Equal(t, m.Fleet.Arrivals.Count, reports[0].Fleet.Arrivals.Count+reports[1].Fleet.Arrivals.Count)
-	assert.GreaterOrEqual(t, m.RecoveryJSON.P50S, 1.0)
+	assert.GreaterOrEqual(t, m.Recovery.P50S, 1.0)
 
-	_, err = fleetsim.Merge([]*fleetsim.Report{back[0], back[0]})
+	_, err = report.Merge([]*report.Report{back[0], back[0]})
 	assert.ErrorContains(t, err, "given twice")
 }
 
@@ -218,7 +219,7 @@ func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 	c.AdmitRate = 0.2 // 300 s to readmit 60 devices: far beyond the first progress line
 	c.Progress = cancelOnWrite{cancel}
 	c.TimeScale = 1
-	var r *fleetsim.Report
+	var r *report.Report
 	var err error
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -229,7 +230,7 @@ func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 	})
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotNil(t, r, "the report so far is still written")
-	assert.False(t, r.RecoveryJSON.AllRecovered)
+	assert.False(t, r.Recovery.AllRecovered)
 	assert.Contains(t, err.Error(), "interrupted with")
 }
 
@@ -242,14 +243,14 @@ func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
 	c.Devices, c.Outage = 100, 60*time.Second
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Noticed)
 	assert.Equal(t, 100, r.Noticed.Devices, "all through keepalive: 47.5 s at most, the silence 60 s")
 	assert.Zero(t, r.Noticed.AtEnd)
 	assert.GreaterOrEqual(t, r.Noticed.P50S, 10.0, "not before the ping timeout")
 	assert.LessOrEqual(t, r.Noticed.MaxS, 30+10+7.5, "within a keepalive, the ping timeout and a check")
 	assert.Greater(t, r.Noticed.MaxS-r.Noticed.P50S, 5.0, "pings spread over the keepalive: so are the notices")
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 60.0, "nothing passes until the black hole ends")
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 60.0, "nothing passes until the black hole ends")
 	require.NotNil(t, r.Proxy)
 	assert.Positive(t, r.Proxy.Dropped, "connections opened into the silence hung and were given up")
 	require.NotNil(t, r.Broker)
@@ -264,11 +265,11 @@ func TestLatencySlowsTheWayBack(t *testing.T) {
 	c.Devices, c.Latency, c.LatencyJitter = 100, 2*time.Second, 500*time.Millisecond
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	// fleet-safe's first wait is U[1.5 s, 3 s); the broker sees the CONNECT
 	// a latency later. Every device was dropped once and came back once.
-	assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 1.5+2.0)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 2.25+2.0-0.5, "the median wait (2.25 s) and the latency")
+	assert.GreaterOrEqual(t, r.Recovery.MaxS, 1.5+2.0)
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 2.25+2.0-0.5, "the median wait (2.25 s) and the latency")
 	require.NotNil(t, r.Proxy)
 	assert.Equal(t, 100, r.Proxy.Admitted)
 }
@@ -286,13 +287,13 @@ func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
 		c.Seed = seed
 		r, err := inVirtualTime(t, c)
 		require.NoError(t, err, "seed %d", seed)
-		assert.True(t, r.RecoveryJSON.AllRecovered)
+		assert.True(t, r.Recovery.AllRecovered)
 		require.NotNil(t, r.Broker)
 		assert.Equal(t, "standby broker", r.Broker.MeasuredAt)
 		assert.EqualValues(t, 200, r.Broker.Arrivals.Count, "seed %d: one arrival a device at the survivor", seed)
 		assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "seed %d: the first retry went to the standby", seed)
-		assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 1.5, "after fleet-safe's first wait, U[1.5 s, 3 s)")
-		assert.Less(t, r.RecoveryJSON.MaxS, 3.0, "after fleet-safe's first wait, U[1.5 s, 3 s)")
+		assert.GreaterOrEqual(t, r.Recovery.P50S, 1.5, "after fleet-safe's first wait, U[1.5 s, 3 s)")
+		assert.Less(t, r.Recovery.MaxS, 3.0, "after fleet-safe's first wait, U[1.5 s, 3 s)")
 		assert.Equal(t, stormstats.Spread, r.Broker.Judgement.Verdict, r.Broker.Judgement.Reason)
 	}
 }
@@ -304,7 +305,7 @@ func TestTLSFleetReportsTheBrokersHandshakeCPU(t *testing.T) {
 	c.Devices, c.TimeScale, c.Transport = 100, 10, plan.TLS
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.TLS)
 	require.NotNil(t, r.Broker)
 	assert.EqualValues(t, r.Broker.Arrivals.Count, r.TLS.Handshakes, "one handshake a connection that reached the broker")

@@ -20,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -49,7 +50,7 @@ type run struct {
 	// a TCP fleet too large for one process runs its agents in children
 	children     []*child
 	childDir     string
-	childReports []*Report
+	childReports []*report.Report
 	virtual      *virtualFleet                    // the virtual engine's fleet, for its report
 	proxy        *faultproxy.Proxy                // in the devices' path, when the scenario breaks the path or the broker is external
 	standby      *testbroker.Broker               // failover: where the fleet goes when the primary (broker) dies
@@ -70,7 +71,7 @@ func (r *run) warn(format string, args ...any) {
 }
 
 // Run executes one run.
-func Run(ctx context.Context, c plan.Plan) (*Report, error) {
+func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,12 +169,12 @@ func Run(ctx context.Context, c plan.Plan) (*Report, error) {
 	}
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.Host.AgentProcesses = len(r.childReports)
-	recovered := rep.recovered
-	rep.RecoveryJSON.AllRecovered = recoverErr == nil && recovered == n
+	recovered := rep.Recovered()
+	rep.Recovery.AllRecovered = recoverErr == nil && recovered == n
 	if ctx.Err() != nil {
 		return rep, fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())
 	}
-	if !rep.RecoveryJSON.AllRecovered {
+	if !rep.Recovery.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
 	}
 	if drainErr != nil {
@@ -496,9 +497,9 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 
 // report builds the report from what the devices did and, with the
 // in-process broker, what it saw, from the disruption on.
-func (r *run) report(d disruption) (*Report, error) {
+func (r *run) report(d disruption) (*report.Report, error) {
 	c := r.c
-	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Agents, Transport: string(c.Transport), Devices: len(r.ids),
+	rep := &report.Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Agents, Transport: string(c.Transport), Devices: len(r.ids),
 		Seed: c.Seed, TimeScale: c.TimeScale, DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
 	fleetAt, brokerAt := "devices", "broker"
 	switch {
@@ -511,39 +512,39 @@ func (r *run) report(d disruption) (*Report, error) {
 	case r.standby != nil:
 		brokerAt = "standby broker"
 	}
-	b := newBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
+	b := report.NewBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
 	// The proxy knows a connection reached the broker, not whether the
 	// broker accepted it: recovery is the devices' word for it then.
-	b.fleetAdmits = brokerAt == "proxy"
-	b.minWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
-	b.watchedUntil(d.until)
+	b.FleetAdmits = brokerAt == "proxy"
+	b.MinWidth = time.Duration(c.TimeScale * float64(hostTimerPrecision))
+	b.WatchedUntil(d.until)
 	switch {
 	case c.Scenario == plan.ConfigOutage:
 		for _, a := range r.configAttempts(d.t0) {
-			b.device(a)
+			b.Add(fleetRecord(b, a))
 		}
 	case len(r.childReports) > 0 && r.proxy == nil: // the agents ran in child processes, reporting from the same t0
 		for _, cr := range r.childReports {
-			for _, e := range cr.events {
+			for _, e := range cr.Events() {
 				b.Add(e)
 			}
 		}
 	default:
 		for _, a := range r.devlog.since(d.t0) {
-			b.device(a)
+			b.Add(fleetRecord(b, a))
 		}
 		switch c.Scenario {
 		case plan.BootStorm, plan.Observe: // observe's t0 is the first loss noticed
 		case plan.Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
-			rep.Noticed = noticedOf(r.devlog.noticed(d.t0), c.TimeScale, c.Outage)
+			rep.Noticed = report.NoticedOf(r.devlog.noticed(d.t0), c.TimeScale, c.Outage)
 		default:
-			b.noticed(r.devlog.noticed(d.t0))
+			b.Noticed(r.devlog.noticed(d.t0))
 		}
 	}
 	switch {
 	case brokerAt == "proxy":
 		for _, a := range proxySaw(r.proxy, d.t0) {
-			b.brokerSaw(a)
+			b.Add(brokerRecord(b, a))
 		}
 	case brokerAt != "":
 		seen := r.broker
@@ -551,19 +552,19 @@ func (r *run) report(d disruption) (*Report, error) {
 			seen = r.standby // the survivor: where the fleet arrived
 		}
 		for _, a := range (brokerObserver{seen.Recorder()}).since(d.t0) {
-			b.brokerSaw(a)
+			b.Add(brokerRecord(b, a))
 		}
 	}
-	if err := b.fill(rep); err != nil {
+	if err := b.Fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = limitOf(c, len(r.ids)), b.back.Seconds()
+	rep.Limit, rep.BrokerBackS = limitOf(c, len(r.ids)), b.Back().Seconds()
 	if c.Transport == plan.TLS && r.broker != nil {
-		rep.TLS = tlsCost(r.handshakeCPU, rep.Broker)
+		rep.TLS = report.TLSCostOf(r.handshakeCPU, rep.Broker)
 	}
 	if r.proxy != nil {
 		k := r.proxy.Recorder().Counts()
-		rep.Proxy = &ProxyCounts{Admitted: k.Accepted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
+		rep.Proxy = &report.ProxyCounts{Admitted: k.Accepted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
 			Unreachable: k.Unreachable, Overflowed: k.Overflowed}
 	}
 	return rep, nil
@@ -571,11 +572,11 @@ func (r *run) report(d disruption) (*Report, error) {
 
 // limit is the admission limit a run applies and the recovery it allows
 // devices at best, or nil.
-func limitOf(c plan.Plan, devices int) *Limit {
+func limitOf(c plan.Plan, devices int) *report.Limit {
 	if c.AdmitRate <= 0 {
 		return nil
 	}
-	return &Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(devices) / c.AdmitRate}
+	return &report.Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(devices) / c.AdmitRate}
 }
 
 // ErrLost is wrapped when telemetry went missing.

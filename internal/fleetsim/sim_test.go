@@ -16,6 +16,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -33,11 +34,11 @@ func small(scenario plan.Scenario, policy string) plan.Plan {
 func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
 	r, err := inVirtualTime(t, small(plan.BrokerRestart, "exponential"))
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	// Waits of 1, 2, 4, 8 and 16 s: rounds at 1, 3, 7, 15 and 31 s, the
 	// broker back at 30 s, everyone back in the fifth round.
-	assert.Equal(t, 31.0, r.RecoveryJSON.P50S)
-	assert.Equal(t, 31.0, r.RecoveryJSON.MaxS)
+	assert.Equal(t, 31.0, r.Recovery.P50S)
+	assert.Equal(t, 31.0, r.Recovery.MaxS)
 	assert.Equal(t, int64(5*60), r.Attempts.Total, "without jitter every device makes the same 5 attempts")
 	assert.Equal(t, 1.0, r.Attempts.AfterReturnPerDeviceMean)
 	assert.Equal(t, stormstats.Waves, r.Verdict, r.Fleet.Judgement.Reason)
@@ -79,20 +80,20 @@ func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
 }
 
 func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
-	var reports []*fleetsim.Report
+	var reports []*report.Report
 	for _, p := range []string{"exponential", "full"} {
 		r, err := fleetsim.Run(context.Background(), virtual(plan.DropAll, p, 200))
 		require.NoError(t, err)
 		reports = append(reports, r)
 	}
-	svg, err := fleetsim.ChartSVG(reports)
+	svg, err := report.ChartSVG(reports)
 	require.NoError(t, err)
 	assert.Contains(t, string(svg), "exponential (spread")
 	assert.Contains(t, string(svg), "full (spread")
 	assert.Contains(t, string(svg), "full at the broker")
 	assert.NotContains(t, string(svg), "broker back", "drop-all has no return to mark")
 	dir := t.TempDir()
-	require.NoError(t, fleetsim.WriteCharts(dir, reports))
+	require.NoError(t, report.WriteCharts(dir, reports))
 	html, err := os.ReadFile(filepath.Join(dir, "report.html"))
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(string(html), "<tr><td>"), "one table row per policy")
@@ -103,7 +104,7 @@ func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 	for _, r := range reports {
 		r.DropEvents()
 	}
-	after, err := fleetsim.ChartSVG(reports)
+	after, err := report.ChartSVG(reports)
 	require.NoError(t, err)
 	assert.Equal(t, string(svg), string(after))
 	assert.Error(t, reports[0].WriteFiles(t.TempDir()), "an events.csv without its events would be a lie")
@@ -112,9 +113,9 @@ func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 func TestDropAllWithFullJitterRecovers(t *testing.T) {
 	r, err := inVirtualTime(t, small(plan.DropAll, "full"))
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
+	assert.True(t, r.Recovery.AllRecovered)
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "the broker stayed up: every first retry is admitted")
-	assert.Less(t, r.RecoveryJSON.MaxS, 1.0, "the first retry waits U[0, 1 s)")
+	assert.Less(t, r.Recovery.MaxS, 1.0, "the first retry waits U[0, 1 s)")
 }
 
 func TestInvalidConfigIsAnError(t *testing.T) {
@@ -158,7 +159,7 @@ func TestThrottledRestartReportsTheLimit(t *testing.T) {
 	require.NotNil(t, r.Limit)
 	assert.Equal(t, 20.0, r.Limit.AdmitRate)
 	assert.Equal(t, 3.0, r.Limit.IdealRecoveryS)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 30.0+59.0/20, "nobody beats the outage plus (devices-1)/rate")
+	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+59.0/20, "nobody beats the outage plus (devices-1)/rate")
 	assert.Positive(t, r.Attempts.Refused)
 	var sb strings.Builder
 	r.Summary(&sb)
@@ -170,15 +171,15 @@ func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
 	c.Devices = 200
 	r, err := inVirtualTime(t, c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.Less(t, r.RecoveryJSON.MaxS, 10.0, "everyone connects inside the 10 s boot spread")
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.Less(t, r.Recovery.MaxS, 10.0, "everyone connects inside the 10 s boot spread")
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean, "an unthrottled broker takes each device's first attempt")
 	assert.Equal(t, stormstats.Spread, r.Verdict, r.Fleet.Judgement.Reason)
 }
 
 func TestCompareTable(t *testing.T) {
 	var sb strings.Builder
-	fleetsim.CompareTable(&sb, []*fleetsim.Report{{Policy: "iotcore", Verdict: stormstats.Waves}})
+	report.CompareTable(&sb, []*report.Report{{Policy: "iotcore", Verdict: stormstats.Waves}})
 	assert.Contains(t, sb.String(), "recovery p99")
 	assert.Contains(t, sb.String(), "iotcore")
 }

@@ -255,7 +255,7 @@ func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc 
 	if err != nil {
 		return SoakStorm{}, err
 	}
-	s := SoakStorm{Kind: kind, RecoveryP99S: rep.RecoveryJSON.P99S, AttemptsPerDev: rep.Attempts.PerDeviceMean,
+	s := SoakStorm{Kind: kind, RecoveryP99S: rep.Recovery.P99S, AttemptsPerDev: rep.Attempts.PerDeviceMean,
 		SessionsLost: r.devlog.lossCount(), Verdict: rep.Verdict, QueuedAtRecover: queued}
 	r.devlog.reset()
 	r.broker.Recorder().ResetConnections()

@@ -4,25 +4,9 @@ import (
 	"context"
 	"fmt"
 	"time"
-)
 
-// Telemetry counts a run's messages over the whole run (boot, disruption,
-// recovery, drain).
-type Telemetry struct {
-	RatePerDevice float64 `json:"rate_per_device_per_s"` // unscaled
-	Enqueued      uint64  `json:"enqueued"`
-	Acknowledged  uint64  `json:"acknowledged"` // PUBACKed and removed from the queues
-	Retried       uint64  `json:"publish_failures_retried"`
-	DroppedOldest uint64  `json:"dropped_oldest"` // queue overflow
-	QueuedAtEnd   int     `json:"queued_at_end"`
-	// ReceivedUnique and Duplicates are counted by the in-process broker
-	// (per device and sequence number); -1 against an external broker.
-	ReceivedUnique int `json:"received_unique"`
-	Duplicates     int `json:"duplicates"`
-	// Lost: enqueued, never dropped by the queue, not queued, and not
-	// received (acknowledged, against an external broker). 0 is the point.
-	Lost int64 `json:"lost"`
-}
+	"github.com/herdguard/herdguard/internal/report"
+)
 
 // drainTelemetry stops the devices producing and waits for their queues to
 // empty now that the fleet is back.
@@ -52,8 +36,8 @@ func (r *run) drainTelemetry(ctx context.Context) error {
 	}
 }
 
-func (r *run) telemetry() *Telemetry {
-	t := &Telemetry{RatePerDevice: r.c.Telemetry, ReceivedUnique: -1}
+func (r *run) telemetry() *report.Telemetry {
+	t := &report.Telemetry{RatePerDevice: r.c.Telemetry, ReceivedUnique: -1}
 	for _, m := range r.members {
 		s := m.(*agentMember).pub.Stats()
 		t.Enqueued += s.Enqueued

@@ -10,6 +10,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -41,7 +42,7 @@ func TestKnownVerdictsHoldAcrossSeeds(t *testing.T) {
 				for seed := uint64(1); seed <= seeds(); seed++ {
 					c := small(k.scenario, k.policy)
 					c.Engine, c.Devices, c.Seed, c.Outage = engine, k.devices, seed, 10*time.Second
-					var r *fleetsim.Report
+					var r *report.Report
 					var err error
 					if engine == plan.Agents {
 						r, err = inVirtualTime(t, c)

@@ -14,6 +14,7 @@ import (
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/eventq"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -123,9 +124,9 @@ type virtualFleet struct {
 	up      int
 	q       eventq.Queue
 	broker  brokerModel
-	order   *rand.Rand   // tie-breaks, seeded: runs repeat exactly
-	b       *builder     // the report's, for the grid's early end
-	sink    attempt.Sink // every attempt from t0, as it is made: b
+	order   *rand.Rand      // tie-breaks, seeded: runs repeat exactly
+	b       *report.Builder // the report's, for the grid's early end
+	sink    attempt.Sink    // every attempt from t0, as it is made: b
 	now     time.Duration
 	t0      time.Duration
 }
@@ -138,7 +139,7 @@ var (
 // runVirtual is Run for the virtual engine.
 // A grid passes ff, its cell's bounds, to end a run as soon as it fails
 // them; nil runs to the end.
-func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*Report, error) {
+func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*report.Report, error) {
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
@@ -165,7 +166,7 @@ func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*Report, error)
 		}
 	}
 	returned := v.setup()
-	v.b = newBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
+	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.sink = v.b
 	bound := c.Bound
 	if bound == 0 {
@@ -182,18 +183,18 @@ func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*Report, error)
 	if finished {
 		until += c.MaxBackoff // everyone back: nobody left to retry
 	}
-	v.b.watchedUntil(v.at(until))
+	v.b.WatchedUntil(v.at(until))
 	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
-	rep := &Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Virtual, Transport: "model", Devices: c.Devices,
+	rep := &report.Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Virtual, Transport: "model", Devices: c.Devices,
 		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
-	if err := v.b.fill(rep); err != nil {
+	if err := v.b.Fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = limitOf(c, c.Devices), v.b.back.Seconds()
+	rep.Limit, rep.BrokerBackS = limitOf(c, c.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	rep.RecoveryJSON.AllRecovered = finished && rep.recovered == c.Devices
-	if !rep.RecoveryJSON.AllRecovered {
-		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", ErrNotRecovered, rep.recovered, c.Devices, bound)
+	rep.Recovery.AllRecovered = finished && rep.Recovered() == c.Devices
+	if !rep.Recovery.AllRecovered {
+		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}
 	return rep, nil
 }
@@ -317,7 +318,7 @@ func (v *virtualFleet) failed(at time.Duration) bool {
 	if f == nil {
 		return false
 	}
-	return v.b.afterReturn > f.maxAfterReturn || (at-v.t0 > f.p99By && v.up < f.p99Count)
+	return v.b.AfterReturn() > f.maxAfterReturn || (at-v.t0 > f.p99By && v.up < f.p99Count)
 }
 
 // run processes events until every device is back (and no flapping drop is

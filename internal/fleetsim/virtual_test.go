@@ -27,9 +27,9 @@ func TestVirtualEngineMatchesTheAgents(t *testing.T) {
 	r, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "exponential", 60))
 	require.NoError(t, err)
 	assert.Equal(t, plan.Virtual, r.Engine)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.InDelta(t, 31.0, r.RecoveryJSON.P50S, 0.001)
-	assert.InDelta(t, 31.0, r.RecoveryJSON.MaxS, 0.001)
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.InDelta(t, 31.0, r.Recovery.P50S, 0.001)
+	assert.InDelta(t, 31.0, r.Recovery.MaxS, 0.001)
 	assert.Equal(t, int64(5*60), r.Attempts.Total)
 	assert.Equal(t, 1.0, r.Attempts.AfterReturnPerDeviceMean)
 	assert.Equal(t, stormstats.Waves, r.Verdict)
@@ -50,13 +50,13 @@ func TestVirtualEngineIsReproducible(t *testing.T) {
 	require.NoError(t, err)
 	b, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "full", 5000))
 	require.NoError(t, err)
-	assert.Equal(t, a.RecoveryJSON, b.RecoveryJSON, "same seed, same draws, same virtual times")
+	assert.Equal(t, a.Recovery, b.Recovery, "same seed, same draws, same virtual times")
 	assert.Equal(t, a.Fleet, b.Fleet)
 	c := virtual(plan.BrokerRestart, "full", 5000)
 	c.Seed = 2
 	d, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	assert.NotEqual(t, a.RecoveryJSON, d.RecoveryJSON)
+	assert.NotEqual(t, a.Recovery, d.Recovery)
 }
 
 func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
@@ -65,8 +65,8 @@ func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
 		r, err := fleetsim.Run(context.Background(), c)
 		require.NoError(t, err, mode)
-		assert.True(t, r.RecoveryJSON.AllRecovered, mode)
-		assert.GreaterOrEqual(t, r.RecoveryJSON.MaxS, 30.0+20-0.2, "%v: nobody beats the outage plus devices/rate", mode)
+		assert.True(t, r.Recovery.AllRecovered, mode)
+		assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+20-0.2, "%v: nobody beats the outage plus devices/rate", mode)
 		require.NotNil(t, r.Limit)
 		assert.Equal(t, 20.0, r.Limit.IdealRecoveryS)
 		// No second admits more than the rate plus the burst.
@@ -80,13 +80,13 @@ func TestVirtualFlappingAndBootStorm(t *testing.T) {
 	c.Outage, c.Flap = 20*time.Second, 2*time.Second
 	r, err := fleetsim.Run(context.Background(), c)
 	require.NoError(t, err)
-	assert.True(t, r.RecoveryJSON.AllRecovered)
-	assert.GreaterOrEqual(t, r.RecoveryJSON.P50S, 18.0, "sessions admitted in the window were dropped")
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.GreaterOrEqual(t, r.Recovery.P50S, 18.0, "sessions admitted in the window were dropped")
 
 	r, err = fleetsim.Run(context.Background(), virtual(plan.BootStorm, "iotcore", 1000))
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
-	assert.Less(t, r.RecoveryJSON.MaxS, 10.0, "inside the 10 s boot spread")
+	assert.Less(t, r.Recovery.MaxS, 10.0, "inside the 10 s boot spread")
 	assert.Equal(t, stormstats.Spread, r.Verdict, r.Fleet.Judgement.Reason)
 }
 

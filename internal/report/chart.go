@@ -1,4 +1,4 @@
-package fleetsim
+package report
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ const chartBin = 100 * time.Millisecond
 // marked.
 func ChartSVG(reports []*Report) ([]byte, error) {
 	if len(reports) == 0 {
-		return nil, fmt.Errorf("fleetsim: no reports to chart")
+		return nil, fmt.Errorf("report: no reports to chart")
 	}
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("%s, %d devices: connect attempts (solid: the devices', dashed: at the broker)", reports[0].Scenario, reports[0].Devices)

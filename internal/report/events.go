@@ -1,4 +1,4 @@
-package fleetsim
+package report
 
 import (
 	"io"

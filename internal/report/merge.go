@@ -1,4 +1,4 @@
-package fleetsim
+package report
 
 import (
 	"cmp"
@@ -33,7 +33,7 @@ func ReadReport(dir string) (*Report, error) {
 // shard's disruption and every statistic is recomputed from the events.
 func Merge(shards []*Report) (*Report, error) {
 	if len(shards) == 0 {
-		return nil, fmt.Errorf("fleetsim: nothing to merge")
+		return nil, fmt.Errorf("report: nothing to merge")
 	}
 	first := shards[0]
 	m := &Report{Scenario: first.Scenario, Policy: first.Policy, Engine: first.Engine, Transport: first.Transport,
@@ -43,16 +43,16 @@ func Merge(shards []*Report) (*Report, error) {
 	var wall, mem float64
 	for _, s := range shards {
 		if s.Scenario != m.Scenario || s.Policy != m.Policy || s.Seed != m.Seed {
-			return nil, fmt.Errorf("fleetsim: shard %q ran %s/%s seed %d, not %s/%s seed %d",
+			return nil, fmt.Errorf("report: shard %q ran %s/%s seed %d, not %s/%s seed %d",
 				s.Shard, s.Scenario, s.Policy, s.Seed, m.Scenario, m.Policy, m.Seed)
 		}
 		if s.Shard != "" && seen[s.Shard] {
-			return nil, fmt.Errorf("fleetsim: shard %s given twice", s.Shard)
+			return nil, fmt.Errorf("report: shard %s given twice", s.Shard)
 		}
 		seen[s.Shard] = true
 		m.Devices += s.Devices
 		m.DisruptionUnixMS = min(m.DisruptionUnixMS, s.DisruptionUnixMS)
-		all = all && s.RecoveryJSON.AllRecovered
+		all = all && s.Recovery.AllRecovered
 		wall = max(wall, s.Host.WallS)
 		mem += s.Host.MemoryPerDeviceKB * float64(s.Devices)
 	}
@@ -66,14 +66,14 @@ func Merge(shards []*Report) (*Report, error) {
 		}
 	}
 	slices.SortStableFunc(records, func(a, b attempt.Record) int { return cmp.Compare(a.T, b.T) })
-	b := newBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
+	b := NewBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
 	for _, r := range records {
 		b.Add(r)
 	}
-	if err := b.fill(m); err != nil {
+	if err := b.Fill(m); err != nil {
 		return nil, err
 	}
-	m.RecoveryJSON.AllRecovered = all && m.recovered == m.Devices
+	m.Recovery.AllRecovered = all && m.recovered == m.Devices
 	m.Host.WallS, m.Host.MemoryPerDeviceKB = wall, mem/float64(m.Devices)
 	m.Shard = fmt.Sprintf("merged from %d", len(shards))
 	return m, nil

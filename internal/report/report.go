@@ -1,4 +1,10 @@
-package fleetsim
+// Package report is what a storm run found, built the same way whichever
+// engine made the attempts: a Builder takes every attempt.Record as it is
+// made (the engines' attempt.Sink), judges both views of them with
+// stormstats, and fills a Report, which prints as a summary and a table and
+// writes report.json, events.csv, arrivals.svg and report.html. Merge
+// rebuilds one report from the events.csv of a fleet's shards.
+package report
 
 import (
 	"cmp"
@@ -18,15 +24,15 @@ import (
 
 // Report is what a run found; see docs/simulator.md for each key.
 type Report struct {
-	Scenario     plan.Scenario `json:"scenario"`
-	Policy       string        `json:"policy"`
-	Engine       plan.Engine   `json:"engine"`
-	Transport    string        `json:"transport"`
-	Devices      int           `json:"devices"`
-	Seed         uint64        `json:"seed"`
-	TimeScale    float64       `json:"time_scale"`
-	RecoveryJSON recoveryJSON  `json:"recovery"`
-	Attempts     Attempts      `json:"attempts"`
+	Scenario  plan.Scenario `json:"scenario"`
+	Policy    string        `json:"policy"`
+	Engine    plan.Engine   `json:"engine"`
+	Transport string        `json:"transport"`
+	Devices   int           `json:"devices"`
+	Seed      uint64        `json:"seed"`
+	TimeScale float64       `json:"time_scale"`
+	Recovery  Recovery      `json:"recovery"`
+	Attempts  Attempts      `json:"attempts"`
 	// Verdict is the fleet's: Fleet.Judgement.Verdict.
 	Verdict stormstats.Verdict `json:"verdict"`
 	// Fleet is every attempt the devices made, refused dials included:
@@ -64,10 +70,17 @@ type Report struct {
 	TLS *TLSCost `json:"tls,omitempty"`
 
 	events         []attempt.Record // kept for WriteFiles, unless streamed or dropped
-	eventsStreamed bool             // written to Config.Events as the run went
+	eventsStreamed bool             // written to Plan.Events as the run went
 	eventsDropped  bool
 	recovered      int
 }
+
+// Recovered is how many devices came back within the run.
+func (r *Report) Recovered() int { return r.recovered }
+
+// Events returns the Fleet records the report kept for WriteFiles: none
+// when the run streamed them (Plan.Events) or DropEvents dropped them.
+func (r *Report) Events() []attempt.Record { return r.events }
 
 // Side is one view of a run's attempts and the judgement of their timing.
 type Side struct {
@@ -81,7 +94,7 @@ type Side struct {
 	hist *stormstats.Histogram
 }
 
-type recoveryJSON struct {
+type Recovery struct {
 	P50S         float64 `json:"p50_s"`
 	P95S         float64 `json:"p95_s"`
 	P99S         float64 `json:"p99_s"`
@@ -92,12 +105,12 @@ type recoveryJSON struct {
 // recoveryOf is the percentiles of each device's recovery time in seconds,
 // sorting xs (AllRecovered is the caller's to set); zero when no device
 // recovered (an interrupted run's, say), which JSON can carry and NaN not.
-func recoveryOf(xs []float64) recoveryJSON {
+func recoveryOf(xs []float64) Recovery {
 	if len(xs) == 0 {
-		return recoveryJSON{}
+		return Recovery{}
 	}
 	p := stormstats.Percentiles(xs, 50, 95, 99, 100)
-	return recoveryJSON{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
+	return Recovery{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
 }
 
 // TLSCost is the broker's CPU spent on TLS handshakes: one handshake's, as
@@ -110,7 +123,7 @@ type TLSCost struct {
 	CPUS           float64 `json:"cpu_s"`
 }
 
-func tlsCost(perHandshake time.Duration, broker *Side) *TLSCost {
+func TLSCostOf(perHandshake time.Duration, broker *Side) *TLSCost {
 	t := &TLSCost{HandshakeCPUMS: float64(perHandshake) / 1e6}
 	if broker != nil {
 		t.Handshakes = broker.Arrivals.Count
@@ -145,7 +158,7 @@ type Noticed struct {
 
 // noticedOf summarises real-time notice delays in unscaled seconds, those
 // before the end of a silence of length silent apart from the rest.
-func noticedOf(delays []time.Duration, timeScale float64, silent time.Duration) *Noticed {
+func NoticedOf(delays []time.Duration, timeScale float64, silent time.Duration) *Noticed {
 	var xs []float64
 	n := &Noticed{}
 	for _, d := range delays {
@@ -196,16 +209,16 @@ type Host struct {
 	// noticed their sessions had ended; each schedule starts there.
 	NoticeP99S float64 `json:"notice_p99_s,omitempty"`
 	// Bound: the host, not the fleet, set the timing: attempts left or
-	// losses were noticed more than hostBoundLate late at the 99th
+	// losses were noticed more than HostBoundLate late at the 99th
 	// percentile. Lower the time scale or the fleet.
 	Bound bool `json:"host_bound"`
 }
 
-// hostBoundLate is the lateness (unscaled, p99) beyond which a run's
+// HostBoundLate is the lateness (unscaled, p99) beyond which a run's
 // figures are the host's: half a second moves every recovery time by up to
 // half of the 1 s the two engines are held to agree within, and blurs
 // bursts narrower than a second, the jitter of the mission's formula.
-const hostBoundLate = 500 * time.Millisecond
+const HostBoundLate = 500 * time.Millisecond
 
 // JSON encodes the report as report.json holds it.
 func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ") }
@@ -217,8 +230,8 @@ func (r *Report) Summary(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s, %d devices, policy %s, %s transport, time scale %gx (times below are unscaled)\n",
 		r.Scenario, r.Devices, r.Policy, r.Transport, r.TimeScale)
-	rc := r.RecoveryJSON
-	if rc == (recoveryJSON{}) {
+	rc := r.Recovery
+	if rc == (Recovery{}) {
 		fmt.Fprintln(w, "recovery: no device recovered")
 	} else {
 		fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
@@ -276,12 +289,12 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",
 			1000*h.LagP50S, 1000*h.LagP99S, 1000*h.NoticeP99S)
 		if !h.Bound {
-			fmt.Fprintf(w, ": %.0f %% of the %v line", 100*max(h.LagP99S, h.NoticeP99S)/hostBoundLate.Seconds(), hostBoundLate)
+			fmt.Fprintf(w, ": %.0f %% of the %v line", 100*max(h.LagP99S, h.NoticeP99S)/HostBoundLate.Seconds(), HostBoundLate)
 		}
 	}
 	fmt.Fprintln(w)
 	if r.Host.Bound {
-		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", hostBoundLate)
+		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", HostBoundLate)
 	}
 }
 
@@ -299,8 +312,8 @@ func CompareTable(w io.Writer, reports []*Report) {
 	fmt.Fprintf(w, "%-22s %14s %16s %13s %10s %-8s %15s %s\n", "policy", "recovery p99", "attempts/device",
 		"peak/s (1 s)", "synchrony", "verdict", "broker peak/s", "broker verdict")
 	for _, r := range reports {
-		p99 := fmt.Sprintf("%.1f s", r.RecoveryJSON.P99S)
-		if !r.RecoveryJSON.AllRecovered {
+		p99 := fmt.Sprintf("%.1f s", r.Recovery.P99S)
+		if !r.Recovery.AllRecovered {
 			p99 = "> " + p99 // p99 of those that came back; some did not
 		}
 		bPeak, bVerdict := "-", "-"
@@ -316,7 +329,7 @@ func CompareTable(w io.Writer, reports []*Report) {
 // events to Config.Events), arrivals.svg and report.html into dir.
 func (r *Report) WriteFiles(dir string) error {
 	if r.eventsDropped {
-		return fmt.Errorf("fleetsim: the report's events were dropped; write its files before DropEvents")
+		return fmt.Errorf("report: the report's events were dropped; write its files before DropEvents")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -360,4 +373,22 @@ func writeFile(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Telemetry counts a run's messages over the whole run (boot, disruption,
+// recovery, drain).
+type Telemetry struct {
+	RatePerDevice float64 `json:"rate_per_device_per_s"` // unscaled
+	Enqueued      uint64  `json:"enqueued"`
+	Acknowledged  uint64  `json:"acknowledged"` // PUBACKed and removed from the queues
+	Retried       uint64  `json:"publish_failures_retried"`
+	DroppedOldest uint64  `json:"dropped_oldest"` // queue overflow
+	QueuedAtEnd   int     `json:"queued_at_end"`
+	// ReceivedUnique and Duplicates are counted by the in-process broker
+	// (per device and sequence number); -1 against an external broker.
+	ReceivedUnique int `json:"received_unique"`
+	Duplicates     int `json:"duplicates"`
+	// Lost: enqueued, never dropped by the queue, not queued, and not
+	// received (acknowledged, against an external broker). 0 is the point.
+	Lost int64 `json:"lost"`
 }

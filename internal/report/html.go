@@ -1,4 +1,4 @@
-package fleetsim
+package report
 
 import (
 	"bytes"
@@ -33,8 +33,8 @@ All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; th
 <th>broker peak/s (1 s)</th><th>broker verdict</th>
 <th>wall</th><th>KiB / device</th></tr>
 {{range .Reports}}<tr><td>{{.Policy}}</td><td>{{.TimeScale}}x</td>
-<td>{{printf "%.1f" .RecoveryJSON.P50S}} s</td><td>{{printf "%.1f" .RecoveryJSON.P95S}} s</td>
-<td>{{printf "%.1f" .RecoveryJSON.P99S}} s</td><td>{{printf "%.1f" .RecoveryJSON.MaxS}} s</td><td>{{.RecoveryJSON.AllRecovered}}</td>
+<td>{{printf "%.1f" .Recovery.P50S}} s</td><td>{{printf "%.1f" .Recovery.P95S}} s</td>
+<td>{{printf "%.1f" .Recovery.P99S}} s</td><td>{{printf "%.1f" .Recovery.MaxS}} s</td><td>{{.Recovery.AllRecovered}}</td>
 <td>{{printf "%.1f" .Attempts.PerDeviceMean}}</td><td>{{printf "%.2f" .Attempts.AfterReturnPerDeviceMean}}</td><td>{{.Attempts.Refused}}</td>
 {{with .Fleet}}<td>{{printf "%.0f" .Arrivals.PeakPerS100ms}}</td><td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td>
 <td>{{printf "%.2f" .Judgement.Synchrony}}</td><td>{{len .Judgement.Bursts}}</td><td>{{if .Judgement.PeriodS}}{{printf "%.1f" .Judgement.PeriodS}} s{{end}}</td>

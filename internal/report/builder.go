@@ -1,4 +1,4 @@
-package fleetsim
+package report
 
 import (
 	"io"
@@ -9,28 +9,29 @@ import (
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-// builder turns a run's attempts into a report, whichever engine made them:
-// the engines feed it one attempt at a time. It takes two views of them:
+// Builder turns a run's attempts into a report, whichever engine made them:
+// the engines feed it one attempt.Record at a time (it is their
+// attempt.Sink). It takes two views of them:
 // every attempt the devices made (refused dials included, which no broker
 // sees) and, when the run can see it, what reached the broker. Statistics
 // stream into histograms and per-device counters; each attempt's event goes
 // to the run's events.csv, or is kept for WriteFiles.
-type builder struct {
+type Builder struct {
 	timeScale float64
 	t0        time.Time
 	back      time.Duration // unscaled: when the broker returned
 
 	fleet, broker stormstats.Histogram
 	admissions    stormstats.Histogram // sessions admitted, in the view recovery uses
-	// minWidth is the finest timing the run can vouch for (the host's timer
+	// MinWidth is the finest timing the run can vouch for (the host's timer
 	// precision for real agents); measured lags can only widen it.
-	minWidth time.Duration
+	MinWidth time.Duration
 	// where each view is measured (Side.MeasuredAt); brokerAt is "" when
 	// the run cannot see the broker's side (an external broker)
 	fleetAt, brokerAt string
-	// fleetAdmits: recovery is when the devices heard CONNACK 0, although
+	// FleetAdmits: recovery is when the devices heard CONNACK 0, although
 	// the broker's side is seen (a proxy sees connections, not CONNACKs).
-	fleetAdmits bool
+	FleetAdmits bool
 	events      *eventLog
 	until       time.Duration // unscaled: how long after the disruption the run watched
 
@@ -46,13 +47,13 @@ type builder struct {
 	notices     []float64 // unscaled seconds each device took to notice the disruption, where known
 }
 
-// newBuilder starts a report of a fleet of devices (indexes 0 to devices-1)
+// NewBuilder starts a report of a fleet of devices (indexes 0 to devices-1)
 // disrupted at t0, whose broker returned at returned, in a run at
 // timeScale. Events go to w as events.csv, or are kept when w is nil.
-func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *builder {
-	b := &builder{timeScale: timeScale, t0: t0, fleetAt: fleetAt, brokerAt: brokerAt,
+func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *Builder {
+	b := &Builder{timeScale: timeScale, t0: t0, fleetAt: fleetAt, brokerAt: brokerAt,
 		tried: make([]int32, devices), recovered: make([]time.Duration, devices), events: newEventLog(w, t0, timeScale)}
-	b.back = b.since(returned)
+	b.back = b.Since(returned)
 	for i := range b.recovered {
 		b.recovered[i] = -1
 	}
@@ -61,33 +62,33 @@ func newBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 	return b
 }
 
-// watchedUntil records that the run watched for attempts until t, so that
+// WatchedUntil records that the run watched for attempts until t, so that
 // the quiet after the last one is known (a drop-all's one burst stands out
 // against it). A zero t is the last attempt.
-func (b *builder) watchedUntil(t time.Time) {
+func (b *Builder) WatchedUntil(t time.Time) {
 	if !t.IsZero() {
-		b.until = b.since(t)
+		b.until = b.Since(t)
 		b.fleet.Cover(b.until)
 		b.broker.Cover(b.until)
 	}
 }
 
-// noticed records how long (real time) each device took to notice the
+// Noticed records how long (real time) each device took to notice the
 // disruption ended its session: every device's schedule starts there, so a
 // host slow to deliver the losses delays whole schedules.
-func (b *builder) noticed(delays []time.Duration) {
+func (b *Builder) Noticed(delays []time.Duration) {
 	for _, d := range delays {
 		b.notices = append(b.notices, d.Seconds()*b.timeScale)
 	}
 }
 
-// since is at's unscaled time after the disruption.
-func (b *builder) since(at time.Time) time.Duration {
+// Since is at's unscaled time after the disruption.
+func (b *Builder) Since(at time.Time) time.Duration {
 	return time.Duration(float64(at.Sub(b.t0)) * b.timeScale)
 }
 
 // Add takes one attempt record: a builder is every engine's attempt.Sink.
-func (b *builder) Add(r attempt.Record) {
+func (b *Builder) Add(r attempt.Record) {
 	if r.Side == attempt.Broker {
 		b.reached(r)
 		return
@@ -106,47 +107,38 @@ func (b *builder) Add(r attempt.Record) {
 		return
 	}
 	b.tried[dev]++
-	if (b.brokerAt == "" || b.fleetAdmits) && r.Outcome == fault.Accepted {
+	if (b.brokerAt == "" || b.FleetAdmits) && r.Outcome == fault.Accepted {
 		b.admitted(dev, t)
 	}
 }
 
 // reached adds an attempt as the broker saw it.
-func (b *builder) reached(r attempt.Record) {
+func (b *Builder) reached(r attempt.Record) {
 	b.broker.Add(r.T)
-	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.fleetAdmits && dev >= 0 && dev < len(b.recovered) {
+	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.FleetAdmits && dev >= 0 && dev < len(b.recovered) {
 		b.admitted(dev, r.T)
 	}
 }
 
-// device adds an attempt a real device made, as its log has it.
-func (b *builder) device(a sighting) {
-	lag := time.Duration(-1)
-	if a.lag >= 0 {
-		lag = time.Duration(float64(a.lag) * b.timeScale)
-	}
-	dev, _ := attempt.DeviceIndex(a.clientID)
-	b.Add(attempt.Record{T: b.since(a.at), Lag: lag, Device: int32(dev), Code: int32(a.code), Outcome: a.outcome})
-}
+// Back is when the broker returned, unscaled, since the disruption.
+func (b *Builder) Back() time.Duration { return b.back }
 
-// brokerSaw adds an attempt as the in-process broker recorded it.
-func (b *builder) brokerSaw(a sighting) {
-	dev, _ := attempt.DeviceIndex(a.clientID)
-	b.Add(attempt.Record{T: b.since(a.at), Lag: -1, Device: int32(dev), Outcome: a.outcome, Side: attempt.Broker})
-}
+// AfterReturn counts the attempts the devices made once the broker was
+// back, so far.
+func (b *Builder) AfterReturn() int64 { return b.afterReturn }
 
-// deviceEvent adds an attempt a device made, already an event (a child
-// process's or a shard's, from its events.csv).
+// TimeScale is the run's.
+func (b *Builder) TimeScale() float64 { return b.timeScale }
 
-func (b *builder) admitted(dev int, t time.Duration) {
+func (b *Builder) admitted(dev int, t time.Duration) {
 	b.accepted++
 	b.admissions.Add(t)
 	b.recovered[dev] = t
 }
 
-// fill sets what the attempts say in rep (whose Devices is set): recovery,
+// Fill sets what the attempts say in rep (whose Devices is set): recovery,
 // attempts, and both views with their judgements.
-func (b *builder) fill(rep *Report) error {
+func (b *Builder) Fill(rep *Report) error {
 	var recovered []float64
 	a := &rep.Attempts
 	for i, t := range b.recovered {
@@ -157,7 +149,7 @@ func (b *builder) fill(rep *Report) error {
 		a.PerDeviceMax = max(a.PerDeviceMax, int64(b.tried[i]))
 	}
 	a.Total += b.strangers
-	rep.recovered, rep.RecoveryJSON = len(recovered), recoveryOf(recovered)
+	rep.recovered, rep.Recovery = len(recovered), recoveryOf(recovered)
 	a.Refused = max(0, a.Total-b.accepted)
 	a.PerDeviceMean = float64(a.Total) / float64(rep.Devices)
 	a.AfterReturnPerDeviceMean = float64(b.afterReturn) / float64(rep.Devices)
@@ -169,7 +161,7 @@ func (b *builder) fill(rep *Report) error {
 	// Times are known only as finely as the host kept the devices'
 	// schedules: no burst narrower than twice the lag is the fleet's.
 	m := stormstats.DefaultMethod
-	m.MinWidth = b.minWidth
+	m.MinWidth = b.MinWidth
 	h := &rep.Host
 	if len(b.lags) > 0 {
 		p := stormstats.Percentiles(b.lags, 50, 99)
@@ -180,7 +172,7 @@ func (b *builder) fill(rep *Report) error {
 	}
 	if late := max(h.LagP99S, h.NoticeP99S); late > 0 {
 		m.MinWidth = max(m.MinWidth, time.Duration(2*late*float64(time.Second)))
-		h.Bound = late > hostBoundLate.Seconds()
+		h.Bound = late > HostBoundLate.Seconds()
 	}
 	var err error
 	if rep.Fleet, err = judged(&b.fleet, b.fleetAt, m); err != nil {

@@ -1,0 +1,91 @@
+package report_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+// build feeds records to a Builder of devices disrupted at t0, back at 30 s.
+func build(t *testing.T, devices int, records []attempt.Record) *report.Report {
+	t.Helper()
+	t0 := time.UnixMilli(1_795_466_393_000)
+	b := report.NewBuilder(devices, t0, t0.Add(30*time.Second), 1, "devices", "broker", nil)
+	for _, r := range records {
+		b.Add(r)
+	}
+	b.WatchedUntil(t0.Add(5 * time.Minute))
+	rep := &report.Report{Scenario: plan.BrokerRestart, Policy: "full", Engine: plan.Virtual, Devices: devices, TimeScale: 1, DisruptionUnixMS: t0.UnixMilli()}
+	require.NoError(t, b.Fill(rep))
+	return rep
+}
+
+// Rounds every 8 s refused by a broker that is down, then everyone back at
+// once: waves, with the recovery and attempts the records say.
+func TestBuilderFiguresComeFromTheRecords(t *testing.T) {
+	const devices = 400
+	var records []attempt.Record
+	for round := range 4 {
+		for d := range devices {
+			records = append(records, attempt.Record{T: time.Duration(round)*8*time.Second + time.Duration(d)*time.Millisecond,
+				Lag: -1, Device: int32(d), Outcome: fault.Dropped})
+		}
+	}
+	for d := range devices {
+		at := 32*time.Second + time.Duration(d)*time.Millisecond
+		records = append(records,
+			attempt.Record{T: at, Lag: -1, Device: int32(d), Outcome: fault.Accepted},
+			attempt.Record{T: at, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Side: attempt.Broker})
+	}
+	rep := build(t, devices, records)
+	assert.Equal(t, devices, rep.Recovered())
+	assert.EqualValues(t, 5*devices, rep.Attempts.Total)
+	assert.EqualValues(t, 4*devices, rep.Attempts.Refused)
+	assert.EqualValues(t, 5, rep.Attempts.PerDeviceMax)
+	assert.InDelta(t, 32.399, rep.Recovery.P99S, 0.01)
+	assert.Equal(t, stormstats.Waves, rep.Verdict, "four rounds every 8 s")
+	require.NotNil(t, rep.Broker)
+	assert.EqualValues(t, devices, rep.Broker.Arrivals.Count, "the broker saw only the last round")
+	assert.Len(t, rep.Events(), 5*devices, "the fleet's records are kept for events.csv; the broker's are not rows")
+}
+
+// Independent devices coming back over a minute: spread, across seeds.
+func TestBuilderSpreadAcrossSeeds(t *testing.T) {
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var records []attempt.Record
+		for d := range 2000 {
+			records = append(records, attempt.Record{T: 30*time.Second + time.Duration(rng.Int64N(int64(time.Minute))),
+				Lag: -1, Device: int32(d), Outcome: fault.Accepted})
+		}
+		assert.Equal(t, stormstats.Spread, build(t, 2000, records).Verdict, "seed %d", seed)
+	}
+}
+
+func TestWriteFilesThenReadReportThenMerge(t *testing.T) {
+	var records []attempt.Record
+	for d := range 100 {
+		records = append(records, attempt.Record{T: time.Duration(d) * 100 * time.Millisecond, Lag: time.Millisecond, Device: int32(d), Outcome: fault.Accepted})
+	}
+	rep := build(t, 100, records)
+	dir := t.TempDir()
+	require.NoError(t, rep.WriteFiles(dir))
+	back, err := report.ReadReport(dir)
+	require.NoError(t, err)
+	assert.Equal(t, rep.Events(), back.Events(), "events.csv reads back as it was written")
+	assert.Equal(t, rep.Recovery, back.Recovery)
+
+	rep.DropEvents()
+	assert.Error(t, rep.WriteFiles(t.TempDir()), "no events.csv from a report whose events were dropped")
+	_, err = report.Merge(nil)
+	assert.Error(t, err)
+}
