@@ -64,7 +64,7 @@ soak:
 # page of a durable queue damaged in turn. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|RestartedTwice|RollingRestart|RoundsOfRetries|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden' ./internal/stormstats/ ./internal/fleetsim/ ./publisher/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|RestartedTwice|RollingRestart|RoundsOfRetries|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden' ./internal/stormstats/ ./internal/fleetsim/ ./internal/virtual/ ./publisher/
 
 # The verdict's measured error rates as docs/verdict.md shows them: every cell of
 # the ground truth, a million arrivals a round included, TRUTH_SEEDS seeds each.
@@ -134,7 +134,7 @@ bench:
 	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
 	# the virtual engine's output at a million devices, byte for byte as before
-	$(GO) test -count=1 -run '^TestVirtualEngineGolden$$' ./internal/fleetsim/ -args -golden.million
+	$(GO) test -count=1 -run '^TestVirtualEngineGolden$$' ./internal/virtual/ -args -golden.million
 	$(GO) test -run '^$$' -bench Judge10M -benchmem -count 6 ./internal/stormstats/ > bench-stormstats.out
 	$(BENCHSTAT) -col /arrivals bench-stormstats.out
 	# Ten processes, not -count 10: each starts its own mosquitto and runs

@@ -244,6 +244,6 @@ func (r *run) held(ctx context.Context, start time.Time, before uint64) (*report
 		rep.Telemetry = r.telemetry()
 	}
 	rep.Recovery.AllRecovered = r.obs.connected() == len(r.ids)
-	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), float64(memInUse()-before)/float64(len(r.ids))/1024
+	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), float64(report.HeapInUse()-before)/float64(len(r.ids))/1024
 	return rep, nil
 }

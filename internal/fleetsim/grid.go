@@ -14,6 +14,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/virtual"
 )
 
 // GridConfig is a policy grid: which policy brings N devices back through a
@@ -162,14 +163,6 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	return g, errors.Join(append(errs, ctx.Err())...)
 }
 
-// failFast is a grid cell's bounds, as a virtual run can check them while
-// it runs: a cell past them fails whatever comes after.
-type failFast struct {
-	maxAfterReturn int64         // attempts, all devices together
-	p99By          time.Duration // since the disruption
-	p99Count       int           // devices back by then
-}
-
 // bootSpread is the agents' own (device.DefaultTiming): the window over
 // which a fleet that powers on at once spreads its first connects.
 const bootSpread = 10 * time.Second
@@ -221,15 +214,15 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	}
 	c.Bound = time.Duration((from + 2*cell.MaxP99S + capS) * float64(time.Second))
 	ninetyNine := int(math.Ceil(0.99 * float64(cell.Devices)))
-	ff := &failFast{maxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
-		p99By: time.Duration((from + cell.MaxP99S) * float64(time.Second)), p99Count: ninetyNine}
+	giveUp := &virtual.GiveUp{MaxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
+		P99By: time.Duration((from + cell.MaxP99S) * float64(time.Second)), P99Count: ninetyNine}
 	if cell.Scenario == plan.BootStorm { // every attempt counts, from power-on
-		ff.maxAfterReturn = math.MaxInt64
+		giveUp.MaxAfterReturn = math.MaxInt64
 	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	r, err := runVirtual(ctx, c, ff)
+	r, err := virtual.Run(ctx, c, giveUp)
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}

@@ -56,7 +56,7 @@ func externalTLS(c plan.Plan) (func(i int) (*tls.Config, error), error) {
 // members at it. In memory (the in-process broker's mem transport) the
 // members dial it directly; otherwise it listens on loopback TCP.
 func (r *run) setupProxy(mc *memberConfig) error {
-	cfg := faultproxy.Config{DialTimeout: r.scale(connectTimeout), Seed: r.c.Seed}
+	cfg := faultproxy.Config{DialTimeout: r.scale(plan.ConnectTimeout), Seed: r.c.Seed}
 	inMemory := r.broker != nil && r.c.Transport == plan.Mem
 	switch {
 	case inMemory:

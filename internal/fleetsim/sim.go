@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"runtime"
 	"sync"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/virtual"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -51,7 +51,6 @@ type run struct {
 	children     []*child
 	childDir     string
 	childReports []*report.Report
-	virtual      *virtualFleet                    // the virtual engine's fleet, for its report
 	proxy        *faultproxy.Proxy                // in the devices' path, when the scenario breaks the path or the broker is external
 	standby      *testbroker.Broker               // failover: where the fleet goes when the primary (broker) dies
 	handshakeCPU time.Duration                    // TLS: the broker's CPU for one handshake, measured at setup
@@ -76,7 +75,7 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 		return nil, err
 	}
 	if c.Engine == plan.Virtual {
-		return runVirtual(ctx, c, nil)
+		return virtual.Run(ctx, c, nil)
 	}
 	if c.Scenario == plan.ConfigOutage && c.Policy == plan.PahoDefault {
 		return nil, fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
@@ -101,7 +100,7 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	before := memInUse()
+	before := report.HeapInUse()
 	bootStart := time.Now()
 	for _, m := range r.members {
 		if err := m.start(runCtx); err != nil {
@@ -119,7 +118,7 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 		if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
 			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
-		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
+		memPerDevice = float64(report.HeapInUse()-before) / float64(n) / 1024
 		t0 = time.Now() // observe watches from here, Ready is its disruption
 		if r.c.Ready != nil {
 			r.c.Ready()
@@ -143,7 +142,7 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 		recoverErr = r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
 	}
 	stopProgress()
-	r.devlog.awaitSettled(ctx, r.scale(connectTimeout)+time.Second)
+	r.devlog.awaitSettled(ctx, r.scale(plan.ConnectTimeout)+time.Second)
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
 	var drainErr error
 	if r.c.Telemetry > 0 {
@@ -162,7 +161,7 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 		rep.Telemetry = r.telemetry()
 	}
 	if memPerDevice == 0 {
-		memPerDevice = float64(memInUse()-before) / float64(n) / 1024
+		memPerDevice = float64(report.HeapInUse()-before) / float64(n) / 1024
 	}
 	for _, cr := range r.childReports { // the agents' side, in their processes
 		memPerDevice += cr.Host.MemoryPerDeviceKB * float64(cr.Devices) / float64(n)
@@ -220,7 +219,7 @@ func (r *run) recoverBound() time.Duration {
 // server if the scenario needs it, and the members.
 func (r *run) setup() error {
 	c := r.c
-	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), pingTimeout: r.pingTimeout(), connectTimeout: r.scale(connectTimeout),
+	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), pingTimeout: r.pingTimeout(), connectTimeout: r.scale(plan.ConnectTimeout),
 		pahoMaxInterval: c.MaxBackoff}
 	if c.Policy != plan.PahoDefault {
 		shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
@@ -558,7 +557,7 @@ func (r *run) report(d disruption) (*report.Report, error) {
 	if err := b.Fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = limitOf(c, len(r.ids)), b.Back().Seconds()
+	rep.Limit, rep.BrokerBackS = report.LimitOf(c.AdmitRate, len(r.ids)), b.Back().Seconds()
 	if c.Transport == plan.TLS && r.broker != nil {
 		rep.TLS = report.TLSCostOf(r.handshakeCPU, rep.Broker)
 	}
@@ -570,27 +569,12 @@ func (r *run) report(d disruption) (*report.Report, error) {
 	return rep, nil
 }
 
-// limit is the admission limit a run applies and the recovery it allows
-// devices at best, or nil.
-func limitOf(c plan.Plan, devices int) *report.Limit {
-	if c.AdmitRate <= 0 {
-		return nil
-	}
-	return &report.Limit{AdmitRate: c.AdmitRate, IdealRecoveryS: float64(devices) / c.AdmitRate}
-}
-
 // ErrLost is wrapped when telemetry went missing.
 var ErrLost = errors.New("fleetsim: telemetry lost")
 
-// ErrNotRecovered is wrapped when a run ends with devices still offline.
-var ErrNotRecovered = errors.New("fleetsim: not every device recovered")
-
-func memInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse
-}
+// ErrNotRecovered is wrapped when a run ends with devices still offline,
+// whichever engine ran it.
+var ErrNotRecovered = report.ErrNotRecovered
 
 // progress prints connected/total and attempts per second once a second.
 func progress(w io.Writer, obs observer, total int, scale float64, t0 time.Time) (stop func()) {

@@ -25,6 +25,13 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// modelled is a plan for the virtual engine.
+func modelled(scenario plan.Scenario, policy string, devices int) plan.Plan {
+	c := plan.Default()
+	c.Engine, c.Devices, c.Scenario, c.Policy = plan.Virtual, devices, scenario, policy
+	return c
+}
+
 func small(scenario plan.Scenario, policy string) plan.Plan {
 	c := plan.Default()
 	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, scenario, policy, 50
@@ -82,7 +89,7 @@ func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
 func TestCompareChartHasOneSeriesPerPolicy(t *testing.T) {
 	var reports []*report.Report
 	for _, p := range []string{"exponential", "full"} {
-		r, err := fleetsim.Run(context.Background(), virtual(plan.DropAll, p, 200))
+		r, err := fleetsim.Run(context.Background(), modelled(plan.DropAll, p, 200))
 		require.NoError(t, err)
 		reports = append(reports, r)
 	}

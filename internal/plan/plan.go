@@ -37,6 +37,10 @@ const (
 	TLS Transport = "tls" // mutual TLS over loopback TCP, a client certificate a device
 )
 
+// ConnectTimeout is how long a device waits for a CONNACK: the agents'
+// (which a run scales) and the model's.
+const ConnectTimeout = 10 * time.Second
+
 // PahoDefault names the baseline policy: paho's built-in reconnect,
 // unjittered, on paho's own timers.
 const PahoDefault = "paho-default"

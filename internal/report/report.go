@@ -9,10 +9,12 @@ package report
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"time"
 
@@ -391,4 +393,26 @@ type Telemetry struct {
 	// Lost: enqueued, never dropped by the queue, not queued, and not
 	// received (acknowledged, against an external broker). 0 is the point.
 	Lost int64 `json:"lost"`
+}
+
+// ErrNotRecovered is wrapped when a run ends with devices still offline,
+// whichever engine ran it.
+var ErrNotRecovered = errors.New("not every device recovered")
+
+// LimitOf is the admission limit a run applies and the recovery it allows
+// devices at best, or nil without one.
+func LimitOf(admitRate float64, devices int) *Limit {
+	if admitRate <= 0 {
+		return nil
+	}
+	return &Limit{AdmitRate: admitRate, IdealRecoveryS: float64(devices) / admitRate}
+}
+
+// HeapInUse is the heap and stacks in use after a collection: what a
+// run's devices hold, measured before and after they start.
+func HeapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse
 }

@@ -1,4 +1,4 @@
-package fleetsim
+package virtual
 
 import (
 	"testing"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // The virtual engine's broker on its own: given an attempt's time, what
@@ -37,7 +38,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 		ask(&pause, 0)
 	}
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 10 * s, after: 10 * s}, ask(&pause, 0), "a wait of exactly the connect timeout is served")
-	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: connectTimeout}, ask(&pause, 0),
+	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: plan.ConnectTimeout}, ask(&pause, 0),
 		"the device gives up first and the broker never sees it")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 11 * s, after: 10 * s}, ask(&pause, s),
 		"a socket given up on gives its token back")

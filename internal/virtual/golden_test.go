@@ -1,7 +1,6 @@
-package fleetsim_test
+package virtual_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
@@ -13,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
@@ -81,7 +79,7 @@ func TestVirtualEngineGolden(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c := virtual(tc.scenario, tc.policy, tc.devices)
+				c := model(tc.scenario, tc.policy, tc.devices)
 				if tc.scenario == plan.ThrottledRestart {
 					c.AdmitRate, c.AdmitBurst = 10_000, 500 // the storm of docs/large-fleets.md
 				}
@@ -90,7 +88,7 @@ func TestVirtualEngineGolden(t *testing.T) {
 				}
 				events := sha256.New()
 				c.Events = events
-				r, err := fleetsim.Run(context.Background(), c)
+				r, err := run(c)
 				require.NoError(t, err, name)
 				r.Host.WallS, r.Host.MemoryPerDeviceKB = 0, 0
 				b, err := r.JSON()

@@ -1,4 +1,15 @@
-package fleetsim
+// Package virtual is the engine that drives every device's reconnect
+// state machine (the same device.Machine the Agent runs) against a model
+// of the broker in virtual time: no goroutine, socket or timer per device, so millions of
+// devices fit in one process and a synchronised wave is measured as the
+// devices make it, not as the host manages to serve it. The model: the
+// broker refuses dials while down, answers instantly when up, and applies
+// admission (refuse, pause or accept-then-disconnect) and flapping as the
+// test broker does; a paused attempt waits for a token up to the connect
+// timeout, unseen by the broker if it gives up. What it leaves out is the
+// broker's own speed: it admits whatever the admission limit allows,
+// however many arrive at once.
+package virtual
 
 import (
 	"context"
@@ -17,22 +28,6 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
 )
-
-// The virtual engine drives every device's reconnect state machine (the
-// same device.Machine the Agent runs) against a model of the broker in
-// virtual time: no goroutine, socket or timer per device, so millions of
-// devices fit in one process and a synchronised wave is measured as the
-// devices make it, not as the host manages to serve it. The model: the
-// broker refuses dials while down, answers instantly when up, and applies
-// admission (refuse, pause or accept-then-disconnect) and flapping as the
-// test broker does; a paused attempt waits for a token up to the connect
-// timeout, unseen by the broker if it gives up. What it leaves out is the
-// broker's own speed: it admits whatever the admission limit allows,
-// however many arrive at once.
-
-// connectTimeout is how long a device waits for a CONNACK (the agents'
-// Config.ConnectTimeout default, which a run scales).
-const connectTimeout = 10 * time.Second
 
 // The kinds of the engine's events.
 const (
@@ -92,11 +87,11 @@ func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
 		case fault.PauseOverLimit: // the socket waits for a token, up to the connect timeout
 			res := bm.lim.ReserveN(at, 1)
 			if wait := res.DelayFrom(at); wait > 0 {
-				if wait > connectTimeout {
+				if wait > plan.ConnectTimeout {
 					// The device gives up first; the broker never took the
 					// socket off its backlog, so it never saw it.
 					res.CancelAt(at)
-					return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: connectTimeout}
+					return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: plan.ConnectTimeout}
 				}
 				// taken off the backlog when a token frees
 				return answer{outcome: fault.Accepted, seen: now + wait, after: wait}
@@ -114,10 +109,10 @@ func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
 	return a
 }
 
-// virtualFleet is the engine's state.
-type virtualFleet struct {
+// fleet is the engine's state.
+type fleet struct {
 	c       plan.Plan
-	ff      *failFast // a grid cell's bounds, or nil
+	giveUp  *GiveUp // a grid cell's bounds, or nil
 	epoch   time.Time
 	machine []device.Machine
 	online  []bool
@@ -136,10 +131,19 @@ var (
 	errConnectTimeout = errors.New("connect timeout")
 )
 
-// runVirtual is Run for the virtual engine.
-// A grid passes ff, its cell's bounds, to end a run as soon as it fails
-// them; nil runs to the end.
-func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*report.Report, error) {
+// GiveUp is a grid cell's bounds, as a virtual run can check them while
+// it runs: a run past them fails whatever comes after, and ends there.
+type GiveUp struct {
+	MaxAfterReturn int64         // attempts, all devices together, once the broker is back
+	P99By          time.Duration // since the disruption
+	P99Count       int           // devices back by then
+}
+
+// Run runs plan c (which the caller has validated) in virtual time. A grid
+// passes giveUp, its cell's bounds, to end a run as soon as it fails them;
+// nil runs to the end. A run that ends with devices still offline returns
+// its report and an error wrapping report.ErrNotRecovered.
+func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, error) {
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
@@ -155,8 +159,8 @@ func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*report.Report,
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
-	before := memInUse()
-	v := &virtualFleet{c: c, ff: ff, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
+	before := report.HeapInUse()
+	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
 		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
 
@@ -184,26 +188,26 @@ func runVirtual(ctx context.Context, c plan.Plan, ff *failFast) (*report.Report,
 		until += c.MaxBackoff // everyone back: nobody left to retry
 	}
 	v.b.WatchedUntil(v.at(until))
-	memPerDevice := float64(memInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
+	memPerDevice := float64(report.HeapInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
 	rep := &report.Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Virtual, Transport: "model", Devices: c.Devices,
 		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
 	if err := v.b.Fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = limitOf(c, c.Devices), v.b.Back().Seconds()
+	rep.Limit, rep.BrokerBackS = report.LimitOf(c.AdmitRate, c.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.Recovery.AllRecovered = finished && rep.Recovered() == c.Devices
 	if !rep.Recovery.AllRecovered {
-		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", ErrNotRecovered, rep.Recovered(), c.Devices, bound)
+		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}
 	return rep, nil
 }
 
-func (v *virtualFleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
+func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
 
 // setup boots the fleet (online at once, outside boot-storm), arranges the
 // scenario's disruption at t0, and returns when the broker is back.
-func (v *virtualFleet) setup() (returned time.Duration) {
+func (v *fleet) setup() (returned time.Duration) {
 	c := v.c
 	v.t0 = time.Second
 	if c.Scenario == plan.BootStorm {
@@ -246,11 +250,11 @@ func (v *virtualFleet) setup() (returned time.Duration) {
 	return returned
 }
 
-func (v *virtualFleet) push(at time.Duration, dev int, kind uint8, code int) {
+func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
 	v.q.Push(eventq.Event{At: at, Key: v.order.Uint32(), Dev: int32(dev), Kind: kind, Code: int16(code)})
 }
 
-func (v *virtualFleet) lose(i int, now time.Duration) {
+func (v *fleet) lose(i int, now time.Duration) {
 	if !v.online[i] {
 		return
 	}
@@ -260,7 +264,7 @@ func (v *virtualFleet) lose(i int, now time.Duration) {
 }
 
 // schedule carries out a Step at now.
-func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
+func (v *fleet) schedule(i int, now time.Duration, s device.Step) {
 	switch s.Kind {
 	case device.KindWait:
 		v.push(now+s.Wait, i, vDue, 0)
@@ -274,7 +278,7 @@ func (v *virtualFleet) schedule(i int, now time.Duration, s device.Step) {
 
 // record notes an attempt device i made at now as the device made it and,
 // if it reached the broker, as the broker saw it (seen: when it took it).
-func (v *virtualFleet) record(i int, now time.Duration, o fault.Outcome, code int, seen time.Duration) {
+func (v *fleet) record(i int, now time.Duration, o fault.Outcome, code int, seen time.Duration) {
 	if now < v.t0 {
 		return // the boot before the disruption is setup, not measurement
 	}
@@ -287,7 +291,7 @@ func (v *virtualFleet) record(i int, now time.Duration, o fault.Outcome, code in
 }
 
 // connect is one attempt of device i reaching the modelled broker at now.
-func (v *virtualFleet) connect(i int, now time.Duration) {
+func (v *fleet) connect(i int, now time.Duration) {
 	m := &v.machine[i]
 	at := v.at(now)
 	a := v.broker.connect(now, at)
@@ -313,17 +317,17 @@ func (v *virtualFleet) connect(i int, now time.Duration) {
 // failed reports whether a grid cell has failed for certain by virtual
 // time at: too many attempts since the return, or fewer than 99 % of the
 // devices back by the time the 99th percentile was due.
-func (v *virtualFleet) failed(at time.Duration) bool {
-	f := v.ff
-	if f == nil {
+func (v *fleet) failed(at time.Duration) bool {
+	g := v.giveUp
+	if g == nil {
 		return false
 	}
-	return v.b.AfterReturn() > f.maxAfterReturn || (at-v.t0 > f.p99By && v.up < f.p99Count)
+	return v.b.AfterReturn() > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
 }
 
 // run processes events until every device is back (and no flapping drop is
 // still due), the queue empties, or the bound passes.
-func (v *virtualFleet) run(ctx context.Context, bound time.Duration) (bool, error) {
+func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 	for n := 0; ; n++ {
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()

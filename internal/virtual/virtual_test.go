@@ -1,4 +1,4 @@
-package fleetsim_test
+package virtual_test
 
 import (
 	"context"
@@ -9,12 +9,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/internal/virtual"
 )
 
-func virtual(scenario plan.Scenario, policy string, devices int) plan.Plan {
+// run validates c, as every run does before anything starts, and runs it.
+func run(c plan.Plan) (*report.Report, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return virtual.Run(context.Background(), c, nil)
+}
+
+func model(scenario plan.Scenario, policy string, devices int) plan.Plan {
 	c := plan.Default()
 	c.Engine, c.Devices, c.Scenario, c.Policy = plan.Virtual, devices, scenario, policy
 	return c
@@ -24,7 +33,7 @@ func TestVirtualEngineMatchesTheAgents(t *testing.T) {
 	// The same restart as TestBrokerRestartWithoutJitterComesBackInWaves,
 	// with each device's state machine in virtual time: 1, 2, 4, 8, 16 s
 	// waits put every device back at exactly 31 s.
-	r, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "exponential", 60))
+	r, err := run(model(plan.BrokerRestart, "exponential", 60))
 	require.NoError(t, err)
 	assert.Equal(t, plan.Virtual, r.Engine)
 	assert.True(t, r.Recovery.AllRecovered)
@@ -46,24 +55,24 @@ func TestVirtualEngineMatchesTheAgents(t *testing.T) {
 }
 
 func TestVirtualEngineIsReproducible(t *testing.T) {
-	a, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "full", 5000))
+	a, err := run(model(plan.BrokerRestart, "full", 5000))
 	require.NoError(t, err)
-	b, err := fleetsim.Run(context.Background(), virtual(plan.BrokerRestart, "full", 5000))
+	b, err := run(model(plan.BrokerRestart, "full", 5000))
 	require.NoError(t, err)
 	assert.Equal(t, a.Recovery, b.Recovery, "same seed, same draws, same virtual times")
 	assert.Equal(t, a.Fleet, b.Fleet)
-	c := virtual(plan.BrokerRestart, "full", 5000)
+	c := model(plan.BrokerRestart, "full", 5000)
 	c.Seed = 2
-	d, err := fleetsim.Run(context.Background(), c)
+	d, err := run(c)
 	require.NoError(t, err)
 	assert.NotEqual(t, a.Recovery, d.Recovery)
 }
 
 func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 	for _, mode := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
-		c := virtual(plan.ThrottledRestart, "full", 2000)
+		c := model(plan.ThrottledRestart, "full", 2000)
 		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
-		r, err := fleetsim.Run(context.Background(), c)
+		r, err := run(c)
 		require.NoError(t, err, mode)
 		assert.True(t, r.Recovery.AllRecovered, mode)
 		assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+20-0.2, "%v: nobody beats the outage plus devices/rate", mode)
@@ -76,14 +85,14 @@ func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 }
 
 func TestVirtualFlappingAndBootStorm(t *testing.T) {
-	c := virtual(plan.Flapping, "iotcore", 1000)
+	c := model(plan.Flapping, "iotcore", 1000)
 	c.Outage, c.Flap = 20*time.Second, 2*time.Second
-	r, err := fleetsim.Run(context.Background(), c)
+	r, err := run(c)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	assert.GreaterOrEqual(t, r.Recovery.P50S, 18.0, "sessions admitted in the window were dropped")
 
-	r, err = fleetsim.Run(context.Background(), virtual(plan.BootStorm, "iotcore", 1000))
+	r, err = run(model(plan.BootStorm, "iotcore", 1000))
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, r.Attempts.PerDeviceMean)
 	assert.Less(t, r.Recovery.MaxS, 10.0, "inside the 10 s boot spread")
@@ -92,19 +101,19 @@ func TestVirtualFlappingAndBootStorm(t *testing.T) {
 
 func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
 	for name, c := range map[string]plan.Plan{
-		"paho-default":  virtual(plan.BrokerRestart, plan.PahoDefault, 10),
-		"config-outage": virtual(plan.ConfigOutage, "iotcore", 10),
+		"paho-default":  model(plan.BrokerRestart, plan.PahoDefault, 10),
+		"config-outage": model(plan.ConfigOutage, "iotcore", 10),
 		"tcp": func() plan.Plan {
-			c := virtual(plan.DropAll, "iotcore", 10)
+			c := model(plan.DropAll, "iotcore", 10)
 			c.Transport = plan.TCP
 			return c
 		}(),
 	} {
-		_, err := fleetsim.Run(context.Background(), c)
+		_, err := run(c)
 		assert.ErrorContains(t, err, "agents", name)
 	}
-	c := virtual(plan.DropAll, "iotcore", 10)
+	c := model(plan.DropAll, "iotcore", 10)
 	c.Engine = "quantum"
-	_, err := fleetsim.Run(context.Background(), c)
+	_, err := run(c)
 	assert.ErrorContains(t, err, "unknown engine")
 }
