@@ -40,7 +40,7 @@ grid:
 # devices, three seeds each. Do they agree within 5 %? docs/measurements.md shows the
 # tables; devicesim-report/calibration/ gets them as JSON and markdown.
 calibrate:
-	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateFull$$' ./internal/fleetsim/ \
+	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateFull$$' ./internal/experiment/ \
 	  -args -calibrate.full -calibrate.out $(CURDIR)/devicesim-report/calibration
 
 # What this host serves: the same cells with the agents in wall-clock time
@@ -64,7 +64,7 @@ soak:
 # page of a durable queue damaged in turn. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|RestartedTwice|RollingRestart|RoundsOfRetries|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden' ./internal/stormstats/ ./internal/fleetsim/ ./internal/virtual/ ./publisher/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|RestartedTwice|RollingRestart|RoundsOfRetries|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden' ./internal/stormstats/ ./internal/fleetsim/ ./internal/virtual/ ./internal/experiment/ ./publisher/
 
 # The verdict's measured error rates as docs/verdict.md shows them: every cell of
 # the ground truth, a million arrivals a round included, TRUTH_SEEDS seeds each.

@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/experiment"
 )
 
 func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,9 +34,9 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for s := range *seeds {
 		list = append(list, uint64(s+1))
 	}
-	cal := &fleetsim.Calibration{Devices: *devices, TimeScale: *scale, Seeds: list}
+	cal := &experiment.Calibration{Devices: *devices, TimeScale: *scale, Seeds: list}
 	cal.Table(stdout) // the header; rows follow as they are measured
-	cal, err := fleetsim.Calibrate(ctx, fleetsim.CalibrationCells(), *devices, *scale, list, nil, stdout)
+	cal, err := experiment.Calibrate(ctx, experiment.CalibrationCells(), *devices, *scale, list, nil, stdout)
 	if cal == nil {
 		return err
 	}

@@ -13,11 +13,11 @@ import (
 	"strings"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/experiment"
 )
 
 func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	gc := fleetsim.DefaultGrid()
+	gc := experiment.DefaultGrid()
 	fs := flag.NewFlagSet("devicesim grid", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	devices := fs.String("devices", joinInts(gc.Devices), "comma-separated fleet sizes")
@@ -54,7 +54,7 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		gc.Policies = append(gc.Policies, strings.TrimSpace(p))
 	}
 	gc.Progress = stdout
-	g, err := fleetsim.RunGrid(ctx, gc)
+	g, err := experiment.RunGrid(ctx, gc)
 	if g == nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return err
 }
 
-func writeGrid(g *fleetsim.Grid, dir string) error {
+func writeGrid(g *experiment.Grid, dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}

@@ -1,41 +1,23 @@
 package fleetsim_test
 
 import (
-	"context"
 	"testing"
-	"testing/synctest"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 )
 
-// inVirtualTime runs c in a testing/synctest bubble: the real agents, paho
-// and the mochi broker, all built inside it on in-memory transports, on a
-// clock that moves only when every goroutine waits. Every attempt leaves at
-// its scheduled instant whatever else the host is doing, so a test asserts
-// the code's figures, never the machine's. Time scale 1: virtual time costs
-// nothing to wait through.
 func inVirtualTime(t *testing.T, c plan.Plan) (*report.Report, error) {
 	t.Helper()
-	c.TimeScale = 1
-	return inBubble(t, c)
+	return fleetsimtest.InVirtualTime(t, c)
 }
 
-// inBubble is inVirtualTime at the time scale c names (which the run may
-// refuse, and say so).
-func inBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
+func inBubble(t *testing.T, c plan.Plan) (*report.Report, error) {
 	t.Helper()
-	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), c) })
-	return r, err
+	return fleetsimtest.InBubble(t, c)
 }
 
-// seeds is how many consecutive seeds a statistical test runs on real
-// agents: 20, or 3 under the race detector (which slows them tenfold). A
-// test that calls it is named in make test's stats step, which runs it at 20.
-func seeds() uint64 {
-	if raceDetector {
-		return 3
-	}
-	return 20
-}
+func seeds() uint64 { return fleetsimtest.Seeds() }
+
+const raceDetector = fleetsimtest.RaceDetector

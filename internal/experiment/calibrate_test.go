@@ -1,4 +1,4 @@
-package fleetsim_test
+package experiment_test
 
 import (
 	"context"
@@ -15,22 +15,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/experiment"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 )
 
 // agentsInVirtualTime is the calibration's agents runner for tests: each
 // run in its own bubble.
-func agentsInVirtualTime(t *testing.T) fleetsim.AgentsRunner {
-	return func(c plan.Plan) (*report.Report, error) { return inVirtualTime(t, c) }
+func agentsInVirtualTime(t *testing.T) experiment.AgentsRunner {
+	return func(c plan.Plan) (*report.Report, error) { return fleetsimtest.InVirtualTime(t, c) }
 }
 
 // The engines agree on a few of make calibrate's cells at 300 devices over
 // 20 consecutive seeds (3 under the race detector), the agents in virtual
 // time, and the test fails when they drift apart.
 func TestEnginesAgree(t *testing.T) {
-	cells := []fleetsim.CalibrationCell{
+	cells := []experiment.CalibrationCell{
 		{Scenario: plan.BrokerRestart, Policy: "iotcore"},
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.PauseOverLimit, AdmitRate: 30},
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.RefuseOverLimit, AdmitRate: 30},
@@ -38,10 +39,10 @@ func TestEnginesAgree(t *testing.T) {
 		{Scenario: plan.Flapping, Policy: "full"},
 	}
 	var list []uint64
-	for s := range seeds() {
+	for s := range fleetsimtest.Seeds() {
 		list = append(list, s+1)
 	}
-	cal, err := fleetsim.Calibrate(context.Background(), cells, 300, 1, list, agentsInVirtualTime(t), nil)
+	cal, err := experiment.Calibrate(context.Background(), cells, 300, 1, list, agentsInVirtualTime(t), nil)
 	require.NoError(t, err)
 	var table strings.Builder
 	cal.Table(&table)
@@ -69,7 +70,7 @@ func TestCalibrateFull(t *testing.T) {
 		devices, err := strconv.Atoi(f)
 		require.NoError(t, err, "-calibrate.devices")
 		fmt.Printf("%d devices, each row as it is measured:\n", devices)
-		cal, err := fleetsim.Calibrate(context.Background(), fleetsim.CalibrationCells(), devices, 1, []uint64{1, 2, 3},
+		cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationCells(), devices, 1, []uint64{1, 2, 3},
 			agentsInVirtualTime(t), os.Stdout)
 		require.NoError(t, err)
 		var table strings.Builder
@@ -91,9 +92,9 @@ func TestCalibrateFull(t *testing.T) {
 
 // The comparison itself: within 5 %, or 0.5 s and 0.05 attempts.
 func TestCalibrationBounds(t *testing.T) {
-	b := fleetsim.DefaultCalibrationBounds
-	near := fleetsim.EngineFigures{P50S: 40, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1}
-	assert.Empty(t, b.Apart(near, fleetsim.EngineFigures{P50S: 41.9, P99S: 63, AttemptsPerDevice: 5.75, AttemptsAfterReturn: 1.05}))
-	assert.Empty(t, b.Apart(fleetsim.EngineFigures{P50S: 1.5}, fleetsim.EngineFigures{P50S: 1.95}), "0.5 s floor for times")
-	assert.Len(t, b.Apart(near, fleetsim.EngineFigures{P50S: 42.2, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1.06}), 2)
+	b := experiment.DefaultCalibrationBounds
+	near := experiment.EngineFigures{P50S: 40, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1}
+	assert.Empty(t, b.Apart(near, experiment.EngineFigures{P50S: 41.9, P99S: 63, AttemptsPerDevice: 5.75, AttemptsAfterReturn: 1.05}))
+	assert.Empty(t, b.Apart(experiment.EngineFigures{P50S: 1.5}, experiment.EngineFigures{P50S: 1.95}), "0.5 s floor for times")
+	assert.Len(t, b.Apart(near, experiment.EngineFigures{P50S: 42.2, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1.06}), 2)
 }

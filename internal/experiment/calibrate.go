@@ -1,4 +1,4 @@
-package fleetsim
+package experiment
 
 import (
 	"cmp"
@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
@@ -162,7 +163,7 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 				if engine == plan.Agents && runAgents != nil {
 					r, err = runAgents(c)
 				} else {
-					r, err = Run(ctx, c)
+					r, err = fleetsim.Run(ctx, c)
 				}
 				if r == nil {
 					return cal, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)

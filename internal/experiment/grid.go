@@ -1,4 +1,8 @@
-package fleetsim
+// Package experiment holds the studies made of many runs, as clients of
+// the engines: the policy grid (every policy against fleets of 1,000 to a
+// million behind admission limits, in virtual time) and the calibration of
+// the virtual engine against the real agents.
+package experiment
 
 import (
 	"cmp"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/virtual"
 )
 
@@ -226,7 +231,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}
-	if err != nil && !errors.Is(err, ErrNotRecovered) {
+	if err != nil && !errors.Is(err, report.ErrNotRecovered) {
 		return err
 	}
 	cell.AllRecovered = r.Recovery.AllRecovered

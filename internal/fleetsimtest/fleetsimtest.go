@@ -1,0 +1,44 @@
+// Package fleetsimtest runs real agents in virtual time for tests: a
+// testing/synctest bubble around fleetsim.Run, and the number of seeds a
+// statistical test runs.
+package fleetsimtest
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
+)
+
+// InVirtualTime runs c in a testing/synctest bubble: the real agents, paho
+// and the mochi broker, all built inside it on in-memory transports, on a
+// clock that moves only when every goroutine waits. Every attempt leaves at
+// its scheduled instant whatever else the host is doing, so a test asserts
+// the code's figures, never the machine's. Time scale 1: virtual time costs
+// nothing to wait through.
+func InVirtualTime(t *testing.T, c plan.Plan) (*report.Report, error) {
+	t.Helper()
+	c.TimeScale = 1
+	return InBubble(t, c)
+}
+
+// InBubble is InVirtualTime at the time scale c names (which the run may
+// refuse, and say so).
+func InBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
+	t.Helper()
+	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), c) })
+	return r, err
+}
+
+// Seeds is how many consecutive seeds a statistical test runs on real
+// agents: 20, or 3 under the race detector (which slows them tenfold). A
+// test that calls it is named in make test's stats step, which runs it at 20.
+func Seeds() uint64 {
+	if RaceDetector {
+		return 3
+	}
+	return 20
+}

@@ -1,0 +1,6 @@
+//go:build !race
+
+package fleetsimtest
+
+// RaceDetector: see race.go.
+const RaceDetector = false
