@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/agents"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -151,7 +152,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
 	if *child != "" {
-		p, err := fleetsim.ReadChildPlan(*child)
+		p, err := agents.ReadChildPlan(*child)
 		if err != nil {
 			return fmt.Errorf("-child: %w", err)
 		}

@@ -263,3 +263,31 @@ func (s Storm) Admission() fault.Admission {
 	}
 	return fault.Admission{Rate: s.AdmitRate, Burst: s.AdmitBurst, Mode: s.AdmitMode}
 }
+
+// DefaultThrottle is the admission a throttled restart applies when the
+// plan names none, in connects per (unscaled) second.
+const DefaultThrottle = 100
+
+// WithDefaults fills in what a plan may leave to the run: a throttled
+// restart's admission rate. Every engine starts from it.
+func (p Plan) WithDefaults() Plan {
+	if p.Scenario == ThrottledRestart && p.AdmitRate == 0 {
+		p.AdmitRate = DefaultThrottle
+	}
+	return p
+}
+
+// RecoveryBound is how long, unscaled, after the disruption a run of
+// devices waits for them before it ends unrecovered: Bound if set, else the
+// outage, twenty waits at the cap, a minute's slack, and three times what
+// the admission limit takes to let them all in.
+func (p Plan) RecoveryBound(devices int) time.Duration {
+	if p.Bound > 0 {
+		return p.Bound
+	}
+	bound := p.Outage + 20*p.MaxBackoff + time.Minute
+	if p.AdmitRate > 0 {
+		bound += time.Duration(3 * float64(devices) / p.AdmitRate * float64(time.Second))
+	}
+	return bound
+}

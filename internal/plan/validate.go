@@ -108,6 +108,8 @@ func (p Plan) validateTarget() error {
 	switch {
 	case external && (p.Scenario == ConfigOutage || p.Scenario == Failover):
 		return fmt.Errorf("%s runs on in-process servers: it takes no -broker", p.Scenario)
+	case p.Scenario == ConfigOutage && p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
 	case p.Scenario == Failover && p.Policy == PahoDefault:
 		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
 	case p.Scenario == Failover && p.Transport == TLS:

@@ -416,3 +416,10 @@ func HeapInUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse + m.StackInuse
 }
+
+// New starts the report of a run of plan p on engine over transport,
+// devices strong, disrupted at t0.
+func New(p plan.Plan, engine plan.Engine, transport string, devices int, t0 time.Time) *Report {
+	return &Report{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
+		Seed: p.Seed, TimeScale: p.TimeScale, DisruptionUnixMS: t0.UnixMilli(), Shard: p.Shard.String()}
+}

@@ -146,9 +146,7 @@ type GiveUp struct {
 func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, error) {
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
-	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
-		c.AdmitRate = 100
-	}
+	c = c.WithDefaults()
 	shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
 	policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
 	if err != nil {
@@ -172,13 +170,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.sink = v.b
-	bound := c.Bound
-	if bound == 0 {
-		bound = c.Outage + 20*c.MaxBackoff + time.Minute
-		if c.AdmitRate > 0 {
-			bound += time.Duration(3 * float64(c.Devices) / c.AdmitRate * float64(time.Second))
-		}
-	}
+	bound := c.RecoveryBound(c.Devices)
 	finished, err := v.run(ctx, v.t0+bound)
 	if err != nil {
 		return nil, err
@@ -189,8 +181,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	}
 	v.b.WatchedUntil(v.at(until))
 	memPerDevice := float64(report.HeapInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
-	rep := &report.Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Virtual, Transport: "model", Devices: c.Devices,
-		Seed: c.Seed, TimeScale: 1, DisruptionUnixMS: v.at(v.t0).UnixMilli()}
+	rep := report.New(c, plan.Virtual, "model", c.Devices, v.at(v.t0))
 	if err := v.b.Fill(rep); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package fleetsim
+package agents
 
 import (
 	"slices"

@@ -1,7 +1,12 @@
-// Package fleetsim launches a fleet of real device agents against the
-// in-process test broker, disrupts the broker, and measures from the
-// broker's side whether the fleet came back spread out or in waves.
-package fleetsim
+// Package agents is the engine of real devices: a fleet of device.Agents
+// (paho clients, their store-and-forward publishers and config fetchers)
+// against the in-process test broker, or any broker through the fault
+// proxy, in scaled real time or, in tests, a synctest bubble. It disrupts
+// the broker or the path, follows every attempt in the devices' log and the
+// broker's recorder, and hands them to the report as attempt.Records. A
+// fleet too large for one process's descriptors runs in child processes,
+// each given its part of the plan.
+package agents
 
 import (
 	"cmp"
@@ -20,7 +25,6 @@ import (
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
-	"github.com/herdguard/herdguard/internal/virtual"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -69,17 +73,12 @@ func (r *run) warn(format string, args ...any) {
 	}
 }
 
-// Run executes one run.
+// Run runs plan c, which the caller has validated, on real agents. A run
+// that ends with devices still offline returns its report and an error
+// wrapping report.ErrNotRecovered; an interrupted one (ctx ended) its report
+// so far and ctx's error.
 func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	if c.Engine == plan.Virtual {
-		return virtual.Run(ctx, c, nil)
-	}
-	if c.Scenario == plan.ConfigOutage && c.Policy == plan.PahoDefault {
-		return nil, fmt.Errorf("paho-default is paho's MQTT reconnect; config-outage measures the config fetch: pick a reconnect policy")
-	}
+	c = c.WithDefaults()
 	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
 	if c.Policy == plan.PahoDefault && c.TimeScale != 1 {
 		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
@@ -88,9 +87,6 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	if c.Scenario == plan.ConfigOutage && c.TimeScale != 1 {
 		r.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
 		r.c.TimeScale = 1
-	}
-	if c.Scenario == plan.ThrottledRestart && c.AdmitRate == 0 {
-		r.c.AdmitRate = 100
 	}
 	start := time.Now()
 	defer r.close()
@@ -208,11 +204,8 @@ func (r *run) recoverBound() time.Duration {
 	if r.c.Bound > 0 {
 		return r.scale(r.c.Bound)
 	}
-	bound := r.scale(r.c.Outage+20*r.c.MaxBackoff) + time.Minute
-	if r.c.AdmitRate > 0 {
-		bound += time.Duration(3 * float64(len(r.ids)) / r.admission.Rate * float64(time.Second))
-	}
-	return bound
+	// the plan's minute of slack is the host's: not scaled
+	return r.scale(r.c.RecoveryBound(len(r.ids))-time.Minute) + time.Minute
 }
 
 // setup makes the broker (or the observer of an external one), the config
@@ -498,8 +491,7 @@ func (r *run) disrupt(ctx context.Context, t0 time.Time) (disruption, error) {
 // in-process broker, what it saw, from the disruption on.
 func (r *run) report(d disruption) (*report.Report, error) {
 	c := r.c
-	rep := &report.Report{Scenario: c.Scenario, Policy: c.Policy, Engine: plan.Agents, Transport: string(c.Transport), Devices: len(r.ids),
-		Seed: c.Seed, TimeScale: c.TimeScale, DisruptionUnixMS: d.t0.UnixMilli(), Shard: c.Shard.String()}
+	rep := report.New(c, plan.Agents, string(c.Transport), len(r.ids), d.t0)
 	fleetAt, brokerAt := "devices", "broker"
 	switch {
 	case c.Scenario == plan.ConfigOutage:

@@ -1,4 +1,4 @@
-package fleetsim_test
+package agents_test
 
 import (
 	"context"
@@ -10,7 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/agents"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
@@ -19,16 +20,16 @@ import (
 // through ten, in wall-clock time, where it also holds the live heap to its
 // baseline). Under the race detector, 200 devices.
 func TestSoakReturnsToItsBaseline(t *testing.T) {
-	sc := fleetsim.DefaultSoak()
+	sc := agents.DefaultSoak()
 	sc.Devices, sc.Storms, sc.Outage, sc.TimeScale, sc.Telemetry, sc.AdmitRate = 1000, 3, 10*time.Second, 1, 0.5, 200
-	if raceDetector {
+	if fleetsimtest.RaceDetector {
 		sc.Devices, sc.AdmitRate = 200, 50
 	}
 	var progress strings.Builder
 	sc.Progress = &progress
-	var rep *fleetsim.SoakReport
+	var rep *agents.SoakReport
 	var err error
-	synctest.Test(t, func(*testing.T) { rep, err = fleetsim.Soak(context.Background(), sc) })
+	synctest.Test(t, func(*testing.T) { rep, err = agents.Soak(context.Background(), sc) })
 	require.NoError(t, err, progress.String())
 	var sb strings.Builder
 	rep.Summary(&sb)
@@ -55,15 +56,15 @@ func TestSoakReturnsToItsBaseline(t *testing.T) {
 }
 
 func TestSoakRejectsBadConfig(t *testing.T) {
-	for name, mod := range map[string]func(*fleetsim.SoakConfig){
-		"no storms":    func(c *fleetsim.SoakConfig) { c.Storms = 0 },
-		"no telemetry": func(c *fleetsim.SoakConfig) { c.Telemetry = 0 },
-		"no admission": func(c *fleetsim.SoakConfig) { c.AdmitRate = 0 },
-		"no devices":   func(c *fleetsim.SoakConfig) { c.Devices = 0 },
+	for name, mod := range map[string]func(*agents.SoakConfig){
+		"no storms":    func(c *agents.SoakConfig) { c.Storms = 0 },
+		"no telemetry": func(c *agents.SoakConfig) { c.Telemetry = 0 },
+		"no admission": func(c *agents.SoakConfig) { c.AdmitRate = 0 },
+		"no devices":   func(c *agents.SoakConfig) { c.Devices = 0 },
 	} {
-		sc := fleetsim.DefaultSoak()
+		sc := agents.DefaultSoak()
 		mod(&sc)
-		_, err := fleetsim.Soak(context.Background(), sc)
+		_, err := agents.Soak(context.Background(), sc)
 		assert.Error(t, err, name)
 	}
 }
