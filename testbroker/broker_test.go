@@ -668,3 +668,14 @@ func TestHandshakeCPUIsMeasured(t *testing.T) {
 	_, err = newBroker(t, testbroker.Config{Transport: testbroker.TCP}).HandshakeCPU(1)
 	assert.Error(t, err, "no TLS, no handshake")
 }
+
+// A broker closed at once after it starts: mochi runs the accept loop in a
+// goroutine of its own, which may start after Close. Under -race this found
+// the loop joining Close's wait after Close had waited (one CI run in ten).
+func TestCloseRightAfterStart(t *testing.T) {
+	for range 500 {
+		b, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory})
+		require.NoError(t, err)
+		require.NoError(t, b.Close())
+	}
+}

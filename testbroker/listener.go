@@ -136,7 +136,16 @@ func (l *faultListener) mem() *memnet.Listener {
 
 // Serve runs the accept loop until Close.
 func (l *faultListener) Serve(establish listeners.EstablishFn) {
+	// mochi starts Serve in a goroutine of its own, which may run after a
+	// Close: the loop joins Close's wait under the lock that marks it
+	// closed, or not at all.
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
 	l.serve.Add(1)
+	l.mu.Unlock()
 	defer l.serve.Done()
 	for {
 		ln := l.current()
