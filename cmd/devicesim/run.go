@@ -76,123 +76,152 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-func runCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	c := plan.Default()
+// runFlags is devicesim run's command line.
+type runFlags struct {
+	c                                                  plan.Plan
+	retryCap, shards                                   *int
+	shard, child, admitMode, compare, out, metricsAddr *string
+	events                                             *string
+	streamEvents                                       *bool
+	expect                                             expectFlag
+	set                                                map[string]bool // the flags given
+}
+
+// parseRunFlags reads args; a nil runFlags and nil error is -h.
+func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
+	f := &runFlags{c: plan.Default(), set: map[string]bool{}}
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.TextVar(&c.Engine, "engine", c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
-	fs.IntVar(&c.Devices, "devices", c.Devices, "number of devices")
-	fs.TextVar(&c.Scenario, "scenario", c.Scenario, "one of "+scenarioNames())
-	fs.StringVar(&c.Policy, "policy", c.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
-	fs.DurationVar(&c.MaxBackoff, "max-backoff", c.MaxBackoff, "the policy's cap (unscaled)")
-	retryCap := fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
-	fs.DurationVar(&c.Outage, "outage", c.Outage, "how long the disruption lasts (unscaled): the broker's absence, the flapping window, the black hole, the slow path, the config server's faults")
-	fs.DurationVar(&c.Flap, "flap", c.Flap, "flapping: how long each session lasts before the broker drops it (unscaled)")
-	fs.DurationVar(&c.Latency, "latency", c.Latency, "latency: added to every byte each way (unscaled)")
-	fs.DurationVar(&c.LatencyJitter, "latency-jitter", c.LatencyJitter, "latency: up to this much more, at random, keeping each direction in order (unscaled)")
-	fs.DurationVar(&c.KeepAlive, "keepalive", c.KeepAlive, "the agents' MQTT keepalive (unscaled; whole seconds once scaled, at least 2 s)")
-	fs.DurationVar(&c.PingTimeout, "ping-timeout", c.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
-	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "config-outage: the Retry-After the config server sends; 0: the time left in the fault window, one instant for every device")
-	fs.DurationVar(&c.RetryAfterJitter, "retry-after-jitter", c.RetryAfterJitter, "config-outage: the devices' bound on the jitter they add to a Retry-After; 0: the firmware's (up to the hint, at most 1 min), negative: none")
-	fs.TextVar(&c.Transport, "transport", c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
-	fs.StringVar(&c.Broker, "broker", "", "an external broker's URL (tcp://host:port, or ssl://host:port with -ca, -cert, -key) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make")
-	fs.StringVar(&c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
-	fs.StringVar(&c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
-	fs.StringVar(&c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
-	fs.StringVar(&c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
-	fs.DurationVar(&c.Duration, "duration", c.Duration, "observe: how long to wait for a disruption")
-	shard := fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
-	shards := fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
-	fs.IntVar(&c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
-	child := fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
-	streamEvents := fs.Bool("stream-events", false, "internal, with -child: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
-	fs.DurationVar(&c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
-	fs.Float64Var(&c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
-	fs.Float64Var(&c.TimeScale, "time-scale", c.TimeScale, "run every duration this many times faster; reports stay unscaled")
-	fs.Uint64Var(&c.Seed, "seed", c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
-	fs.Float64Var(&c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
-	fs.IntVar(&c.AdmitBurst, "admit-burst", 1, "admission burst")
-	admitMode := fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
-	compare := fs.String("compare", defaultCompare, "comma-separated policies to run one after another under the same scenario, printed as one table (without -policy: the mission's formula against fleet-safe)")
-	out := fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
-	var expect expectFlag
-	fs.Var(&expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
-	metricsAddr := fs.String("metrics", "", "serve Prometheus metrics of the running fleet on this address (host:port) at /metrics: devices connected and recovered, attempts by outcome, sessions lost")
-	events := fs.String("events", "auto", "write events.csv, one row an attempt, as the run goes: on, off, or auto (on up to 1,000,000 devices)")
+	fs.TextVar(&f.c.Engine, "engine", f.c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
+	fs.IntVar(&f.c.Devices, "devices", f.c.Devices, "number of devices")
+	fs.TextVar(&f.c.Scenario, "scenario", f.c.Scenario, "one of "+scenarioNames())
+	fs.StringVar(&f.c.Policy, "policy", f.c.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
+	fs.DurationVar(&f.c.MaxBackoff, "max-backoff", f.c.MaxBackoff, "the policy's cap (unscaled)")
+	f.retryCap = fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
+	fs.DurationVar(&f.c.Outage, "outage", f.c.Outage, "how long the disruption lasts (unscaled): the broker's absence, the flapping window, the black hole, the slow path, the config server's faults")
+	fs.DurationVar(&f.c.Flap, "flap", f.c.Flap, "flapping: how long each session lasts before the broker drops it (unscaled)")
+	fs.DurationVar(&f.c.Latency, "latency", f.c.Latency, "latency: added to every byte each way (unscaled)")
+	fs.DurationVar(&f.c.LatencyJitter, "latency-jitter", f.c.LatencyJitter, "latency: up to this much more, at random, keeping each direction in order (unscaled)")
+	fs.DurationVar(&f.c.KeepAlive, "keepalive", f.c.KeepAlive, "the agents' MQTT keepalive (unscaled; whole seconds once scaled, at least 2 s)")
+	fs.DurationVar(&f.c.PingTimeout, "ping-timeout", f.c.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
+	fs.DurationVar(&f.c.RetryAfter, "retry-after", f.c.RetryAfter, "config-outage: the Retry-After the config server sends; 0: the time left in the fault window, one instant for every device")
+	fs.DurationVar(&f.c.RetryAfterJitter, "retry-after-jitter", f.c.RetryAfterJitter, "config-outage: the devices' bound on the jitter they add to a Retry-After; 0: the firmware's (up to the hint, at most 1 min), negative: none")
+	fs.TextVar(&f.c.Transport, "transport", f.c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
+	fs.StringVar(&f.c.Broker, "broker", "", "an external broker's URL (tcp://host:port, or ssl://host:port with -ca, -cert, -key) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make")
+	fs.StringVar(&f.c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
+	fs.StringVar(&f.c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
+	fs.StringVar(&f.c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
+	fs.StringVar(&f.c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
+	fs.DurationVar(&f.c.Duration, "duration", f.c.Duration, "observe: how long to wait for a disruption")
+	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
+	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
+	fs.IntVar(&f.c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
+	f.child = fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
+	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
+	fs.DurationVar(&f.c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
+	fs.Float64Var(&f.c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
+	fs.Float64Var(&f.c.TimeScale, "time-scale", f.c.TimeScale, "run every duration this many times faster; reports stay unscaled")
+	fs.Uint64Var(&f.c.Seed, "seed", f.c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
+	fs.Float64Var(&f.c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
+	fs.IntVar(&f.c.AdmitBurst, "admit-burst", 1, "admission burst")
+	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
+	f.compare = fs.String("compare", defaultCompare, "comma-separated policies to run one after another under the same scenario, printed as one table (without -policy: the mission's formula against fleet-safe)")
+	f.out = fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
+	fs.Var(&f.expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
+	f.metricsAddr = fs.String("metrics", "", "serve Prometheus metrics of the running fleet on this address (host:port) at /metrics: devices connected and recovered, attempts by outcome, sessions lost")
+	f.events = fs.String("events", "auto", "write events.csv, one row an attempt, as the run goes: on, off, or auto (on up to 1,000,000 devices)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil
+			return nil, nil
 		}
-		return err
+		return nil, err
 	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["policy"] && !set["compare"] {
-		*compare = "" // one policy, as asked
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
+	return f, nil
+}
+
+// resolve turns the flags into the plan: the shard, a child's plan, the
+// admission mode, where the run reports.
+func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (plan.Plan, error) {
+	c := f.c
+	if f.set["policy"] && !f.set["compare"] {
+		*f.compare = "" // one policy, as asked
 	}
-	if c.Scenario == plan.Observe && !set["time-scale"] {
+	if c.Scenario == plan.Observe && !f.set["time-scale"] {
 		c.TimeScale = 1 // the disruption is someone else's, in real time
 	}
 	switch {
-	case *shard != "":
-		sh, err := plan.ParseShard(*shard)
+	case *f.shard != "":
+		sh, err := plan.ParseShard(*f.shard)
 		if err != nil {
-			return fmt.Errorf("-shard: %w", err)
+			return c, fmt.Errorf("-shard: %w", err)
 		}
 		c.Shard = sh
-	case *shards > 0:
+	case *f.shards > 0:
 		idx := getenv("JOB_COMPLETION_INDEX")
 		i, err := strconv.Atoi(idx)
 		if err != nil {
-			return fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
+			return c, fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
 		}
-		c.Shard = plan.Shard{Index: i, Count: *shards}
+		c.Shard = plan.Shard{Index: i, Count: *f.shards}
 	}
-	if c.Shard.Count > 0 && !set["out"] {
-		*out = filepath.Join(*out, "shard-"+strconv.Itoa(c.Shard.Index))
+	if c.Shard.Count > 0 && !f.set["out"] {
+		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
-	if *child != "" {
-		p, err := agents.ReadChildPlan(*child)
+	if *f.child != "" {
+		p, err := agents.ReadChildPlan(*f.child)
 		if err != nil {
-			return fmt.Errorf("-child: %w", err)
+			return c, fmt.Errorf("-child: %w", err)
 		}
-		c, *compare, *retryCap, *admitMode = p, "", p.RetryCap, p.AdmitMode.String()
+		c, *f.compare, *f.retryCap, *f.admitMode = p, "", p.RetryCap, p.AdmitMode.String()
 		c.Hold = stdin
 	}
-	if *streamEvents {
+	if *f.streamEvents {
 		if c.Hold == nil {
-			return errors.New("-stream-events is for a child run: it needs -child")
+			return c, errors.New("-stream-events is for a child run: it needs -child")
 		}
 		c.Stream = os.NewFile(3, "events")
 	}
 	if exe, err := os.Executable(); err == nil {
 		c.Exe = exe
 	}
-	c.RetryCap = *retryCap
-	mode, err := fault.ParseAdmissionMode(*admitMode)
+	c.RetryCap = *f.retryCap
+	mode, err := fault.ParseAdmissionMode(*f.admitMode)
 	if err != nil {
-		return fmt.Errorf("-admit-mode: %w", err)
+		return c, fmt.Errorf("-admit-mode: %w", err)
 	}
 	c.AdmitMode = mode
 	c.Warn = stderr
-	if f, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(f.Fd())) {
+	if t, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(t.Fd())) {
 		c.Progress = stdout // live progress only on a terminal
 	}
-	switch *events {
+	switch *f.events {
 	case "on", "off", "auto":
 	default:
-		return fmt.Errorf("-events: want on, off or auto, got %q", *events)
+		return c, fmt.Errorf("-events: want on, off or auto, got %q", *f.events)
 	}
-	writeEvents := *events == "on" || (*events == "auto" && c.Devices <= autoEventsDevices)
-	if err := checkPlan(c, *compare); err != nil {
+	return c, nil
+}
+
+func runCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	f, err := parseRunFlags(args, stderr)
+	if f == nil {
 		return err
 	}
-	if *metricsAddr != "" {
+	c, err := f.resolve(getenv, stdin, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	writeEvents := *f.events == "on" || (*f.events == "auto" && c.Devices <= autoEventsDevices)
+	if err := checkPlan(c, *f.compare); err != nil {
+		return err
+	}
+	if *f.metricsAddr != "" {
 		if c.Engine == plan.Virtual {
 			return errors.New("-metrics follows real agents as they run; the virtual engine runs in virtual time")
 		}
 		fleet := livemetrics.NewFleet()
-		addr, stop, err := fleet.Serve(*metricsAddr)
+		addr, stop, err := fleet.Serve(*f.metricsAddr)
 		if err != nil {
 			return fmt.Errorf("-metrics: %w", err)
 		}
@@ -200,24 +229,31 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", addr)
 		c.Metrics = fleet
 	}
-	if *compare == "" {
-		return runOne(ctx, c, *out, writeEvents, &expect, stdout)
+	if *f.compare == "" {
+		return runOne(ctx, c, *f.out, writeEvents, &f.expect, stdout)
 	}
-	if expect.v != "" {
+	if f.expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
+	return runCompare(ctx, c, strings.Split(*f.compare, ","), *f.out, writeEvents, stdout)
+}
+
+// runCompare runs the plan once for each policy, one after another, and
+// writes each run's report in its own directory, then one table and one
+// chart of them all.
+func runCompare(ctx context.Context, c plan.Plan, policies []string, out string, writeEvents bool, stdout io.Writer) error {
 	var reports []*report.Report
 	var errs []error
-	for _, p := range strings.Split(*compare, ",") {
+	for _, p := range policies {
 		c.Policy = strings.TrimSpace(p)
 		fmt.Fprintf(stdout, "== %s\n", c.Policy)
-		r, err := runWritingEvents(ctx, c, filepath.Join(*out, c.Policy), writeEvents)
+		r, err := runWritingEvents(ctx, c, filepath.Join(out, c.Policy), writeEvents)
 		if r == nil {
 			return err
 		}
 		errs = append(errs, err)
 		r.Summary(stdout)
-		if werr := writeReport(r, filepath.Join(*out, c.Policy)); werr != nil {
+		if werr := writeReport(r, filepath.Join(out, c.Policy)); werr != nil {
 			return werr
 		}
 		if err != nil && ctx.Err() != nil {
@@ -228,13 +264,13 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	}
 	fmt.Fprintln(stdout)
 	report.CompareTable(stdout, reports)
-	charts := []string{filepath.Join(*out, "arrivals.svg"), filepath.Join(*out, "report.html")}
+	charts := []string{filepath.Join(out, "arrivals.svg"), filepath.Join(out, "report.html")}
 	unfinished.add(charts...)
-	if err := report.WriteCharts(*out, reports); err != nil {
+	if err := report.WriteCharts(out, reports); err != nil {
 		return err
 	}
 	unfinished.done(charts...)
-	fmt.Fprintf(stdout, "report: %s/report.html (chart: %s/arrivals.svg), one directory per policy\n", *out, *out)
+	fmt.Fprintf(stdout, "report: %s/report.html (chart: %s/arrivals.svg), one directory per policy\n", out, out)
 	return errors.Join(errs...)
 }
 

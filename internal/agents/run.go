@@ -78,16 +78,7 @@ func (r *run) warn(format string, args ...any) {
 // wrapping report.ErrNotRecovered; an interrupted one (ctx ended) its report
 // so far and ctx's error.
 func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
-	c = c.WithDefaults()
-	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
-	if c.Policy == plan.PahoDefault && c.TimeScale != 1 {
-		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
-		r.c.TimeScale = 1
-	}
-	if c.Scenario == plan.ConfigOutage && c.TimeScale != 1 {
-		r.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
-		r.c.TimeScale = 1
-	}
+	r := newRun(c)
 	start := time.Now()
 	defer r.close()
 	defer r.killChildren() // before close: children started by a setup that then failed too
@@ -107,12 +98,52 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	if r.c.Hold != nil {
 		return r.held(ctx, start, before)
 	}
+	t0, memPerDevice, err := r.boot(ctx, bootStart, before)
+	if err != nil {
+		return nil, err
+	}
+	d, err := r.disrupt(ctx, t0)
+	if err != nil {
+		return nil, err
+	}
+	recoverErr, drainErr := r.recover(ctx, &d)
+	if len(r.children) > 0 {
+		if r.childReports, err = r.releaseChildren(d.t0); err != nil {
+			return nil, err
+		}
+	}
+	rep, err := r.report(d)
+	if err != nil {
+		return nil, err
+	}
+	r.fillHost(rep, start, before, memPerDevice)
+	return rep, r.outcome(ctx, rep, recoverErr, drainErr)
+}
+
+// newRun starts a run of c, at the time scale its policy and scenario
+// allow.
+func newRun(c plan.Plan) *run {
+	c = c.WithDefaults()
+	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
+	if c.Policy == plan.PahoDefault && c.TimeScale != 1 {
+		r.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
+		r.c.TimeScale = 1
+	}
+	if c.Scenario == plan.ConfigOutage && c.TimeScale != 1 {
+		r.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
+		r.c.TimeScale = 1
+	}
+	return r
+}
+
+// boot waits for the whole fleet to come up (boot-storm measures the boot
+// itself) and returns the disruption's instant and what a device holds.
+func (r *run) boot(ctx context.Context, bootStart time.Time, before uint64) (t0 time.Time, memPerDevice float64, err error) {
 	n := len(r.ids)
-	var memPerDevice float64
-	t0 := bootStart
+	t0 = bootStart
 	if r.c.Scenario != plan.BootStorm {
 		if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
-			return nil, fmt.Errorf("fleet did not finish booting: %w", err)
+			return t0, 0, fmt.Errorf("fleet did not finish booting: %w", err)
 		}
 		memPerDevice = float64(report.HeapInUse()-before) / float64(n) / 1024
 		t0 = time.Now() // observe watches from here, Ready is its disruption
@@ -126,12 +157,15 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	if r.c.Metrics != nil {
 		r.c.Metrics.Disrupted(t0)
 	}
-	d, err := r.disrupt(ctx, t0)
-	if err != nil {
-		return nil, err
-	}
+	return t0, memPerDevice, nil
+}
+
+// recover waits for the fleet to come back after d (and marks in d how long
+// it watched), for every attempt to have its outcome, then drains the
+// telemetry queues.
+func (r *run) recover(ctx context.Context, d *disruption) (recoverErr, drainErr error) {
+	n := len(r.ids)
 	stopProgress := progress(r.c.Progress, r.obs, n, r.c.TimeScale, d.t0)
-	var recoverErr error
 	if r.c.Scenario == plan.ConfigOutage {
 		recoverErr = d.wait()
 	} else {
@@ -140,19 +174,15 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	stopProgress()
 	r.devlog.awaitSettled(ctx, r.scale(plan.ConnectTimeout)+time.Second)
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
-	var drainErr error
 	if r.c.Telemetry > 0 {
 		drainErr = r.drainTelemetry(ctx)
 	}
-	if len(r.children) > 0 {
-		if r.childReports, err = r.releaseChildren(d.t0); err != nil {
-			return nil, err
-		}
-	}
-	rep, err := r.report(d)
-	if err != nil {
-		return nil, err
-	}
+	return recoverErr, drainErr
+}
+
+// fillHost adds what the run cost this host, and its children, to rep.
+func (r *run) fillHost(rep *report.Report, start time.Time, before uint64, memPerDevice float64) {
+	n := len(r.ids)
 	if r.c.Telemetry > 0 {
 		rep.Telemetry = r.telemetry()
 	}
@@ -164,21 +194,25 @@ func Run(ctx context.Context, c plan.Plan) (*report.Report, error) {
 	}
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.Host.AgentProcesses = len(r.childReports)
-	recovered := rep.Recovered()
+}
+
+// outcome is the run's error: interrupted, not recovered, a drain that
+// failed, or telemetry lost, in that order; nil for a run that saw
+// everyone back and lost nothing.
+func (r *run) outcome(ctx context.Context, rep *report.Report, recoverErr, drainErr error) error {
+	n, recovered := len(r.ids), rep.Recovered()
 	rep.Recovery.AllRecovered = recoverErr == nil && recovered == n
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())
+	case !rep.Recovery.AllRecovered:
+		return fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
+	case drainErr != nil:
+		return drainErr
+	case rep.Telemetry != nil && rep.Telemetry.Lost != 0:
+		return fmt.Errorf("%w: %d telemetry messages", ErrLost, rep.Telemetry.Lost)
 	}
-	if !rep.Recovery.AllRecovered {
-		return rep, fmt.Errorf("%w: %d of %d within %v", ErrNotRecovered, recovered, n, r.recoverBound())
-	}
-	if drainErr != nil {
-		return rep, drainErr
-	}
-	if t := rep.Telemetry; t != nil && t.Lost != 0 {
-		return rep, fmt.Errorf("%w: %d telemetry messages", ErrLost, t.Lost)
-	}
-	return rep, nil
+	return nil
 }
 
 // minKeepAlive is the shortest keepalive a run gives its agents: MQTT
@@ -211,6 +245,42 @@ func (r *run) recoverBound() time.Duration {
 // setup makes the broker (or the observer of an external one), the config
 // server if the scenario needs it, and the members.
 func (r *run) setup() error {
+	mc, err := r.memberConfig()
+	if err != nil {
+		return err
+	}
+	if r.c.Broker != "" {
+		err = r.setupExternal(&mc)
+	} else {
+		err = r.setupBroker(&mc)
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.setupFaults(&mc); err != nil {
+		return err
+	}
+	if r.c.NeedsChildren() {
+		return r.spawnChildren(mc.broker)
+	}
+	for _, i := range r.ids {
+		if r.c.Policy == plan.PahoDefault {
+			r.members = append(r.members, newPahoMember(i, mc))
+			continue
+		}
+		m, err := newAgentMember(i, mc)
+		if err != nil {
+			return err
+		}
+		r.members = append(r.members, m)
+	}
+	return nil
+}
+
+// memberConfig is what every member shares: the agents' timing, scaled
+// with the run, their boot spread, telemetry, the run's admission limit,
+// and the device log they report to.
+func (r *run) memberConfig() (memberConfig, error) {
 	c := r.c
 	mc := memberConfig{seed: c.Seed, keepAlive: r.keepAlive(), pingTimeout: r.pingTimeout(), connectTimeout: r.scale(plan.ConnectTimeout),
 		pahoMaxInterval: c.MaxBackoff}
@@ -218,7 +288,7 @@ func (r *run) setup() error {
 		shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
 		policy, err := reconnect.New(scaled{shape, c.TimeScale}, reconnect.Limits{MaxRetries: c.RetryCap})
 		if err != nil {
-			return err
+			return mc, err
 		}
 		// Every duration the agents use is scaled with the run (the
 		// keepalive down to a floor: see keepAlive).
@@ -273,58 +343,75 @@ func (r *run) setup() error {
 		c.Metrics.Start(c.Devices)
 		mc.metrics = c.Metrics.Device
 	}
-	if c.Broker != "" {
-		r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
-		tlsCfg, err := externalTLS(c)
-		if err != nil {
-			return err
-		}
-		r.externalTLS = tlsCfg
-		if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
-			mc.dial = loopbackDialer
-			if tlsCfg != nil {
-				mc.dial = func(i int) device.DialFunc { return tlsDialerFor(i, tlsCfg) }
-			}
-		} else {
-			mc.tls = tlsCfg
+	return mc, nil
+}
+
+// setupExternal points the members at an external broker, observed
+// through the devices' own log.
+func (r *run) setupExternal(mc *memberConfig) error {
+	c := r.c
+	r.obs, mc.broker = deviceObserver{r.devlog}, c.Broker
+	tlsCfg, err := externalTLS(c)
+	if err != nil {
+		return err
+	}
+	r.externalTLS = tlsCfg
+	if u, err := url.Parse(c.Broker); err == nil && u.Hostname() == "127.0.0.1" {
+		mc.dial = loopbackDialer
+		if tlsCfg != nil {
+			mc.dial = func(i int) device.DialFunc { return tlsDialerFor(i, tlsCfg) }
 		}
 	} else {
-		bc := testbroker.Config{Transport: testbroker.Memory}
-		switch c.Transport {
-		case plan.TCP:
-			bc.Transport = testbroker.TCP
-		case plan.TLS:
-			bc.Transport, bc.MutualTLS = testbroker.TLS, true
-		}
-		b, err := testbroker.New(bc)
-		if err != nil {
+		mc.tls = tlsCfg
+	}
+	return nil
+}
+
+// setupBroker starts the in-process broker on the run's transport.
+func (r *run) setupBroker(mc *memberConfig) error {
+	c := r.c
+	bc := testbroker.Config{Transport: testbroker.Memory}
+	switch c.Transport {
+	case plan.TCP:
+		bc.Transport = testbroker.TCP
+	case plan.TLS:
+		bc.Transport, bc.MutualTLS = testbroker.TLS, true
+	}
+	b, err := testbroker.New(bc)
+	if err != nil {
+		return err
+	}
+	r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
+	switch c.Transport {
+	case plan.Mem:
+		mc.dial = func(int) device.DialFunc { return b.DialContext }
+	case plan.TCP:
+		mc.dial = loopbackDialer
+	case plan.TLS:
+		if r.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
 			return err
 		}
-		r.broker, r.obs, mc.broker = b, brokerObserver{b.Recorder()}, b.URL()
-		switch c.Transport {
-		case plan.Mem:
-			mc.dial = func(int) device.DialFunc { return b.DialContext }
-		case plan.TCP:
-			mc.dial = loopbackDialer
-		case plan.TLS:
-			if r.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
-				return err
-			}
-			mc.dial = func(i int) device.DialFunc { return loopbackTLSDialer(i, b) }
-		}
-		if c.Scenario == plan.BootStorm && c.AdmitRate > 0 {
-			if err := b.SetAdmission(r.admission); err != nil {
-				return err
-			}
+		mc.dial = func(i int) device.DialFunc { return loopbackTLSDialer(i, b) }
+	}
+	if c.Scenario == plan.BootStorm && c.AdmitRate > 0 {
+		if err := b.SetAdmission(r.admission); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// setupFaults sets up what the scenario breaks beyond the broker: a standby
+// to fail over to, the fault proxy in the path, the config server.
+func (r *run) setupFaults(mc *memberConfig) error {
+	c := r.c
 	if c.Scenario == plan.Failover {
-		if err := r.setupStandby(&mc); err != nil {
+		if err := r.setupStandby(mc); err != nil {
 			return err
 		}
 	}
 	if c.Proxied() {
-		if err := r.setupProxy(&mc); err != nil {
+		if err := r.setupProxy(mc); err != nil {
 			return err
 		}
 		if unscaled := r.unscale(r.keepAlive()); c.Scenario == plan.Blackhole && unscaled != cmp.Or(c.KeepAlive, 30*time.Second) {
@@ -335,20 +422,6 @@ func (r *run) setup() error {
 		if err := r.setupConfigs(); err != nil {
 			return err
 		}
-	}
-	if c.NeedsChildren() {
-		return r.spawnChildren(mc.broker)
-	}
-	for _, i := range r.ids {
-		if c.Policy == plan.PahoDefault {
-			r.members = append(r.members, newPahoMember(i, mc))
-			continue
-		}
-		m, err := newAgentMember(i, mc)
-		if err != nil {
-			return err
-		}
-		r.members = append(r.members, m)
 	}
 	return nil
 }
