@@ -28,7 +28,7 @@ import (
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
-// FaultKind is how the server misbehaves.
+// FaultKind is how the server misbehaves. The zero FaultKind is Unavailable.
 type FaultKind int
 
 const (
@@ -58,6 +58,8 @@ func (k FaultKind) String() string {
 // Fault is one entry in the server's fault schedule. It applies to
 // requests that arrive in [From, Until) (zero values leave that end open),
 // from the listed devices (all if empty), at most Times times (0: no limit).
+// The zero Fault answers every request 503, without Retry-After, for ever.
+// AddFault copies it, but not Devices, which must not change afterwards.
 type Fault struct {
 	Kind       FaultKind
 	RetryAfter time.Duration // sent with 503 and 429 when > 0
@@ -71,7 +73,9 @@ type Fault struct {
 	Times      int
 }
 
-// Request is one request the server answered (or hung up on).
+// Request is one request the server answered (or hung up on). The zero
+// Request is not meaningful. Requests hands out copies: plain values, safe
+// to share.
 type Request struct {
 	Time        time.Time
 	Device      string
@@ -83,7 +87,9 @@ type Request struct {
 // Server serves each device its JSON configuration at GET /config/{device},
 // with an ETag (304 on If-None-Match), and misbehaves on a schedule. It
 // records every request. Its methods are safe for concurrent use once it
-// has started; its fields are set before Start and only read after.
+// has started; its fields are set before Start and only read after. The
+// zero value is not usable: use NewServer, NewMemoryServer or
+// NewUnstartedServer.
 type Server struct {
 	// URL is the base URL, http://127.0.0.1:port (or http://config.mem in
 	// memory), set by Start; a device's document is at DeviceURL.

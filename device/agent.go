@@ -39,11 +39,16 @@ var (
 // DialFunc opens a connection to broker, an endpoint of Config's, for one
 // attempt: ctx ends when the attempt's connect timeout passes or the agent
 // stops, and the dial should end with it. A DialFunc may be called from
-// the agent's goroutines one attempt at a time; it must not keep ctx.
+// the agent's goroutines one attempt at a time; it must not keep ctx. A nil
+// DialFunc (Config.Dial unset) means plain TCP or TLS. One shared by several
+// agents is called by each of them at once, so it must then be safe for
+// concurrent use.
 type DialFunc func(ctx context.Context, broker *url.URL) (net.Conn, error)
 
 // Config configures an Agent. Broker and ClientID are required; the rest
-// has defaults.
+// has defaults. The zero Config is invalid: New refuses it. New copies the
+// Config; the TLS and Timing it points to are only read, so a fleet may share
+// them if they do not change, but a Source must not be shared.
 type Config struct {
 	Broker string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
 	// Failover lists more endpoints, in the same forms as Broker. After a
@@ -141,7 +146,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("allow_plaintext", c.AllowPlaintext))...)
 }
 
-// EventKind enumerates Events.
+// EventKind enumerates Events. The zero EventKind is none of them: the
+// kinds start at EventConnecting.
 type EventKind uint8
 
 const (
@@ -166,7 +172,8 @@ var eventNames = map[EventKind]string{
 
 func (k EventKind) String() string { return eventNames[k] }
 
-// Event is one state change of an Agent.
+// Event is one state change of an Agent. The zero Event (Kind 0) is never
+// sent. An Event is a plain value, passed by copy: safe to share.
 type Event struct {
 	Kind    EventKind
 	Time    time.Time
@@ -186,7 +193,8 @@ type Event struct {
 // export them (a Prometheus endpoint, statsd, a status page) without this
 // package depending on any of those. The agent calls it from its loop: each
 // method must be quick and must not block. One value may serve a whole
-// fleet's agents if it is safe for concurrent use.
+// fleet's agents if it is safe for concurrent use. A nil Metrics
+// (Config.Metrics unset) counts nothing.
 type Metrics interface {
 	// Attempt is one connect attempt's outcome.
 	Attempt(o AttemptOutcome)
@@ -198,12 +206,15 @@ type Metrics interface {
 
 // PacketTooLargeCounter is a Metrics that also counts connections closed
 // because an incoming packet declared more than Config.MaxIncomingPacket.
-// It is optional, so that Metrics written before it still compile.
+// It is optional, so that Metrics written before it still compile. The agent
+// finds it by a type assertion on Config.Metrics and calls it from the same
+// loop, so the same rule holds: safe for concurrent use if shared by agents.
 type PacketTooLargeCounter interface {
 	PacketTooLarge()
 }
 
-// AttemptOutcome is what became of a connect attempt.
+// AttemptOutcome is what became of a connect attempt. The zero
+// AttemptOutcome is AttemptAccepted.
 type AttemptOutcome uint8
 
 const (
@@ -224,7 +235,8 @@ func (o AttemptOutcome) String() string {
 	return fmt.Sprintf("AttemptOutcome(%d)", uint8(o))
 }
 
-// Stats are an agent's counters.
+// Stats are an agent's counters. The zero Stats counts nothing. A Stats is
+// a copy taken by Agent.Stats: a plain value, safe to share.
 type Stats struct {
 	Connects int64         // sessions established
 	Losses   int64         // sessions lost
@@ -233,7 +245,9 @@ type Stats struct {
 }
 
 // Handler receives a message on a subscribed topic. It runs on its own
-// goroutine per message; a panic in it is recovered and reported.
+// goroutine per message, so calls may overlap and it must be safe for
+// concurrent use; a panic in it is recovered and reported. Subscribe refuses
+// a nil Handler.
 type Handler func(topic string, payload []byte)
 
 type subscription struct {

@@ -35,6 +35,7 @@ var (
 const MaxConfigBytes = 1 << 20
 
 // Duration is a time.Duration written in JSON as a Go duration string ("30s").
+// The zero Duration is 0, which a RemoteConfig reads as unset.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
@@ -53,7 +54,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // RemoteConfig is the document a device fetches. Zero fields keep the
-// firmware's own values.
+// firmware's own values, so the zero RemoteConfig changes nothing. Copies
+// share Reconnect and Settings: treat one as read-only once shared.
 type RemoteConfig struct {
 	Reconnect         *ReconnectTuning `json:"reconnect,omitempty"`
 	HeartbeatInterval Duration         `json:"heartbeat_interval,omitempty"`
@@ -62,7 +64,9 @@ type RemoteConfig struct {
 	Settings map[string]json.RawMessage `json:"settings,omitempty"`
 }
 
-// ReconnectTuning adjusts the IoTCore formula's parameters.
+// ReconnectTuning adjusts the IoTCore formula's parameters. The zero
+// ReconnectTuning is invalid (Base must be > 0): a document carrying one is
+// rejected. It is a plain value, safe to share.
 type ReconnectTuning struct {
 	Base       Duration `json:"base"`
 	Jitter     Duration `json:"jitter"`
@@ -72,6 +76,9 @@ type ReconnectTuning struct {
 // Bounds are the limits the firmware puts on what a remote configuration may
 // set. A value outside them rejects the whole document: a broken or hostile
 // config must not be able to turn backoff off and the fleet into a storm.
+// The zero Bounds allows no tuning: a document that sets reconnect,
+// heartbeat_interval or refresh_interval is rejected. Bounds is a plain
+// value that NewFetcher copies: safe to share.
 type Bounds struct {
 	Base, Jitter, MaxBackoff [2]time.Duration // [min, max]
 	Heartbeat, Refresh       [2]time.Duration
@@ -147,14 +154,20 @@ func parseConfig(body []byte, b Bounds) (RemoteConfig, error) {
 	return c, nil
 }
 
-// ConfigStore keeps the last good configuration across restarts.
+// ConfigStore keeps the last good configuration across restarts. A nil
+// ConfigStore (FetcherConfig.Store unset) keeps nothing. Fetch calls Save
+// outside the Fetcher's lock, so a store used by concurrent Fetch calls must
+// be safe for concurrent use.
 type ConfigStore interface {
 	// Load returns the stored document and its ETag, or nil if there is none.
 	Load() (doc []byte, etag string, err error)
 	Save(doc []byte, etag string) error
 }
 
-// FileStore is a ConfigStore in one file, replaced atomically on Save.
+// FileStore is a ConfigStore in one file, replaced atomically on Save. The
+// zero FileStore has no Path and is not usable: Load finds nothing and Save
+// fails. It keeps no state but Path, and each Save renames a whole file into
+// place, so it is safe for concurrent use.
 type FileStore struct{ Path string }
 
 type storedConfig struct {
@@ -213,7 +226,10 @@ func (s FileStore) Save(doc []byte, etag string) error {
 	return os.Rename(tmp.Name(), s.Path)
 }
 
-// FetcherConfig configures a Fetcher. URL is required.
+// FetcherConfig configures a Fetcher. URL is required: the zero
+// FetcherConfig is invalid and NewFetcher refuses it. NewFetcher copies it,
+// with its Client and Bounds; Store and Source are used as given, so do not
+// share a Source.
 type FetcherConfig struct {
 	// URL is the device's configuration document: https, unless
 	// AllowPlaintext. A configuration tunes the device's reconnects, so it is

@@ -27,7 +27,8 @@ const maxRemainingLength = 1<<28 - 1
 // was malformed. The agent closes the connection before paho reads the
 // packet: paho v1.5.1 allocates whatever length a header declares, then
 // copies the payload again, so one hostile header could take a device's
-// memory.
+// memory. The zero value is not meaningful: the agent makes them. Once made
+// it is not changed, so it is safe to share.
 type PacketTooLargeError struct {
 	Type   byte // the MQTT control packet type (2 CONNACK, 3 PUBLISH, 9 SUBACK, ...)
 	Length int  // the remaining length declared; -1 for a malformed length

@@ -28,7 +28,9 @@ var (
 // errors.As finds it in an EventAttemptFailed's Err, in a Step's Err, and
 // in Agent.Err when the refusal ended the session (then beside ErrRefused)
 // or was the last before the retry cap (beside ErrGaveUp). Err is the
-// transport's own report of the same refusal, if it made one.
+// transport's own report of the same refusal, if it made one. The zero
+// ConnackError (Code 0) is not a refusal and not meaningful. Once made it is
+// not changed, so it is safe to share.
 type ConnackError struct {
 	Code int
 	Err  error
@@ -42,7 +44,8 @@ func (e *ConnackError) Error() string {
 func (e *ConnackError) Unwrap() error { return e.Err }
 
 // CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
-// (not authorised) means to the device.
+// (not authorised) means to the device. The zero CredentialsHandling is
+// RetryCredentialsAtCap.
 type CredentialsHandling int
 
 const (
@@ -55,7 +58,8 @@ const (
 )
 
 // Timing is the reconnect timing of a session: plain, read-only data that a
-// whole fleet can share.
+// whole fleet can share. The zero Timing is invalid (no Policy): NewMachine
+// refuses it. Start from DefaultTiming.
 type Timing struct {
 	// Policy times every wait and caps consecutive unstable attempts.
 	Policy *reconnect.Policy
@@ -115,7 +119,8 @@ func (t Timing) Validate() error {
 	return nil
 }
 
-// Step is what the driver of a Machine must do next.
+// Step is what the driver of a Machine must do next. The zero Step (Kind 0)
+// is never returned. A Step is a plain value, safe to share.
 type Step struct {
 	Kind StepKind
 	// Wait is how long to wait before calling Machine.Due (KindWait).
@@ -128,7 +133,8 @@ type Step struct {
 	Err error
 }
 
-// StepKind enumerates Steps.
+// StepKind enumerates Steps. The zero StepKind is none of them: the kinds
+// start at KindWait.
 type StepKind uint8
 
 const (
@@ -138,7 +144,9 @@ const (
 	KindStop                        // the session is over: Step.Err says why
 )
 
-// Result is the outcome of one connect attempt.
+// Result is the outcome of one connect attempt. The zero Result is a
+// successful connect: CONNACK 0 and no error. A Result is a plain value, safe
+// to share.
 type Result struct {
 	// Code is the CONNACK return code as read off the wire (0 accepted), or
 	// NoConnack if none arrived (network error, timeout).

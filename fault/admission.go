@@ -6,6 +6,7 @@ import (
 )
 
 // AdmissionMode is what is done with a connection over an Admission's rate.
+// The zero AdmissionMode is RefuseOverLimit.
 type AdmissionMode int
 
 const (

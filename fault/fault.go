@@ -13,7 +13,7 @@ import (
 
 // Breaker is what a storm breaks on command: the broker itself, or the path
 // to it. Implementations are safe for concurrent use, and every method may
-// be called while clients are connected.
+// be called while clients are connected. A nil Breaker is not usable.
 type Breaker interface {
 	// DropAll ends every session now and returns how many it ended; new
 	// connections are let in as before.
@@ -32,7 +32,8 @@ type Breaker interface {
 	SetFlapping(d time.Duration) error
 }
 
-// Outcome is what became of one connection attempt.
+// Outcome is what became of one connection attempt. The zero Outcome is
+// Pending.
 type Outcome uint8
 
 const (
@@ -79,7 +80,9 @@ func ParseOutcome(s string) (Outcome, bool) {
 	return 0, false
 }
 
-// Attempt is one connection attempt as a Breaker saw it.
+// Attempt is one connection attempt as a Breaker saw it. The zero Attempt
+// records nothing; recorders make them. It is a plain value: the copies
+// recorders hand out are safe to share.
 type Attempt struct {
 	Seq      int       // order of acceptance, from 0; a reset of the record does not restart it
 	Accept   time.Time // when the socket was accepted: the arrival
@@ -90,7 +93,9 @@ type Attempt struct {
 	Code     byte // the MQTT 3.1.1 CONNACK return code sent with Refused, else 0
 }
 
-// Counts summarises attempts by outcome. The zero value counts nothing.
+// Counts summarises attempts by outcome. The zero value counts nothing. It
+// is a plain value with no lock: copies are safe to share, but one being
+// counted into must be guarded by its owner.
 type Counts struct {
 	Attempts                                                                int
 	Pending, Accepted, Refused, Throttled, Dropped, Unreachable, Overflowed int

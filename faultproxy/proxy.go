@@ -38,7 +38,10 @@ var ErrClosed = errors.New("faultproxy: closed")
 // outage, or the admission limit in refuse mode). A TCP client sees a reset.
 var ErrRefused = errors.New("faultproxy: connection refused")
 
-// Config is a proxy's fixed setup.
+// Config is a proxy's fixed setup. Upstream is required: the zero Config is
+// invalid and New refuses it. New copies it; Upstream and Now are called from
+// many connections' goroutines at once, so they must be safe for concurrent
+// use.
 type Config struct {
 	// Upstream dials the broker for every connection let through; required.
 	Upstream func(ctx context.Context) (net.Conn, error)

@@ -36,7 +36,8 @@ var errLocked = ErrStoreInUse
 // pages was damaged: the store keeps what the other one describes (which may
 // be one change older than the last) and starts a new epoch, since a
 // sequence number may have been rolled back. It is a plain value, built by
-// OpenBoltStore.
+// OpenBoltStore: the zero value is not meaningful, and once built it is safe
+// to share.
 type CorruptStoreError struct {
 	Path, MovedTo string
 	Err           error // what was wrong with the file
@@ -52,7 +53,7 @@ func (e *CorruptStoreError) Error() string {
 func (e *CorruptStoreError) Unwrap() error { return e.Err }
 
 // BoltOptions configure a BoltStore: plain data, whose zero value is the
-// safe default.
+// safe default. OpenBoltStore takes a copy, so it is safe to share.
 type BoltOptions struct {
 	// NoSync skips the fsync after each change: many times faster, but a
 	// power cut may lose the last messages (a process crash does not). A

@@ -29,7 +29,9 @@ var (
 // Session is what the publisher delivers through: device.Agent, or any
 // session that can publish at QoS 1 and say when it is connected. A session
 // that also has a Connected() bool method lets the publisher skip its own
-// backoff when a publish failed because the session went away.
+// backoff when a publish failed because the session went away. New refuses a
+// nil Session. The Publisher calls it only from Run, one call at a time; a
+// Session other code also uses (an Agent) must be safe for concurrent use.
 type Session interface {
 	// Publish returns once a QoS 1 message is acknowledged (PUBACK).
 	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
@@ -37,7 +39,8 @@ type Session interface {
 	AwaitConnection(ctx context.Context) error
 }
 
-// Overflow is what Publish does when the queue is full.
+// Overflow is what Publish does when the queue is full. The zero Overflow is
+// DropOldest.
 type Overflow int
 
 const (
@@ -50,7 +53,10 @@ const (
 	RejectNew
 )
 
-// Config configures a Publisher. Session is required.
+// Config configures a Publisher. Session is required: the zero Config is
+// invalid and New refuses it. New copies it, but its Store becomes the
+// Publisher's (which closes it) and Run draws from its Source: give each
+// Publisher its own of both.
 type Config struct {
 	Session Session
 	// Store holds the queue (nil: a MemoryStore). The Publisher closes it.
@@ -88,6 +94,9 @@ type Config struct {
 //
 // A message Publish refused (Rejected) never entered the queue, so what
 // Publish was offered with valid input is Enqueued + Rejected.
+//
+// The zero Stats counts nothing. A Stats is a copy: a plain value, safe to
+// share.
 type Stats struct {
 	Restored uint64 // queued in the store when New opened it (left by an earlier run)
 	Enqueued uint64 // accepted by Publish
@@ -512,6 +521,9 @@ func (p *Publisher) Close() error {
 // epoch, the highest seq seen and drops a message at or below it; a message
 // in an epoch it has not seen is new. time is when the device enqueued the
 // message. An envelope from before epochs has none ("").
+//
+// The zero Envelope is not one the publisher sends: DecodeEnvelope rejects
+// seq 0. It is a plain value; copies share Payload.
 type Envelope struct {
 	Epoch   string    `json:"epoch,omitempty"`
 	Seq     uint64    `json:"seq"`

@@ -7,7 +7,9 @@ import (
 	"time"
 )
 
-// Message is one queued publication.
+// Message is one queued publication. The zero Message is not one the
+// Publisher queues (Seq counts from 1). It is a plain value; copies share
+// Payload, which must not change once the message is queued.
 type Message struct {
 	Seq     uint64 // sequence number in the store's epoch, from 1, never reused in it
 	Topic   string
@@ -19,7 +21,7 @@ func (m Message) size() int64 { return int64(len(m.Topic) + len(m.Payload)) }
 
 // Store is the queue behind a Publisher: messages in sequence order, oldest
 // first. The Publisher serialises its calls; a Store need not be safe for
-// concurrent use on its own.
+// concurrent use on its own. A nil Store in Config means a new MemoryStore.
 type Store interface {
 	// Append adds m at the back. m.Seq is above every Seq appended before.
 	// A full disk is an error wrapping syscall.ENOSPC: under DropOldest the

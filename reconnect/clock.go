@@ -8,13 +8,17 @@ import (
 // Clock is the source of time for everything in this package that waits.
 // Tests pass a fake clock so that no test has to sleep; production code
 // passes nil wherever a Clock is optional, which means [SystemClock].
+// Implementations must be safe for concurrent use: a Retry, FloodGuard or
+// Responsive shared by goroutines calls its Clock from each of them.
 type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that delivers once on C after d.
 	NewTimer(d time.Duration) Timer
 }
 
-// Timer is the part of *time.Timer that waiting needs.
+// Timer is the part of *time.Timer that waiting needs. A Clock must not
+// return a nil Timer. [Sleep] uses each Timer from one goroutine only, so it
+// need not be safe for concurrent use.
 type Timer interface {
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; see time.Timer.Stop.

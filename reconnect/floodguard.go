@@ -20,7 +20,9 @@ type FloodGuard struct {
 	clock Clock
 }
 
-// FloodGuardConfig configures a FloodGuard.
+// FloodGuardConfig configures a FloodGuard. The zero FloodGuardConfig is
+// invalid: NewFloodGuard refuses it. It is a plain value that NewFloodGuard
+// copies, so it is safe to share.
 type FloodGuardConfig struct {
 	Requests int           // > 0
 	Window   time.Duration // > 0

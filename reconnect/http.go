@@ -13,7 +13,8 @@ import (
 )
 
 // HTTPError is a response that was not a success, classified for retrying.
-// It is a plain value: safe to share once built.
+// It is a plain value: safe to share once built. The zero HTTPError (status
+// 0) is not meaningful.
 type HTTPError struct {
 	StatusCode int
 	// RetryAfter is the server's Retry-After, parsed; 0 if absent or malformed.

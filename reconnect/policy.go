@@ -13,6 +13,8 @@ import (
 const RetryForever = -1
 
 // Limits end a retry sequence. Both are explicit: there is no hidden default.
+// The zero Limits allows no retry: the first attempt is the only one. It is a
+// plain value that New copies, so it is safe to share.
 type Limits struct {
 	// MaxRetries is the number of retries after the first attempt, or
 	// RetryForever. 0 means the first attempt is the only one.

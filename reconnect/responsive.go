@@ -9,7 +9,10 @@ import (
 	"github.com/herdguard/herdguard/internal/jitter"
 )
 
-// ResponsiveConfig configures a [Responsive] sleeper.
+// ResponsiveConfig configures a [Responsive] sleeper. The zero
+// ResponsiveConfig is invalid: NewResponsive refuses it; start from
+// DefaultResponsive. It is a plain value that NewResponsive copies, so it is
+// safe to share.
 type ResponsiveConfig struct {
 	// InitialInterval is the first delay after a failure from no delay.
 	InitialInterval time.Duration
@@ -77,7 +80,9 @@ type Responsive struct {
 	m         ResponsiveMetrics
 }
 
-// ResponsiveMetrics counts what a Responsive has done.
+// ResponsiveMetrics counts what a Responsive has done. The zero value counts
+// nothing. It is a snapshot taken by Responsive.Metrics: a plain value, safe
+// to share.
 type ResponsiveMetrics struct {
 	Invocations int64         // calls to Wait
 	WentUp      int64         // failures that raised the delay

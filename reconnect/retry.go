@@ -68,7 +68,8 @@ type Retry struct {
 	Source rand.Source
 }
 
-// Notice describes a wait that is about to start.
+// Notice describes a wait that is about to start. The zero Notice is never
+// sent (Attempt counts from 1). A Notice is a plain value, passed by copy.
 type Notice struct {
 	Attempt int           // attempts made so far (1 after the first failure)
 	Delay   time.Duration // how long the loop will wait
@@ -78,7 +79,9 @@ type Notice struct {
 
 // RetryError is the error Do returns when it gives up. errors.Is matches
 // Reason (ErrExhausted, ErrCancelled or ErrPermanent), the last error the
-// operation returned, and on cancellation the context's error.
+// operation returned, and on cancellation the context's error. The zero
+// RetryError is not meaningful: Do makes them. Once made it is not changed,
+// so it is safe to share.
 type RetryError struct {
 	Attempts int
 	Reason   error
@@ -209,7 +212,9 @@ func (r Retry) clampHint(err error) time.Duration {
 }
 
 // RetryAfterHint is implemented by errors that carry a server's request to
-// wait before retrying, such as *HTTPError with a Retry-After header.
+// wait before retrying, such as *HTTPError with a Retry-After header. Only
+// one found in an error's chain is asked; like the error, it should not
+// change once made, so that any goroutine holding it may ask.
 type RetryAfterHint interface {
 	RetryAfterHint() time.Duration
 }
@@ -255,7 +260,8 @@ func (e *permanentError) Error() string   { return e.err.Error() }
 func (e *permanentError) Unwrap() []error { return []error{e.err, ErrPermanent} }
 
 // Classifier is implemented by errors that know whether they are retryable,
-// such as *HTTPError.
+// such as *HTTPError. Only one found in an error's chain is asked; like the
+// error, it should not change once made, so that any goroutine may ask.
 type Classifier interface {
 	Retryable() bool
 }

@@ -9,7 +9,8 @@ import (
 // Shape is the curve a [Policy] follows: the wait before retry number n
 // (n = 0 is the first retry). Shapes are plain configuration values; once
 // given to [New] they are copied and never change, so one Policy can be shared
-// by any number of goroutines and devices.
+// by any number of goroutines and devices. A nil Shape is invalid: New
+// refuses it.
 //
 // Delay must be a pure function of its arguments: prev is the previous wait
 // (0 before the first retry; only [Decorrelated] and [FleetSafe] use it) and u is a uniform
@@ -36,6 +37,9 @@ type Shape interface {
 //
 // so waits at the cap still spread over Jitter (and may exceed MaxBackoff by
 // up to Jitter).
+//
+// The zero IoTCore is invalid (Base must be > 0); start from DefaultIoTCore.
+// It is a plain value with pure methods: safe for concurrent use.
 type IoTCore struct {
 	Base        time.Duration
 	Jitter      time.Duration
@@ -79,7 +83,8 @@ func (s IoTCore) String() string {
 // Exponential is backoff without jitter: min(Max, Base * Multiplier^n). With
 // Base 1 s, Multiplier 2 and Max 10 min it is what paho.mqtt.golang's built-in
 // reconnect does, and why a fleet using it returns in lockstep. It is here as
-// the baseline to compare against.
+// the baseline to compare against. The zero Exponential is invalid (Base must
+// be > 0). It is a plain value with pure methods: safe for concurrent use.
 type Exponential struct {
 	Base       time.Duration
 	Multiplier float64
@@ -113,7 +118,9 @@ func (s Exponential) String() string {
 }
 
 // FullJitter waits U[0, min(Max, Base * 2^n)): the AWS Architecture Blog's
-// "full jitter", the least synchronised of the exponential shapes.
+// "full jitter", the least synchronised of the exponential shapes. The zero
+// FullJitter is invalid (Base must be > 0). It is a plain value with pure
+// methods: safe for concurrent use.
 type FullJitter struct {
 	Base time.Duration
 	Max  time.Duration
@@ -130,7 +137,9 @@ func (s FullJitter) Validate() error {
 func (s FullJitter) String() string { return fmt.Sprintf("full(base=%v,max=%v)", s.Base, s.Max) }
 
 // EqualJitter waits v/2 + U[0, v/2) with v = min(Max, Base * 2^n): never less
-// than half the exponential wait, jittered over the other half.
+// than half the exponential wait, jittered over the other half. The zero
+// EqualJitter is invalid (Base must be > 0). It is a plain value with pure
+// methods: safe for concurrent use.
 type EqualJitter struct {
 	Base time.Duration
 	Max  time.Duration
@@ -149,7 +158,9 @@ func (s EqualJitter) String() string { return fmt.Sprintf("equal(base=%v,max=%v)
 
 // Decorrelated waits min(Max, U[Base, 3 * prev)), with prev the previous wait
 // (Base before the first retry): the AWS "decorrelated jitter", which grows
-// from the last wait rather than from the retry count.
+// from the last wait rather than from the retry count. The zero Decorrelated
+// is invalid (Base must be > 0). It is a plain value with pure methods: safe
+// for concurrent use.
 type Decorrelated struct {
 	Base time.Duration
 	Max  time.Duration
@@ -191,6 +202,10 @@ func (s Decorrelated) String() string {
 //     devices that lost their sessions together share no schedule after it,
 //     as they do under [EqualJitter]'s 2^n envelope (which comes back from
 //     a flapping broker in rounds).
+//
+// The zero FleetSafe is invalid (Base must be > 0); start from
+// DefaultFleetSafe. It is a plain value with pure methods: safe for
+// concurrent use.
 type FleetSafe struct {
 	Base time.Duration
 	Max  time.Duration
@@ -211,7 +226,9 @@ func (s FleetSafe) String() string { return fmt.Sprintf("fleet-safe(base=%v,max=
 // DefaultFleetSafe is FleetSafe with the mission's base and cap: 1 s and 32 s.
 var DefaultFleetSafe = FleetSafe{Base: time.Second, Max: 32 * time.Second}
 
-// Linear waits Initial + n * Step, up to Max.
+// Linear waits Initial + n * Step, up to Max. The zero Linear is invalid
+// (Initial and Step must be > 0). It is a plain value with pure methods: safe
+// for concurrent use.
 type Linear struct {
 	Initial time.Duration
 	Step    time.Duration
@@ -238,7 +255,9 @@ func (s Linear) String() string {
 	return fmt.Sprintf("linear(initial=%v,step=%v,max=%v)", s.Initial, s.Step, s.Max)
 }
 
-// Constant waits Interval before every retry.
+// Constant waits Interval before every retry. The zero Constant is invalid
+// (Interval must be > 0). It is a plain value with pure methods: safe for
+// concurrent use.
 type Constant struct {
 	Interval time.Duration
 }

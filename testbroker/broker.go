@@ -25,7 +25,8 @@ import (
 // fault proxy in front of any other broker.
 var _ fault.Breaker = (*Broker)(nil)
 
-// Transport is how clients reach the broker.
+// Transport is how clients reach the broker. The zero Transport, "", means
+// TCP.
 type Transport string
 
 const (
@@ -35,7 +36,9 @@ const (
 )
 
 // Config configures a Broker. The zero value is a silent TCP broker on
-// 127.0.0.1 with an OS-chosen port.
+// 127.0.0.1 with an OS-chosen port. NewUnstarted copies it; its
+// PayloadDigest, if set, is called from every connection's goroutine at once
+// and must be safe for concurrent use.
 type Config struct {
 	Transport Transport // "" means TCP
 	// Addr is the listen address (TCP, TLS; default 127.0.0.1:0) or the
@@ -97,7 +100,8 @@ func (c *Config) validate() error {
 // records every connection attempt. Its lifecycle follows httptest.Server:
 // New = NewUnstarted + Start, and Close blocks until every connection is gone.
 // All methods are safe for concurrent use, and every fault can be applied
-// while clients are connected.
+// while clients are connected. The zero value is not usable: use New or
+// NewUnstarted.
 type Broker struct {
 	cfg Config
 	srv *mqtt.Server
@@ -495,7 +499,8 @@ func (b *Broker) awaitAck() {
 	}
 }
 
-// ConnackCode is an MQTT 3.1.1 CONNACK return code to refuse with.
+// ConnackCode is an MQTT 3.1.1 CONNACK return code to refuse with. The zero
+// ConnackCode, 0, is acceptance, which Refuse rejects.
 type ConnackCode byte
 
 const (

@@ -76,7 +76,8 @@ func (b *Broker) CACertPEM() []byte {
 	return b.pki.caPEM
 }
 
-// TLSFiles are PEM files a device binary can be pointed at.
+// TLSFiles are PEM files a device binary can be pointed at. The zero TLSFiles
+// names no file. It is a plain value, safe to share.
 type TLSFiles struct{ CA, Cert, Key string }
 
 // WriteClientFiles writes the CA certificate and, with MutualTLS, a device

@@ -14,7 +14,7 @@ import (
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
-// Cause says why a session ended.
+// Cause says why a session ended. The zero Cause, "", is none of these.
 type Cause string
 
 const (
@@ -28,7 +28,8 @@ const (
 	CauseShutdown  Cause = "shutdown"  // Broker.Close
 )
 
-// Disconnect is the end of an established session.
+// Disconnect is the end of an established session. The zero Disconnect is
+// not meaningful. Recorders hand out copies: plain values, safe to share.
 type Disconnect struct {
 	Time     time.Time
 	ClientID string
@@ -38,7 +39,9 @@ type Disconnect struct {
 
 // Publish is a PUBLISH the broker accepted from a client. It is recorded
 // before the broker acknowledges it, so a client holding a PUBACK finds its
-// message here without waiting.
+// message here without waiting. The zero Publish is not meaningful.
+// Recorders hand out copies that share Payload with the record: safe to
+// share as long as no one changes Payload.
 type Publish struct {
 	Time     time.Time
 	ClientID string
@@ -51,7 +54,9 @@ type Publish struct {
 // attempts are fault.Attempts: Accept when the socket was accepted, Connect
 // when the CONNECT arrived (zero if it never did), Decided and Code when the
 // broker answered. It is safe for concurrent use. Recording appends under a
-// mutex that is never held across I/O; readers get copies.
+// mutex that is never held across I/O; readers get copies. The zero Recorder
+// is empty and stays so: only a Broker records, into the one Broker.Recorder
+// returns.
 type Recorder struct {
 	mu          sync.Mutex
 	log         attemptlog.Log
@@ -153,7 +158,8 @@ func (r *Recorder) TakePublishes() []Publish {
 }
 
 // Counts is a summary of what the broker saw: its attempts by outcome, and
-// its sessions and messages.
+// its sessions and messages. The zero Counts counts nothing. It is a copy
+// taken by Recorder.Counts: a plain value, safe to share.
 type Counts struct {
 	fault.Counts
 	Disconnects, Publishes int
@@ -220,7 +226,8 @@ func (r *Recorder) resetConnectionsLocked() {
 	r.counts = Counts{Connected: r.counts.Connected, Publishes: r.counts.Publishes}
 }
 
-// TimeOf chooses which timestamp of an attempt counts as its arrival.
+// TimeOf chooses which timestamp of an attempt counts as its arrival. The
+// zero TimeOf is AtConnect.
 type TimeOf int
 
 const (
