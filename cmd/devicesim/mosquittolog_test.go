@@ -56,8 +56,13 @@ func TestMosquittosOwnLogIsJudgedAsTheREADMESays(t *testing.T) {
 				require.NoError(t, m.AwaitAccepted(300+r.Proxy.Admitted))
 				m.Stop()
 
+				// The README's recipe, word for word: its exit status is the test.
+				var text bytes.Buffer
+				recipeErr := run(context.Background(), []string{"judge", "-expect", string(tc.want), m.LogFile()}, noenv, nil, &text, &text)
+				// The same log as JSON, for what the judge made of it.
 				var o, e bytes.Buffer
-				err = run(context.Background(), []string{"judge", "-json", "-expect", string(tc.want), m.LogFile()}, noenv, nil, &o, &e)
+				err = run(context.Background(), []string{"judge", "-json", m.LogFile()}, noenv, nil, &o, &e)
+				require.NoError(t, err, e.String())
 				var j struct {
 					Format  string             `json:"format"`
 					TickS   float64            `json:"tick_s"`
@@ -68,7 +73,8 @@ func TestMosquittosOwnLogIsJudgedAsTheREADMESays(t *testing.T) {
 				t.Logf("at the proxy: %s (%s); mosquitto's log (%s, tick %g s): %s (%s)", r.Broker.Judgement.Verdict,
 					r.Broker.Judgement.Reason, j.Format, j.TickS, j.Verdict, j.Reason)
 				assert.Equal(t, tc.want, r.Broker.Judgement.Verdict, "the run's own verdict at the proxy")
-				assert.NoError(t, err, "devicesim judge -expect %s on mosquitto's log", tc.want)
+				assert.NoError(t, recipeErr, "devicesim judge -expect %s on mosquitto's log:\n%s", tc.want, text.String())
+				assert.Equal(t, tc.want, j.Verdict)
 				assert.Equal(t, "mosquitto", j.Format)
 				assert.Equal(t, 1.0, j.TickS, "mosquitto stamps whole seconds")
 			})
