@@ -22,6 +22,7 @@ import (
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/storm"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -31,9 +32,11 @@ back spread out or in waves.
 
 Commands:
   devicesim run [flags]      run a scenario (no flags: the embedded default)
+  devicesim run -f STORM.yaml
+                             run a storm file; exit 1 if an expectation fails
   devicesim merge -out DIR SHARD_DIR...
                              combine shard reports into one
-  devicesim judge [-json] [-expect spread|waves] FILE|-
+  devicesim judge [-json] [-expect spread|waves] [-disruptions T1,T2] FILE|-
                              judge any arrival log: spread out, or in waves?
   devicesim soak [flags]     one fleet with telemetry through storm after storm:
                              memory, goroutines and messages must all come back
@@ -81,10 +84,12 @@ type runFlags struct {
 	c                                                  plan.Plan
 	retryCap, shards                                   *int
 	shard, child, admitMode, compare, out, metricsAddr *string
-	events                                             *string
+	events, file                                       *string
 	streamEvents                                       *bool
 	expect                                             expectFlag
 	set                                                map[string]bool // the flags given
+	// storm is the file's expectations (-f), checked against every run.
+	storm storm.Expect
 }
 
 // parseRunFlags reads args; a nil runFlags and nil error is -h.
@@ -92,6 +97,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f := &runFlags{c: plan.Default(), set: map[string]bool{}}
 	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	f.file = fs.String("f", "", "run the storm file (YAML; docs/storm.md): the fleet, the broker, the disruption and what the run must show; exit 1 if an expectation fails")
 	fs.TextVar(&f.c.Engine, "engine", f.c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
 	fs.IntVar(&f.c.Devices, "devices", f.c.Devices, "number of devices")
 	fs.TextVar(&f.c.Scenario, "scenario", f.c.Scenario, "one of "+scenarioNames())
@@ -143,6 +149,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 // resolve turns the flags into the plan: the shard, a child's plan, the
 // admission mode, where the run reports.
 func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (plan.Plan, error) {
+	if *f.file != "" {
+		if err := f.readStorm(stdout); err != nil {
+			return f.c, err
+		}
+	}
 	c := f.c
 	if f.set["policy"] && !f.set["compare"] {
 		*f.compare = "" // one policy, as asked
@@ -203,6 +214,33 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 	return c, nil
 }
 
+// readStorm takes the plan, its compare and its expectations from the
+// storm file -f names; the flags that the file sets are refused beside it.
+func (f *runFlags) readStorm(stdout io.Writer) error {
+	for name := range f.set {
+		if name != "f" && name != "out" && name != "events" && name != "metrics" {
+			return fmt.Errorf("-%s: the storm file -f says it (only -out, -events and -metrics go beside -f)", name)
+		}
+	}
+	file, err := os.Open(*f.file)
+	if err != nil {
+		return fmt.Errorf("-f: %w", err)
+	}
+	defer file.Close()
+	sf, err := storm.Read(file)
+	if err != nil {
+		return fmt.Errorf("-f %s: %w", *f.file, err)
+	}
+	p, why, err := sf.Plan()
+	if err != nil {
+		return fmt.Errorf("-f %s: %w", *f.file, err)
+	}
+	fmt.Fprintf(stdout, "storm %s: engine %s (%s)\n", *f.file, p.Engine, why)
+	f.c, f.storm = p, sf.Expect
+	*f.compare, *f.retryCap, *f.admitMode = strings.Join(sf.Compare, ","), p.RetryCap, p.AdmitMode.String()
+	return nil
+}
+
 func runCmd(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	f, err := parseRunFlags(args, stderr)
 	if f == nil {
@@ -230,18 +268,18 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		c.Metrics = fleet
 	}
 	if *f.compare == "" {
-		return runOne(ctx, c, *f.out, writeEvents, &f.expect, stdout)
+		return runOne(ctx, c, *f.out, writeEvents, &f.expect, f.storm, stdout)
 	}
 	if f.expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
-	return runCompare(ctx, c, strings.Split(*f.compare, ","), *f.out, writeEvents, stdout)
+	return runCompare(ctx, c, strings.Split(*f.compare, ","), *f.out, writeEvents, f.storm, stdout)
 }
 
 // runCompare runs the plan once for each policy, one after another, and
 // writes each run's report in its own directory, then one table and one
 // chart of them all.
-func runCompare(ctx context.Context, c plan.Plan, policies []string, out string, writeEvents bool, stdout io.Writer) error {
+func runCompare(ctx context.Context, c plan.Plan, policies []string, out string, writeEvents bool, expect storm.Expect, stdout io.Writer) error {
 	var reports []*report.Report
 	var errs []error
 	for _, p := range policies {
@@ -251,8 +289,8 @@ func runCompare(ctx context.Context, c plan.Plan, policies []string, out string,
 		if r == nil {
 			return err
 		}
-		errs = append(errs, err)
 		r.Summary(stdout)
+		errs = append(errs, err, checkStorm(r, expect, stdout))
 		if werr := writeReport(r, filepath.Join(out, c.Policy)); werr != nil {
 			return werr
 		}
@@ -295,12 +333,13 @@ func checkPlan(c plan.Plan, compare string) error {
 // which devices ship with, and the policy the grid finds safe for a fleet.
 const defaultCompare = "iotcore,fleet-safe"
 
-func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expect *expectFlag, stdout io.Writer) error {
+func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expect *expectFlag, file storm.Expect, stdout io.Writer) error {
 	r, err := runWritingEvents(ctx, c, out, writeEvents)
 	if r == nil {
 		return err
 	}
 	r.Summary(stdout)
+	err = errors.Join(err, checkStorm(r, file, stdout))
 	if werr := writeReport(r, out); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -310,6 +349,23 @@ func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expe
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (%s beside it)\n", out, beside)
 	return errors.Join(err, expect.check(r.Verdict))
+}
+
+// checkStorm holds r to a storm file's expectations, keeps them in the
+// report, prints the table, and says which failed.
+func checkStorm(r *report.Report, expect storm.Expect, stdout io.Writer) error {
+	r.Expectations = expect.Check(r)
+	storm.Table(stdout, r.Policy, r.Expectations)
+	var failed []string
+	for _, x := range r.Expectations {
+		if !x.Pass {
+			failed = append(failed, fmt.Sprintf("%s: want %s, got %s", x.What, x.Want, x.Got))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s: %d of %d expectations failed: %s", r.Policy, len(failed), len(r.Expectations), strings.Join(failed, "; "))
+	}
+	return nil
 }
 
 // autoEventsDevices is the largest fleet whose events.csv -events auto

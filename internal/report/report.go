@@ -70,6 +70,8 @@ type Report struct {
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
+	// Expectations are a storm file's, each checked against this report.
+	Expectations []Expectation `json:"expectations,omitempty"`
 
 	events         []attempt.Record // kept for WriteFiles, unless streamed or dropped
 	eventsStreamed bool             // written to Plan.Events as the run went
@@ -422,4 +424,13 @@ func HeapInUse() uint64 {
 func New(p plan.Plan, engine plan.Engine, transport string, devices int, t0 time.Time) *Report {
 	return &Report{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
 		Seed: p.Seed, TimeScale: p.TimeScale, DisruptionUnixMS: t0.UnixMilli(), Shard: p.Shard.String()}
+}
+
+// Expectation is one thing a storm file asked of the run, and whether the
+// run showed it.
+type Expectation struct {
+	What string `json:"what"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Pass bool   `json:"pass"`
 }

@@ -1,0 +1,79 @@
+package storm
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+// Check holds r to every expectation e sets, in a fixed order, and
+// returns them with what the run showed.
+func (e Expect) Check(r *report.Report) []report.Expectation {
+	var out []report.Expectation
+	add := func(what, want, got string, pass bool) {
+		out = append(out, report.Expectation{What: what, Want: want, Got: got, Pass: pass})
+	}
+	if e.Verdict != "" {
+		add("verdict", e.Verdict, string(r.Verdict), string(r.Verdict) == e.Verdict)
+	}
+	if e.RecoveryP99 > 0 {
+		got := time.Duration(r.Recovery.P99S * float64(time.Second))
+		add("recovery p99", "<= "+e.RecoveryP99.String(), fmt.Sprintf("%.1fs", r.Recovery.P99S),
+			r.Recovery.AllRecovered && got <= e.RecoveryP99)
+	}
+	if e.AttemptsPerDevice > 0 {
+		add("attempts per device", fmt.Sprintf("<= %g", e.AttemptsPerDevice), fmt.Sprintf("%.2f", r.Attempts.PerDeviceMean),
+			r.Attempts.PerDeviceMean <= e.AttemptsPerDevice)
+	}
+	if e.BusiestSecond > 0 {
+		side, at := busiestSide(r)
+		add("busiest second at the "+at, fmt.Sprintf("<= %g", e.BusiestSecond), fmt.Sprintf("%.0f", side.PeakPerS1s),
+			side.PeakPerS1s <= e.BusiestSecond)
+	}
+	if e.NoTelemetryLost {
+		switch t := r.Telemetry; {
+		case t == nil:
+			add("no telemetry lost", "0 lost", "no telemetry in this run", false)
+		default:
+			add("no telemetry lost", "0 lost", fmt.Sprintf("%d lost", t.Lost), t.Lost == 0)
+		}
+	}
+	return out
+}
+
+// busiestSide is the broker's arrivals where the run saw them, else the
+// devices'.
+func busiestSide(r *report.Report) (stormstats.Arrivals, string) {
+	if r.Broker != nil {
+		return r.Broker.Arrivals, "broker"
+	}
+	return r.Fleet.Arrivals, "devices"
+}
+
+// Passed reports whether every expectation held.
+func Passed(results []report.Expectation) bool {
+	for _, x := range results {
+		if !x.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+// Table writes the expectations as a pass/fail table.
+func Table(w io.Writer, policy string, results []report.Expectation) {
+	if len(results) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "expectations (%s):\n", policy)
+	for _, x := range results {
+		mark := "pass"
+		if !x.Pass {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-4s  %-30s want %-12s got %s\n", mark, x.What, x.Want, x.Got)
+	}
+}

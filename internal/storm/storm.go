@@ -1,0 +1,234 @@
+// Package storm reads a storm file: a storm test written down, to commit
+// beside a broker's configuration and run in a pipeline. A file names the
+// fleet (its groups), the brokers, a timeline of disruptions, and what the
+// run must show; devicesim run -f turns it into a plan.Plan, runs it, and
+// checks every expectation (Check), failing the pipeline when one fails.
+//
+// The format is YAML, decoded strictly: an unknown key, a wrong type or a
+// duration without its unit is an error naming the line. Its JSON Schema is
+// docs/storm.schema.json.
+package storm
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/goccy/go-yaml"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// File is a storm file as written. Its zero value is no storm: Plan
+// refuses it. Durations are written with their unit ("30s", "2m").
+type File struct {
+	// Engine is agents or virtual; empty lets the run choose (Plan says
+	// which and why).
+	Engine plan.Engine `yaml:"engine"`
+	// TimeScale runs the agents that many times faster (1 if unset); the
+	// virtual engine needs none.
+	TimeScale float64 `yaml:"time_scale"`
+	Seed      uint64  `yaml:"seed"`
+	// Fleet is the fleet's groups. This version runs one group.
+	Fleet []Group `yaml:"fleet"`
+	// Compare runs the storm once for each of these policies instead of
+	// the group's own, and reports them side by side.
+	Compare  []string `yaml:"compare"`
+	Brokers  Brokers  `yaml:"brokers"`
+	Timeline []Event  `yaml:"timeline"`
+	Expect   Expect   `yaml:"expect"`
+}
+
+// Group is a set of devices alike: their policy and everything the agent's
+// configuration sets.
+type Group struct {
+	Name       string        `yaml:"name"`
+	Devices    int           `yaml:"devices"`
+	Policy     string        `yaml:"policy"`
+	MaxBackoff time.Duration `yaml:"max_backoff"`
+	// RetryCap is a count of retries, or "forever" (the default).
+	RetryCap         RetryCap          `yaml:"retry_cap"`
+	BootWindow       time.Duration     `yaml:"boot_window"`
+	KeepAlive        time.Duration     `yaml:"keepalive"`
+	PingTimeout      time.Duration     `yaml:"ping_timeout"`
+	RetryAfterJitter time.Duration     `yaml:"retry_after_jitter"`
+	Telemetry        float64           `yaml:"telemetry"` // messages a second, per device
+	Transport        plan.Transport    `yaml:"transport"`
+	Labels           map[string]string `yaml:"labels"`
+}
+
+// Brokers is what the fleet connects to: the in-process broker (no
+// External), or an external broker behind the fault proxy.
+type Brokers struct {
+	External  *External  `yaml:"external"`
+	Admission *Admission `yaml:"admission"`
+}
+
+// External is an external broker: its URL and the TLS files devices use.
+type External struct {
+	URL    string `yaml:"url"`
+	CA     string `yaml:"ca"`
+	Cert   string `yaml:"cert"`
+	Key    string `yaml:"key"`
+	CAKey  string `yaml:"ca_key"`
+	Shards int    `yaml:"shards"`
+}
+
+// Admission is the broker's connect rate: Rate a second with bursts of
+// Burst, the rest refused, paused or disconnected (Mode).
+type Admission struct {
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	Mode  string  `yaml:"mode"` // refuse (default), pause or disconnect
+}
+
+// Event is one disruption on the timeline.
+type Event struct {
+	At            time.Duration `yaml:"at"`
+	Disruption    plan.Scenario `yaml:"disruption"`
+	Outage        time.Duration `yaml:"outage"`
+	Flap          time.Duration `yaml:"flap"`
+	Latency       time.Duration `yaml:"latency"`
+	LatencyJitter time.Duration `yaml:"latency_jitter"`
+	RetryAfter    time.Duration `yaml:"retry_after"`
+	// Watch is how long after the disruption the run waits for the fleet
+	// before it ends unrecovered (0: from the outage, the cap and the
+	// admission rate).
+	Watch time.Duration `yaml:"watch"`
+}
+
+// Expect is what the run must show. Unset bounds are not checked.
+type Expect struct {
+	Verdict string `yaml:"verdict"` // spread, waves or inconclusive: the fleet's
+	// RecoveryP99 bounds the 99th percentile of recovery after the
+	// disruption.
+	RecoveryP99 time.Duration `yaml:"recovery_p99"`
+	// AttemptsPerDevice bounds the mean attempts a device made.
+	AttemptsPerDevice float64 `yaml:"attempts_per_device"`
+	// BusiestSecond bounds the connects the broker saw in its busiest
+	// second.
+	BusiestSecond float64 `yaml:"busiest_second"`
+	// NoTelemetryLost: every message a device enqueued reached the broker.
+	NoTelemetryLost bool `yaml:"no_telemetry_lost"`
+}
+
+// RetryCap is a retry count or "forever".
+type RetryCap struct{ N int }
+
+func (r *RetryCap) UnmarshalYAML(b []byte) error {
+	s := string(bytes.TrimSpace(b))
+	if s == "forever" {
+		r.N = reconnect.RetryForever
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("retry_cap: want a count >= 0 or forever, got %s", s)
+	}
+	r.N = n
+	return nil
+}
+
+// ErrInvalid is wrapped by every error Read and Plan return.
+var ErrInvalid = errors.New("invalid storm file")
+
+// Read decodes a storm file. Its errors name the line and the field.
+func Read(r io.Reader) (*File, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{Fleet: nil, TimeScale: 0}
+	if err := yaml.UnmarshalWithOptions(b, f, yaml.Strict()); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yaml.FormatError(err, false, true))
+	}
+	return f, nil
+}
+
+// Plan is the run the file describes, and why its engine was chosen when
+// the file leaves it open.
+func (f *File) Plan() (p plan.Plan, why string, err error) {
+	bad := func(format string, args ...any) (plan.Plan, string, error) {
+		return p, "", fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+	}
+	switch {
+	case len(f.Fleet) == 0:
+		return bad("fleet: name at least one group of devices")
+	case len(f.Fleet) > 1:
+		return bad("fleet: %d groups; this version runs one group (mixed fleets are the next step)", len(f.Fleet))
+	case len(f.Timeline) == 0:
+		return bad("timeline: name the disruption")
+	case len(f.Timeline) > 1:
+		return bad("timeline: %d disruptions; this version runs one", len(f.Timeline))
+	case f.Timeline[0].At != 0:
+		return bad("timeline: the one disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
+	}
+	g, ev := f.Fleet[0], f.Timeline[0]
+	p = plan.Default()
+	p.Devices, p.Seed = g.Devices, f.Seed
+	p.Policy = cmp.Or(g.Policy, p.Policy)
+	p.MaxBackoff = cmp.Or(g.MaxBackoff, p.MaxBackoff)
+	p.RetryCap = reconnect.RetryForever
+	if g.RetryCap != (RetryCap{}) {
+		p.RetryCap = g.RetryCap.N
+	}
+	p.BootSpread, p.RetryAfterJitter, p.Telemetry = g.BootWindow, g.RetryAfterJitter, g.Telemetry
+	p.KeepAlive, p.PingTimeout = cmp.Or(g.KeepAlive, p.KeepAlive), cmp.Or(g.PingTimeout, p.PingTimeout)
+	p.Transport = cmp.Or(g.Transport, p.Transport)
+	p.Scenario = ev.Disruption
+	p.Outage, p.Flap = cmp.Or(ev.Outage, p.Outage), cmp.Or(ev.Flap, p.Flap)
+	p.Latency, p.LatencyJitter = cmp.Or(ev.Latency, p.Latency), cmp.Or(ev.LatencyJitter, p.LatencyJitter)
+	p.RetryAfter, p.Bound = ev.RetryAfter, ev.Watch
+	if a := f.Brokers.Admission; a != nil {
+		mode, err := fault.ParseAdmissionMode(cmp.Or(a.Mode, "refuse"))
+		if err != nil {
+			return bad("brokers.admission.mode: %v", err)
+		}
+		p.AdmitRate, p.AdmitBurst, p.AdmitMode = a.Rate, cmp.Or(a.Burst, 1), mode
+	}
+	if x := f.Brokers.External; x != nil {
+		p.Broker, p.TLSCA, p.TLSCert, p.TLSKey, p.TLSCAKey = x.URL, x.CA, x.Cert, x.Key, x.CAKey
+	}
+	p.TimeScale = cmp.Or(f.TimeScale, 1)
+	p.Engine, why = f.Engine, "the file names it"
+	if p.Engine == "" {
+		p.Engine, why = chooseEngine(p)
+	}
+	for _, policy := range f.Compare {
+		q := p
+		q.Policy = policy
+		if err := q.Validate(); err != nil {
+			return bad("compare %s: %v", policy, err)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	return p, why, nil
+}
+
+// chooseEngine picks the engine for a file that leaves it open: the real
+// agents while the host holds them at the pace asked, the model beyond, or
+// where nothing real is needed for a fleet that large.
+func chooseEngine(p plan.Plan) (plan.Engine, string) {
+	v := p
+	v.Engine = plan.Virtual
+	switch {
+	case v.Validate() != nil:
+		return plan.Agents, "the storm needs real devices (" + v.Validate().Error() + ")"
+	case p.Devices > agentsUpTo:
+		return plan.Virtual, fmt.Sprintf("%d devices are beyond the %d real agents this host runs at once", p.Devices, agentsUpTo)
+	}
+	return plan.Agents, fmt.Sprintf("real agents: %d devices fit this host", p.Devices)
+}
+
+// agentsUpTo is the largest fleet the run gives real agents when the file
+// does not name the engine (docs/large-fleets.md: 20,000 in-memory agents
+// hold about 2.3 GB).
+const agentsUpTo = 20_000

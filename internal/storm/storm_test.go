@@ -1,0 +1,219 @@
+package storm_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/storm"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
+
+func read(t *testing.T, text string) (*storm.File, error) {
+	t.Helper()
+	return storm.Read(strings.NewReader(text))
+}
+
+// examples/default.yaml is devicesim run with no flags: the default plan,
+// the formula against fleet-safe.
+func TestTheDefaultExampleIsTheDefaultRun(t *testing.T) {
+	b, err := os.ReadFile("../../examples/default.yaml")
+	require.NoError(t, err)
+	f, err := read(t, string(b))
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, "the file names it", why)
+	assert.Equal(t, plan.Default(), p)
+	assert.Equal(t, []string{"iotcore", "fleet-safe"}, f.Compare)
+}
+
+func TestAFileMapsOntoThePlan(t *testing.T) {
+	f, err := read(t, `
+seed: 7
+fleet:
+  - name: field
+    devices: 5000
+    policy: full
+    max_backoff: 64s
+    retry_cap: 12
+    boot_window: 20s
+    keepalive: 45s
+    telemetry: 0.5
+    transport: tcp
+    labels: {firmware: "2.1"}
+brokers:
+  admission: {rate: 500, burst: 25, mode: pause}
+timeline:
+  - at: 0s
+    disruption: throttled-restart
+    outage: 2m
+    watch: 20m
+expect: {verdict: spread, recovery_p99: 5m, attempts_per_device: 8, busiest_second: 2000, no_telemetry_lost: true}
+`)
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, plan.Agents, p.Engine, why)
+	assert.Contains(t, why, "needs real devices", "telemetry and TCP")
+	assert.Equal(t, 5000, p.Devices)
+	assert.Equal(t, "full", p.Policy)
+	assert.Equal(t, 64*time.Second, p.MaxBackoff)
+	assert.Equal(t, 12, p.RetryCap)
+	assert.Equal(t, 20*time.Second, p.BootSpread)
+	assert.Equal(t, 45*time.Second, p.KeepAlive)
+	assert.Equal(t, plan.TCP, p.Transport)
+	assert.Equal(t, plan.ThrottledRestart, p.Scenario)
+	assert.Equal(t, 2*time.Minute, p.Outage)
+	assert.Equal(t, 20*time.Minute, p.Bound)
+	assert.Equal(t, fault.Admission{Rate: 500, Burst: 25, Mode: fault.PauseOverLimit}, p.Admission())
+	assert.Equal(t, uint64(7), p.Seed)
+	assert.Equal(t, 1.0, p.TimeScale)
+	assert.Equal(t, "2.1", f.Fleet[0].Labels["firmware"])
+}
+
+func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		text   string
+		engine plan.Engine
+		why    string
+	}{
+		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "beyond the 20000 real agents"},
+		{"fleet: [{devices: 1000000, telemetry: 1}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices"},
+	} {
+		f, err := read(t, tc.text)
+		require.NoError(t, err)
+		p, why, err := f.Plan()
+		require.NoError(t, err, tc.text) // what the host holds is checked when the run starts
+		assert.Equal(t, tc.engine, p.Engine, tc.text)
+		assert.Contains(t, why, tc.why, tc.text)
+	}
+}
+
+// Every mistake is an error that names where it is: an unknown key, a
+// wrong type, a time without its unit, a value the plan refuses.
+func TestMistakesNameTheLineAndTheField(t *testing.T) {
+	for _, tc := range []struct{ text, want string }{
+		{"fleet: [{devices: 10, polcy: full}]\ntimeline: [{disruption: drop-all}]", `[1:23] unknown field "polcy"`},
+		{"fleet:\n  - devices: ten\ntimeline: [{disruption: drop-all}]", "[2:14]"},
+		{"fleet: [{devices: 10, max_backoff: 32}]\ntimeline: [{disruption: drop-all}]", "[1:36]"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: reboot}]", `unknown scenario "reboot"`},
+		{"fleet: [{devices: 10, retry_cap: sometimes}]\ntimeline: [{disruption: drop-all}]", "retry_cap: want a count >= 0 or forever"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}]\nexpect: {verdict: calm}", ""},
+	} {
+		f, err := read(t, tc.text)
+		if err == nil {
+			_, _, err = f.Plan()
+		}
+		if tc.want == "" {
+			assert.NoError(t, err, tc.text) // checked when the run compares it
+			continue
+		}
+		require.Error(t, err, tc.text)
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.Contains(t, err.Error(), tc.want, tc.text)
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"fleet: [{devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "this version runs one group"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "this version runs one"},
+		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "starts at 0s"},
+		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
+		{"fleet: [{devices: 0}]\ntimeline: [{disruption: drop-all}]", "devices must be >= 1"},
+		{"fleet: [{devices: 10}]\nbrokers: {admission: {rate: 10, mode: hold}}\ntimeline: [{disruption: drop-all}]", `unknown admission mode "hold"`},
+		{"fleet: [{devices: 10}]\ncompare: [iotcore, hope]\ntimeline: [{disruption: drop-all}]", `compare hope: unknown policy "hope"`},
+	} {
+		f, err := read(t, tc.text)
+		require.NoError(t, err, tc.text)
+		_, _, err = f.Plan()
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.ErrorContains(t, err, tc.want, tc.text)
+	}
+}
+
+func TestExpectationsHoldOrFail(t *testing.T) {
+	r := &report.Report{Policy: "full", Verdict: stormstats.Spread, Recovery: report.Recovery{P99S: 61, AllRecovered: true},
+		Attempts: report.Attempts{PerDeviceMean: 3.5}, Broker: &report.Side{Arrivals: stormstats.Arrivals{PeakPerS1s: 480}},
+		Telemetry: &report.Telemetry{Lost: 2}}
+	e := storm.Expect{Verdict: "spread", RecoveryP99: time.Minute, AttemptsPerDevice: 4, BusiestSecond: 500, NoTelemetryLost: true}
+	got := e.Check(r)
+	var pass []bool
+	for _, x := range got {
+		pass = append(pass, x.Pass)
+	}
+	assert.Equal(t, []bool{true, false, true, true, false}, pass, "%+v", got)
+	assert.False(t, storm.Passed(got))
+	var table bytes.Buffer
+	storm.Table(&table, "full", got)
+	assert.Contains(t, table.String(), "FAIL  recovery p99")
+	assert.Contains(t, table.String(), "busiest second at the broker")
+	assert.Empty(t, storm.Expect{}.Check(r), "no expectation, nothing checked")
+	assert.True(t, storm.Passed(nil))
+}
+
+// The JSON Schema editors use says what the decoder takes: every example
+// validates against it, and it names every key the decoder knows.
+func TestTheSchemaMatchesTheDecoder(t *testing.T) {
+	schemaFile, err := os.Open("../../docs/storm.schema.json")
+	require.NoError(t, err)
+	defer schemaFile.Close()
+	doc, err := jsonschema.UnmarshalJSON(schemaFile)
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("storm.schema.json", doc))
+	schema, err := c.Compile("storm.schema.json")
+	require.NoError(t, err)
+
+	examples, err := filepath.Glob("../../examples/*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, examples)
+	for _, path := range examples {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		js, err := yaml.YAMLToJSON(b)
+		require.NoError(t, err)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
+		require.NoError(t, err)
+		assert.NoError(t, schema.Validate(v), path)
+	}
+	bad, _ := jsonschema.UnmarshalJSON(strings.NewReader(`{"fleet":[{"devices":10,"max_backoff":32}],"timeline":[{"disruption":"drop-all"}]}`))
+	assert.Error(t, schema.Validate(bad), "a time without its unit")
+
+	raw, err := os.ReadFile("../../docs/storm.schema.json")
+	require.NoError(t, err)
+	for _, key := range yamlKeys(reflect.TypeFor[storm.File]()) {
+		assert.Contains(t, string(raw), `"`+key+`"`, "the schema names %s", key)
+	}
+}
+
+// yamlKeys lists every yaml key of t's fields, nested structs included.
+func yamlKeys(t reflect.Type) []string {
+	for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice {
+		t = t.Elem()
+	}
+	if t.Kind() != reflect.Struct {
+		return nil
+	}
+	var keys []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if k := f.Tag.Get("yaml"); k != "" && !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+		keys = append(keys, yamlKeys(f.Type)...)
+	}
+	return keys
+}
