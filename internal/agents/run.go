@@ -269,11 +269,16 @@ func (r *run) setup() error {
 	if r.c.NeedsChildren() {
 		return r.spawnChildren(mc.broker)
 	}
+	timingOf, err := r.groupTimings()
+	if err != nil {
+		return err
+	}
 	for _, i := range r.ids {
 		if r.c.Policy == plan.PahoDefault {
 			r.members = append(r.members, newPahoMember(i, mc))
 			continue
 		}
+		mc.timing = timingOf(i)
 		m, err := newAgentMember(i, mc)
 		if err != nil {
 			return err
@@ -281,6 +286,36 @@ func (r *run) setup() error {
 		r.members = append(r.members, m)
 	}
 	return nil
+}
+
+// groupTimings is each device's timing: the run's, or in a mixed fleet its
+// group's, which differs in its policy alone.
+func (r *run) groupTimings() (func(i int) *device.Timing, error) {
+	groups := r.c.GroupOf()
+	if len(groups) < 2 {
+		return func(int) *device.Timing { return &r.timing }, nil
+	}
+	timings := make([]*device.Timing, len(groups))
+	first := make([]int, len(groups)) // each group's first device index
+	lo := 0
+	for k, g := range groups {
+		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
+		policy, err := reconnect.New(scaled{shape, r.c.TimeScale}, reconnect.Limits{MaxRetries: r.c.RetryCap})
+		if err != nil {
+			return nil, err
+		}
+		t := r.timing
+		t.Policy = policy
+		timings[k], first[k] = &t, lo
+		lo += g.Devices
+	}
+	return func(i int) *device.Timing {
+		k := len(first) - 1
+		for k > 0 && i < first[k] {
+			k--
+		}
+		return timings[k]
+	}, nil
 }
 
 // memberConfig is what every member shares: the agents' timing, scaled
@@ -583,6 +618,7 @@ func (r *run) report(d disruption) (*report.Report, error) {
 		brokerAt = "standby broker"
 	}
 	b := report.NewBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
+	b.SplitGroups(c.GroupOf())
 	// The proxy knows a connection reached the broker, not whether the
 	// broker accepted it: recovery is the devices' word for it then.
 	b.FleetAdmits = brokerAt == "proxy"

@@ -190,3 +190,20 @@ func TestCompareTable(t *testing.T) {
 	assert.Contains(t, sb.String(), "recovery p99")
 	assert.Contains(t, sb.String(), "iotcore")
 }
+
+// Real agents in a mixed fleet: each group runs its own policy and is
+// reported on its own; the unjittered group comes back in lock-step
+// rounds, the fleet-safe one spread.
+func TestRealAgentsInAMixedFleet(t *testing.T) {
+	c := small(plan.BrokerRestart, "exponential")
+	c.Devices = 300
+	c.Groups = []plan.Group{{Name: "old", Devices: 150, Policy: "exponential"}, {Name: "new", Devices: 150, Policy: "fleet-safe"}}
+	r, err := inVirtualTime(t, c)
+	require.NoError(t, err)
+	require.Len(t, r.Groups, 2)
+	assert.Equal(t, stormstats.Waves, r.Groups[0].Verdict)
+	assert.InDelta(t, 31.0, r.Groups[0].Recovery.MaxS, 0.001, "1, 2, 4, 8, 16 s waits: everyone back at 31 s")
+	assert.Equal(t, "fleet-safe", r.Groups[1].Policy)
+	assert.NotEqual(t, 31.0, r.Groups[1].Recovery.MaxS)
+	assert.Equal(t, r.Attempts.Total, r.Groups[0].Attempts.Total+r.Groups[1].Attempts.Total)
+}

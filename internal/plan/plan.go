@@ -7,6 +7,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"time"
@@ -83,6 +84,36 @@ type Fleet struct {
 	// Shard.Index (every device when Count is 0).
 	Shard Shard
 	Seed  uint64
+	// Groups, if set, splits the fleet into groups on policies of their
+	// own (a firmware version still in the field): their Devices add up to
+	// Devices, in index order (the first group's devices come first).
+	// Empty: one group, the fleet's own Policy and MaxBackoff.
+	Groups []Group
+}
+
+// Group is a part of a mixed fleet. Policy and MaxBackoff empty take the
+// fleet's.
+type Group struct {
+	Name       string
+	Devices    int
+	Policy     string
+	MaxBackoff time.Duration
+	Labels     map[string]string
+}
+
+// GroupOf is each device's group: for every group, its first device index
+// and its policy and cap with the fleet's filled in. One group, the whole
+// fleet, when the plan has none.
+func (f Fleet) GroupOf() []Group {
+	if len(f.Groups) == 0 {
+		return []Group{{Name: "fleet", Devices: f.Devices, Policy: f.Policy, MaxBackoff: f.MaxBackoff}}
+	}
+	out := make([]Group, len(f.Groups))
+	for i, g := range f.Groups {
+		g.Policy, g.MaxBackoff = cmp.Or(g.Policy, f.Policy), cmp.Or(g.MaxBackoff, f.MaxBackoff)
+		out[i] = g
+	}
+	return out
 }
 
 // Storm is what is done to the fleet's broker, or to the path to it.

@@ -67,6 +67,9 @@ func (f Fleet) validate() error {
 	case f.RetryCap < 0 && f.RetryCap != reconnect.RetryForever:
 		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", f.RetryCap)
 	}
+	if err := f.validateGroups(); err != nil {
+		return err
+	}
 	if f.Policy == PahoDefault {
 		if f.MaxBackoff < time.Second {
 			return fmt.Errorf("max backoff %v is below paho's 1 s start", f.MaxBackoff)
@@ -154,6 +157,31 @@ func (p Plan) validateHost() error {
 	case p.NeedsChildren() && p.Exe == "":
 		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (limit ~20,000), "+
 			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.Devices)
+	}
+	return nil
+}
+
+// validateGroups: a mixed fleet's groups add up to it, each on a policy a
+// run can name.
+func (f Fleet) validateGroups() error {
+	if len(f.Groups) == 0 {
+		return nil
+	}
+	total := 0
+	for i, g := range f.GroupOf() {
+		switch {
+		case g.Devices < 1:
+			return fmt.Errorf("group %d (%s): devices must be >= 1, got %d", i, g.Name, g.Devices)
+		case g.Policy == PahoDefault:
+			return fmt.Errorf("group %d (%s): paho-default is not a policy a mixed fleet's agents run", i, g.Name)
+		}
+		if _, err := Shape(g.Policy, g.MaxBackoff); err != nil {
+			return fmt.Errorf("group %d (%s): %w", i, g.Name, err)
+		}
+		total += g.Devices
+	}
+	if total != f.Devices {
+		return fmt.Errorf("the groups' devices add up to %d, not the fleet's %d", total, f.Devices)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -45,13 +46,24 @@ type Builder struct {
 	strangers   int64     // attempts by a client ID that is not one of the fleet's
 	lags        []float64 // unscaled seconds each attempt started late, where known
 	notices     []float64 // unscaled seconds each device took to notice the disruption, where known
+	returned    time.Time
+	// groups, for a mixed fleet: each group's records also go to a builder
+	// of its own, so that each is judged on its own.
+	groups []subBuilder
+}
+
+// subBuilder is one group's builder, over device indexes [lo, lo+devices).
+type subBuilder struct {
+	plan.Group
+	lo int
+	b  *Builder
 }
 
 // NewBuilder starts a report of a fleet of devices (indexes 0 to devices-1)
 // disrupted at t0, whose broker returned at returned, in a run at
 // timeScale. Events go to w as events.csv, or are kept when w is nil.
 func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *Builder {
-	b := &Builder{timeScale: timeScale, t0: t0, fleetAt: fleetAt, brokerAt: brokerAt,
+	b := &Builder{timeScale: timeScale, t0: t0, returned: returned, fleetAt: fleetAt, brokerAt: brokerAt,
 		tried: make([]int32, devices), recovered: make([]time.Duration, devices), events: newEventLog(w, t0, timeScale)}
 	b.back = b.Since(returned)
 	for i := range b.recovered {
@@ -62,6 +74,32 @@ func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 	return b
 }
 
+// SplitGroups makes b report each group of a mixed fleet on its own as
+// well as the fleet as a whole; groups are in device index order (see
+// plan.Fleet.GroupOf). One group splits nothing.
+func (b *Builder) SplitGroups(groups []plan.Group) {
+	if len(groups) < 2 {
+		return
+	}
+	lo := 0
+	for _, g := range groups {
+		sub := NewBuilder(g.Devices, b.t0, b.returned, b.timeScale, b.fleetAt, b.brokerAt, io.Discard)
+		b.groups = append(b.groups, subBuilder{Group: g, lo: lo, b: sub})
+		lo += g.Devices
+	}
+}
+
+// group is device dev's group's builder, with dev's index in it; nil for
+// a device in none.
+func (b *Builder) group(dev int32) (*Builder, int32) {
+	for _, g := range b.groups {
+		if int(dev) >= g.lo && int(dev) < g.lo+g.Devices {
+			return g.b, dev - int32(g.lo)
+		}
+	}
+	return nil, 0
+}
+
 // WatchedUntil records that the run watched for attempts until t, so that
 // the quiet after the last one is known (a drop-all's one burst stands out
 // against it). A zero t is the last attempt.
@@ -70,6 +108,9 @@ func (b *Builder) WatchedUntil(t time.Time) {
 		b.until = b.Since(t)
 		b.fleet.Cover(b.until)
 		b.broker.Cover(b.until)
+	}
+	for _, g := range b.groups {
+		g.b.WatchedUntil(t)
 	}
 }
 
@@ -89,6 +130,13 @@ func (b *Builder) Since(at time.Time) time.Duration {
 
 // Add takes one attempt record: a builder is every engine's attempt.Sink.
 func (b *Builder) Add(r attempt.Record) {
+	if b.groups != nil {
+		if g, dev := b.group(r.Device); g != nil {
+			gr := r
+			gr.Device = dev
+			g.Add(gr)
+		}
+	}
 	if r.Side == attempt.Broker {
 		b.reached(r)
 		return
@@ -186,6 +234,21 @@ func (b *Builder) Fill(rep *Report) error {
 			return err
 		}
 		rep.Broker = &s
+	}
+	return b.fillGroups(rep)
+}
+
+// fillGroups judges each group of a mixed fleet on its own.
+func (b *Builder) fillGroups(rep *Report) error {
+	for _, g := range b.groups {
+		g.b.MinWidth, g.b.FleetAdmits, g.b.lags, g.b.notices = b.MinWidth, b.FleetAdmits, b.lags, b.notices
+		gr := &Report{Devices: g.Devices}
+		if err := g.b.Fill(gr); err != nil {
+			return err
+		}
+		gr.Recovery.AllRecovered = gr.recovered == g.Devices
+		rep.Groups = append(rep.Groups, GroupReport{Name: g.Name, Policy: g.Policy, Devices: g.Devices, Labels: g.Labels,
+			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker})
 	}
 	return nil
 }

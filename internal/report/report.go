@@ -70,6 +70,8 @@ type Report struct {
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
+	// Groups are a mixed fleet's groups, each judged on its own.
+	Groups []GroupReport `json:"groups,omitempty"`
 	// Expectations are a storm file's, each checked against this report.
 	Expectations []Expectation `json:"expectations,omitempty"`
 
@@ -247,6 +249,10 @@ func (r *Report) Summary(w io.Writer) {
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
+	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
+			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
 	}
 	if t := r.TLS; t != nil {
 		fmt.Fprintf(w, "TLS (mutual, ECDSA P-256, no resumption): %.2f ms of broker CPU a handshake, %d handshakes since the disruption: %.1f s of broker CPU\n",
@@ -433,4 +439,18 @@ type Expectation struct {
 	Want string `json:"want"`
 	Got  string `json:"got"`
 	Pass bool   `json:"pass"`
+}
+
+// GroupReport is one group of a mixed fleet: its recovery, attempts and
+// verdict, as if it were a fleet of its own on the same broker.
+type GroupReport struct {
+	Name     string             `json:"name"`
+	Policy   string             `json:"policy"`
+	Devices  int                `json:"devices"`
+	Labels   map[string]string  `json:"labels,omitempty"`
+	Recovery Recovery           `json:"recovery"`
+	Attempts Attempts           `json:"attempts"`
+	Verdict  stormstats.Verdict `json:"verdict"`
+	Fleet    Side               `json:"fleet"`
+	Broker   *Side              `json:"broker,omitempty"`
 }

@@ -44,6 +44,27 @@ func (e Expect) Check(r *report.Report) []report.Expectation {
 	return out
 }
 
+// CheckAll holds r to the file's expectations: the fleet's, then each
+// group's, named by its group.
+func (f *File) CheckAll(r *report.Report) []report.Expectation {
+	out := f.Expect.Check(r)
+	if len(f.Fleet) < 2 {
+		return append(out, f.Fleet[0].Expect.Check(r)...)
+	}
+	for i, g := range f.Fleet {
+		if i >= len(r.Groups) {
+			break
+		}
+		gr := r.Groups[i]
+		sub := &report.Report{Verdict: gr.Verdict, Recovery: gr.Recovery, Attempts: gr.Attempts, Fleet: gr.Fleet, Broker: gr.Broker}
+		for _, x := range g.Expect.Check(sub) {
+			x.What = g.Name + ": " + x.What
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 // busiestSide is the broker's arrivals where the run saw them, else the
 // devices'.
 func busiestSide(r *report.Report) (stormstats.Arrivals, string) {

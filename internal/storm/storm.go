@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -35,7 +36,9 @@ type File struct {
 	// virtual engine needs none.
 	TimeScale float64 `yaml:"time_scale"`
 	Seed      uint64  `yaml:"seed"`
-	// Fleet is the fleet's groups. This version runs one group.
+	// Fleet is the fleet's groups. Groups may differ in their policy and
+	// its cap (a firmware rollout); the rest of their settings are the
+	// first group's, and a group that sets one differently is refused.
 	Fleet []Group `yaml:"fleet"`
 	// Compare runs the storm once for each of these policies instead of
 	// the group's own, and reports them side by side.
@@ -61,6 +64,8 @@ type Group struct {
 	Telemetry        float64           `yaml:"telemetry"` // messages a second, per device
 	Transport        plan.Transport    `yaml:"transport"`
 	Labels           map[string]string `yaml:"labels"`
+	// Expect is what this group alone must show.
+	Expect Expect `yaml:"expect"`
 }
 
 // Brokers is what the fleet connects to: the in-process broker (no
@@ -160,8 +165,6 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	switch {
 	case len(f.Fleet) == 0:
 		return bad("fleet: name at least one group of devices")
-	case len(f.Fleet) > 1:
-		return bad("fleet: %d groups; this version runs one group (mixed fleets are the next step)", len(f.Fleet))
 	case len(f.Timeline) == 0:
 		return bad("timeline: name the disruption")
 	case len(f.Timeline) > 1:
@@ -172,6 +175,11 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	g, ev := f.Fleet[0], f.Timeline[0]
 	p = plan.Default()
 	p.Devices, p.Seed = g.Devices, f.Seed
+	if len(f.Fleet) > 1 {
+		if err := f.mix(&p); err != nil {
+			return bad("%v", err)
+		}
+	}
 	p.Policy = cmp.Or(g.Policy, p.Policy)
 	p.MaxBackoff = cmp.Or(g.MaxBackoff, p.MaxBackoff)
 	p.RetryCap = reconnect.RetryForever
@@ -211,6 +219,27 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		return bad("%v", err)
 	}
 	return p, why, nil
+}
+
+// mix makes the plan's groups of a file's several: they add up to the fleet
+// and differ in their policy and its cap alone.
+func (f *File) mix(p *plan.Plan) error {
+	first := f.Fleet[0]
+	p.Devices = 0
+	for i, g := range f.Fleet {
+		same := g
+		same.Name, same.Devices, same.Policy, same.MaxBackoff, same.Labels, same.Expect = first.Name, first.Devices, first.Policy,
+			first.MaxBackoff, first.Labels, first.Expect
+		if !reflect.DeepEqual(same, first) {
+			return fmt.Errorf("fleet[%d] (%s): groups differ in their policy and max_backoff alone in this version; set the rest in the first group", i, g.Name)
+		}
+		if g.Name == "" {
+			return fmt.Errorf("fleet[%d]: a group of a mixed fleet needs a name", i)
+		}
+		p.Groups = append(p.Groups, plan.Group{Name: g.Name, Devices: g.Devices, Policy: g.Policy, MaxBackoff: g.MaxBackoff, Labels: g.Labels})
+		p.Devices += g.Devices
+	}
+	return nil
 }
 
 // chooseEngine picks the engine for a file that leaves it open: the real

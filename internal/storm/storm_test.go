@@ -128,7 +128,8 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.text)
 	}
 	for _, tc := range []struct{ text, want string }{
-		{"fleet: [{devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "this version runs one group"},
+		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, keepalive: 5s}]\ntimeline: [{disruption: drop-all}]", "differ in their policy and max_backoff alone"},
+		{"fleet: [{name: a, devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "needs a name"},
 		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "this version runs one"},
 		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "starts at 0s"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
@@ -216,4 +217,28 @@ func yamlKeys(t reflect.Type) []string {
 		keys = append(keys, yamlKeys(f.Type)...)
 	}
 	return keys
+}
+
+// Groups make a mixed fleet: the plan's groups add up to the fleet, and
+// each group's expectations are checked against its own figures.
+func TestAMixedFleetAndItsGroupsExpectations(t *testing.T) {
+	f, err := read(t, `
+fleet:
+  - {name: old, devices: 700, policy: iotcore, expect: {verdict: waves}}
+  - {name: new, devices: 300, policy: fleet-safe, max_backoff: 64s, expect: {verdict: spread, attempts_per_device: 3}}
+timeline: [{disruption: drop-all}]
+expect: {verdict: waves}
+`)
+	require.NoError(t, err)
+	p, _, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, 1000, p.Devices)
+	assert.Equal(t, []plan.Group{{Name: "old", Devices: 700, Policy: "iotcore"}, {Name: "new", Devices: 300, Policy: "fleet-safe", MaxBackoff: 64 * time.Second}}, p.Groups)
+	r := &report.Report{Verdict: stormstats.Waves, Groups: []report.GroupReport{
+		{Name: "old", Verdict: stormstats.Waves}, {Name: "new", Verdict: stormstats.Spread, Attempts: report.Attempts{PerDeviceMean: 4}}}}
+	got := f.CheckAll(r)
+	require.Len(t, got, 4)
+	assert.Equal(t, "new: attempts per device", got[3].What)
+	assert.False(t, got[3].Pass)
+	assert.True(t, got[0].Pass && got[1].Pass && got[2].Pass, "%+v", got)
 }

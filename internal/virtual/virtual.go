@@ -147,28 +147,37 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
-	shape, _ := plan.Shape(c.Policy, c.MaxBackoff)
-	policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
-	if err != nil {
-		return nil, err
-	}
-	timing := device.DefaultTiming()
-	timing.Policy, timing.BootSpread = policy, c.BootWindow()
-	if err := timing.Validate(); err != nil {
-		return nil, err
+	groups := c.GroupOf()
+	timings := make([]device.Timing, len(groups)) // a mixed fleet's groups each on their own policy
+	for k, g := range groups {
+		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
+		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
+		if err != nil {
+			return nil, err
+		}
+		timings[k] = device.DefaultTiming()
+		timings[k].Policy, timings[k].BootSpread = policy, c.BootWindow()
+		if err := timings[k].Validate(); err != nil {
+			return nil, err
+		}
 	}
 	before := report.HeapInUse()
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
 		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
 
-	for i := range v.machine {
-		if err := v.machine[i].Init(&timing, rand.NewPCG(c.Seed, uint64(i))); err != nil {
-			return nil, err
+	i := 0
+	for k, g := range groups {
+		for range g.Devices {
+			if err := v.machine[i].Init(&timings[k], rand.NewPCG(c.Seed, uint64(i))); err != nil {
+				return nil, err
+			}
+			i++
 		}
 	}
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
+	v.b.SplitGroups(groups)
 	v.sink = v.b
 	bound := c.RecoveryBound(c.Devices)
 	finished, err := v.run(ctx, v.t0+bound)

@@ -117,3 +117,27 @@ func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
 	_, err := run(c)
 	assert.ErrorContains(t, err, "unknown engine")
 }
+
+// A mixed fleet: 70 % on the formula, 30 % on fleet-safe, behind one
+// throttled broker. Each group is judged on its own, the groups' figures
+// add up to the fleet's, and the fleet-safe devices come back in fewer
+// attempts than the formula's.
+func TestAMixedFleetReportsEachGroup(t *testing.T) {
+	c := model(plan.ThrottledRestart, "iotcore", 10_000)
+	c.AdmitRate, c.AdmitBurst = 500, 25
+	c.Groups = []plan.Group{{Name: "old firmware", Devices: 7000, Policy: "iotcore"}, {Name: "new firmware", Devices: 3000, Policy: "fleet-safe"}}
+	r, err := run(c)
+	require.NoError(t, err)
+	require.Len(t, r.Groups, 2)
+	old, safe := r.Groups[0], r.Groups[1]
+	assert.Equal(t, "old firmware", old.Name)
+	assert.Equal(t, 7000, old.Devices)
+	assert.Equal(t, "fleet-safe", safe.Policy)
+	assert.Equal(t, r.Attempts.Total, old.Attempts.Total+safe.Attempts.Total)
+	assert.True(t, old.Recovery.AllRecovered && safe.Recovery.AllRecovered)
+	assert.Less(t, safe.Attempts.PerDeviceMean, old.Attempts.PerDeviceMean)
+
+	c.Groups[1].Devices = 2000
+	_, err = run(c)
+	assert.ErrorContains(t, err, "add up to 9000, not the fleet's 10000")
+}
