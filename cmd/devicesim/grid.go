@@ -17,6 +17,11 @@ import (
 )
 
 func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "-mix" || strings.HasPrefix(a, "-mix=") || a == "--mix" || strings.HasPrefix(a, "--mix=") {
+			return mixCmd(ctx, args, stdout, stderr)
+		}
+	}
 	gc := experiment.DefaultGrid()
 	fs := flag.NewFlagSet("devicesim grid", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -67,6 +72,49 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	fmt.Fprintf(stdout, "grid: %s/grid.html (grid.json beside it)\n", *out)
 	return err
+}
+
+// mixCmd is grid -mix: the rollout question, how much of the fleet must
+// move to a new policy before the broker's peak stays under a bound and
+// the fleet comes back spread out.
+func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	mc := experiment.DefaultMix()
+	fs := flag.NewFlagSet("devicesim grid -mix", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&mc.To, "mix", mc.To, "the policy a growing share of the fleet moves to")
+	fs.StringVar(&mc.From, "from", mc.From, "the policy the fleet runs today")
+	fs.IntVar(&mc.Storm.Devices, "devices", mc.Storm.Devices, "the fleet's devices")
+	fs.Float64Var(&mc.Storm.AdmitRate, "admit-rate", mc.Storm.AdmitRate, "connects a second the broker admits when it returns (bursts of rate/20), refusing the rest")
+	fs.DurationVar(&mc.Storm.Outage, "outage", mc.Storm.Outage, "the broker's outage")
+	fs.Float64Var(&mc.PeakBound, "peak-bound", mc.PeakBound, "the most connects the broker may see in its busiest second")
+	shares := fs.String("shares", "0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1", "comma-separated shares of the fleet on -mix")
+	fs.Uint64Var(&mc.Storm.Seed, "seed", mc.Storm.Seed, "seed for every device's jitter")
+	out := fs.String("out", "devicesim-report/mix", "directory for mix.json")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var err error
+	if mc.Shares, err = parseFloats(*shares); err != nil {
+		return fmt.Errorf("-shares: %w", err)
+	}
+	mc.Storm.AdmitBurst = max(1, int(mc.Storm.AdmitRate/20))
+	mc.Progress = stdout
+	m, err := experiment.RunMix(ctx, mc)
+	if m == nil {
+		return err
+	}
+	fmt.Fprintln(stdout)
+	m.Table(stdout)
+	b, jerr := json.MarshalIndent(m, "", "  ")
+	if jerr == nil {
+		if jerr = os.MkdirAll(*out, 0o755); jerr == nil {
+			jerr = os.WriteFile(filepath.Join(*out, "mix.json"), b, 0o644)
+		}
+	}
+	return errors.Join(err, jerr)
 }
 
 func writeGrid(g *experiment.Grid, dir string) error {

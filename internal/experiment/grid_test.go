@@ -35,3 +35,22 @@ func TestGridTellsTheSafePolicyFromTheFormula(t *testing.T) {
 	require.NoError(t, g.WriteHTML(&html))
 	assert.True(t, strings.Contains(html.String(), "<table"), "grid.html has its tables")
 }
+
+// The rollout question on a small fleet: every share runs, the answer is
+// the smallest share from which every row passes, and the formula alone
+// does not.
+func TestMixNamesTheSmallestSafeShare(t *testing.T) {
+	mc := experiment.DefaultMix()
+	mc.Storm.Devices, mc.Storm.AdmitRate, mc.Storm.AdmitBurst, mc.PeakBound = 5000, 100, 5, 400
+	mc.Shares = []float64{0, 0.5, 1}
+	m, err := experiment.RunMix(context.Background(), mc)
+	require.NoError(t, err)
+	require.Len(t, m.Rows, 3)
+	assert.False(t, m.Rows[0].Pass, "the formula alone: %+v", m.Rows[0])
+	assert.Equal(t, "waves", string(m.Rows[0].Verdict))
+	assert.True(t, m.Rows[2].Pass, "fleet-safe alone: %+v", m.Rows[2])
+	assert.Contains(t, []float64{0.5, 1}, m.Smallest)
+	var table bytes.Buffer
+	m.Table(&table)
+	assert.Contains(t, table.String(), "the smallest share on fleet-safe that passes")
+}
