@@ -145,6 +145,19 @@ type Storm struct {
 	Bound time.Duration
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration
+	// Then is the rest of the timeline: further disruptions after the
+	// first, each At after it. Empty: the one disruption.
+	Then []Event
+}
+
+// Event is a further disruption on a storm's timeline, At after the first:
+// a broker restart, a throttled restart, a drop of every session or a
+// flapping window, lasting Outage (Flap: the storm's if 0).
+type Event struct {
+	At       time.Duration
+	Scenario Scenario
+	Outage   time.Duration
+	Flap     time.Duration
 }
 
 // Target is the broker the fleet connects to: the in-process one (Broker

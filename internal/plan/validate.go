@@ -12,7 +12,7 @@ import (
 // setting: each part on its own, then what the parts ask of each other
 // and of this host. Every engine checks it before anything starts.
 func (p Plan) Validate() error {
-	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateTarget, p.validateHost} {
+	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateTimeline, p.validateTarget, p.validateHost} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -40,6 +40,15 @@ func (p Plan) validateEngine() error {
 		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
 	case p.Proxied():
 		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", p.Scenario)
+	}
+	return nil
+}
+
+// validateTimeline refuses a timeline of several disruptions on real
+// agents: this version runs it on the model.
+func (p Plan) validateTimeline() error {
+	if len(p.Then) > 0 && p.Engine != Virtual {
+		return fmt.Errorf("a timeline of several disruptions runs on the virtual engine in this version (engine: virtual)")
 	}
 	return nil
 }
@@ -100,6 +109,32 @@ func (s Storm) validate() error {
 		return fmt.Errorf("duration must be > 0, got %v", s.Duration)
 	case s.Bound < 0:
 		return fmt.Errorf("bound must be >= 0, got %v", s.Bound)
+	}
+	return s.validateThen()
+}
+
+// validateThen: a timeline's further disruptions come one after another,
+// each one the model's broker can make.
+func (s Storm) validateThen() error {
+	if len(s.Then) == 0 {
+		return nil
+	}
+	if !s.Scenario.BreaksBroker() {
+		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all or flapping, not %s", s.Scenario)
+	}
+	var last time.Duration
+	for i, e := range s.Then {
+		switch {
+		case !e.Scenario.BreaksBroker():
+			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all or flapping can", i+1, e.Scenario)
+		case e.At <= last:
+			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)
+		case e.Scenario.HasOutage() && e.Outage <= 0:
+			return fmt.Errorf("timeline[%d]: outage must be > 0, got %v", i+1, e.Outage)
+		case e.Flap < 0:
+			return fmt.Errorf("timeline[%d]: flap must be >= 0, got %v", i+1, e.Flap)
+		}
+		last = e.At
 	}
 	return nil
 }

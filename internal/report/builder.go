@@ -50,6 +50,17 @@ type Builder struct {
 	// groups, for a mixed fleet: each group's records also go to a builder
 	// of its own, so that each is judged on its own.
 	groups []subBuilder
+	// segments, for a timeline of several disruptions: each one's
+	// recovery, judged on its own.
+	segments []segment
+}
+
+// segment is one disruption's recovery: the arrivals from it to the next,
+// and each device's first admission in that time.
+type segment struct {
+	at            time.Duration // since the first disruption
+	fleet, broker stormstats.Histogram
+	recovered     []time.Duration // by device: first admission after at; negative: none
 }
 
 // subBuilder is one group's builder, over device indexes [lo, lo+devices).
@@ -87,6 +98,39 @@ func (b *Builder) SplitGroups(groups []plan.Group) {
 		b.groups = append(b.groups, subBuilder{Group: g, lo: lo, b: sub})
 		lo += g.Devices
 	}
+}
+
+// SplitDisruptions makes b judge the recovery from each disruption of a
+// timeline on its own (at: since the first, which is 0, in order), and the
+// run by them all.
+func (b *Builder) SplitDisruptions(at []time.Duration) {
+	if len(at) < 2 {
+		return
+	}
+	for _, t := range at {
+		sg := segment{at: t, recovered: make([]time.Duration, len(b.recovered))}
+		for i := range sg.recovered {
+			sg.recovered[i] = -1
+		}
+		sg.fleet.Cover(t)
+		sg.broker.Cover(t)
+		b.segments = append(b.segments, sg)
+	}
+	for _, g := range b.groups {
+		g.b.SplitDisruptions(at)
+	}
+}
+
+// segment is the disruption t falls after, or nil without a timeline.
+func (b *Builder) segment(t time.Duration) *segment {
+	k := len(b.segments) - 1
+	for k > 0 && t < b.segments[k].at {
+		k--
+	}
+	if k < 0 {
+		return nil
+	}
+	return &b.segments[k]
 }
 
 // group is device dev's group's builder, with dev's index in it; nil for
@@ -143,6 +187,9 @@ func (b *Builder) Add(r attempt.Record) {
 	}
 	dev, t := int(r.Device), r.T
 	b.fleet.Add(t)
+	if sg := b.segment(t); sg != nil {
+		sg.fleet.Add(t)
+	}
 	b.events.add(r)
 	if r.Lag >= 0 {
 		b.lags = append(b.lags, r.Lag.Seconds())
@@ -163,6 +210,9 @@ func (b *Builder) Add(r attempt.Record) {
 // reached adds an attempt as the broker saw it.
 func (b *Builder) reached(r attempt.Record) {
 	b.broker.Add(r.T)
+	if sg := b.segment(r.T); sg != nil {
+		sg.broker.Add(r.T)
+	}
 	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.FleetAdmits && dev >= 0 && dev < len(b.recovered) {
 		b.admitted(dev, r.T)
 	}
@@ -179,6 +229,9 @@ func (b *Builder) AfterReturn() int64 { return b.afterReturn }
 func (b *Builder) TimeScale() float64 { return b.timeScale }
 
 func (b *Builder) admitted(dev int, t time.Duration) {
+	if sg := b.segment(t); sg != nil && sg.recovered[dev] < 0 {
+		sg.recovered[dev] = t
+	}
 	b.accepted++
 	b.admissions.Add(t)
 	b.recovered[dev] = t
@@ -235,7 +288,53 @@ func (b *Builder) Fill(rep *Report) error {
 		}
 		rep.Broker = &s
 	}
+	if err := b.fillDisruptions(rep, m); err != nil {
+		return err
+	}
 	return b.fillGroups(rep)
+}
+
+// fillDisruptions judges each disruption's recovery on its own; the run's
+// verdict is then theirs together (stormstats.Overall): recoveries after
+// separate disruptions are not waves.
+func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
+	if len(b.segments) == 0 {
+		return nil
+	}
+	var recs []stormstats.Recovery
+	for k := range b.segments {
+		sg := &b.segments[k]
+		end := b.until
+		if k+1 < len(b.segments) {
+			end = b.segments[k+1].at
+		}
+		sg.fleet.Cover(end)
+		sg.broker.Cover(end)
+		var back []float64
+		for _, t := range sg.recovered {
+			if t >= 0 {
+				back = append(back, (t - sg.at).Seconds())
+			}
+		}
+		d := DisruptionReport{AtS: sg.at.Seconds(), Recovery: recoveryOf(back)}
+		d.Recovery.AllRecovered = len(back) == len(sg.recovered)
+		var err error
+		if d.Fleet, err = judged(&sg.fleet, b.fleetAt, m); err != nil {
+			return err
+		}
+		if b.brokerAt != "" {
+			s, err := judged(&sg.broker, b.brokerAt, m)
+			if err != nil {
+				return err
+			}
+			d.Broker = &s
+		}
+		d.Verdict = d.Fleet.Judgement.Verdict
+		rep.Disruptions = append(rep.Disruptions, d)
+		recs = append(recs, stormstats.Recovery{Judgement: d.Fleet.Judgement})
+	}
+	rep.Verdict = stormstats.Overall(recs)
+	return nil
 }
 
 // fillGroups judges each group of a mixed fleet on its own.
@@ -246,6 +345,7 @@ func (b *Builder) fillGroups(rep *Report) error {
 		if err := g.b.Fill(gr); err != nil {
 			return err
 		}
+		// a group's verdict, across a timeline, is its recoveries' together
 		gr.Recovery.AllRecovered = gr.recovered == g.Devices
 		rep.Groups = append(rep.Groups, GroupReport{Name: g.Name, Policy: g.Policy, Devices: g.Devices, Labels: g.Labels,
 			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker})

@@ -70,6 +70,10 @@ type Report struct {
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
+	// Disruptions are a timeline's, each recovery judged on its own; the
+	// run's Verdict is then theirs together (waves if any recovery came in
+	// waves).
+	Disruptions []DisruptionReport `json:"disruptions,omitempty"`
 	// Groups are a mixed fleet's groups, each judged on its own.
 	Groups []GroupReport `json:"groups,omitempty"`
 	// Expectations are a storm file's, each checked against this report.
@@ -249,6 +253,14 @@ func (r *Report) Summary(w io.Writer) {
 	if r.Limit != nil {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
+	}
+	for _, d := range r.Disruptions {
+		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
+			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
+	}
+	if len(r.Disruptions) > 0 {
+		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
+			len(r.Disruptions), r.Verdict)
 	}
 	for _, g := range r.Groups {
 		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
@@ -450,6 +462,16 @@ type GroupReport struct {
 	Labels   map[string]string  `json:"labels,omitempty"`
 	Recovery Recovery           `json:"recovery"`
 	Attempts Attempts           `json:"attempts"`
+	Verdict  stormstats.Verdict `json:"verdict"`
+	Fleet    Side               `json:"fleet"`
+	Broker   *Side              `json:"broker,omitempty"`
+}
+
+// DisruptionReport is the recovery from one disruption of a timeline: the
+// devices' first admission after it, and the arrivals until the next.
+type DisruptionReport struct {
+	AtS      float64            `json:"at_s"` // since the first disruption
+	Recovery Recovery           `json:"recovery"`
 	Verdict  stormstats.Verdict `json:"verdict"`
 	Fleet    Side               `json:"fleet"`
 	Broker   *Side              `json:"broker,omitempty"`

@@ -20,9 +20,16 @@ func (e Expect) Check(r *report.Report) []report.Expectation {
 		add("verdict", e.Verdict, string(r.Verdict), string(r.Verdict) == e.Verdict)
 	}
 	if e.RecoveryP99 > 0 {
-		got := time.Duration(r.Recovery.P99S * float64(time.Second))
-		add("recovery p99", "<= "+e.RecoveryP99.String(), fmt.Sprintf("%.1fs", r.Recovery.P99S),
-			r.Recovery.AllRecovered && got <= e.RecoveryP99)
+		recovery := func(what string, rc report.Recovery) {
+			got := time.Duration(rc.P99S * float64(time.Second))
+			add(what, "<= "+e.RecoveryP99.String(), fmt.Sprintf("%.1fs", rc.P99S), rc.AllRecovered && got <= e.RecoveryP99)
+		}
+		if len(r.Disruptions) == 0 {
+			recovery("recovery p99", r.Recovery)
+		}
+		for _, d := range r.Disruptions { // after each disruption of a timeline
+			recovery(fmt.Sprintf("recovery p99 after %.0f s", d.AtS), d.Recovery)
+		}
 	}
 	if e.AttemptsPerDevice > 0 {
 		add("attempts per device", fmt.Sprintf("<= %g", e.AttemptsPerDevice), fmt.Sprintf("%.2f", r.Attempts.PerDeviceMean),

@@ -167,10 +167,8 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		return bad("fleet: name at least one group of devices")
 	case len(f.Timeline) == 0:
 		return bad("timeline: name the disruption")
-	case len(f.Timeline) > 1:
-		return bad("timeline: %d disruptions; this version runs one", len(f.Timeline))
 	case f.Timeline[0].At != 0:
-		return bad("timeline: the one disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
+		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
 	g, ev := f.Fleet[0], f.Timeline[0]
 	p = plan.Default()
@@ -193,6 +191,12 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	p.Outage, p.Flap = cmp.Or(ev.Outage, p.Outage), cmp.Or(ev.Flap, p.Flap)
 	p.Latency, p.LatencyJitter = cmp.Or(ev.Latency, p.Latency), cmp.Or(ev.LatencyJitter, p.LatencyJitter)
 	p.RetryAfter, p.Bound = ev.RetryAfter, ev.Watch
+	for _, e := range f.Timeline[1:] {
+		if e.Latency != 0 || e.LatencyJitter != 0 || e.RetryAfter != 0 || e.Watch != 0 {
+			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
+		}
+		p.Then = append(p.Then, plan.Event{At: e.At, Scenario: e.Disruption, Outage: e.Outage, Flap: e.Flap})
+	}
 	if a := f.Brokers.Admission; a != nil {
 		mode, err := fault.ParseAdmissionMode(cmp.Or(a.Mode, "refuse"))
 		if err != nil {

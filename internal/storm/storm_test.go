@@ -130,8 +130,9 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, keepalive: 5s}]\ntimeline: [{disruption: drop-all}]", "differ in their policy and max_backoff alone"},
 		{"fleet: [{name: a, devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "needs a name"},
-		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "this version runs one"},
-		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "starts at 0s"},
+		{"fleet: [{devices: 10}]\nengine: agents\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "runs on the virtual engine in this version"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "latency cannot follow on a timeline"},
+		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "the first disruption starts at 0s"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
 		{"fleet: [{devices: 0}]\ntimeline: [{disruption: drop-all}]", "devices must be >= 1"},
 		{"fleet: [{devices: 10}]\nbrokers: {admission: {rate: 10, mode: hold}}\ntimeline: [{disruption: drop-all}]", `unknown admission mode "hold"`},

@@ -18,7 +18,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 	s := time.Second
 	ask := func(bm *brokerModel, at time.Duration) answer { return bm.connect(at, epoch.Add(at)) }
 
-	down := brokerModel{down: [2]time.Duration{s, 31 * s}}
+	down := brokerModel{down: []window{{from: s, until: 31 * s}}}
 	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}, ask(&down, 10*s), "down: the dial is refused, the broker sees nothing")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 31 * s}, ask(&down, 31*s), "back at the outage's end")
 
@@ -48,7 +48,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 	assert.Equal(t, fault.Accepted, ask(&disconnect, 0).outcome)
 	assert.Equal(t, answer{outcome: fault.Throttled, seen: 0}, ask(&disconnect, 0), "accepted, then dropped")
 
-	flap := brokerModel{flap: [2]time.Duration{s, 61 * s}, flapAfter: 2 * s}
+	flap := brokerModel{flap: []window{{from: s, until: 61 * s, after: 2 * s}}}
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 0}, ask(&flap, 0))
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 30 * s, flaps: true, lostAfter: 2 * s}, ask(&flap, 30*s), "dropped 2 s after it is let in")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 61 * s}, ask(&flap, 61*s), "the flapping is over")

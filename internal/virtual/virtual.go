@@ -12,10 +12,12 @@
 package virtual
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -31,9 +33,10 @@ import (
 
 // The kinds of the engine's events.
 const (
-	vDue    uint8 = iota // the device's wait is over
-	vResult              // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
-	vLost                // the broker drops the device's session
+	vDue     uint8 = iota // the device's wait is over
+	vResult               // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
+	vLost                 // the broker drops the device's session
+	vDisrupt              // a further disruption on the timeline (Code: its index in Storm.Then; Dev: -1)
 )
 
 // brokerModel is the virtual engine's broker: it refuses dials while down,
@@ -42,12 +45,27 @@ const (
 // nothing of devices or of the event queue: given an attempt's time, it
 // says what became of it.
 type brokerModel struct {
-	down      [2]time.Duration // the outage [from, until)
-	flap      [2]time.Duration // the flapping window
-	flapAfter time.Duration
-	lim       *rate.Limiter // nil: no admission limit
-	limFrom   time.Duration
-	mode      fault.AdmissionMode
+	down    []window      // the outages
+	flap    []window      // the flapping windows, each with its session length
+	lim     *rate.Limiter // nil: no admission limit
+	limFrom time.Duration
+	mode    fault.AdmissionMode
+}
+
+// window is [from, until): an outage, or a flapping window whose sessions
+// last after.
+type window struct{ from, until, after time.Duration }
+
+func (w window) holds(t time.Duration) bool { return t >= w.from && t < w.until }
+
+// flapsEnd is when the last flapping window ends, plus its sessions'
+// length: no drop is due after it. 0 with none.
+func (bm *brokerModel) flapsEnd() time.Duration {
+	if len(bm.flap) == 0 {
+		return 0
+	}
+	w := bm.flap[len(bm.flap)-1]
+	return w.until + w.after
 }
 
 // answer is what the modelled broker does with one attempt.
@@ -75,7 +93,7 @@ func (bm *brokerModel) limit(a fault.Admission, from time.Duration) {
 // connect answers an attempt arriving at now (at on the wall clock the
 // limiter keeps).
 func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
-	if now >= bm.down[0] && now < bm.down[1] {
+	if slices.ContainsFunc(bm.down, func(w window) bool { return w.holds(now) }) {
 		return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}
 	}
 	if bm.lim != nil && now >= bm.limFrom {
@@ -103,8 +121,8 @@ func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
 		}
 	}
 	a := answer{outcome: fault.Accepted, seen: now}
-	if now >= bm.flap[0] && now < bm.flap[1] {
-		a.flaps, a.lostAfter = true, bm.flapAfter
+	if i := slices.IndexFunc(bm.flap, func(w window) bool { return w.holds(now) }); i >= 0 {
+		a.flaps, a.lostAfter = true, bm.flap[i].after
 	}
 	return a
 }
@@ -124,6 +142,7 @@ type fleet struct {
 	sink    attempt.Sink    // every attempt from t0, as it is made: b
 	now     time.Duration
 	t0      time.Duration
+	pending int // further disruptions still to come
 }
 
 var (
@@ -180,7 +199,16 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	v.b.SplitGroups(groups)
 	v.sink = v.b
 	bound := c.RecoveryBound(c.Devices)
-	finished, err := v.run(ctx, v.t0+bound)
+	last := time.Duration(0) // the last disruption, after the first
+	if len(c.Then) > 0 {
+		at := []time.Duration{0}
+		for _, e := range c.Then {
+			at = append(at, e.At)
+		}
+		v.b.SplitDisruptions(at)
+		last = c.Then[len(c.Then)-1].At
+	}
+	finished, err := v.run(ctx, v.t0+last+bound)
 	if err != nil {
 		return nil, err
 	}
@@ -231,11 +259,11 @@ func (v *fleet) setup() (returned time.Duration) {
 	returned = v.t0
 	switch c.Scenario {
 	case plan.BrokerRestart, plan.ThrottledRestart:
-		v.broker.down = [2]time.Duration{v.t0, v.t0 + c.Outage}
-		returned = v.broker.down[1]
+		v.broker.down = []window{{from: v.t0, until: v.t0 + c.Outage}}
+		returned = v.t0 + c.Outage
 	case plan.Flapping:
-		v.broker.flap, v.broker.flapAfter = [2]time.Duration{v.t0, v.t0 + c.Outage}, c.Flap
-		returned = v.broker.flap[1]
+		v.broker.flap = []window{{from: v.t0, until: v.t0 + c.Outage, after: c.Flap}}
+		returned = v.t0 + c.Outage
 	}
 	if c.AdmitRate > 0 {
 		from := v.t0
@@ -243,6 +271,10 @@ func (v *fleet) setup() (returned time.Duration) {
 			from = returned
 		}
 		v.broker.limit(c.Admission(), from)
+	}
+	for k, e := range c.Then { // first at its instant (key 0, device -1): it ends the sessions of that instant
+		v.q.Push(eventq.Event{At: v.t0 + e.At, Dev: -1, Kind: vDisrupt, Code: int16(k)})
+		v.pending++
 	}
 	for i := range v.machine { // the disruption ends every session at once
 		v.lose(i, v.t0)
@@ -325,6 +357,24 @@ func (v *fleet) failed(at time.Duration) bool {
 	return v.b.AfterReturn() > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
 }
 
+// disrupt makes a further disruption of the timeline at now: the broker
+// goes down, or flaps, for its outage, and every session ends.
+func (v *fleet) disrupt(e plan.Event, now time.Duration) {
+	v.pending--
+	switch e.Scenario {
+	case plan.BrokerRestart, plan.ThrottledRestart:
+		v.broker.down = append(v.broker.down, window{from: now, until: now + e.Outage})
+		if e.Scenario == plan.ThrottledRestart && v.broker.lim == nil && v.c.AdmitRate > 0 {
+			v.broker.limit(v.c.Admission(), now+e.Outage)
+		}
+	case plan.Flapping:
+		v.broker.flap = append(v.broker.flap, window{from: now, until: now + e.Outage, after: cmp.Or(e.Flap, v.c.Flap)})
+	}
+	for i := range v.machine {
+		v.lose(i, now)
+	}
+}
+
 // run processes events until every device is back (and no flapping drop is
 // still due), the queue empties, or the bound passes.
 func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
@@ -332,7 +382,7 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.up == len(v.machine) && (v.q.Len() == 0 || v.q.Peek().At >= v.broker.flap[1]+v.c.Flap) {
+		if v.up == len(v.machine) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.broker.flapsEnd(), v.c.Flap)) {
 			return true, nil
 		}
 		if v.q.Len() == 0 {
@@ -344,6 +394,10 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 		e := v.q.Pop()
 		v.now = e.At
+		if e.Kind == vDisrupt {
+			v.disrupt(v.c.Then[e.Code], e.At)
+			continue
+		}
 		i, m := int(e.Dev), &v.machine[e.Dev]
 		switch e.Kind {
 		case vDue:

@@ -141,3 +141,39 @@ func TestAMixedFleetReportsEachGroup(t *testing.T) {
 	_, err = run(c)
 	assert.ErrorContains(t, err, "add up to 9000, not the fleet's 10000")
 }
+
+// A broker restarted twice, ten minutes apart: each recovery is judged on
+// its own, and a fleet on full jitter reads spread after both in every one
+// of 20 seeds, where its whole series reads waves (two recoveries, two
+// bursts); the formula's rounds read waves either way.
+func TestATimelineJudgesEachRecovery(t *testing.T) {
+	for seed := range uint64(20) {
+		c := model(plan.BrokerRestart, "full", 2000)
+		c.Seed = seed
+		c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+		r, err := run(c)
+		require.NoError(t, err)
+		require.Len(t, r.Disruptions, 2)
+		for _, d := range r.Disruptions {
+			assert.Equal(t, stormstats.Spread, d.Verdict, "seed %d, disruption at %v s", seed, d.AtS)
+			assert.True(t, d.Recovery.AllRecovered)
+			assert.Less(t, d.Recovery.P99S, 120.0)
+		}
+		assert.Equal(t, 600.0, r.Disruptions[1].AtS)
+		assert.Equal(t, stormstats.Spread, r.Verdict, "seed %d: separate disruptions are not waves", seed)
+		assert.Equal(t, stormstats.Waves, r.Fleet.Judgement.Verdict, "seed %d: as one series", seed)
+	}
+	c := model(plan.BrokerRestart, "iotcore", 2000)
+	c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.DropAll}}
+	r, err := run(c)
+	require.NoError(t, err)
+	assert.Equal(t, stormstats.Waves, r.Disruptions[0].Verdict, "the formula's rounds")
+	assert.Equal(t, stormstats.Waves, r.Verdict)
+
+	c.Engine = plan.Agents
+	_, err = run(c)
+	assert.ErrorContains(t, err, "runs on the virtual engine in this version")
+	c.Engine, c.Then[0].At = plan.Virtual, 0
+	_, err = run(c)
+	assert.ErrorContains(t, err, "not after the disruption before it")
+}
