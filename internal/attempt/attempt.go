@@ -41,6 +41,7 @@ type Record struct {
 	Code    int32         // the CONNACK code, or the HTTP status of a config fetch
 	Outcome fault.Outcome
 	Side    Side
+	Node    uint8 // which node of a cluster took it (Broker side); 0 with one broker
 }
 
 // Sink takes an engine's records as they are made, in order of T. Add must

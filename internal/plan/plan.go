@@ -145,6 +145,8 @@ type Storm struct {
 	Bound time.Duration
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration
+	// Gap is a rolling restart's time from one node's restart to the next.
+	Gap time.Duration
 	// Then is the rest of the timeline: further disruptions after the
 	// first, each At after it. Empty: the one disruption.
 	Then []Event
@@ -174,6 +176,12 @@ type Target struct {
 	// TLSCAKey, instead of TLSCert, is the CA's key: each device gets a
 	// certificate of its own, named by its client ID.
 	TLSCA, TLSCert, TLSKey, TLSCAKey string
+	// Nodes is how many in-process broker nodes make the cluster (0 or 1:
+	// one broker). Each device's home node is its index modulo Nodes, and
+	// it lists every node, home first, failing over to the next after a
+	// failed attempt or a lost session. Each node applies the admission
+	// limit on its own.
+	Nodes int
 }
 
 // Host is where and how fast the run goes.

@@ -38,7 +38,7 @@ func TestScenariosSayWhatTheyNeed(t *testing.T) {
 		_, err := plan.ParseScenario(string(s))
 		require.NoError(t, err)
 		assert.False(t, s.BreaksPath() && s.BreaksBroker(), s)
-		assert.Equal(t, s.Modelled(), s == plan.BootStorm || s.BreaksBroker(), s)
+		assert.Equal(t, s.Modelled(), s == plan.BootStorm || s == plan.RollingRestart || s.BreaksBroker(), s)
 	}
 	assert.True(t, plan.Blackhole.BreaksPath())
 	assert.True(t, plan.Flapping.BreaksBroker())

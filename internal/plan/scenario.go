@@ -25,13 +25,17 @@ const (
 	Latency Scenario = "latency"
 	// Failover: the fleet runs on a primary broker with a standby as its
 	// failover endpoint; the primary dies for good, and the fleet moves.
-	Failover     Scenario = "failover"
-	ConfigOutage Scenario = "config-outage" // the config server answers 503, then 429, with Retry-After for Outage
-	Observe      Scenario = "observe"       // an external broker the user disrupts; the run only records
+	Failover Scenario = "failover"
+	// RollingRestart: a cluster of Target.Nodes brokers restarted one node
+	// at a time, Storm.Gap apart, each down for Outage; every device lists
+	// every node, its home first, and fails over to the next.
+	RollingRestart Scenario = "rolling-restart"
+	ConfigOutage   Scenario = "config-outage" // the config server answers 503, then 429, with Retry-After for Outage
+	Observe        Scenario = "observe"       // an external broker the user disrupts; the run only records
 )
 
 // Scenarios lists the scenarios a run can name.
-var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, ConfigOutage, Observe}
+var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, RollingRestart, ConfigOutage, Observe}
 
 // ParseScenario reads a scenario's name.
 func ParseScenario(s string) (Scenario, error) {
@@ -55,11 +59,15 @@ func (s Scenario) BreaksBroker() bool {
 // Modelled reports whether the virtual engine's broker model can run it;
 // the rest need real devices.
 func (s Scenario) Modelled() bool {
-	return s == BootStorm || s.BreaksBroker()
+	return s == BootStorm || s == RollingRestart || s.BreaksBroker()
 }
 
 // HasOutage reports whether the scenario lasts for Storm.Outage.
 func (s Scenario) HasOutage() bool { return s != BootStorm && s != DropAll && s != Observe }
+
+// ModelOnly reports whether only the virtual engine runs the scenario in
+// this version.
+func (s Scenario) ModelOnly() bool { return s == RollingRestart }
 
 // Boots reports whether the scenario measures the fleet's power-on, so
 // that the boot itself is the disruption.

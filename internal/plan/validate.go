@@ -47,8 +47,21 @@ func (p Plan) validateEngine() error {
 // validateTimeline refuses a timeline of several disruptions on real
 // agents: this version runs it on the model.
 func (p Plan) validateTimeline() error {
-	if len(p.Then) > 0 && p.Engine != Virtual {
+	switch {
+	case len(p.Then) > 0 && p.Engine != Virtual:
 		return fmt.Errorf("a timeline of several disruptions runs on the virtual engine in this version (engine: virtual)")
+	case p.Scenario.ModelOnly() && p.Engine != Virtual:
+		return fmt.Errorf("%s runs on the virtual engine in this version (engine: virtual)", p.Scenario)
+	case p.Nodes < 0 || p.Nodes > 255:
+		return fmt.Errorf("nodes must be 0 to 255, got %d", p.Nodes)
+	case p.Nodes > 1 && p.Engine != Virtual:
+		return fmt.Errorf("a cluster of %d nodes runs on the virtual engine in this version (engine: virtual)", p.Nodes)
+	case p.Nodes > 1 && p.Scenario != RollingRestart:
+		return fmt.Errorf("a cluster of %d nodes runs a rolling restart in this version, not %s", p.Nodes, p.Scenario)
+	case p.Scenario == RollingRestart && p.Nodes < 2:
+		return fmt.Errorf("a rolling restart needs a cluster: nodes >= 2, got %d", p.Nodes)
+	case len(p.Then) > 0 && p.Nodes > 1:
+		return fmt.Errorf("a timeline on a cluster is not in this version: one disruption, or one broker")
 	}
 	return nil
 }
@@ -109,6 +122,8 @@ func (s Storm) validate() error {
 		return fmt.Errorf("duration must be > 0, got %v", s.Duration)
 	case s.Bound < 0:
 		return fmt.Errorf("bound must be >= 0, got %v", s.Bound)
+	case s.Scenario == RollingRestart && s.Gap <= 0:
+		return fmt.Errorf("rolling restart: the gap between nodes must be > 0, got %v", s.Gap)
 	}
 	return s.validateThen()
 }

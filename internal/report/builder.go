@@ -53,6 +53,9 @@ type Builder struct {
 	// segments, for a timeline of several disruptions: each one's
 	// recovery, judged on its own.
 	segments []segment
+	// nodes, for a cluster: what each node took, its busiest second
+	// shows where the fleet piled up.
+	nodes []stormstats.Histogram
 }
 
 // segment is one disruption's recovery: the arrivals from it to the next,
@@ -61,6 +64,7 @@ type segment struct {
 	at            time.Duration // since the first disruption
 	fleet, broker stormstats.Histogram
 	recovered     []time.Duration // by device: first admission after at; negative: none
+	tried         []bool          // by device: made an attempt in this segment (lost its session, or had none)
 }
 
 // subBuilder is one group's builder, over device indexes [lo, lo+devices).
@@ -108,7 +112,7 @@ func (b *Builder) SplitDisruptions(at []time.Duration) {
 		return
 	}
 	for _, t := range at {
-		sg := segment{at: t, recovered: make([]time.Duration, len(b.recovered))}
+		sg := segment{at: t, recovered: make([]time.Duration, len(b.recovered)), tried: make([]bool, len(b.recovered))}
 		for i := range sg.recovered {
 			sg.recovered[i] = -1
 		}
@@ -118,6 +122,21 @@ func (b *Builder) SplitDisruptions(at []time.Duration) {
 	}
 	for _, g := range b.groups {
 		g.b.SplitDisruptions(at)
+	}
+}
+
+// SplitNodes makes b count what each of a cluster's nodes took (the
+// Broker side's records by their Node). One node splits nothing.
+func (b *Builder) SplitNodes(n int) {
+	if n < 2 {
+		return
+	}
+	b.nodes = make([]stormstats.Histogram, n)
+	for k := range b.nodes {
+		b.nodes[k].Cover(0)
+	}
+	for _, g := range b.groups {
+		g.b.SplitNodes(n)
 	}
 }
 
@@ -189,6 +208,9 @@ func (b *Builder) Add(r attempt.Record) {
 	b.fleet.Add(t)
 	if sg := b.segment(t); sg != nil {
 		sg.fleet.Add(t)
+		if dev >= 0 && dev < len(sg.tried) {
+			sg.tried[dev] = true
+		}
 	}
 	b.events.add(r)
 	if r.Lag >= 0 {
@@ -210,6 +232,9 @@ func (b *Builder) Add(r attempt.Record) {
 // reached adds an attempt as the broker saw it.
 func (b *Builder) reached(r attempt.Record) {
 	b.broker.Add(r.T)
+	if int(r.Node) < len(b.nodes) {
+		b.nodes[r.Node].Add(r.T)
+	}
 	if sg := b.segment(r.T); sg != nil {
 		sg.broker.Add(r.T)
 	}
@@ -291,6 +316,10 @@ func (b *Builder) Fill(rep *Report) error {
 	if err := b.fillDisruptions(rep, m); err != nil {
 		return err
 	}
+	for k := range b.nodes {
+		b.nodes[k].Cover(b.until)
+		rep.Nodes = append(rep.Nodes, NodeReport{Node: k, Arrivals: stormstats.Summarize(&b.nodes[k]), hist: &b.nodes[k]})
+	}
 	return b.fillGroups(rep)
 }
 
@@ -311,13 +340,16 @@ func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
 		sg.fleet.Cover(end)
 		sg.broker.Cover(end)
 		var back []float64
-		for _, t := range sg.recovered {
+		all := true // every device that had to come back after it did
+		for i, t := range sg.recovered {
 			if t >= 0 {
 				back = append(back, (t - sg.at).Seconds())
+			} else if sg.tried[i] {
+				all = false
 			}
 		}
 		d := DisruptionReport{AtS: sg.at.Seconds(), Recovery: recoveryOf(back)}
-		d.Recovery.AllRecovered = len(back) == len(sg.recovered)
+		d.Recovery.AllRecovered = all
 		var err error
 		if d.Fleet, err = judged(&sg.fleet, b.fleetAt, m); err != nil {
 			return err

@@ -49,8 +49,14 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	n := 0
 	for i, r := range reports {
 		all = append(all, series{counts: r.Fleet.chartCounts(), label: fmt.Sprintf("%s (%s, synchrony %.2f)", r.Policy, r.Verdict, r.Fleet.Judgement.Synchrony), color: i})
-		if b := r.Broker; b != nil {
+		if b := r.Broker; b != nil && len(r.Nodes) == 0 {
 			all = append(all, series{counts: b.chartCounts(), dashed: true, label: fmt.Sprintf("%s at the broker (%s)", r.Policy, b.Judgement.Verdict), color: i})
+		}
+		for _, nd := range r.Nodes { // a cluster: each node's own, so that a pile-up on the survivors shows
+			if nd.hist != nil {
+				all = append(all, series{counts: nd.hist.Counts(0, chartBin), dashed: true,
+					label: fmt.Sprintf("%s at node %d (busiest second %.0f/s)", r.Policy, nd.Node, nd.Arrivals.PeakPerS1s), color: len(reports) + nd.Node})
+			}
 		}
 	}
 	for _, s := range all {

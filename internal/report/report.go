@@ -74,6 +74,8 @@ type Report struct {
 	// run's Verdict is then theirs together (waves if any recovery came in
 	// waves).
 	Disruptions []DisruptionReport `json:"disruptions,omitempty"`
+	// Nodes are a cluster's: what each node took, and its busiest second.
+	Nodes []NodeReport `json:"nodes,omitempty"`
 	// Groups are a mixed fleet's groups, each judged on its own.
 	Groups []GroupReport `json:"groups,omitempty"`
 	// Expectations are a storm file's, each checked against this report.
@@ -257,6 +259,9 @@ func (r *Report) Summary(w io.Writer) {
 	for _, d := range r.Disruptions {
 		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
 			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
+	}
+	for _, n := range r.Nodes {
+		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s\n", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
 	}
 	if len(r.Disruptions) > 0 {
 		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
@@ -475,4 +480,11 @@ type DisruptionReport struct {
 	Verdict  stormstats.Verdict `json:"verdict"`
 	Fleet    Side               `json:"fleet"`
 	Broker   *Side              `json:"broker,omitempty"`
+}
+
+// NodeReport is what one node of a cluster took.
+type NodeReport struct {
+	Node     int                 `json:"node"`
+	Arrivals stormstats.Arrivals `json:"arrivals"`
+	hist     *stormstats.Histogram
 }

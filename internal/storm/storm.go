@@ -71,7 +71,11 @@ type Group struct {
 // Brokers is what the fleet connects to: the in-process broker (no
 // External), or an external broker behind the fault proxy.
 type Brokers struct {
-	External  *External  `yaml:"external"`
+	External *External `yaml:"external"`
+	// Nodes makes the in-process broker a cluster of that many nodes; every
+	// device lists every node, its home first, and fails over to the next.
+	// Each node applies the admission limit on its own.
+	Nodes     int        `yaml:"nodes"`
 	Admission *Admission `yaml:"admission"`
 }
 
@@ -102,6 +106,8 @@ type Event struct {
 	Latency       time.Duration `yaml:"latency"`
 	LatencyJitter time.Duration `yaml:"latency_jitter"`
 	RetryAfter    time.Duration `yaml:"retry_after"`
+	// Gap is a rolling restart's time from one node's restart to the next.
+	Gap time.Duration `yaml:"gap"`
 	// Watch is how long after the disruption the run waits for the fleet
 	// before it ends unrecovered (0: from the outage, the cap and the
 	// admission rate).
@@ -190,9 +196,9 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	p.Scenario = ev.Disruption
 	p.Outage, p.Flap = cmp.Or(ev.Outage, p.Outage), cmp.Or(ev.Flap, p.Flap)
 	p.Latency, p.LatencyJitter = cmp.Or(ev.Latency, p.Latency), cmp.Or(ev.LatencyJitter, p.LatencyJitter)
-	p.RetryAfter, p.Bound = ev.RetryAfter, ev.Watch
+	p.RetryAfter, p.Bound, p.Gap, p.Nodes = ev.RetryAfter, ev.Watch, ev.Gap, f.Brokers.Nodes
 	for _, e := range f.Timeline[1:] {
-		if e.Latency != 0 || e.LatencyJitter != 0 || e.RetryAfter != 0 || e.Watch != 0 {
+		if e.Latency != 0 || e.LatencyJitter != 0 || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 {
 			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
 		}
 		p.Then = append(p.Then, plan.Event{At: e.At, Scenario: e.Disruption, Outage: e.Outage, Flap: e.Flap})

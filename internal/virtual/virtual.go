@@ -33,10 +33,11 @@ import (
 
 // The kinds of the engine's events.
 const (
-	vDue     uint8 = iota // the device's wait is over
-	vResult               // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
-	vLost                 // the broker drops the device's session
-	vDisrupt              // a further disruption on the timeline (Code: its index in Storm.Then; Dev: -1)
+	vDue      uint8 = iota // the device's wait is over
+	vResult                // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
+	vLost                  // the broker drops the device's session
+	vDisrupt               // a further disruption on the timeline (Code: its index in Storm.Then; Dev: -1)
+	vNodeDown              // a rolling restart takes a node down (Code: the node; Dev: -1)
 )
 
 // brokerModel is the virtual engine's broker: it refuses dials while down,
@@ -136,7 +137,9 @@ type fleet struct {
 	online  []bool
 	up      int
 	q       eventq.Queue
-	broker  brokerModel
+	broker  *brokerModel    // nodes[0]: the broker, when there is one
+	nodes   []brokerModel   // the cluster's nodes
+	node    []uint8         // by device: the node its next attempt goes to
 	order   *rand.Rand      // tie-breaks, seeded: runs repeat exactly
 	b       *report.Builder // the report's, for the grid's early end
 	sink    attempt.Sink    // every attempt from t0, as it is made: b
@@ -184,6 +187,14 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
 		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
+	v.nodes = make([]brokerModel, max(c.Nodes, 1))
+	v.broker = &v.nodes[0]
+	if c.Nodes > 1 {
+		v.node = make([]uint8, c.Devices)
+		for i := range v.node {
+			v.node[i] = uint8(i % c.Nodes) // its home node
+		}
+	}
 
 	i := 0
 	for k, g := range groups {
@@ -197,6 +208,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.b.SplitGroups(groups)
+	v.b.SplitNodes(len(v.nodes))
 	v.sink = v.b
 	bound := c.RecoveryBound(c.Devices)
 	last := time.Duration(0) // the last disruption, after the first
@@ -207,6 +219,14 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		}
 		v.b.SplitDisruptions(at)
 		last = c.Then[len(c.Then)-1].At
+	}
+	if c.Scenario == plan.RollingRestart { // each node's restart is a disruption of its own
+		at := make([]time.Duration, len(v.nodes))
+		for k := range at {
+			at[k] = time.Duration(k) * c.Gap
+		}
+		v.b.SplitDisruptions(at)
+		last = at[len(at)-1]
 	}
 	finished, err := v.run(ctx, v.t0+last+bound)
 	if err != nil {
@@ -244,7 +264,7 @@ func (v *fleet) setup() (returned time.Duration) {
 			v.schedule(i, 0, v.machine[i].Start(v.at(0)))
 		}
 		if c.AdmitRate > 0 {
-			v.broker.limit(c.Admission(), 0)
+			v.limitNodes(0)
 		}
 		return 0
 	}
@@ -264,17 +284,31 @@ func (v *fleet) setup() (returned time.Duration) {
 	case plan.Flapping:
 		v.broker.flap = []window{{from: v.t0, until: v.t0 + c.Outage, after: c.Flap}}
 		returned = v.t0 + c.Outage
+	case plan.RollingRestart:
+		for k := range v.nodes {
+			from := v.t0 + time.Duration(k)*c.Gap
+			v.nodes[k].down = []window{{from: from, until: from + c.Outage}}
+			if k > 0 { // the first node's sessions end below, with the disruption
+				v.q.Push(eventq.Event{At: from, Dev: -1, Kind: vNodeDown, Code: int16(k)})
+				v.pending++
+			}
+		}
+		returned = v.t0 + time.Duration(len(v.nodes)-1)*c.Gap + c.Outage
 	}
 	if c.AdmitRate > 0 {
 		from := v.t0
 		if c.Scenario == plan.ThrottledRestart {
 			from = returned
 		}
-		v.broker.limit(c.Admission(), from)
+		v.limitNodes(from)
 	}
 	for k, e := range c.Then { // first at its instant (key 0, device -1): it ends the sessions of that instant
 		v.q.Push(eventq.Event{At: v.t0 + e.At, Dev: -1, Kind: vDisrupt, Code: int16(k)})
 		v.pending++
+	}
+	if c.Scenario == plan.RollingRestart {
+		v.loseNode(0, v.t0) // the first node's sessions; the others' as their turn comes
+		return returned
 	}
 	for i := range v.machine { // the disruption ends every session at once
 		v.lose(i, v.t0)
@@ -292,6 +326,7 @@ func (v *fleet) lose(i int, now time.Duration) {
 	}
 	v.online[i] = false
 	v.up--
+	v.failOver(i)
 	v.schedule(i, now, v.machine[i].Lost(v.at(now), errDialRefused))
 }
 
@@ -310,14 +345,14 @@ func (v *fleet) schedule(i int, now time.Duration, s device.Step) {
 
 // record notes an attempt device i made at now as the device made it and,
 // if it reached the broker, as the broker saw it (seen: when it took it).
-func (v *fleet) record(i int, now time.Duration, o fault.Outcome, code int, seen time.Duration) {
+func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int, seen time.Duration) {
 	if now < v.t0 {
 		return // the boot before the disruption is setup, not measurement
 	}
 	r := attempt.Record{T: now - v.t0, Lag: -1, Device: int32(i), Code: int32(code), Outcome: o} // virtual time is exact: no lag
 	v.sink.Add(r)
 	if seen >= 0 {
-		r.T, r.Code, r.Side = seen-v.t0, 0, attempt.Broker
+		r.T, r.Code, r.Side, r.Node = seen-v.t0, 0, attempt.Broker, uint8(node)
 		v.sink.Add(r)
 	}
 }
@@ -326,8 +361,12 @@ func (v *fleet) record(i int, now time.Duration, o fault.Outcome, code int, seen
 func (v *fleet) connect(i int, now time.Duration) {
 	m := &v.machine[i]
 	at := v.at(now)
-	a := v.broker.connect(now, at)
-	v.record(i, now, a.outcome, max(a.code, 0), a.seen)
+	node := v.nodeOf(i)
+	a := v.nodes[node].connect(now, at)
+	v.record(i, node, now, a.outcome, max(a.code, 0), a.seen)
+	if a.outcome == fault.Dropped || a.outcome == fault.Refused {
+		v.failOver(i) // the next attempt goes to the next node (a throttled session's loss fails it over below)
+	}
 	switch {
 	case a.after > 0: // a paused socket: the answer comes later
 		v.push(now+a.after, i, vResult, a.code)
@@ -355,6 +394,38 @@ func (v *fleet) failed(at time.Duration) bool {
 		return false
 	}
 	return v.b.AfterReturn() > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
+}
+
+// limitNodes applies the admission limit on every node from from.
+func (v *fleet) limitNodes(from time.Duration) {
+	for k := range v.nodes {
+		v.nodes[k].limit(v.c.Admission(), from)
+	}
+}
+
+// nodeOf is the node device i's next attempt goes to.
+func (v *fleet) nodeOf(i int) int {
+	if v.node == nil {
+		return 0
+	}
+	return int(v.node[i])
+}
+
+// failOver sends device i's next attempt to the next node of its list,
+// as the agent does after a failed attempt or a lost session.
+func (v *fleet) failOver(i int) {
+	if v.node != nil {
+		v.node[i] = uint8((int(v.node[i]) + 1) % len(v.nodes))
+	}
+}
+
+// loseNode ends the sessions on node k at now.
+func (v *fleet) loseNode(k int, now time.Duration) {
+	for i := range v.machine {
+		if v.online[i] && v.nodeOf(i) == k {
+			v.lose(i, now)
+		}
+	}
 }
 
 // disrupt makes a further disruption of the timeline at now: the broker
@@ -394,8 +465,13 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 		e := v.q.Pop()
 		v.now = e.At
-		if e.Kind == vDisrupt {
+		switch e.Kind {
+		case vDisrupt:
 			v.disrupt(v.c.Then[e.Code], e.At)
+			continue
+		case vNodeDown:
+			v.pending--
+			v.loseNode(int(e.Code), e.At)
 			continue
 		}
 		i, m := int(e.Dev), &v.machine[e.Dev]

@@ -177,3 +177,24 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 	_, err = run(c)
 	assert.ErrorContains(t, err, "not after the disruption before it")
 }
+
+// A three-node cluster restarted node by node, a minute apart: each
+// node's sessions fail over to the next node, so the fleet piles onto the
+// survivors. Node 1 takes node 0's third; when node 1 restarts, node 2
+// takes both; when node 2 restarts, node 0 (back by then) takes the whole
+// fleet.
+func TestARollingRestartPilesOntoTheSurvivors(t *testing.T) {
+	c := model(plan.RollingRestart, "fleet-safe", 3000)
+	c.Nodes, c.Gap, c.Outage = 3, time.Minute, 30*time.Second
+	r, err := run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered)
+	require.Len(t, r.Nodes, 3)
+	assert.Equal(t, []int64{3000, 1000, 2000}, []int64{r.Nodes[0].Arrivals.Count, r.Nodes[1].Arrivals.Count, r.Nodes[2].Arrivals.Count})
+	assert.Equal(t, int64(6000), r.Broker.Arrivals.Count, "every connect the cluster took, node by node")
+	assert.InDelta(t, 150.0, r.BrokerBackS, 0.001, "the last node back at 2 gaps + the outage")
+
+	c.Nodes = 1
+	_, err = run(c)
+	assert.ErrorContains(t, err, "needs a cluster")
+}
