@@ -152,7 +152,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 // admission mode, where the run reports.
 func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (plan.Plan, error) {
 	if *f.file != "" {
-		if err := f.readStorm(stdout); err != nil {
+		if err := f.readStorm(getenv, stdout); err != nil {
 			return f.c, err
 		}
 	}
@@ -218,7 +218,7 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 
 // readStorm takes the plan, its compare and its expectations from the
 // storm file -f names; the flags that the file sets are refused beside it.
-func (f *runFlags) readStorm(stdout io.Writer) error {
+func (f *runFlags) readStorm(getenv func(string) string, stdout io.Writer) error {
 	for name := range f.set {
 		if name != "f" && name != "out" && name != "events" && name != "metrics" {
 			return fmt.Errorf("-%s: the storm file -f says it (only -out, -events and -metrics go beside -f)", name)
@@ -229,7 +229,7 @@ func (f *runFlags) readStorm(stdout io.Writer) error {
 		return fmt.Errorf("-f: %w", err)
 	}
 	defer file.Close()
-	sf, err := storm.Read(file)
+	sf, err := storm.Read(file, getenv)
 	if err != nil {
 		return fmt.Errorf("-f %s: %w", *f.file, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/fleetsimtest"
+	"github.com/herdguard/herdguard/internal/mosquittotest"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
@@ -27,7 +28,15 @@ func TestExamplesMeetTheirExpectations(t *testing.T) {
 			file, err := os.Open(path)
 			require.NoError(t, err)
 			defer file.Close()
-			f, err := storm.Read(file)
+			// An example that storms your own broker names it as a pipeline
+			// would, ${MQTT_BROKER}: here, mosquitto.
+			env := func(name string) string {
+				if name != "MQTT_BROKER" {
+					return ""
+				}
+				return mosquittotest.Start(t, "").URL()
+			}
+			f, err := storm.Read(file, env)
 			require.NoError(t, err)
 			p, _, err := f.Plan()
 			require.NoError(t, err)
@@ -46,9 +55,13 @@ func TestExamplesMeetTheirExpectations(t *testing.T) {
 			for _, policy := range policies {
 				p.Policy = policy
 				var r *report.Report
-				if p.Engine == plan.Agents {
+				switch {
+				case p.Broker != "": // a real broker: real time, at ten times the pace
+					p.TimeScale = 10
+					r, err = fleetsim.Run(context.Background(), p)
+				case p.Engine == plan.Agents:
 					r, err = fleetsimtest.InVirtualTime(t, p)
-				} else {
+				default:
 					r, err = fleetsim.Run(context.Background(), p)
 				}
 				require.NoError(t, err, policy)

@@ -15,8 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -150,10 +152,27 @@ func (r *RetryCap) UnmarshalYAML(b []byte) error {
 var ErrInvalid = errors.New("invalid storm file")
 
 // Read decodes a storm file. Its errors name the line and the field.
-func Read(r io.Reader) (*File, error) {
+// ${NAME} in it is the environment's NAME, through getenv (nil: none), so
+// that a pipeline can name its own broker: a name getenv leaves empty is
+// an error, never an empty setting.
+func Read(r io.Reader, getenv func(string) string) (*File, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
+	}
+	var missing []string
+	b = []byte(os.Expand(string(b), func(name string) string {
+		v := ""
+		if getenv != nil {
+			v = getenv(name)
+		}
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	}))
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("%w: the file names ${%s}, which the environment does not set", ErrInvalid, strings.Join(missing, "}, ${"))
 	}
 	f := &File{Fleet: nil, TimeScale: 0}
 	if err := yaml.UnmarshalWithOptions(b, f, yaml.Strict()); err != nil {

@@ -24,7 +24,7 @@ import (
 
 func read(t *testing.T, text string) (*storm.File, error) {
 	t.Helper()
-	return storm.Read(strings.NewReader(text))
+	return storm.Read(strings.NewReader(text), nil)
 }
 
 // examples/default.yaml is devicesim run with no flags: the default plan,
@@ -242,4 +242,15 @@ expect: {verdict: waves}
 	assert.Equal(t, "new: attempts per device", got[3].What)
 	assert.False(t, got[3].Pass)
 	assert.True(t, got[0].Pass && got[1].Pass && got[2].Pass, "%+v", got)
+}
+
+// A pipeline names its own broker through the environment; a name it does
+// not set is an error, never an empty setting.
+func TestTheEnvironmentNamesTheBroker(t *testing.T) {
+	text := "fleet: [{devices: 10}]\nbrokers: {external: {url: \"${MQTT_BROKER}\"}}\ntimeline: [{disruption: drop-all}]"
+	f, err := storm.Read(strings.NewReader(text), func(k string) string { return map[string]string{"MQTT_BROKER": "tcp://10.0.0.9:1883"}[k] })
+	require.NoError(t, err)
+	assert.Equal(t, "tcp://10.0.0.9:1883", f.Brokers.External.URL)
+	_, err = storm.Read(strings.NewReader(text), nil)
+	assert.ErrorContains(t, err, "names ${MQTT_BROKER}, which the environment does not set")
 }
