@@ -42,6 +42,24 @@ All times are unscaled seconds since the disruption{{if .First.BrokerBackS}}; th
 {{with .Broker}}<td>{{printf "%.0f" .Arrivals.PeakPerS1s}}</td><td class="{{.Judgement.Verdict}}">{{.Judgement.Verdict}}</td>{{else}}<td>-</td><td>-</td>{{end}}
 <td>{{printf "%.1f" .Host.WallS}} s</td><td>{{printf "%.0f" .Host.MemoryPerDeviceKB}}</td></tr>
 {{end}}</table>
+{{range .Reports}}{{if .Disruptions}}<h2>{{.Policy}}: each disruption's recovery</h2>
+<table><tr><th>disruption at</th><th>recovery p99 after it</th><th>all back</th><th>verdict</th><th>why</th></tr>
+{{range .Disruptions}}<tr><td>{{printf "%.0f" .AtS}} s</td><td>{{printf "%.1f" .Recovery.P99S}} s</td><td>{{.Recovery.AllRecovered}}</td>
+<td class="{{.Verdict}}">{{.Verdict}}</td><td class="why">{{.Fleet.Judgement.Reason}}</td></tr>
+{{end}}</table><p>The run's verdict is its recoveries' together: <span class="{{.Verdict}}">{{.Verdict}}</span>.</p>{{end}}
+{{if .Groups}}<h2>{{.Policy}}: each group of the fleet</h2>
+<table><tr><th>group</th><th>policy</th><th>devices</th><th>recovery p99</th><th>all back</th><th>attempts / device</th><th>verdict</th></tr>
+{{range .Groups}}<tr><td>{{.Name}}</td><td>{{.Policy}}</td><td>{{.Devices}}</td><td>{{printf "%.1f" .Recovery.P99S}} s</td><td>{{.Recovery.AllRecovered}}</td>
+<td>{{printf "%.1f" .Attempts.PerDeviceMean}}</td><td class="{{.Verdict}}">{{.Verdict}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Nodes}}<h2>{{.Policy}}: each node of the cluster</h2>
+<table><tr><th>node</th><th>connects taken</th><th>busiest second</th></tr>
+{{range .Nodes}}<tr><td>{{.Node}}</td><td>{{.Arrivals.Count}}</td><td>{{printf "%.0f" .Arrivals.PeakPerS1s}}/s</td></tr>
+{{end}}</table>{{end}}
+{{if .Expectations}}<h2>{{.Policy}}: expectations</h2>
+<table><tr><th>what</th><th>want</th><th>got</th><th>pass</th></tr>
+{{range .Expectations}}<tr><td>{{.What}}</td><td>{{.Want}}</td><td>{{.Got}}</td><td class="{{if .Pass}}spread{{else}}waves{{end}}">{{if .Pass}}pass{{else}}FAIL{{end}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 {{range .Reports}}{{with .Telemetry}}<p>Telemetry ({{.RatePerDevice}}/s per device, whole run): {{.Enqueued}} enqueued, {{.Acknowledged}} acknowledged,
 {{.ReceivedUnique}} received once, {{.Duplicates}} duplicates, {{.DroppedOldest}} dropped by full queues, <b>{{.Lost}} lost</b>.</p>{{end}}{{end}}
 <p>How the verdict is reached: {{with .First.Fleet.Judgement.Method}}a burst is a window holding at least {{.Contrast}}x the attempts of each of

@@ -83,12 +83,11 @@ type Brokers struct {
 
 // External is an external broker: its URL and the TLS files devices use.
 type External struct {
-	URL    string `yaml:"url"`
-	CA     string `yaml:"ca"`
-	Cert   string `yaml:"cert"`
-	Key    string `yaml:"key"`
-	CAKey  string `yaml:"ca_key"`
-	Shards int    `yaml:"shards"`
+	URL   string `yaml:"url"`
+	CA    string `yaml:"ca"`
+	Cert  string `yaml:"cert"`
+	Key   string `yaml:"key"`
+	CAKey string `yaml:"ca_key"`
 }
 
 // Admission is the broker's connect rate: Rate a second with bursts of
