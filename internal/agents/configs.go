@@ -40,7 +40,7 @@ func (r *run) setupConfigs() error {
 	for _, i := range r.ids {
 		f, err := device.NewFetcher(device.FetcherConfig{URL: r.configs.DeviceURL(clientID(i)), Client: client,
 			AllowPlaintext: true, // the simulator's own in-process server
-			Retry:          reconnect.Retry{Policy: r.timing.Policy, RetryAfterJitter: r.c.RetryAfterJitter}, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
+			Retry:          reconnect.Retry{Policy: r.timingOf(i).Policy, RetryAfterJitter: r.c.RetryAfterJitter}, Source: rand.NewPCG(r.c.Seed, uint64(i)|1<<63)})
 		if err != nil {
 			return err
 		}

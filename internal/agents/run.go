@@ -59,6 +59,7 @@ type run struct {
 	standby      *testbroker.Broker               // failover: where the fleet goes when the primary (broker) dies
 	handshakeCPU time.Duration                    // TLS: the broker's CPU for one handshake, measured at setup
 	externalTLS  func(i int) (*tls.Config, error) // an external broker at ssl://: what device i presents and trusts
+	timingOf     func(i int) *device.Timing       // device i's timing: its group's policy in a mixed fleet
 	cleanups     []func()
 }
 
@@ -255,6 +256,9 @@ func (r *run) setup() error {
 	if err != nil {
 		return err
 	}
+	if r.timingOf, err = r.groupTimings(); err != nil {
+		return err
+	}
 	if r.c.Broker != "" {
 		err = r.setupExternal(&mc)
 	} else {
@@ -269,16 +273,15 @@ func (r *run) setup() error {
 	if r.c.NeedsChildren() {
 		return r.spawnChildren(mc.broker)
 	}
-	timingOf, err := r.groupTimings()
-	if err != nil {
-		return err
-	}
 	for _, i := range r.ids {
 		if r.c.Policy == plan.PahoDefault {
 			r.members = append(r.members, newPahoMember(i, mc))
 			continue
 		}
-		mc.timing = timingOf(i)
+		mc.timing = r.timingOf(i)
+		if mc.pubRetry != nil {
+			mc.pubRetry = mc.timing.Policy // its group's, as its reconnects
+		}
 		m, err := newAgentMember(i, mc)
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/plan"
@@ -73,8 +74,9 @@ func RunMix(ctx context.Context, mc MixConfig) (*Mix, error) {
 	if mc.From == "" || mc.To == "" || len(mc.Shares) == 0 || !(mc.PeakBound > 0) {
 		return nil, errors.New("mix: name both policies, at least one share and a peak bound > 0")
 	}
-	m := &Mix{From: mc.From, To: mc.To, Devices: mc.Storm.Devices, AdmitRate: mc.Storm.AdmitRate, PeakBound: mc.PeakBound, Smallest: -1}
-	for _, share := range mc.Shares {
+	m := &Mix{From: mc.From, To: mc.To, Devices: mc.Storm.Devices, AdmitRate: mc.Storm.WithDefaults().AdmitRate, PeakBound: mc.PeakBound, Smallest: -1}
+	shares := slices.Sorted(slices.Values(mc.Shares)) // the smallest share that passes is read from the top down
+	for _, share := range shares {
 		if share < 0 || share > 1 {
 			return nil, fmt.Errorf("mix: share %g is not in [0, 1]", share)
 		}

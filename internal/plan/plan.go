@@ -323,21 +323,32 @@ const DefaultThrottle = 100
 // WithDefaults fills in what a plan may leave to the run: a throttled
 // restart's admission rate. Every engine starts from it.
 func (p Plan) WithDefaults() Plan {
-	if p.Scenario == ThrottledRestart && p.AdmitRate == 0 {
+	throttled := p.Scenario == ThrottledRestart
+	for _, e := range p.Then {
+		throttled = throttled || e.Scenario == ThrottledRestart
+	}
+	if throttled && p.AdmitRate == 0 {
 		p.AdmitRate = DefaultThrottle
 	}
 	return p
 }
 
-// RecoveryBound is how long, unscaled, after the disruption a run of
-// devices waits for them before it ends unrecovered: Bound if set, else the
-// outage, twenty waits at the cap, a minute's slack, and three times what
-// the admission limit takes to let them all in.
+// RecoveryBound is how long, unscaled, after the (last) disruption a run
+// of devices waits for them before it ends unrecovered: Bound if set, else
+// the longest outage, twenty waits at the largest cap, a minute's slack,
+// and three times what the admission limit takes to let them all in.
 func (p Plan) RecoveryBound(devices int) time.Duration {
 	if p.Bound > 0 {
 		return p.Bound
 	}
-	bound := p.Outage + 20*p.MaxBackoff + time.Minute
+	outage, maxBackoff := p.Outage, p.MaxBackoff
+	for _, e := range p.Then {
+		outage = max(outage, e.Outage)
+	}
+	for _, g := range p.GroupOf() {
+		maxBackoff = max(maxBackoff, g.MaxBackoff)
+	}
+	bound := outage + 20*maxBackoff + time.Minute
 	if p.AdmitRate > 0 {
 		bound += time.Duration(3 * float64(devices) / p.AdmitRate * float64(time.Second))
 	}

@@ -128,6 +128,9 @@ func (s Storm) validate() error {
 	return s.validateThen()
 }
 
+// maxTimeline is the most further disruptions a timeline holds.
+const maxTimeline = 1000
+
 // validateThen: a timeline's further disruptions come one after another,
 // each one the model's broker can make.
 func (s Storm) validateThen() error {
@@ -136,6 +139,9 @@ func (s Storm) validateThen() error {
 	}
 	if !s.Scenario.BreaksBroker() {
 		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all or flapping, not %s", s.Scenario)
+	}
+	if len(s.Then) > maxTimeline {
+		return fmt.Errorf("a timeline of %d disruptions: at most %d", len(s.Then)+1, maxTimeline+1)
 	}
 	var last time.Duration
 	for i, e := range s.Then {
@@ -148,6 +154,8 @@ func (s Storm) validateThen() error {
 			return fmt.Errorf("timeline[%d]: outage must be > 0, got %v", i+1, e.Outage)
 		case e.Flap < 0:
 			return fmt.Errorf("timeline[%d]: flap must be >= 0, got %v", i+1, e.Flap)
+		case e.Scenario == Flapping && e.Flap == 0 && s.Flap <= 0:
+			return fmt.Errorf("timeline[%d]: flapping needs a flap > 0 (its own, or the storm's)", i+1)
 		}
 		last = e.At
 	}
@@ -222,7 +230,7 @@ func (f Fleet) validateGroups() error {
 		switch {
 		case g.Devices < 1:
 			return fmt.Errorf("group %d (%s): devices must be >= 1, got %d", i, g.Name, g.Devices)
-		case g.Policy == PahoDefault:
+		case g.Policy == PahoDefault || f.Policy == PahoDefault:
 			return fmt.Errorf("group %d (%s): paho-default is not a policy a mixed fleet's agents run", i, g.Name)
 		}
 		if _, err := Shape(g.Policy, g.MaxBackoff); err != nil {

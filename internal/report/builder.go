@@ -380,7 +380,8 @@ func (b *Builder) fillGroups(rep *Report) error {
 		// a group's verdict, across a timeline, is its recoveries' together
 		gr.Recovery.AllRecovered = gr.recovered == g.Devices
 		rep.Groups = append(rep.Groups, GroupReport{Name: g.Name, Policy: g.Policy, Devices: g.Devices, Labels: g.Labels,
-			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker})
+			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker,
+			Disruptions: gr.Disruptions, Nodes: gr.Nodes})
 	}
 	return nil
 }

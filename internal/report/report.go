@@ -35,7 +35,8 @@ type Report struct {
 	TimeScale float64       `json:"time_scale"`
 	Recovery  Recovery      `json:"recovery"`
 	Attempts  Attempts      `json:"attempts"`
-	// Verdict is the fleet's: Fleet.Judgement.Verdict.
+	// Verdict is the fleet's: Fleet.Judgement.Verdict, or on a timeline its
+	// recoveries' together (Disruptions).
 	Verdict stormstats.Verdict `json:"verdict"`
 	// Fleet is every attempt the devices made, refused dials included:
 	// synchronisation is a property of the devices' schedule.
@@ -470,6 +471,10 @@ type GroupReport struct {
 	Verdict  stormstats.Verdict `json:"verdict"`
 	Fleet    Side               `json:"fleet"`
 	Broker   *Side              `json:"broker,omitempty"`
+	// Disruptions and Nodes are the group's own, on a timeline or a
+	// cluster.
+	Disruptions []DisruptionReport `json:"disruptions,omitempty"`
+	Nodes       []NodeReport       `json:"nodes,omitempty"`
 }
 
 // DisruptionReport is the recovery from one disruption of a timeline: the

@@ -236,6 +236,9 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	if p.Engine == "" {
 		p.Engine, why = chooseEngine(p)
 	}
+	if len(f.Compare) > 0 && len(p.Groups) > 0 {
+		return bad("compare: a mixed fleet's groups name their own policies; compare runs one group's storm under each policy")
+	}
 	for _, policy := range f.Compare {
 		q := p
 		q.Policy = policy
@@ -263,6 +266,9 @@ func (f *File) mix(p *plan.Plan) error {
 		}
 		if g.Name == "" {
 			return fmt.Errorf("fleet[%d]: a group of a mixed fleet needs a name", i)
+		}
+		if g.Expect.NoTelemetryLost {
+			return fmt.Errorf("fleet[%d] (%s): no_telemetry_lost is the fleet's expectation (expect:), not a group's", i, g.Name)
 		}
 		p.Groups = append(p.Groups, plan.Group{Name: g.Name, Devices: g.Devices, Policy: g.Policy, MaxBackoff: g.MaxBackoff, Labels: g.Labels})
 		p.Devices += g.Devices

@@ -112,6 +112,14 @@ func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
 					res.CancelAt(at)
 					return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: plan.ConnectTimeout}
 				}
+				// A broker that goes down meanwhile resets its backlog: the
+				// socket fails then, unseen.
+				for _, w := range bm.down {
+					if w.from > now && w.from <= now+wait {
+						res.CancelAt(at)
+						return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: w.from - now}
+					}
+				}
 				// taken off the backlog when a token frees
 				return answer{outcome: fault.Accepted, seen: now + wait, after: wait}
 			}
@@ -146,6 +154,9 @@ type fleet struct {
 	now     time.Duration
 	t0      time.Duration
 	pending int // further disruptions still to come
+	// session counts each device's sessions, where the broker flaps: a
+	// flapping drop ends the session it was scheduled for, not a later one
+	session []uint16
 }
 
 var (
@@ -187,6 +198,9 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
 		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
 		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
+	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
+		v.session = make([]uint16, c.Devices)
+	}
 	v.nodes = make([]brokerModel, max(c.Nodes, 1))
 	v.broker = &v.nodes[0]
 	if c.Nodes > 1 {
@@ -379,7 +393,7 @@ func (v *fleet) connect(i int, now time.Duration) {
 		v.lose(i, now)
 	default:
 		if a.flaps {
-			v.push(now+a.lostAfter, i, vLost, 0)
+			v.push(now+a.lostAfter, i, vLost, v.newSession(i))
 		}
 		v.schedule(i, now, m.Result(at, device.Result{}))
 	}
@@ -394,6 +408,17 @@ func (v *fleet) failed(at time.Duration) bool {
 		return false
 	}
 	return v.b.AfterReturn() > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
+}
+
+// newSession counts a new session of device i's and returns its number,
+// to match a flapping drop to it; 0 where no later disruption can end a
+// session first (one flapping window and nothing after it).
+func (v *fleet) newSession(i int) int {
+	if v.session == nil {
+		return 0
+	}
+	v.session[i]++
+	return int(int16(v.session[i]))
 }
 
 // limitNodes applies the admission limit on every node from from.
@@ -485,7 +510,9 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 			}
 			v.schedule(i, e.At, m.Result(v.at(e.At), r))
 		case vLost:
-			v.lose(i, e.At)
+			if v.session == nil || int16(v.session[i]) == e.Code {
+				v.lose(i, e.At)
+			}
 		}
 	}
 }

@@ -198,3 +198,24 @@ func TestARollingRestartPilesOntoTheSurvivors(t *testing.T) {
 	_, err = run(c)
 	assert.ErrorContains(t, err, "needs a cluster")
 }
+
+// A throttled restart later on the timeline is throttled, at the default
+// 100/s where the plan names no rate; a timeline has a length it may not
+// pass.
+func TestALaterThrottledRestartIsThrottled(t *testing.T) {
+	c := model(plan.BrokerRestart, "full", 2000)
+	c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.ThrottledRestart, Outage: 30 * time.Second}}
+	r, err := run(c)
+	require.NoError(t, err)
+	require.NotNil(t, r.Limit)
+	assert.Equal(t, float64(plan.DefaultThrottle), r.Limit.AdmitRate)
+	require.NotNil(t, r.Broker)
+	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, float64(plan.DefaultThrottle)+1, "no second admits more than the limit")
+
+	c.Then = make([]plan.Event, 1001)
+	for k := range c.Then {
+		c.Then[k] = plan.Event{At: time.Duration(k+1) * time.Minute, Scenario: plan.DropAll}
+	}
+	_, err = run(c)
+	assert.ErrorContains(t, err, "at most 1001")
+}
