@@ -53,15 +53,17 @@ type File struct {
 // Group is a set of devices alike: their policy and everything the agent's
 // configuration sets.
 type Group struct {
-	Name       string        `yaml:"name"`
-	Devices    int           `yaml:"devices"`
-	Policy     string        `yaml:"policy"`
-	MaxBackoff time.Duration `yaml:"max_backoff"`
+	Name    string `yaml:"name"`
+	Devices int    `yaml:"devices"`
+	Policy  string `yaml:"policy"`
+	// Durations left out take the default; written, even as 0s, they are
+	// the file's (and 0s where the plan needs more is an error).
+	MaxBackoff *time.Duration `yaml:"max_backoff"`
 	// RetryCap is a count of retries, or "forever" (the default).
 	RetryCap         RetryCap          `yaml:"retry_cap"`
 	BootWindow       time.Duration     `yaml:"boot_window"`
-	KeepAlive        time.Duration     `yaml:"keepalive"`
-	PingTimeout      time.Duration     `yaml:"ping_timeout"`
+	KeepAlive        *time.Duration    `yaml:"keepalive"`
+	PingTimeout      *time.Duration    `yaml:"ping_timeout"`
 	RetryAfterJitter time.Duration     `yaml:"retry_after_jitter"`
 	Telemetry        float64           `yaml:"telemetry"` // messages a second, per device
 	Transport        plan.Transport    `yaml:"transport"`
@@ -100,13 +102,13 @@ type Admission struct {
 
 // Event is one disruption on the timeline.
 type Event struct {
-	At            time.Duration `yaml:"at"`
-	Disruption    plan.Scenario `yaml:"disruption"`
-	Outage        time.Duration `yaml:"outage"`
-	Flap          time.Duration `yaml:"flap"`
-	Latency       time.Duration `yaml:"latency"`
-	LatencyJitter time.Duration `yaml:"latency_jitter"`
-	RetryAfter    time.Duration `yaml:"retry_after"`
+	At            time.Duration  `yaml:"at"`
+	Disruption    plan.Scenario  `yaml:"disruption"`
+	Outage        *time.Duration `yaml:"outage"`
+	Flap          *time.Duration `yaml:"flap"`
+	Latency       *time.Duration `yaml:"latency"`
+	LatencyJitter *time.Duration `yaml:"latency_jitter"`
+	RetryAfter    time.Duration  `yaml:"retry_after"`
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration `yaml:"gap"`
 	// Watch is how long after the disruption the run waits for the fleet
@@ -130,11 +132,16 @@ type Expect struct {
 	NoTelemetryLost bool `yaml:"no_telemetry_lost"`
 }
 
-// RetryCap is a retry count or "forever".
-type RetryCap struct{ N int }
+// RetryCap is a retry count or "forever"; the zero RetryCap is unset
+// (forever).
+type RetryCap struct {
+	N   int
+	Set bool
+}
 
 func (r *RetryCap) UnmarshalYAML(b []byte) error {
 	s := string(bytes.TrimSpace(b))
+	r.Set = true
 	if s == "forever" {
 		r.N = reconnect.RetryForever
 		return nil
@@ -203,23 +210,29 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		}
 	}
 	p.Policy = cmp.Or(g.Policy, p.Policy)
-	p.MaxBackoff = cmp.Or(g.MaxBackoff, p.MaxBackoff)
+	set(&p.MaxBackoff, g.MaxBackoff)
 	p.RetryCap = reconnect.RetryForever
-	if g.RetryCap != (RetryCap{}) {
+	if g.RetryCap.Set {
 		p.RetryCap = g.RetryCap.N
 	}
 	p.BootSpread, p.RetryAfterJitter, p.Telemetry = g.BootWindow, g.RetryAfterJitter, g.Telemetry
-	p.KeepAlive, p.PingTimeout = cmp.Or(g.KeepAlive, p.KeepAlive), cmp.Or(g.PingTimeout, p.PingTimeout)
+	set(&p.KeepAlive, g.KeepAlive)
+	set(&p.PingTimeout, g.PingTimeout)
 	p.Transport = cmp.Or(g.Transport, p.Transport)
 	p.Scenario = ev.Disruption
-	p.Outage, p.Flap = cmp.Or(ev.Outage, p.Outage), cmp.Or(ev.Flap, p.Flap)
-	p.Latency, p.LatencyJitter = cmp.Or(ev.Latency, p.Latency), cmp.Or(ev.LatencyJitter, p.LatencyJitter)
+	set(&p.Outage, ev.Outage)
+	set(&p.Flap, ev.Flap)
+	set(&p.Latency, ev.Latency)
+	set(&p.LatencyJitter, ev.LatencyJitter)
 	p.RetryAfter, p.Bound, p.Gap, p.Nodes = ev.RetryAfter, ev.Watch, ev.Gap, f.Brokers.Nodes
 	for _, e := range f.Timeline[1:] {
-		if e.Latency != 0 || e.LatencyJitter != 0 || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 {
+		if e.Latency != nil || e.LatencyJitter != nil || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 {
 			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
 		}
-		p.Then = append(p.Then, plan.Event{At: e.At, Scenario: e.Disruption, Outage: e.Outage, Flap: e.Flap})
+		ev := plan.Event{At: e.At, Scenario: e.Disruption}
+		set(&ev.Outage, e.Outage)
+		set(&ev.Flap, e.Flap)
+		p.Then = append(p.Then, ev)
 	}
 	if a := f.Brokers.Admission; a != nil {
 		mode, err := fault.ParseAdmissionMode(cmp.Or(a.Mode, "refuse"))
@@ -270,10 +283,19 @@ func (f *File) mix(p *plan.Plan) error {
 		if g.Expect.NoTelemetryLost {
 			return fmt.Errorf("fleet[%d] (%s): no_telemetry_lost is the fleet's expectation (expect:), not a group's", i, g.Name)
 		}
-		p.Groups = append(p.Groups, plan.Group{Name: g.Name, Devices: g.Devices, Policy: g.Policy, MaxBackoff: g.MaxBackoff, Labels: g.Labels})
+		pg := plan.Group{Name: g.Name, Devices: g.Devices, Policy: g.Policy, Labels: g.Labels}
+		set(&pg.MaxBackoff, g.MaxBackoff)
+		p.Groups = append(p.Groups, pg)
 		p.Devices += g.Devices
 	}
 	return nil
+}
+
+// set takes a duration the file wrote over the default.
+func set(dst *time.Duration, v *time.Duration) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // chooseEngine picks the engine for a file that leaves it open: the real

@@ -83,6 +83,12 @@ expect: {verdict: spread, recovery_p99: 5m, attempts_per_device: 8, busiest_seco
 	assert.Equal(t, uint64(7), p.Seed)
 	assert.Equal(t, 1.0, p.TimeScale)
 	assert.Equal(t, "2.1", f.Fleet[0].Labels["firmware"])
+
+	f, err = read(t, "fleet: [{devices: 10, retry_cap: 0}]\ntimeline: [{disruption: drop-all}]")
+	require.NoError(t, err)
+	p, _, err = f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, 0, p.RetryCap, "no retries, as written: not the default forever")
 }
 
 func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
@@ -135,6 +141,7 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "the first disruption starts at 0s"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
 		{"fleet: [{devices: 0}]\ntimeline: [{disruption: drop-all}]", "devices must be >= 1"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: broker-restart, outage: 0s}]", "outage must be > 0"},
 		{"fleet: [{devices: 10}]\nbrokers: {admission: {rate: 10, mode: hold}}\ntimeline: [{disruption: drop-all}]", `unknown admission mode "hold"`},
 		{"fleet: [{devices: 10}]\ncompare: [iotcore, hope]\ntimeline: [{disruption: drop-all}]", `compare hope: unknown policy "hope"`},
 	} {
