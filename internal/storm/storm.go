@@ -38,6 +38,9 @@ type File struct {
 	// virtual engine needs none.
 	TimeScale float64 `yaml:"time_scale"`
 	Seed      uint64  `yaml:"seed"`
+	// TCPPerProcess is how many TCP devices' agents this process holds
+	// before they move to child processes (0: what the descriptors allow).
+	TCPPerProcess int `yaml:"tcp_per_process"`
 	// Fleet is the fleet's groups. Groups may differ in their policy and
 	// its cap (a firmware rollout); the rest of their settings are the
 	// first group's, and a group that sets one differently is refused.
@@ -90,6 +93,9 @@ type External struct {
 	Cert  string `yaml:"cert"`
 	Key   string `yaml:"key"`
 	CAKey string `yaml:"ca_key"`
+	// Shard runs slice "i/n" of the fleet's device IDs, for a fleet spread
+	// over several machines against one broker.
+	Shard string `yaml:"shard"`
 }
 
 // Admission is the broker's connect rate: Rate a second with bursts of
@@ -111,6 +117,8 @@ type Event struct {
 	RetryAfter    time.Duration  `yaml:"retry_after"`
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration `yaml:"gap"`
+	// Duration bounds an observe run: how long to wait for a disruption.
+	Duration time.Duration `yaml:"duration"`
 	// Watch is how long after the disruption the run waits for the fleet
 	// before it ends unrecovered (0: from the outage, the cap and the
 	// admission rate).
@@ -225,8 +233,9 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	set(&p.Latency, ev.Latency)
 	set(&p.LatencyJitter, ev.LatencyJitter)
 	p.RetryAfter, p.Bound, p.Gap, p.Nodes = ev.RetryAfter, ev.Watch, ev.Gap, f.Brokers.Nodes
+	p.Duration, p.TCPPerProcess = cmp.Or(ev.Duration, p.Duration), f.TCPPerProcess
 	for _, e := range f.Timeline[1:] {
-		if e.Latency != nil || e.LatencyJitter != nil || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 {
+		if e.Latency != nil || e.LatencyJitter != nil || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
 			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
 		}
 		ev := plan.Event{At: e.At, Scenario: e.Disruption}
@@ -243,6 +252,13 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	}
 	if x := f.Brokers.External; x != nil {
 		p.Broker, p.TLSCA, p.TLSCert, p.TLSKey, p.TLSCAKey = x.URL, x.CA, x.Cert, x.Key, x.CAKey
+		if x.Shard != "" {
+			sh, err := plan.ParseShard(x.Shard)
+			if err != nil {
+				return bad("brokers.external.shard: %v", err)
+			}
+			p.Shard = sh
+		}
 	}
 	p.TimeScale = cmp.Or(f.TimeScale, 1)
 	p.Engine, why = f.Engine, "the file names it"
