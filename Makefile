@@ -133,6 +133,10 @@ bench:
 	$(BENCHSTAT) -col /store bench-publisher.out
 	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
+	# the virtual engine against its floor, a bare event loop of the same model,
+	# on the million-device throttled restart of docs/large-fleets.md
+	$(GO) test -run '^$$' -bench MillionThrottledRestart -benchtime 1x -count 6 ./internal/virtual/ > bench-virtual.out
+	$(BENCHSTAT) -col /impl bench-virtual.out
 	# the virtual engine's output at a million devices, byte for byte as before
 	$(GO) test -count=1 -run '^TestVirtualEngineGolden$$' ./internal/virtual/ -args -golden.million
 	$(GO) test -run '^$$' -bench Judge10M -benchmem -count 6 ./internal/stormstats/ > bench-stormstats.out
