@@ -294,7 +294,7 @@ func (r *run) setup() error {
 // groupTimings is each device's timing: the run's, or in a mixed fleet its
 // group's, which differs in its policy alone.
 func (r *run) groupTimings() (func(i int) *device.Timing, error) {
-	groups := r.c.GroupOf()
+	groups := r.c.GroupsOrWhole()
 	if len(groups) < 2 {
 		return func(int) *device.Timing { return &r.timing }, nil
 	}
@@ -621,7 +621,7 @@ func (r *run) report(d disruption) (*report.Report, error) {
 		brokerAt = "standby broker"
 	}
 	b := report.NewBuilder(c.Devices, d.t0, d.returned, c.TimeScale, fleetAt, brokerAt, c.Events)
-	b.SplitGroups(c.GroupOf())
+	b.SplitGroups(c.GroupsOrWhole())
 	// The proxy knows a connection reached the broker, not whether the
 	// broker accepted it: recovery is the devices' word for it then.
 	b.FleetAdmits = brokerAt == "proxy"

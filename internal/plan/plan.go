@@ -101,10 +101,10 @@ type Group struct {
 	Labels     map[string]string
 }
 
-// GroupOf is each device's group: for every group, its first device index
-// and its policy and cap with the fleet's filled in. One group, the whole
-// fleet, when the plan has none.
-func (f Fleet) GroupOf() []Group {
+// GroupsOrWhole is the fleet as groups, in device index order, each with
+// the fleet's policy and cap where it names none; the whole fleet as one
+// group when the plan has none.
+func (f Fleet) GroupsOrWhole() []Group {
 	if len(f.Groups) == 0 {
 		return []Group{{Name: "fleet", Devices: f.Devices, Policy: f.Policy, MaxBackoff: f.MaxBackoff}}
 	}
@@ -345,7 +345,7 @@ func (p Plan) RecoveryBound(devices int) time.Duration {
 	for _, e := range p.Then {
 		outage = max(outage, e.Outage)
 	}
-	for _, g := range p.GroupOf() {
+	for _, g := range p.GroupsOrWhole() {
 		maxBackoff = max(maxBackoff, g.MaxBackoff)
 	}
 	bound := outage + 20*maxBackoff + time.Minute

@@ -226,7 +226,7 @@ func (f Fleet) validateGroups() error {
 		return nil
 	}
 	total := 0
-	for i, g := range f.GroupOf() {
+	for i, g := range f.GroupsOrWhole() {
 		switch {
 		case g.Devices < 1:
 			return fmt.Errorf("group %d (%s): devices must be >= 1, got %d", i, g.Name, g.Devices)

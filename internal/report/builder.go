@@ -91,7 +91,7 @@ func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 
 // SplitGroups makes b report each group of a mixed fleet on its own as
 // well as the fleet as a whole; groups are in device index order (see
-// plan.Fleet.GroupOf). One group splits nothing.
+// plan.Fleet.GroupsOrWhole). One group splits nothing.
 func (b *Builder) SplitGroups(groups []plan.Group) {
 	if len(groups) < 2 {
 		return

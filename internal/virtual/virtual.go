@@ -180,7 +180,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
-	groups := c.GroupOf()
+	groups := c.GroupsOrWhole()
 	timings := make([]device.Timing, len(groups)) // a mixed fleet's groups each on their own policy
 	for k, g := range groups {
 		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
