@@ -38,9 +38,10 @@ func identity(payload []byte) []byte {
 // LastSeq of its one epoch) and what is still queued (Front onwards):
 // everything before that must have reached the broker, duplicates allowed.
 //
-// Where it runs: natively in `make race` (about 6 s under -race), and as a
-// 32-bit ARM build under qemu-arm-static in `make arm-test`, where the test,
-// its broker and every agent life are emulated (about 10 s).
+// Where it runs: natively in `make race` (about 6 s under -race), and in
+// `make arm-test` with every agent life a 32-bit ARM build under
+// qemu-arm-static (HERDGUARD_AGENT_UNDER), the test and its broker native
+// (about 10 s).
 func TestSIGKILLLoopLosesNothing(t *testing.T) {
 	const kills, budget = 50, 90 * time.Second
 	b, err := testbroker.New(testbroker.Config{PayloadDigest: identity})
