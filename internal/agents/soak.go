@@ -298,10 +298,7 @@ func (r *run) settle(ctx context.Context, rc *receiver) (int, error) {
 	tick := time.NewTicker(20 * time.Millisecond) // no event to wait on across thousands of queues
 	defer tick.Stop()
 	for {
-		queued := 0
-		for _, m := range r.members {
-			queued += m.(*agentMember).pub.Stats().Queued
-		}
+		queued := r.queued()
 		if first < 0 {
 			first = queued
 		}

@@ -8,6 +8,16 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 )
 
+// queued counts the messages still in the devices' store-and-forward
+// queues.
+func (r *run) queued() int {
+	n := 0
+	for _, m := range r.members {
+		n += m.(*agentMember).pub.Stats().Queued
+	}
+	return n
+}
+
 // drainTelemetry stops the devices producing and waits for their queues to
 // empty now that the fleet is back.
 func (r *run) drainTelemetry(ctx context.Context) error {
@@ -18,10 +28,7 @@ func (r *run) drainTelemetry(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond) // no event to wait on across thousands of queues
 	defer tick.Stop()
 	for {
-		queued := 0
-		for _, m := range r.members {
-			queued += m.(*agentMember).pub.Stats().Queued
-		}
+		queued := r.queued()
 		if queued == 0 {
 			return nil
 		}

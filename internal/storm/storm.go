@@ -320,9 +320,9 @@ func set(dst *time.Duration, v *time.Duration) {
 func chooseEngine(p plan.Plan) (plan.Engine, string) {
 	v := p
 	v.Engine = plan.Virtual
-	switch {
-	case v.Validate() != nil:
-		return plan.Agents, "the storm needs real devices (" + v.Validate().Error() + ")"
+	switch err := v.Validate(); {
+	case err != nil:
+		return plan.Agents, "the storm needs real devices (" + err.Error() + ")"
 	case p.Devices > agentsUpTo:
 		return plan.Virtual, fmt.Sprintf("%d devices are beyond the %d real agents this host runs at once", p.Devices, agentsUpTo)
 	}
