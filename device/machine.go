@@ -162,22 +162,22 @@ const NoConnack = -1
 // each outcome means, when to reset and when to give up. It does no I/O and
 // starts no goroutine; its driver (the Agent with the real clock, or a
 // simulator in virtual time) passes the time in and carries out each Step.
+// It is a Core with its own Timing, random source and clock; a simulator
+// holding millions of devices drives Cores itself.
 // A Machine is not safe for concurrent use. The zero value is not usable:
 // use NewMachine, or Init on one in place.
 type Machine struct {
-	timing    *Timing
-	backoff   reconnect.Backoff
-	guard     reconnect.FloodGuard // in use when guardSlot > 0
-	guardSlot time.Duration        // the guard's time between slots: Window / Requests
-	guarded   bool                 // the pending wait was the guard's: its slot is free at its end
-	attempts  int                  // attempts since the last stable connection
-	upSince   time.Time            // when the current connection came up
-	lastError error
+	core      Core
+	timing    Timing      // the caller's, with the policy SetPolicy chose
+	src       rand.Source // the jitter's
+	origin    time.Time   // the first time the machine was given: core's times count from it
+	lastError error       // what the retry sequence last met: a gave-up Step says it
 }
 
 // NewMachine validates timing and returns a machine drawing its jitter from
-// src (nil: a crypto-seeded source of its own). timing is read, not copied:
-// it may be shared by a fleet and must not change afterwards.
+// src (nil: a crypto-seeded source of its own). timing is copied; the
+// Policy and Guard it points to may be shared by a fleet and must not
+// change afterwards.
 func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
 	m := &Machine{}
 	if err := m.Init(timing, src); err != nil {
@@ -186,8 +186,7 @@ func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
 	return m, nil
 }
 
-// Init makes m a new machine, as NewMachine does, in place: a simulator
-// holds a fleet's machines in one slice.
+// Init makes m a new machine, as NewMachine does, in place.
 func (m *Machine) Init(timing *Timing, src rand.Source) error {
 	if err := timing.Validate(); err != nil {
 		return err
@@ -195,62 +194,33 @@ func (m *Machine) Init(timing *Timing, src rand.Source) error {
 	if src == nil {
 		src = jitter.NewSource()
 	}
-	*m = Machine{timing: timing, backoff: *reconnect.NewBackoff(timing.Policy, src)}
-	if g := timing.Guard; g != nil {
-		guard, _ := reconnect.NewFloodGuard(*g) // validated above
-		m.guard, m.guardSlot = *guard, g.Window/time.Duration(g.Requests)
-	}
+	*m = Machine{timing: *timing, src: src}
 	return nil
 }
 
 // SetPolicy switches to p for the following waits, keeping the retry count.
-func (m *Machine) SetPolicy(p *reconnect.Policy) { m.backoff.SetPolicy(p) }
+func (m *Machine) SetPolicy(p *reconnect.Policy) { m.timing.Policy = p }
 
 // Attempts returns the attempts made since the last stable connection.
-func (m *Machine) Attempts() int { return m.attempts }
+func (m *Machine) Attempts() int { return m.core.Attempts() }
 
 // Start begins the session at boot: the first attempt waits a random time
 // inside the boot spread.
-func (m *Machine) Start(time.Time) Step {
-	d := time.Duration(m.backoff.Float64() * float64(m.timing.BootSpread))
-	return m.waitFor(max(d, time.Millisecond))
+func (m *Machine) Start(now time.Time) Step {
+	m.since(now)
+	return m.core.Start(&m.timing, m.src)
 }
 
 // Due is called when a wait has elapsed: it returns KindConnect, or another
 // wait if the flood guard needs one.
 func (m *Machine) Due(now time.Time) Step {
-	if m.guardSlot > 0 {
-		switch d := m.guard.TryReserve(now); {
-		case d > 0 && !m.guarded:
-			m.guarded = true
-			// Every device whose bucket was full when a disruption hit the
-			// fleet gets its slots on the same grid: up to one slot's time
-			// on top keeps guarded devices from retrying in step. The slot
-			// is taken when the wait is over, so the guard's bound holds.
-			return m.waitFor(d + time.Duration(m.backoff.Float64()*float64(m.guardSlot)))
-		case d > 0: // the wait ended a rounding error early: take the slot
-			m.guard.Reserve(now)
-		}
-	}
-	m.guarded = false
-	m.attempts++
-	return Step{Kind: KindConnect, Attempt: m.attempts}
+	return m.core.Due(&m.timing, m.src, m.since(now))
 }
 
 // Result takes the outcome of the attempt Due asked for.
 func (m *Machine) Result(now time.Time, r Result) Step {
 	switch {
 	case r.Code == 0 && r.Err == nil:
-		m.upSince = now
-		return Step{Kind: KindOnline, Attempt: m.attempts}
-	case r.Code == 1 || r.Code == 2:
-		return m.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
-	case r.Code == 4 || r.Code == 5:
-		if m.timing.Credentials == CredentialsArePermanent {
-			return m.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
-		}
-		m.lastError = connackRefusal(r.Code)
-		return m.retry(now, m.timing.CredentialsWait+time.Duration(m.backoff.Float64()*float64(time.Second)))
 	case r.Code > 0:
 		// 3 (server unavailable), and any code a 3.1.1 client does not know:
 		// a refusal, never a session.
@@ -258,38 +228,22 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 	default:
 		m.lastError = r.Err
 	}
-	return m.retry(now, 0)
+	return m.core.result(&m.timing, m.src, m.since(now), r, m.lastError)
 }
 
 // Lost is called when an online session ends. The retry count resets only if
 // the connection had been stable; the first reconnect then waits wait_0.
 func (m *Machine) Lost(now time.Time, cause error) Step {
-	if now.Sub(m.upSince) >= m.timing.StableAfter {
-		m.backoff.Reset()
-		m.attempts = 0
-	}
 	m.lastError = cause
-	return m.retry(now, 0)
+	return m.core.lost(&m.timing, m.src, m.since(now), cause)
 }
 
-// retry schedules the next attempt at least floor from now, or stops at the cap.
-func (m *Machine) retry(now time.Time, floor time.Duration) Step {
-	d, ok := m.backoff.Next(now)
-	if !ok {
-		if m.lastError == nil {
-			return m.stop(fmt.Errorf("%w after %d attempts", ErrGaveUp, m.attempts))
-		}
-		return m.stop(fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, m.attempts, m.lastError))
+// since is now as the core counts time: since the first time m was given.
+func (m *Machine) since(now time.Time) time.Duration {
+	if m.origin.IsZero() {
+		m.origin = now
 	}
-	return m.waitFor(max(d, floor))
-}
-
-func (m *Machine) waitFor(d time.Duration) Step {
-	return Step{Kind: KindWait, Wait: d, Attempt: m.attempts + 1}
-}
-
-func (m *Machine) stop(err error) Step {
-	return Step{Kind: KindStop, Attempt: m.attempts, Err: err}
+	return now.Sub(m.origin)
 }
 
 // connackRefusal is a refused CONNACK kept as the last error: a byte-sized

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -267,5 +268,14 @@ func TestTimingRejectsUnsafeValues(t *testing.T) {
 		mod(&tm)
 		_, err := device.NewMachine(&tm, nil)
 		assert.ErrorIs(t, err, device.ErrInvalid, name)
+	}
+}
+
+// A Core is small enough for a hundred million in memory: 56 bytes on
+// 64-bit platforms, its flood guard included (a Machine's guard alone was
+// an 80-byte rate.Limiter on the heap).
+func TestCoreIsSmall(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 {
+		assert.Equal(t, uintptr(56), unsafe.Sizeof(device.Core{}))
 	}
 }

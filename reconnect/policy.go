@@ -69,6 +69,23 @@ func (p *Policy) Delay(n int, prev time.Duration, u float64) time.Duration {
 	return p.shape.Delay(n, prev, u)
 }
 
+// Next is the wait before retry n (0-based), drawing its jitter from src,
+// given the previous wait and how long after the sequence's first failure
+// the wait begins. ok is false, and nothing is drawn, when retry n is beyond
+// the cap; ok is false too when the wait would end past MaxElapsed. A
+// caller that keeps its own count and clock (a [Backoff], or a simulator's
+// compact device state) steps through a sequence with it.
+func (p *Policy) Next(n int, prev, elapsed time.Duration, src rand.Source) (wait time.Duration, ok bool) {
+	if p.Exhausted(n) {
+		return 0, false
+	}
+	d := p.shape.Delay(n, prev, jitter.Float64(src))
+	if max := p.limits.MaxElapsed; max > 0 && elapsed+d > max {
+		return 0, false
+	}
+	return d, true
+}
+
 // Exhausted reports whether retry n (0-based) is beyond the retry cap.
 func (p *Policy) Exhausted(n int) bool {
 	return p.limits.MaxRetries != RetryForever && n >= p.limits.MaxRetries
@@ -115,14 +132,11 @@ func NewBackoff(p *Policy, src rand.Source) *Backoff {
 // retry cap is reached or the wait would end past MaxElapsed since the first
 // failure. Each call with ok true counts one retry.
 func (b *Backoff) Next(now time.Time) (wait time.Duration, ok bool) {
-	if b.policy.Exhausted(b.n) {
-		return 0, false
-	}
-	if b.start.IsZero() {
+	if b.start.IsZero() && !b.policy.Exhausted(b.n) {
 		b.start = now
 	}
-	d := b.policy.shape.Delay(b.n, b.prev, jitter.Float64(b.src))
-	if max := b.policy.limits.MaxElapsed; max > 0 && now.Add(d).Sub(b.start) > max {
+	d, ok := b.policy.Next(b.n, b.prev, now.Sub(b.start), b.src)
+	if !ok {
 		return 0, false
 	}
 	b.n++

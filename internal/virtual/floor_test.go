@@ -17,7 +17,7 @@ import (
 // (issue: the engine at most twice its cost): every device, its session
 // lost, retries on full jitter (base 1 s, cap 32 s) against a broker down
 // for outage and then admitting r connects a second with bursts of burst,
-// refusing the rest, until every device is in. A 4-ary heap of (time,
+// refusing the rest, until every device is in. The engine's queue of (time,
 // device), one token bucket, one jitter draw an attempt; no device state
 // beyond its retry count, no report. It returns the attempts made.
 func floor(devices int, seed uint64, outage time.Duration, r float64, burst int) int {
@@ -26,7 +26,7 @@ func floor(devices int, seed uint64, outage time.Duration, r float64, burst int)
 	epoch := time.Unix(0, 0)
 	lim := rate.NewLimiter(rate.Limit(r), burst)
 	retries := make([]int32, devices)
-	q := make(eventq.Queue, 0, devices)
+	var q eventq.Queue
 	for i := range devices { // every session lost at 0: the first retry is the policy's
 		q.Push(eventq.Event{At: shape.Delay(0, 0, src.Float64()), Key: src.Uint32(), Dev: int32(i)})
 	}

@@ -141,8 +141,9 @@ type fleet struct {
 	c       plan.Plan
 	giveUp  *GiveUp // a grid cell's bounds, or nil
 	epoch   time.Time
-	machine []device.Machine
-	online  []bool
+	devs    []unit
+	timings []device.Timing // by group: a mixed fleet's groups each on their own policy
+	ends    []int           // by group: the index after its last device
 	up      int
 	q       eventq.Queue
 	broker  *brokerModel    // nodes[0]: the broker, when there is one
@@ -157,6 +158,7 @@ type fleet struct {
 	// session counts each device's sessions, where the broker flaps: a
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
+	touched int
 }
 
 var (
@@ -181,8 +183,12 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
 	groups := c.GroupsOrWhole()
-	timings := make([]device.Timing, len(groups)) // a mixed fleet's groups each on their own policy
+	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
 	for k, g := range groups {
+		ends[k] = g.Devices
+		if k > 0 {
+			ends[k] += ends[k-1]
+		}
 		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
 		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
 		if err != nil {
@@ -195,9 +201,8 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		}
 	}
 	before := report.HeapInUse()
-	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), machine: make([]device.Machine, c.Devices),
-		online: make([]bool, c.Devices), order: rand.New(rand.NewPCG(c.Seed, 1<<63)),
-		q: make(eventq.Queue, 0, c.Devices+c.Devices/8)} // about one event a device: sized once, not doubled
+	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: make([]unit, c.Devices), timings: timings, ends: ends,
+		order: rand.New(rand.NewPCG(c.Seed, 1<<63))}
 	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
 		v.session = make([]uint16, c.Devices)
 	}
@@ -210,14 +215,8 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		}
 	}
 
-	i := 0
-	for k, g := range groups {
-		for range g.Devices {
-			if err := v.machine[i].Init(&timings[k], rand.NewPCG(c.Seed, uint64(i))); err != nil {
-				return nil, err
-			}
-			i++
-		}
+	for i := range v.devs {
+		v.devs[i].rng.Seed(c.Seed, uint64(i))
 	}
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
@@ -267,6 +266,41 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
 
+// unit is one device of the model: its reconnect state (the Agent's
+// Machine without the clock, timing and source a fleet shares) beside its
+// jitter's source, so that an event touches one place in memory.
+type unit struct {
+	core   device.Core
+	rng    rand.PCG
+	online bool
+}
+
+// timing is device i's group's.
+func (v *fleet) timing(i int) *device.Timing {
+	k := 0
+	for i >= v.ends[k] {
+		k++
+	}
+	return &v.timings[k]
+}
+
+// The device's state machine, driven in virtual time: now is since the
+// epoch, as the Machine the Agent runs counts from its first instant.
+func (v *fleet) start(i int) device.Step {
+	d := &v.devs[i]
+	return d.core.Start(v.timing(i), &d.rng)
+}
+
+func (v *fleet) due(i int, now time.Duration) device.Step {
+	d := &v.devs[i]
+	return d.core.Due(v.timing(i), &d.rng, now)
+}
+
+func (v *fleet) result(i int, now time.Duration, r device.Result) device.Step {
+	d := &v.devs[i]
+	return d.core.Result(v.timing(i), &d.rng, now, r)
+}
+
 // setup boots the fleet (online at once, outside boot-storm), arranges the
 // scenario's disruption at t0, and returns when the broker is back.
 func (v *fleet) setup() (returned time.Duration) {
@@ -274,22 +308,21 @@ func (v *fleet) setup() (returned time.Duration) {
 	v.t0 = time.Second
 	if c.Scenario == plan.BootStorm {
 		v.t0 = 0
-		for i := range v.machine {
-			v.schedule(i, 0, v.machine[i].Start(v.at(0)))
+		for i := range v.devs {
+			v.schedule(i, 0, v.start(i))
 		}
 		if c.AdmitRate > 0 {
 			v.limitNodes(0)
 		}
 		return 0
 	}
-	for i := range v.machine { // booted before the disruption: setup, not measurement
-		m := &v.machine[i]
-		m.Start(v.at(0))
-		m.Due(v.at(0))
-		m.Result(v.at(0), device.Result{})
-		v.online[i] = true
+	for i := range v.devs { // booted before the disruption: setup, not measurement
+		v.start(i)
+		v.due(i, 0)
+		v.result(i, 0, device.Result{})
+		v.devs[i].online = true
 	}
-	v.up = len(v.machine)
+	v.up = len(v.devs)
 	returned = v.t0
 	switch c.Scenario {
 	case plan.BrokerRestart, plan.ThrottledRestart:
@@ -324,7 +357,7 @@ func (v *fleet) setup() (returned time.Duration) {
 		v.loseNode(0, v.t0) // the first node's sessions; the others' as their turn comes
 		return returned
 	}
-	for i := range v.machine { // the disruption ends every session at once
+	for i := range v.devs { // the disruption ends every session at once
 		v.lose(i, v.t0)
 	}
 	return returned
@@ -335,13 +368,14 @@ func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
 }
 
 func (v *fleet) lose(i int, now time.Duration) {
-	if !v.online[i] {
+	if !v.devs[i].online {
 		return
 	}
-	v.online[i] = false
+	v.devs[i].online = false
 	v.up--
 	v.failOver(i)
-	v.schedule(i, now, v.machine[i].Lost(v.at(now), errDialRefused))
+	d := &v.devs[i]
+	v.schedule(i, now, d.core.Lost(v.timing(i), &d.rng, now))
 }
 
 // schedule carries out a Step at now.
@@ -352,7 +386,7 @@ func (v *fleet) schedule(i int, now time.Duration, s device.Step) {
 	case device.KindConnect:
 		v.connect(i, now)
 	case device.KindOnline:
-		v.online[i] = true
+		v.devs[i].online = true
 		v.up++
 	}
 }
@@ -373,7 +407,6 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 
 // connect is one attempt of device i reaching the modelled broker at now.
 func (v *fleet) connect(i int, now time.Duration) {
-	m := &v.machine[i]
 	at := v.at(now)
 	node := v.nodeOf(i)
 	a := v.nodes[node].connect(now, at)
@@ -385,17 +418,17 @@ func (v *fleet) connect(i int, now time.Duration) {
 	case a.after > 0: // a paused socket: the answer comes later
 		v.push(now+a.after, i, vResult, a.code)
 	case a.outcome == fault.Dropped:
-		v.schedule(i, now, m.Result(at, device.Result{Code: device.NoConnack, Err: errDialRefused}))
+		v.schedule(i, now, v.result(i, now, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 	case a.outcome == fault.Refused:
-		v.schedule(i, now, m.Result(at, device.Result{Code: a.code}))
+		v.schedule(i, now, v.result(i, now, device.Result{Code: a.code}))
 	case a.outcome == fault.Throttled:
-		v.schedule(i, now, m.Result(at, device.Result{}))
+		v.schedule(i, now, v.result(i, now, device.Result{}))
 		v.lose(i, now)
 	default:
 		if a.flaps {
 			v.push(now+a.lostAfter, i, vLost, v.newSession(i))
 		}
-		v.schedule(i, now, m.Result(at, device.Result{}))
+		v.schedule(i, now, v.result(i, now, device.Result{}))
 	}
 }
 
@@ -446,8 +479,8 @@ func (v *fleet) failOver(i int) {
 
 // loseNode ends the sessions on node k at now.
 func (v *fleet) loseNode(k int, now time.Duration) {
-	for i := range v.machine {
-		if v.online[i] && v.nodeOf(i) == k {
+	for i := range v.devs {
+		if v.devs[i].online && v.nodeOf(i) == k {
 			v.lose(i, now)
 		}
 	}
@@ -466,7 +499,7 @@ func (v *fleet) disrupt(e plan.Event, now time.Duration) {
 	case plan.Flapping:
 		v.broker.flap = append(v.broker.flap, window{from: now, until: now + e.Outage, after: cmp.Or(e.Flap, v.c.Flap)})
 	}
-	for i := range v.machine {
+	for i := range v.devs {
 		v.lose(i, now)
 	}
 }
@@ -478,7 +511,7 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.up == len(v.machine) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.broker.flapsEnd(), v.c.Flap)) {
+		if v.up == len(v.devs) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.broker.flapsEnd(), v.c.Flap)) {
 			return true, nil
 		}
 		if v.q.Len() == 0 {
@@ -490,6 +523,12 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 		e := v.q.Pop()
 		v.now = e.At
+		if f, ok := v.q.Ahead(4); ok && f.Dev >= 0 { // its state's two cache lines, and its counters
+			if d := &v.devs[f.Dev]; d.online {
+				v.touched += d.core.Attempts()
+			}
+			v.b.Soon(f.Dev)
+		}
 		switch e.Kind {
 		case vDisrupt:
 			v.disrupt(v.c.Then[e.Code], e.At)
@@ -499,16 +538,16 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 			v.loseNode(int(e.Code), e.At)
 			continue
 		}
-		i, m := int(e.Dev), &v.machine[e.Dev]
+		i := int(e.Dev)
 		switch e.Kind {
 		case vDue:
-			v.schedule(i, e.At, m.Due(v.at(e.At)))
+			v.schedule(i, e.At, v.due(i, e.At))
 		case vResult:
 			r := device.Result{Code: int(e.Code)}
 			if e.Code == device.NoConnack {
 				r.Err = errConnectTimeout
 			}
-			v.schedule(i, e.At, m.Result(v.at(e.At), r))
+			v.schedule(i, e.At, v.result(i, e.At, r))
 		case vLost:
 			if v.session == nil || int16(v.session[i]) == e.Code {
 				v.lose(i, e.At)

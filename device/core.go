@@ -1,0 +1,139 @@
+package device
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/jitter"
+)
+
+// Core is a Machine without what a fleet shares or a simulator keeps once:
+// the Timing, the random source and the clock are passed in on every call,
+// and times are durations since an origin the caller chooses. What is left
+// is one device's own state in 56 bytes, its flood guard's bucket included,
+// so that a simulator holds a hundred million in memory and touches one
+// device's state in one or two cache lines. A Machine is a Core with its Timing, source and clock; both
+// take the same steps for the same inputs.
+//
+// The zero Core is a device that has not started; it is ready to use. A
+// Core is not safe for concurrent use. Every call must pass the same valid
+// Timing (Timing.Validate), or one whose Guard is the same, and times that
+// do not go backwards.
+type Core struct {
+	attempts int32         // attempts since the last stable connection (first: Attempts reads the first cache line)
+	n        int32         // retries the policy has granted since the sequence began
+	prev     time.Duration // the policy's previous wait (decorrelated jitter grows from it)
+	start    time.Duration // the retry sequence's first failure (for MaxElapsed), when started
+	upSince  time.Duration // when the current connection came up, when everUp
+	tokens   float64       // the flood guard's bucket (see guard.go), when guardUsed
+	filled   time.Duration // when the bucket last changed
+	flags    coreFlags
+}
+
+type coreFlags uint8
+
+const (
+	started   coreFlags = 1 << iota // a retry sequence has begun: start is set
+	everUp                          // a connection has come up: upSince is set
+	guarded                         // the pending wait was the guard's: its slot is free at its end
+	guardUsed                       // the guard's bucket has been drawn from: tokens is set
+)
+
+// Attempts returns the attempts made since the last stable connection.
+func (c *Core) Attempts() int { return int(c.attempts) }
+
+// Start begins the session at boot: the first attempt waits a random time
+// inside the boot spread.
+func (c *Core) Start(t *Timing, src rand.Source) Step {
+	d := time.Duration(jitter.Float64(src) * float64(t.BootSpread))
+	return c.waitFor(max(d, time.Millisecond))
+}
+
+// Due is called when a wait has elapsed, at now: it returns KindConnect, or
+// another wait if the flood guard needs one.
+func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
+	if g := t.Guard; g != nil {
+		slot := g.Window / time.Duration(g.Requests)
+		switch d := c.tryReserve(g, now); {
+		case d > 0 && c.flags&guarded == 0:
+			c.flags |= guarded
+			// Every device whose bucket was full when a disruption hit the
+			// fleet gets its slots on the same grid: up to one slot's time
+			// on top keeps guarded devices from retrying in step. The slot
+			// is taken when the wait is over, so the guard's bound holds.
+			return c.waitFor(d + time.Duration(jitter.Float64(src)*float64(slot)))
+		case d > 0: // the wait ended a rounding error early: take the slot
+			c.reserve(g, now)
+		}
+	}
+	c.flags &^= guarded
+	c.attempts++
+	return Step{Kind: KindConnect, Attempt: int(c.attempts)}
+}
+
+// Result takes the outcome, at now, of the attempt Due asked for. A Core
+// keeps no error: a KindStop after the retry cap says how many attempts
+// were made, not what the last one met (a Machine says both).
+func (c *Core) Result(t *Timing, src rand.Source, now time.Duration, r Result) Step {
+	return c.result(t, src, now, r, nil)
+}
+
+func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, last error) Step {
+	switch {
+	case r.Code == 0 && r.Err == nil:
+		c.upSince = now
+		c.flags |= everUp
+		return Step{Kind: KindOnline, Attempt: int(c.attempts)}
+	case r.Code == 1 || r.Code == 2:
+		return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
+	case r.Code == 4 || r.Code == 5:
+		if t.Credentials == CredentialsArePermanent {
+			return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
+		}
+		return c.retry(t, src, now, t.CredentialsWait+time.Duration(jitter.Float64(src)*float64(time.Second)), last)
+	}
+	return c.retry(t, src, now, 0, last)
+}
+
+// Lost is called when an online session ends at now. The retry count
+// resets only if the connection had been stable; the first reconnect then
+// waits wait_0.
+func (c *Core) Lost(t *Timing, src rand.Source, now time.Duration) Step {
+	return c.lost(t, src, now, nil)
+}
+
+func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, last error) Step {
+	if c.flags&everUp == 0 || now-c.upSince >= t.StableAfter {
+		c.n, c.prev, c.attempts = 0, 0, 0
+		c.flags &^= started
+	}
+	return c.retry(t, src, now, 0, last)
+}
+
+// retry schedules the next attempt at least floor from now, or stops at
+// the cap (last: the error the sequence last met, if the caller keeps it).
+func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration, last error) Step {
+	p := t.Policy
+	if c.flags&started == 0 && !p.Exhausted(int(c.n)) {
+		c.start, c.flags = now, c.flags|started
+	}
+	d, ok := p.Next(int(c.n), c.prev, now-c.start, src)
+	if !ok {
+		if last == nil {
+			return c.stop(fmt.Errorf("%w after %d attempts", ErrGaveUp, c.attempts))
+		}
+		return c.stop(fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, c.attempts, last))
+	}
+	c.n++
+	c.prev = d
+	return c.waitFor(max(d, floor))
+}
+
+func (c *Core) waitFor(d time.Duration) Step {
+	return Step{Kind: KindWait, Wait: d, Attempt: int(c.attempts) + 1}
+}
+
+func (c *Core) stop(err error) Step {
+	return Step{Kind: KindStop, Attempt: int(c.attempts), Err: err}
+}
