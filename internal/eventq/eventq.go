@@ -54,6 +54,9 @@ const (
 	span     = 1 << spanBits //
 	ringBits = 14            // 16,384 buckets: 70.4 s ahead, past a 32 s cap's every wait
 	ring     = 1 << ringBits
+	// the bits of a sort key that place an event in its bucket: the rest
+	// are its time in the bucket and its Key
+	placeBits = 64 - spanBits - 32
 )
 
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
@@ -66,6 +69,8 @@ type Queue struct {
 	start   time.Duration // the current bucket's first instant
 	far     heap          // events beyond the ring, until it reaches them
 	n       int
+	keys    []uint64 // sort's
+	spare   []Event  // sort's: the sorted bucket is written here, and the unsorted one becomes the spare
 }
 
 // Len is the number of events waiting.
@@ -128,8 +133,35 @@ func (q *Queue) settle() {
 			q.add(q.far.pop())
 		}
 		q.occ[q.cur/64] &^= 1 << (q.cur % 64)
-		slices.SortFunc(q.buckets[q.cur], compare)
+		q.sort()
 	}
+}
+
+// sort puts the current bucket in order. Events in a bucket differ in At
+// by less than a span, so each one's order is mostly one uint64: its time
+// in the bucket, its Key and its place. Sorting those is a sort of
+// integers, with no call per comparison; events alike in time and Key (in
+// practice never) have the whole bucket sorted by compare instead.
+func (q *Queue) sort() {
+	b := q.buckets[q.cur]
+	if len(b) > 1<<placeBits {
+		slices.SortFunc(b, compare)
+		return
+	}
+	keys := q.keys[:0]
+	for i, e := range b {
+		keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key)<<placeBits|uint64(i))
+	}
+	slices.Sort(keys)
+	sorted := q.spare[:0]
+	for j, k := range keys {
+		if j > 0 && k>>placeBits == keys[j-1]>>placeBits {
+			slices.SortFunc(b, compare)
+			return
+		}
+		sorted = append(sorted, b[k&(1<<placeBits-1)])
+	}
+	q.buckets[q.cur], q.spare, q.keys = sorted, b[:0], keys
 }
 
 // next is the first bucket after the current one, in the ring's order,

@@ -69,3 +69,25 @@ func TestTiesBreakByKeyThenDevice(t *testing.T) {
 	}
 	assert.Equal(t, []int32{1, 9, 3, 5}, devs)
 }
+
+// A disruption puts a whole fleet's retries in a few buckets: a bucket of
+// 5,000 events, more than a sort key can number, still pops in order.
+func TestACrowdedBucketPopsInOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	var q eventq.Queue
+	var want []eventq.Event
+	for i := range 5000 {
+		e := eventq.Event{At: time.Second + time.Duration(rng.IntN(1000)), Key: rng.Uint32(), Dev: int32(i)}
+		q.Push(e)
+		want = append(want, e)
+	}
+	slices.SortFunc(want, func(a, b eventq.Event) int {
+		if a.Before(b) {
+			return -1
+		}
+		return 1
+	})
+	for i := range want {
+		require.Equal(t, want[i], q.Pop(), "pop %d", i)
+	}
+}

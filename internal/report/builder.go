@@ -229,15 +229,6 @@ func (b *Builder) Add(r attempt.Record) {
 	}
 }
 
-// Soon says that records of device dev will come shortly: b reads its
-// counters now, so that an engine's next records find them in cache (a
-// million devices' counters are not). It changes nothing.
-func (b *Builder) Soon(dev int32) {
-	if dev >= 0 && int(dev) < len(b.tried) && int64(b.tried[dev])+int64(b.recovered[dev]) < -1 {
-		b.strangers-- // never (a count, and a time or -1): the test keeps both reads
-	}
-}
-
 // reached adds an attempt as the broker saw it.
 func (b *Builder) reached(r attempt.Record) {
 	b.broker.Add(r.T)

@@ -150,15 +150,19 @@ type fleet struct {
 	nodes   []brokerModel   // the cluster's nodes
 	node    []uint8         // by device: the node its next attempt goes to
 	order   *rand.Rand      // tie-breaks, seeded: runs repeat exactly
-	b       *report.Builder // the report's, for the grid's early end
-	sink    attempt.Sink    // every attempt from t0, as it is made: b
-	now     time.Duration
-	t0      time.Duration
-	pending int // further disruptions still to come
+	b       *report.Builder // the report's
+	sink    attempt.Sink    // every attempt from t0, as it is made: b, through a pipe
+	back    time.Duration   // since t0: when the broker returned
+	// afterReturn counts the attempts made since back, for the grid's
+	// early end (the builder counts them too, on its own goroutine)
+	afterReturn int64
+	now         time.Duration
+	t0          time.Duration
+	pending     int // further disruptions still to come
 	// session counts each device's sessions, where the broker flaps: a
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
-	touched int
+	touched int // what reading ahead read: kept, so the reads are made
 }
 
 var (
@@ -222,7 +226,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.b.SplitGroups(groups)
 	v.b.SplitNodes(len(v.nodes))
-	v.sink = v.b
+	v.back = v.b.Back()
 	bound := c.RecoveryBound(c.Devices)
 	last := time.Duration(0) // the last disruption, after the first
 	if len(c.Then) > 0 {
@@ -241,7 +245,10 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		v.b.SplitDisruptions(at)
 		last = at[len(at)-1]
 	}
+	p := newPipe(v.b)
+	v.sink = p
 	finished, err := v.run(ctx, v.t0+last+bound)
+	p.close() // the builder has every record
 	if err != nil {
 		return nil, err
 	}
@@ -399,6 +406,9 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 	}
 	r := attempt.Record{T: now - v.t0, Lag: -1, Device: int32(i), Code: int32(code), Outcome: o} // virtual time is exact: no lag
 	v.sink.Add(r)
+	if r.T >= v.back {
+		v.afterReturn++
+	}
 	if seen >= 0 {
 		r.T, r.Code, r.Side, r.Node = seen-v.t0, 0, attempt.Broker, uint8(node)
 		v.sink.Add(r)
@@ -440,7 +450,7 @@ func (v *fleet) failed(at time.Duration) bool {
 	if g == nil {
 		return false
 	}
-	return v.b.AfterReturn() > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
+	return v.afterReturn > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
 }
 
 // newSession counts a new session of device i's and returns its number,
@@ -504,6 +514,24 @@ func (v *fleet) disrupt(e plan.Event, now time.Duration) {
 	}
 }
 
+// readAhead is how many events' device state the engine reads at a time,
+// before it handles them.
+const readAhead = 2
+
+// readAhead reads the state of the devices whose events come after the
+// next few: a million devices' state is not in cache, and reads made side
+// by side wait for memory once, not once each, while the events before
+// them are handled.
+func (v *fleet) readAhead() {
+	for k := readAhead; k < 2*readAhead; k++ {
+		if f, ok := v.q.Ahead(k); ok && f.Dev >= 0 {
+			if d := &v.devs[f.Dev]; d.online { // the state's two cache lines
+				v.touched += d.core.Attempts()
+			}
+		}
+	}
+}
+
 // run processes events until every device is back (and no flapping drop is
 // still due), the queue empties, or the bound passes.
 func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
@@ -523,11 +551,8 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		}
 		e := v.q.Pop()
 		v.now = e.At
-		if f, ok := v.q.Ahead(4); ok && f.Dev >= 0 { // its state's two cache lines, and its counters
-			if d := &v.devs[f.Dev]; d.online {
-				v.touched += d.core.Attempts()
-			}
-			v.b.Soon(f.Dev)
+		if n%readAhead == 0 {
+			v.readAhead()
 		}
 		switch e.Kind {
 		case vDisrupt:
