@@ -62,15 +62,32 @@ const (
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
 // is not safe for concurrent use.
 type Queue struct {
-	buckets [][]Event     // the ring; the current bucket is sorted from head on
-	occ     []uint64      // a bit for each bucket but the current one that holds events
-	cur     int           // the current bucket
-	head    int           // the current bucket's next event
-	start   time.Duration // the current bucket's first instant
-	far     heap          // events beyond the ring, until it reaches them
-	n       int
-	keys    []uint64 // sort's
-	spare   []Event  // sort's: the sorted bucket is written here, and the unsorted one becomes the spare
+	ring  []bucket      // by index: the buckets ahead; the current one's events are in now
+	free  []*chunk      // the buckets' storage not in use
+	occ   []uint64      // a bit for each bucket of the ring that holds events
+	cur   int           // the current bucket
+	start time.Duration // its first instant
+	now   []Event       // its events, sorted from head on
+	head  int
+	far   heap // events beyond the ring, until it reaches them
+	n     int
+	keys  []uint64 // sort's
+	spare []Event  // sort's: now is sorted into it, and the two swap
+}
+
+// A bucket of the ring is a list of chunks: its storage grows and shrinks
+// 1 KiB at a time, shared by all the buckets, so the queue holds about
+// its events and no more, whichever buckets they crowd into.
+type bucket struct {
+	first, last *chunk // nil: the bucket is empty
+	fill        int    // events in the last chunk
+}
+
+const chunkLen = 42 // events a chunk: with its link, 1 KiB
+
+type chunk struct {
+	ev   [chunkLen]Event
+	next *chunk
 }
 
 // Len is the number of events waiting.
@@ -78,15 +95,14 @@ func (q *Queue) Len() int { return q.n }
 
 // Push adds e.
 func (q *Queue) Push(e Event) {
-	if q.buckets == nil {
-		q.buckets, q.occ = make([][]Event, ring), make([]uint64, ring/64)
+	if q.ring == nil {
+		q.ring, q.occ = make([]bucket, ring), make([]uint64, ring/64)
 	}
 	q.n++
 	switch {
 	case e.At < q.start+span: // the current bucket's turn (or the past): in order
-		b := q.buckets[q.cur]
-		i, _ := slices.BinarySearchFunc(b[q.head:], e, compare)
-		q.buckets[q.cur] = slices.Insert(b, q.head+i, e)
+		i, _ := slices.BinarySearchFunc(q.now[q.head:], e, compare)
+		q.now = slices.Insert(q.now, q.head+i, e)
 	case e.At < q.start+ring*span:
 		q.add(e)
 	default:
@@ -97,21 +113,42 @@ func (q *Queue) Push(e Event) {
 // add puts e in its bucket of the ring, other than the current one.
 func (q *Queue) add(e Event) {
 	i := index(e.At)
-	q.buckets[i] = append(q.buckets[i], e)
-	q.occ[i/64] |= 1 << (i % 64)
+	b := &q.ring[i]
+	switch {
+	case b.first == nil:
+		b.first = q.chunk()
+		b.last, b.fill = b.first, 0
+		q.occ[i/64] |= 1 << (i % 64)
+	case b.fill == chunkLen:
+		c := q.chunk()
+		b.last.next, b.last, b.fill = c, c, 0
+	}
+	b.last.ev[b.fill] = e
+	b.fill++
+}
+
+// chunk returns an empty chunk.
+func (q *Queue) chunk() *chunk {
+	if n := len(q.free); n > 0 {
+		c := q.free[n-1]
+		q.free = q.free[:n-1]
+		c.next = nil
+		return c
+	}
+	return new(chunk)
 }
 
 // Peek returns the earliest event without removing it; the queue must not
 // be empty.
 func (q *Queue) Peek() Event {
 	q.settle()
-	return q.buckets[q.cur][q.head]
+	return q.now[q.head]
 }
 
 // Pop removes and returns the earliest event; the queue must not be empty.
 func (q *Queue) Pop() Event {
 	q.settle()
-	e := q.buckets[q.cur][q.head]
+	e := q.now[q.head]
 	q.head++
 	q.n--
 	return e
@@ -120,8 +157,8 @@ func (q *Queue) Pop() Event {
 // settle makes the current bucket the one holding the earliest event,
 // unless the queue is empty.
 func (q *Queue) settle() {
-	for q.n > 0 && q.head == len(q.buckets[q.cur]) {
-		q.buckets[q.cur], q.head = q.buckets[q.cur][:0], 0
+	for q.n > 0 && q.head == len(q.now) {
+		q.now, q.head = q.now[:0], 0
 		if next, ok := q.next(); ok {
 			q.start += time.Duration((next-q.cur)&(ring-1)) * span
 			q.cur = next
@@ -132,18 +169,33 @@ func (q *Queue) settle() {
 		for len(q.far) > 0 && q.far.min().At < q.start+ring*span { // the ring now reaches them
 			q.add(q.far.pop())
 		}
-		q.occ[q.cur/64] &^= 1 << (q.cur % 64)
+		q.take(q.cur)
 		q.sort()
 	}
 }
 
-// sort puts the current bucket in order. Events in a bucket differ in At
-// by less than a span, so each one's order is mostly one uint64: its time
-// in the bucket, its Key and its place. Sorting those is a sort of
-// integers, with no call per comparison; events alike in time and Key (in
-// practice never) have the whole bucket sorted by compare instead.
+// take moves bucket i's events to now, and frees its chunks.
+func (q *Queue) take(i int) {
+	b := &q.ring[i]
+	for c := b.first; c != nil; c = c.next {
+		n := chunkLen
+		if c == b.last {
+			n = b.fill
+		}
+		q.now = append(q.now, c.ev[:n]...)
+		q.free = append(q.free, c)
+	}
+	*b = bucket{}
+	q.occ[i/64] &^= 1 << (i % 64)
+}
+
+// sort puts now in order. Events in a bucket differ in At by less than a
+// span, so each one's order is mostly one uint64: its time in the bucket,
+// its Key and its place. Sorting those is a sort of integers, with no call
+// per comparison; events alike in time and Key (in practice never) have
+// the whole bucket sorted by compare instead.
 func (q *Queue) sort() {
-	b := q.buckets[q.cur]
+	b := q.now
 	if len(b) > 1<<placeBits {
 		slices.SortFunc(b, compare)
 		return
@@ -161,7 +213,7 @@ func (q *Queue) sort() {
 		}
 		sorted = append(sorted, b[k&(1<<placeBits-1)])
 	}
-	q.buckets[q.cur], q.spare, q.keys = sorted, b[:0], keys
+	q.now, q.spare, q.keys = sorted, b[:0], keys
 }
 
 // next is the first bucket after the current one, in the ring's order,
@@ -226,8 +278,8 @@ func (h *heap) pop() Event {
 // state that event will need, so that its cache miss overlaps the work
 // before it.
 func (q *Queue) Ahead(k int) (Event, bool) {
-	if b := q.buckets; b != nil && q.head+k < len(b[q.cur]) {
-		return b[q.cur][q.head+k], true
+	if q.head+k < len(q.now) {
+		return q.now[q.head+k], true
 	}
 	return Event{}, false
 }
