@@ -11,37 +11,55 @@ import (
 // Core is a Machine without what a fleet shares or a simulator keeps once:
 // the Timing, the random source and the clock are passed in on every call,
 // and times are durations since an origin the caller chooses. What is left
-// is one device's own state in 56 bytes, its flood guard's bucket included,
-// so that a simulator holds a hundred million in memory and touches one
-// device's state in one or two cache lines. A Machine is a Core with its Timing, source and clock; both
-// take the same steps for the same inputs.
+// is one device's own state in 48 bytes, its flood guard's bucket included:
+// with a 16-byte random source beside it, a device is one cache line, and
+// a hundred million fit in a simulator's memory. A Machine is a Core with
+// its Timing, source and clock; both take the same steps for the same
+// inputs.
 //
 // The zero Core is a device that has not started; it is ready to use. A
 // Core is not safe for concurrent use. Every call must pass the same valid
 // Timing (Timing.Validate), or one whose Guard is the same, and times that
-// do not go backwards.
+// do not go backwards. Its count of retries stops at 16,777,215, so a
+// retry cap above that is never reached.
 type Core struct {
-	attempts int32         // attempts since the last stable connection (first: Attempts reads the first cache line)
-	n        int32         // retries the policy has granted since the sequence began
 	prev     time.Duration // the policy's previous wait (decorrelated jitter grows from it)
 	start    time.Duration // the retry sequence's first failure (for MaxElapsed), when started
 	upSince  time.Duration // when the current connection came up, when everUp
 	tokens   float64       // the flood guard's bucket (see guard.go), when guardUsed
 	filled   time.Duration // when the bucket last changed
-	flags    coreFlags
+	attempts int32         // attempts since the last stable connection
+	// state is the retries the policy has granted since the sequence
+	// began (the low 24 bits) and the flags (the top 8): one word, so that
+	// a Core is 48 bytes
+	state uint32
 }
 
-type coreFlags uint8
+type coreFlags uint32
 
 const (
-	started   coreFlags = 1 << iota // a retry sequence has begun: start is set
-	everUp                          // a connection has come up: upSince is set
-	guarded                         // the pending wait was the guard's: its slot is free at its end
-	guardUsed                       // the guard's bucket has been drawn from: tokens is set
+	started   coreFlags = 1 << (24 + iota) // a retry sequence has begun: start is set
+	everUp                                 // a connection has come up: upSince is set
+	guarded                                // the pending wait was the guard's: its slot is free at its end
+	guardUsed                              // the guard's bucket has been drawn from: tokens is set
+	online                                 // connected: the last step was KindOnline, and Lost has not come
+
+	maxRetries = 1<<24 - 1 // the count's bits in state
 )
+
+func (c *Core) is(f coreFlags) bool { return c.state&uint32(f) != 0 }
+func (c *Core) set(f coreFlags)     { c.state |= uint32(f) }
+func (c *Core) clear(f coreFlags)   { c.state &^= uint32(f) }
+
+// retries is the count of retries the policy has granted.
+func (c *Core) retries() int { return int(c.state & maxRetries) }
 
 // Attempts returns the attempts made since the last stable connection.
 func (c *Core) Attempts() int { return int(c.attempts) }
+
+// Online reports whether the device is connected: its last step was
+// KindOnline, and Lost has not been called since.
+func (c *Core) Online() bool { return c.is(online) }
 
 // Start begins the session at boot: the first attempt waits a random time
 // inside the boot spread.
@@ -56,8 +74,8 @@ func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
 	if g := t.Guard; g != nil {
 		slot := g.Window / time.Duration(g.Requests)
 		switch d := c.tryReserve(g, now); {
-		case d > 0 && c.flags&guarded == 0:
-			c.flags |= guarded
+		case d > 0 && !c.is(guarded):
+			c.set(guarded)
 			// Every device whose bucket was full when a disruption hit the
 			// fleet gets its slots on the same grid: up to one slot's time
 			// on top keeps guarded devices from retrying in step. The slot
@@ -67,7 +85,7 @@ func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
 			c.reserve(g, now)
 		}
 	}
-	c.flags &^= guarded
+	c.clear(guarded)
 	c.attempts++
 	return Step{Kind: KindConnect, Attempt: int(c.attempts)}
 }
@@ -83,7 +101,7 @@ func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, l
 	switch {
 	case r.Code == 0 && r.Err == nil:
 		c.upSince = now
-		c.flags |= everUp
+		c.set(everUp | online)
 		return Step{Kind: KindOnline, Attempt: int(c.attempts)}
 	case r.Code == 1 || r.Code == 2:
 		return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
@@ -104,9 +122,10 @@ func (c *Core) Lost(t *Timing, src rand.Source, now time.Duration) Step {
 }
 
 func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, last error) Step {
-	if c.flags&everUp == 0 || now-c.upSince >= t.StableAfter {
-		c.n, c.prev, c.attempts = 0, 0, 0
-		c.flags &^= started
+	c.clear(online)
+	if !c.is(everUp) || now-c.upSince >= t.StableAfter {
+		c.prev, c.attempts = 0, 0
+		c.state &^= maxRetries | uint32(started)
 	}
 	return c.retry(t, src, now, 0, last)
 }
@@ -115,17 +134,20 @@ func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, last error) S
 // the cap (last: the error the sequence last met, if the caller keeps it).
 func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration, last error) Step {
 	p := t.Policy
-	if c.flags&started == 0 && !p.Exhausted(int(c.n)) {
-		c.start, c.flags = now, c.flags|started
+	if !c.is(started) && !p.Exhausted(c.retries()) {
+		c.start = now
+		c.set(started)
 	}
-	d, ok := p.Next(int(c.n), c.prev, now-c.start, src)
+	d, ok := p.Next(c.retries(), c.prev, now-c.start, src)
 	if !ok {
 		if last == nil {
 			return c.stop(fmt.Errorf("%w after %d attempts", ErrGaveUp, c.attempts))
 		}
 		return c.stop(fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, c.attempts, last))
 	}
-	c.n++
+	if c.retries() < maxRetries {
+		c.state++
+	}
 	c.prev = d
 	return c.waitFor(max(d, floor))
 }

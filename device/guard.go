@@ -7,10 +7,10 @@ import (
 	"github.com/herdguard/herdguard/reconnect"
 )
 
-// The flood guard's token bucket, kept in a Core as 17 bytes (tokens,
-// filled and a flag) rather than as a rate.Limiter of its own (80 bytes on
-// the heap, a mutex and a pointer: the largest part of a device in a
-// hundred-million-device simulation, and a cache miss on every attempt).
+// The flood guard's token bucket, kept in a Core as 16 bytes and a bit
+// (tokens, filled, guardUsed) rather than as a rate.Limiter of its own (80
+// bytes on the heap, a mutex and a pointer: the largest part of a device in
+// a hundred-million-device simulation, and a cache miss on every attempt).
 // Its arithmetic is golang.org/x/time/rate's, step for step, as
 // reconnect.FloodGuard uses it: same float operations in the same order, so
 // that a device takes the same slots either way, which a test checks by
@@ -24,7 +24,7 @@ func rateOf(g *reconnect.FloodGuardConfig) (limit, burst float64) {
 // available is the tokens in the bucket at now (rate.Limiter.advance).
 func (c *Core) available(g *reconnect.FloodGuardConfig, now time.Duration) float64 {
 	limit, burst := rateOf(g)
-	if c.flags&guardUsed == 0 {
+	if !c.is(guardUsed) {
 		return burst // a new limiter starts full
 	}
 	last := min(c.filled, now)
@@ -41,7 +41,8 @@ func (c *Core) reserve(g *reconnect.FloodGuardConfig, now time.Duration) time.Du
 	if tokens < 0 {
 		wait = durationFromTokens(-tokens, limit)
 	}
-	c.tokens, c.filled, c.flags = tokens, now, c.flags|guardUsed
+	c.tokens, c.filled = tokens, now
+	c.set(guardUsed)
 	return wait
 }
 

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"time"
 
@@ -258,6 +259,8 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	}
 	v.b.WatchedUntil(v.at(until))
 	memPerDevice := float64(report.HeapInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
+	v.devs, v.q = nil, eventq.Queue{}                                              // the report needs neither: judging it may reuse their memory
+	runtime.GC()
 	rep := report.New(c, plan.Virtual, "model", c.Devices, v.at(v.t0))
 	if err := v.b.Fill(rep); err != nil {
 		return nil, err
@@ -275,11 +278,10 @@ func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
 
 // unit is one device of the model: its reconnect state (the Agent's
 // Machine without the clock, timing and source a fleet shares) beside its
-// jitter's source, so that an event touches one place in memory.
+// jitter's source, 64 bytes: an event touches one cache line of the fleet.
 type unit struct {
-	core   device.Core
-	rng    rand.PCG
-	online bool
+	core device.Core
+	rng  rand.PCG
 }
 
 // timing is device i's group's.
@@ -327,7 +329,6 @@ func (v *fleet) setup() (returned time.Duration) {
 		v.start(i)
 		v.due(i, 0)
 		v.result(i, 0, device.Result{})
-		v.devs[i].online = true
 	}
 	v.up = len(v.devs)
 	returned = v.t0
@@ -375,10 +376,9 @@ func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
 }
 
 func (v *fleet) lose(i int, now time.Duration) {
-	if !v.devs[i].online {
+	if !v.devs[i].core.Online() {
 		return
 	}
-	v.devs[i].online = false
 	v.up--
 	v.failOver(i)
 	d := &v.devs[i]
@@ -393,7 +393,6 @@ func (v *fleet) schedule(i int, now time.Duration, s device.Step) {
 	case device.KindConnect:
 		v.connect(i, now)
 	case device.KindOnline:
-		v.devs[i].online = true
 		v.up++
 	}
 }
@@ -490,7 +489,7 @@ func (v *fleet) failOver(i int) {
 // loseNode ends the sessions on node k at now.
 func (v *fleet) loseNode(k int, now time.Duration) {
 	for i := range v.devs {
-		if v.devs[i].online && v.nodeOf(i) == k {
+		if v.devs[i].core.Online() && v.nodeOf(i) == k {
 			v.lose(i, now)
 		}
 	}
@@ -525,8 +524,8 @@ const readAhead = 2
 func (v *fleet) readAhead() {
 	for k := readAhead; k < 2*readAhead; k++ {
 		if f, ok := v.q.Ahead(k); ok && f.Dev >= 0 {
-			if d := &v.devs[f.Dev]; d.online { // the state's two cache lines
-				v.touched += d.core.Attempts()
+			if d := &v.devs[f.Dev].core; d.Online() {
+				v.touched++
 			}
 		}
 	}
