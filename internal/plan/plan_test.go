@@ -103,8 +103,8 @@ func ExamplePlan() {
 	p.Engine, p.Devices, p.Policy = plan.Virtual, 1_000_000, "fleet-safe"
 	p.Scenario, p.AdmitRate, p.AdmitBurst = plan.ThrottledRestart, 10_000, 500
 	fmt.Println(p.Validate(), p.Scenario, p.Admission())
-	fmt.Println(p.CheckFits(256 << 20))
+	fmt.Println(p.CheckFits(300 << 20))
 	// Output:
 	// <nil> throttled-restart {10000 500 refuse}
-	// 1,000,000 devices on the virtual engine need about 744 MiB (about 512 bytes a device); this machine has 256 MiB available: at most 0 fit
+	// 1,000,000 devices on the virtual engine need about 363 MiB (about 112 bytes a device); this machine has 300 MiB available: at most 411,940 fit
 }

@@ -265,7 +265,7 @@ func (b *Builder) admitted(dev int, t time.Duration) {
 // Fill sets what the attempts say in rep (whose Devices is set): recovery,
 // attempts, and both views with their judgements.
 func (b *Builder) Fill(rep *Report) error {
-	var recovered []float64
+	recovered := make([]float64, 0, len(b.recovered))
 	a := &rep.Attempts
 	for i, t := range b.recovered {
 		if t >= 0 {
@@ -315,6 +315,12 @@ func (b *Builder) Fill(rep *Report) error {
 	}
 	if err := b.fillDisruptions(rep, m); err != nil {
 		return err
+	}
+	// The report keeps the histograms, and through them b: not its
+	// per-device state, a hundred million devices' worth in a large run.
+	b.tried, b.recovered = nil, nil
+	for k := range b.segments {
+		b.segments[k].recovered, b.segments[k].tried = nil, nil
 	}
 	for k := range b.nodes {
 		b.nodes[k].Cover(b.until)

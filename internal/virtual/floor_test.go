@@ -94,3 +94,27 @@ func TestTheFloorModelsTheSameStorm(t *testing.T) {
 		t.Errorf("the floor made %d attempts, the engine %d: %+.1f %%", got, r.Attempts.Total, 100*d)
 	}
 }
+
+// A fleet mostly idle (an hour's outage, its devices at a 10-minute cap)
+// costs its attempts, not its devices times the time watched: the hour
+// and a minute's outage cost about the same per attempt (ns/attempt),
+// where the queue skips empty buckets 64 to a word and keeps waits beyond
+// its ring in a heap.
+func BenchmarkIdleHour(b *testing.B) {
+	for _, outage := range []time.Duration{time.Minute, time.Hour} {
+		b.Run("outage="+outage.String(), func(b *testing.B) {
+			attempts := int64(0)
+			for range b.N {
+				c := model(plan.BrokerRestart, "full", 100_000)
+				c.Outage, c.MaxBackoff, c.Events = outage, 10*time.Minute, io.Discard
+				r, err := run(c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				attempts += r.Attempts.Total
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(attempts), "ns/attempt")
+			b.ReportMetric(float64(attempts)/float64(b.N), "attempts")
+		})
+	}
+}
