@@ -18,6 +18,8 @@ import (
 	"math/bits"
 	"slices"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/hugepage"
 )
 
 // Event is something due for one device at a virtual time. Kind and Code
@@ -54,9 +56,11 @@ const (
 	span     = 1 << spanBits //
 	ringBits = 14            // 16,384 buckets: 70.4 s ahead, past a 32 s cap's every wait
 	ring     = 1 << ringBits
-	// the bits of a sort key that place an event in its bucket: the rest
-	// are its time in the bucket and its Key
-	placeBits = 64 - spanBits - 32
+	// a sort key is an event's time in its bucket, keyBits of its Key,
+	// and placeBits for its place in the bucket (a fleet's burst puts
+	// millions in one bucket)
+	keyBits   = 16
+	placeBits = 64 - spanBits - keyBits
 )
 
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
@@ -83,7 +87,10 @@ type bucket struct {
 	fill        int    // events in the last chunk
 }
 
-const chunkLen = 42 // events a chunk: with its link, 1 KiB
+const (
+	chunkLen = 42   // events a chunk: with its link, 1 KiB
+	slabLen  = 4096 // chunks made at a time: 4 MiB, two huge pages
+)
 
 type chunk struct {
 	ev   [chunkLen]Event
@@ -129,13 +136,16 @@ func (q *Queue) add(e Event) {
 
 // chunk returns an empty chunk.
 func (q *Queue) chunk() *chunk {
-	if n := len(q.free); n > 0 {
-		c := q.free[n-1]
-		q.free = q.free[:n-1]
-		c.next = nil
-		return c
+	if len(q.free) == 0 { // chunks come 4 MiB at a time, on huge pages
+		slab := hugepage.Make[chunk](slabLen)
+		for i := range slab {
+			q.free = append(q.free, &slab[i])
+		}
 	}
-	return new(chunk)
+	c := q.free[len(q.free)-1]
+	q.free = q.free[:len(q.free)-1]
+	c.next = nil
+	return c
 }
 
 // Peek returns the earliest event without removing it; the queue must not
@@ -191,9 +201,9 @@ func (q *Queue) take(i int) {
 
 // sort puts now in order. Events in a bucket differ in At by less than a
 // span, so each one's order is mostly one uint64: its time in the bucket,
-// its Key and its place. Sorting those is a sort of integers, with no call
-// per comparison; events alike in time and Key (in practice never) have
-// the whole bucket sorted by compare instead.
+// the top 16 bits of its Key and its place in the bucket. Sorting those is
+// a sort of integers, with no call per comparison; the few events alike in
+// time and those bits are then put in order by compare among themselves.
 func (q *Queue) sort() {
 	b := q.now
 	if len(b) > 1<<placeBits {
@@ -202,16 +212,22 @@ func (q *Queue) sort() {
 	}
 	keys := q.keys[:0]
 	for i, e := range b {
-		keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key)<<placeBits|uint64(i))
+		keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(i))
 	}
 	slices.Sort(keys)
 	sorted := q.spare[:0]
-	for j, k := range keys {
-		if j > 0 && k>>placeBits == keys[j-1]>>placeBits {
-			slices.SortFunc(b, compare)
-			return
-		}
+	for _, k := range keys {
 		sorted = append(sorted, b[k&(1<<placeBits-1)])
+	}
+	for i := 0; i < len(keys); { // events alike in the key's bits
+		j := i + 1
+		for j < len(keys) && keys[j]>>placeBits == keys[i]>>placeBits {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(sorted[i:j], compare)
+		}
+		i = j
 	}
 	q.now, q.spare, q.keys = sorted, b[:0], keys
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/hugepage"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -79,7 +80,7 @@ type subBuilder struct {
 // timeScale. Events go to w as events.csv, or are kept when w is nil.
 func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *Builder {
 	b := &Builder{timeScale: timeScale, t0: t0, returned: returned, fleetAt: fleetAt, brokerAt: brokerAt,
-		tried: make([]int32, devices), recovered: make([]time.Duration, devices), events: newEventLog(w, t0, timeScale)}
+		tried: hugepage.Make[int32](devices), recovered: hugepage.Make[time.Duration](devices), events: newEventLog(w, t0, timeScale)}
 	b.back = b.Since(returned)
 	for i := range b.recovered {
 		b.recovered[i] = -1

@@ -27,6 +27,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/eventq"
+	"github.com/herdguard/herdguard/internal/hugepage"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
@@ -206,7 +207,7 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		}
 	}
 	before := report.HeapInUse()
-	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: make([]unit, c.Devices), timings: timings, ends: ends,
+	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
 		order: rand.New(rand.NewPCG(c.Seed, 1<<63))}
 	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
 		v.session = make([]uint16, c.Devices)
