@@ -35,7 +35,19 @@ type Event struct {
 // Before orders events by time, then Key, then device, then kind and code:
 // a total order, so that a run with the same keys pops the same sequence
 // from any queue.
-func (e Event) Before(f Event) bool { return compare(e, f) < 0 }
+func (e Event) Before(f Event) bool {
+	switch {
+	case e.At != f.At:
+		return e.At < f.At
+	case e.Key != f.Key:
+		return e.Key < f.Key
+	case e.Dev != f.Dev:
+		return e.Dev < f.Dev
+	case e.Kind != f.Kind:
+		return e.Kind < f.Kind
+	}
+	return e.Code < f.Code
+}
 
 func compare(e, f Event) int {
 	switch {
@@ -73,7 +85,7 @@ type Queue struct {
 	start time.Duration // its first instant
 	now   []Event       // its events, sorted from head on
 	head  int
-	far   heap // events beyond the ring, until it reaches them
+	far   Heap // events beyond the ring, until it reaches them
 	n     int
 	keys  []uint64 // sort's
 	spare []Event  // sort's: now is sorted into it, and the two swap
@@ -113,7 +125,7 @@ func (q *Queue) Push(e Event) {
 	case e.At < q.start+ring*span:
 		q.add(e)
 	default:
-		q.far.push(e)
+		q.far.Push(e)
 	}
 }
 
@@ -173,11 +185,11 @@ func (q *Queue) settle() {
 			q.start += time.Duration((next-q.cur)&(ring-1)) * span
 			q.cur = next
 		} else { // the ring is empty: jump to the heap's earliest
-			q.start = q.far.min().At &^ (span - 1)
+			q.start = q.far.Peek().At &^ (span - 1)
 			q.cur = index(q.start)
 		}
-		for len(q.far) > 0 && q.far.min().At < q.start+ring*span { // the ring now reaches them
-			q.add(q.far.pop())
+		for q.far.Len() > 0 && q.far.Peek().At < q.start+ring*span { // the ring now reaches them
+			q.add(q.far.Pop())
 		}
 		q.take(q.cur)
 		q.sort()
@@ -247,13 +259,32 @@ func (q *Queue) next() (int, bool) {
 
 func index(at time.Duration) int { return int(uint64(at)>>spanBits) & (ring - 1) }
 
-// heap is a 4-ary min-heap: shallower than a binary heap, and its children
-// share cache lines. It holds the events beyond the ring, few in a storm.
-type heap []Event
+// Ahead returns the event k places after the next one, if the queue knows
+// it without work (it is in the bucket being read): a driver reads the
+// state that event will need, so that its cache miss overlaps the work
+// before it.
+func (q *Queue) Ahead(k int) (Event, bool) {
+	if q.head+k < len(q.now) {
+		return q.now[q.head+k], true
+	}
+	return Event{}, false
+}
 
-func (h heap) min() Event { return h[0] }
+// Heap is a 4-ary min-heap of events: shallower than a binary heap, and
+// its children share cache lines. A Queue keeps the events beyond its ring
+// in one (few, in a storm); on its own it is the plain priority queue a
+// simulator starts from, and the engine's benchmark keeps it as a yardstick.
+// The zero Heap is empty and ready; it is not safe for concurrent use.
+type Heap []Event
 
-func (h *heap) push(e Event) {
+// Len is the number of events waiting.
+func (h Heap) Len() int { return len(h) }
+
+// Peek returns the earliest event; the heap must not be empty.
+func (h Heap) Peek() Event { return h[0] }
+
+// Push adds e.
+func (h *Heap) Push(e Event) {
 	*h = append(*h, e)
 	s := *h
 	for i := len(s) - 1; i > 0; {
@@ -266,7 +297,8 @@ func (h *heap) push(e Event) {
 	}
 }
 
-func (h *heap) pop() Event {
+// Pop removes and returns the earliest event; the heap must not be empty.
+func (h *Heap) Pop() Event {
 	s := *h
 	top := s[0]
 	last := len(s) - 1
@@ -287,15 +319,4 @@ func (h *heap) pop() Event {
 	}
 	*h = s
 	return top
-}
-
-// Ahead returns the event k places after the next one, if the queue knows
-// it without work (it is in the bucket being read): a driver touches the
-// state that event will need, so that its cache miss overlaps the work
-// before it.
-func (q *Queue) Ahead(k int) (Event, bool) {
-	if q.head+k < len(q.now) {
-		return q.now[q.head+k], true
-	}
-	return Event{}, false
 }

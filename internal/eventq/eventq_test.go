@@ -19,10 +19,22 @@ import (
 // past it (the heap, and jumps over an idle ring), and an event may be due
 // before the one just popped.
 func TestPopReturnsTheEarliestWaiting(t *testing.T) {
+	t.Run("queue", func(t *testing.T) { popsTheEarliestWaiting(t, func() queue { return new(eventq.Queue) }) })
+	t.Run("heap", func(t *testing.T) { popsTheEarliestWaiting(t, func() queue { return new(eventq.Heap) }) })
+}
+
+type queue interface {
+	Push(eventq.Event)
+	Pop() eventq.Event
+	Peek() eventq.Event
+	Len() int
+}
+
+func popsTheEarliestWaiting(t *testing.T, newQueue func() queue) {
 	delays := []time.Duration{0, time.Microsecond, time.Millisecond, time.Second, 30 * time.Second, 69 * time.Second, time.Hour}
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		var q eventq.Queue
+		q := newQueue()
 		var waiting []eventq.Event
 		now := time.Duration(0)
 		for range 3000 {

@@ -17,16 +17,20 @@ import (
 // (issue: the engine at most twice its cost): every device, its session
 // lost, retries on full jitter (base 1 s, cap 32 s) against a broker down
 // for outage and then admitting r connects a second with bursts of burst,
-// refusing the rest, until every device is in. The engine's queue of (time,
-// device), one token bucket, one jitter draw an attempt; no device state
-// beyond its retry count, no report. It returns the attempts made.
-func floor(devices int, seed uint64, outage time.Duration, r float64, burst int) int {
+// refusing the rest, until every device is in. A queue of (time, device),
+// one token bucket, one jitter draw an attempt; no device state beyond its
+// retry count, no report. It returns the attempts made. q is the engine's
+// calendar queue, or the 4-ary heap the floor was first defined with.
+func floor[Q interface {
+	Push(eventq.Event)
+	Pop() eventq.Event
+	Len() int
+}](q Q, devices int, seed uint64, outage time.Duration, r float64, burst int) int {
 	shape := reconnect.FullJitter{Base: time.Second, Max: 32 * time.Second}
 	src := rand.New(rand.NewPCG(seed, 1))
 	epoch := time.Unix(0, 0)
 	lim := rate.NewLimiter(rate.Limit(r), burst)
 	retries := make([]int32, devices)
-	var q eventq.Queue
 	for i := range devices { // every session lost at 0: the first retry is the policy's
 		q.Push(eventq.Event{At: shape.Delay(0, 0, src.Float64()), Key: src.Uint32(), Dev: int32(i)})
 	}
@@ -51,13 +55,21 @@ func (f *formatted) Write(p []byte) (int, error) { f.n += int64(len(p)); return 
 
 // The million-device throttled restart of docs/large-fleets.md (full
 // jitter, 10,000/s, burst 500): the engine, with its report and judgement,
-// with and without formatting events.csv, beside the floor. make bench
-// compares them with benchstat -col /impl.
+// with and without formatting events.csv, beside the floor on the engine's
+// queue and on a 4-ary heap. make bench compares them with benchstat -col
+// /impl.
 func BenchmarkMillionThrottledRestart(b *testing.B) {
 	const devices = 1_000_000
 	b.Run("impl=floor", func(b *testing.B) {
 		for range b.N {
-			if n := floor(devices, 1, time.Minute, 10_000, 500); n < devices {
+			if n := floor(new(eventq.Queue), devices, 1, time.Minute, 10_000, 500); n < devices {
+				b.Fatalf("%d attempts", n)
+			}
+		}
+	})
+	b.Run("impl=floor-heap", func(b *testing.B) {
+		for range b.N {
+			if n := floor(new(eventq.Heap), devices, 1, time.Minute, 10_000, 500); n < devices {
 				b.Fatalf("%d attempts", n)
 			}
 		}
@@ -89,7 +101,7 @@ func TestTheFloorModelsTheSameStorm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := floor(devices, 1, time.Minute, 200, 10)
+	got := floor(new(eventq.Queue), devices, 1, time.Minute, 200, 10)
 	if d := float64(got)/float64(r.Attempts.Total) - 1; d < -0.01 || d > 0.01 {
 		t.Errorf("the floor made %d attempts, the engine %d: %+.1f %%", got, r.Attempts.Total, 100*d)
 	}
