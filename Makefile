@@ -29,7 +29,7 @@ race:
 
 # Every policy against fleets of 1,000 to a million devices and brokers
 # admitting 500 to 50,000 connects/s, refused over the limit (virtual time;
-# about 8 minutes here), then fleet-safe (and equal jitter, the other shape
+# about 2 minutes here), then fleet-safe (and equal jitter, the other shape
 # that passes) with the excess held or dropped instead. docs/measurements.md shows both.
 grid:
 	$(GO) run ./cmd/devicesim grid

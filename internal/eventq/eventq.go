@@ -89,6 +89,7 @@ type Queue struct {
 	n     int
 	keys  []uint64 // sort's
 	spare []Event  // sort's: now is sorted into it, and the two swap
+	made  int      // chunks made
 }
 
 // A bucket of the ring is a list of chunks: its storage grows and shrinks
@@ -101,7 +102,7 @@ type bucket struct {
 
 const (
 	chunkLen = 42   // events a chunk: with its link, 1 KiB
-	slabLen  = 4096 // chunks made at a time: 4 MiB, two huge pages
+	slabLen  = 4096 // chunks made at most at a time: 4 MiB, two huge pages
 )
 
 type chunk struct {
@@ -148,8 +149,9 @@ func (q *Queue) add(e Event) {
 
 // chunk returns an empty chunk.
 func (q *Queue) chunk() *chunk {
-	if len(q.free) == 0 { // chunks come 4 MiB at a time, on huge pages
-		slab := hugepage.Make[chunk](slabLen)
+	if len(q.free) == 0 { // chunks come in slabs: as many as are out, up to 4 MiB at a time, on huge pages
+		slab := hugepage.Make[chunk](min(max(q.made, 64), slabLen))
+		q.made += len(slab)
 		for i := range slab {
 			q.free = append(q.free, &slab[i])
 		}
