@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -142,7 +143,7 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	errs := make([]error, len(g.Cells))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for range max(gc.Parallel, 2) {
+	for range gc.parallel() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -167,6 +168,14 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	g.WallS = time.Since(start).Seconds()
 	return g, errors.Join(append(errs, ctx.Err())...)
 }
+
+// inline says whether each cell builds its report on its own goroutine:
+// when the cells running at once already fill the cores, a builder beside
+// each would only contend with them.
+func (gc GridConfig) inline() bool { return gc.parallel() >= runtime.GOMAXPROCS(0) }
+
+// parallel is how many cells run at once.
+func (gc GridConfig) parallel() int { return cmp.Or(gc.Parallel, 2) }
 
 // bootSpread is the agents' own (device.DefaultTiming): the window over
 // which a fleet that powers on at once spreads its first connects.
@@ -227,7 +236,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	r, err := virtual.Run(ctx, c, giveUp)
+	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline()})
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}

@@ -94,7 +94,7 @@ func RunMix(ctx context.Context, mc MixConfig) (*Mix, error) {
 		if err := c.Validate(); err != nil {
 			return nil, fmt.Errorf("mix at %g: %w", share, err)
 		}
-		r, err := virtual.Run(ctx, c, nil)
+		r, err := virtual.Run(ctx, c, virtual.Options{})
 		if r == nil || (err != nil && !errors.Is(err, report.ErrNotRecovered)) {
 			return m, fmt.Errorf("mix at %g: %w", share, err)
 		}

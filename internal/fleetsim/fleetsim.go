@@ -37,7 +37,7 @@ func (f EngineFunc) Run(ctx context.Context, p plan.Plan) (*report.Report, error
 var Engines = map[plan.Engine]Engine{
 	plan.Agents: EngineFunc(agents.Run),
 	plan.Virtual: EngineFunc(func(ctx context.Context, p plan.Plan) (*report.Report, error) {
-		return virtual.Run(ctx, p, nil)
+		return virtual.Run(ctx, p, virtual.Options{})
 	}),
 }
 

@@ -44,9 +44,9 @@ func (p *pipe) Add(r attempt.Record) {
 }
 
 // close hands over the last records and returns once the builder has
-// taken them all. p takes no records after it.
+// taken them all; a nil pipe has none. p takes no records after it.
 func (p *pipe) close() {
-	if p.full == nil {
+	if p == nil || p.full == nil {
 		return
 	}
 	if len(p.batch) > 0 {

@@ -18,10 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
@@ -41,102 +38,6 @@ const (
 	vDisrupt               // a further disruption on the timeline (Code: its index in Storm.Then; Dev: -1)
 	vNodeDown              // a rolling restart takes a node down (Code: the node; Dev: -1)
 )
-
-// brokerModel is the virtual engine's broker: it refuses dials while down,
-// answers at once when up, and applies admission (refuse, pause or
-// accept-then-disconnect) and flapping as the test broker does. It knows
-// nothing of devices or of the event queue: given an attempt's time, it
-// says what became of it.
-type brokerModel struct {
-	down    []window      // the outages
-	flap    []window      // the flapping windows, each with its session length
-	lim     *rate.Limiter // nil: no admission limit
-	limFrom time.Duration
-	mode    fault.AdmissionMode
-}
-
-// window is [from, until): an outage, or a flapping window whose sessions
-// last after.
-type window struct{ from, until, after time.Duration }
-
-func (w window) holds(t time.Duration) bool { return t >= w.from && t < w.until }
-
-// flapsEnd is when the last flapping window ends, plus its sessions'
-// length: no drop is due after it. 0 with none.
-func (bm *brokerModel) flapsEnd() time.Duration {
-	if len(bm.flap) == 0 {
-		return 0
-	}
-	w := bm.flap[len(bm.flap)-1]
-	return w.until + w.after
-}
-
-// answer is what the modelled broker does with one attempt.
-type answer struct {
-	outcome fault.Outcome
-	code    int
-	// seen is when the broker took the attempt (its side of the record);
-	// negative: never, a refused dial or a paused socket given up on.
-	seen time.Duration
-	// after is when the device hears (a paused socket waits for its token,
-	// or gives up after the connect timeout); 0: at once.
-	after time.Duration
-	// flaps: the broker drops the session lostAfter later (flapping). A
-	// Throttled session is dropped at once.
-	flaps     bool
-	lostAfter time.Duration
-}
-
-// limit applies an admission limit from virtual time from on.
-func (bm *brokerModel) limit(a fault.Admission, from time.Duration) {
-	bm.lim = rate.NewLimiter(rate.Limit(a.Rate), max(a.Burst, 1))
-	bm.limFrom, bm.mode = from, a.Mode
-}
-
-// connect answers an attempt arriving at now (at on the wall clock the
-// limiter keeps).
-func (bm *brokerModel) connect(now time.Duration, at time.Time) answer {
-	if slices.ContainsFunc(bm.down, func(w window) bool { return w.holds(now) }) {
-		return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}
-	}
-	if bm.lim != nil && now >= bm.limFrom {
-		switch bm.mode {
-		case fault.RefuseOverLimit:
-			if !bm.lim.AllowN(at, 1) {
-				return answer{outcome: fault.Refused, code: 3, seen: now}
-			}
-		case fault.PauseOverLimit: // the socket waits for a token, up to the connect timeout
-			res := bm.lim.ReserveN(at, 1)
-			if wait := res.DelayFrom(at); wait > 0 {
-				if wait > plan.ConnectTimeout {
-					// The device gives up first; the broker never took the
-					// socket off its backlog, so it never saw it.
-					res.CancelAt(at)
-					return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: plan.ConnectTimeout}
-				}
-				// A broker that goes down meanwhile resets its backlog: the
-				// socket fails then, unseen.
-				for _, w := range bm.down {
-					if w.from > now && w.from <= now+wait {
-						res.CancelAt(at)
-						return answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: w.from - now}
-					}
-				}
-				// taken off the backlog when a token frees
-				return answer{outcome: fault.Accepted, seen: now + wait, after: wait}
-			}
-		case fault.DisconnectOverLimit:
-			if !bm.lim.AllowN(at, 1) {
-				return answer{outcome: fault.Throttled, seen: now}
-			}
-		}
-	}
-	a := answer{outcome: fault.Accepted, seen: now}
-	if i := slices.IndexFunc(bm.flap, func(w window) bool { return w.holds(now) }); i >= 0 {
-		a.flaps, a.lostAfter = true, bm.flap[i].after
-	}
-	return a
-}
 
 // fleet is the engine's state.
 type fleet struct {
@@ -180,11 +81,24 @@ type GiveUp struct {
 	P99Count       int           // devices back by then
 }
 
-// Run runs plan c (which the caller has validated) in virtual time. A grid
-// passes giveUp, its cell's bounds, to end a run as soon as it fails them;
-// nil runs to the end. A run that ends with devices still offline returns
-// its report and an error wrapping report.ErrNotRecovered.
-func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, error) {
+// Options are what a study of many runs asks of each. The zero Options
+// run to the end, the report built beside the model.
+type Options struct {
+	// GiveUp, if set, is a grid cell's bounds: the run ends as soon as it
+	// fails them.
+	GiveUp *GiveUp
+	// Inline builds the report on the model's own goroutine. Otherwise
+	// the builder runs on a second one, on a second core if there is one;
+	// a study that runs as many engines at once as there are cores gains
+	// nothing from that but the hand-over between them.
+	Inline bool
+}
+
+// Run runs plan c (which the caller has validated) in virtual time. A run
+// that ends with devices still offline returns its report and an error
+// wrapping report.ErrNotRecovered.
+func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
+	giveUp := o.GiveUp
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
@@ -247,8 +161,12 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		v.b.SplitDisruptions(at)
 		last = at[len(at)-1]
 	}
-	p := newPipe(v.b)
-	v.sink = p
+	v.sink = v.b
+	var p *pipe
+	if !o.Inline {
+		p = newPipe(v.b)
+		v.sink = p
+	}
 	finished, err := v.run(ctx, v.t0+last+bound)
 	p.close() // the builder has every record
 	if err != nil {
@@ -417,9 +335,8 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 
 // connect is one attempt of device i reaching the modelled broker at now.
 func (v *fleet) connect(i int, now time.Duration) {
-	at := v.at(now)
 	node := v.nodeOf(i)
-	a := v.nodes[node].connect(now, at)
+	a := v.nodes[node].connect(now)
 	v.record(i, node, now, a.outcome, max(a.code, 0), a.seen)
 	if a.outcome == fault.Dropped || a.outcome == fault.Refused {
 		v.failOver(i) // the next attempt goes to the next node (a throttled session's loss fails it over below)

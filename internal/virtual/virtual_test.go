@@ -20,7 +20,7 @@ func run(c plan.Plan) (*report.Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return virtual.Run(context.Background(), c, nil)
+	return virtual.Run(context.Background(), c, virtual.Options{})
 }
 
 func model(scenario plan.Scenario, policy string, devices int) plan.Plan {
