@@ -78,18 +78,19 @@ const (
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
 // is not safe for concurrent use.
 type Queue struct {
-	ring  []bucket      // by index: the buckets ahead; the current one's events are in now
-	free  []*chunk      // the buckets' storage not in use
-	occ   []uint64      // a bit for each bucket of the ring that holds events
-	cur   int           // the current bucket
-	start time.Duration // its first instant
-	now   []Event       // its events, sorted from head on
-	head  int
-	far   Heap // events beyond the ring, until it reaches them
-	n     int
-	keys  []uint64 // sort's
-	spare []Event  // sort's: now is sorted into it, and the two swap
-	made  int      // chunks made
+	ring     []bucket      // by index: the buckets ahead; the current one's events are in now
+	free     []*chunk      // the buckets' storage not in use
+	occ      []uint64      // a bit for each bucket of the ring that holds events
+	cur      int           // the current bucket
+	start    time.Duration // its first instant
+	now      []Event       // its events, sorted from head on
+	head     int
+	far      Heap // events beyond the ring, until it reaches them
+	n        int
+	keys     []uint64 // sort's
+	keySpare []uint64 // sort's: a crowded bucket's keys are spread into it, and the two swap
+	spare    []Event  // sort's: now is sorted into it, and the two swap
+	made     int      // chunks made
 }
 
 // A bucket of the ring is a list of chunks: its storage grows and shrinks
@@ -228,7 +229,7 @@ func (q *Queue) sort() {
 	for i, e := range b {
 		keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(i))
 	}
-	slices.Sort(keys)
+	keys = q.sortKeys(keys)
 	sorted := q.spare[:0]
 	for _, k := range keys {
 		sorted = append(sorted, b[k&(1<<placeBits-1)])
@@ -244,6 +245,46 @@ func (q *Queue) sort() {
 		i = j
 	}
 	q.now, q.spare, q.keys = sorted, b[:0], keys
+}
+
+// radixBits is the digit a crowded bucket's keys are first spread by:
+// their time in the bucket to 2 µs, so that each digit's share is a few
+// keys a sort of its own finishes; radixMin is how many keys make a bucket
+// crowded, past which one counting pass and a few small sorts beat a
+// comparison sort of them all (a hundred million devices put thousands in
+// each bucket).
+const (
+	radixBits = 11
+	radixMin  = 2048
+)
+
+// sortKeys sorts keys, returning them in q.keys's storage or its spare.
+func (q *Queue) sortKeys(keys []uint64) []uint64 {
+	if len(keys) < radixMin {
+		slices.Sort(keys)
+		return keys
+	}
+	var count [1<<radixBits + 1]int32
+	for _, k := range keys {
+		count[k>>(64-radixBits)+1]++
+	}
+	for d := 1; d < len(count); d++ {
+		count[d] += count[d-1]
+	}
+	out := slices.Grow(q.keySpare[:0], len(keys))[:len(keys)]
+	next := count // each digit's next place
+	for _, k := range keys {
+		d := k >> (64 - radixBits)
+		out[next[d]] = k
+		next[d]++
+	}
+	for d := range 1 << radixBits {
+		if lo, hi := count[d], count[d+1]; hi-lo > 1 {
+			slices.Sort(out[lo:hi])
+		}
+	}
+	q.keySpare = keys
+	return out
 }
 
 // next is the first bucket after the current one, in the ring's order,

@@ -84,13 +84,24 @@ func TestTiesBreakByKeyThenDevice(t *testing.T) {
 
 // A disruption puts a whole fleet's retries in a few buckets: a bucket of
 // 5,000 events, many alike in time and in their Key's top bits, pops in
-// order.
+// order; so do 20,000 spread over a bucket, as a hundred million devices
+// fill each, some crowding one instant.
 func TestACrowdedBucketPopsInOrder(t *testing.T) {
+	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 22}} {
+		crowdedBucketPopsInOrder(t, tc.events, tc.within)
+	}
+}
+
+func crowdedBucketPopsInOrder(t *testing.T, events, within int) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	var q eventq.Queue
 	var want []eventq.Event
-	for i := range 5000 {
-		e := eventq.Event{At: time.Second + time.Duration(rng.IntN(1000)), Key: rng.Uint32() & 0xFFFF0003, Dev: int32(i % 3000)}
+	for i := range events {
+		at := time.Duration(1<<32 + rng.IntN(within))
+		if i%4 == 0 {
+			at = 1<<32 + 777 // the same instant
+		}
+		e := eventq.Event{At: at, Key: rng.Uint32() & 0xFFFF0003, Dev: int32(i % 3000)}
 		q.Push(e)
 		want = append(want, e)
 	}
