@@ -19,7 +19,9 @@
 package stormstats
 
 import (
+	"cmp"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 )
@@ -61,23 +63,97 @@ func (h *Histogram) start() time.Duration {
 }
 
 // Percentile returns the p-th percentile (0-100) of xs by nearest rank, or
-// NaN for an empty series. It sorts a copy; Percentiles sorts once for many.
+// NaN for an empty series. It reorders a copy; Percentiles reorders xs
+// itself, once for many.
 func Percentile(xs []float64, p float64) float64 {
 	return Percentiles(slices.Clone(xs), p)[0]
 }
 
-// Percentiles sorts xs in place and returns the p-th percentile (0-100) of
-// it by nearest rank for each p (NaN for an empty series).
+// Percentiles returns the p-th percentile (0-100) of xs by nearest rank for
+// each p (NaN for an empty series): the values a sort of xs would put at
+// those ranks, NaNs first as slices.Sort puts them. It reorders xs in place,
+// selecting each rank rather than sorting: a hundred million recovery
+// times take seconds to sort and a few passes to select from.
 func Percentiles(xs []float64, ps ...float64) []float64 {
-	slices.Sort(xs)
 	out := make([]float64, len(ps))
-	for i, p := range ps {
-		if len(xs) == 0 {
+	if len(xs) == 0 {
+		for i := range out {
 			out[i] = math.NaN()
-			continue
 		}
-		rank := int(math.Ceil(p / 100 * float64(len(xs))))
-		out[i] = xs[min(max(rank, 1), len(xs))-1]
+		return out
+	}
+	ranks := make([]int, len(ps))
+	for i, p := range ps {
+		ranks[i] = min(max(int(math.Ceil(p/100*float64(len(xs)))), 1), len(xs)) - 1
+	}
+	order := make([]int, len(ps)) // the ranks, ascending: each selection narrows the next
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return ranks[a] - ranks[b] })
+	lo := 0
+	for _, i := range order {
+		k := ranks[i]
+		if k >= lo {
+			selectRank(xs[lo:], k-lo)
+			lo = k // xs[:k] <= xs[k] <= xs[k+1:]
+		}
+		out[i] = xs[k]
 	}
 	return out
+}
+
+// selectRank reorders xs so that xs[k] is the value a sort would put there,
+// with none greater before it and none less after (cmp.Less's order: NaNs
+// least). Quickselect with a median-of-three pivot and a three-way
+// partition, so that many equal values (an unjittered fleet back at one
+// instant) cost one pass; past 2 log2 n rounds it sorts instead, which
+// bounds the worst case as introsort does.
+func selectRank(xs []float64, k int) {
+	for depth := 2 * bits.Len(uint(len(xs))); len(xs) > 16; depth-- {
+		if depth == 0 {
+			slices.SortFunc(xs, cmp.Compare[float64])
+			return
+		}
+		a, b, c := xs[0], xs[len(xs)/2], xs[len(xs)-1]
+		pivot := medianOf3(a, b, c)
+		// [0, lt) < pivot, [lt, i) == pivot, (gt, end) > pivot
+		lt, i, gt := 0, 0, len(xs)-1
+		for i <= gt {
+			switch x := xs[i]; {
+			case cmp.Less(x, pivot):
+				xs[lt], xs[i] = xs[i], xs[lt]
+				lt++
+				i++
+			case cmp.Less(pivot, x):
+				xs[i], xs[gt] = xs[gt], xs[i]
+				gt--
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			xs = xs[:lt]
+		case k <= gt:
+			return
+		default:
+			xs, k = xs[gt+1:], k-gt-1
+		}
+	}
+	slices.SortFunc(xs, cmp.Compare[float64])
+}
+
+// medianOf3 is the median of a, b and c in cmp.Less's order.
+func medianOf3(a, b, c float64) float64 {
+	if cmp.Less(b, a) {
+		a, b = b, a
+	}
+	if cmp.Less(c, b) {
+		b = c
+		if cmp.Less(b, a) {
+			b = a
+		}
+	}
+	return b
 }

@@ -3,6 +3,7 @@ package stormstats_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -193,4 +194,35 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, 10.0, stormstats.Percentile(xs, 100))
 	assert.Equal(t, 1.0, stormstats.Percentile(xs, 0))
 	assert.True(t, math.IsNaN(stormstats.Percentile(nil, 50)))
+}
+
+// Percentiles selects, rather than sorts, and gives exactly what a sort
+// gives: over random series of every size up to 5,000, many equal values
+// (a fleet back at one instant), NaNs and infinities among them.
+func TestPercentilesSelectWhatASortWouldGive(t *testing.T) {
+	ps := []float64{100, 50, 0, 99, 95, 99, 0.1, 99.9}
+	for seed := range uint64(500) {
+		r := rand.New(rand.NewPCG(seed, 5))
+		xs := make([]float64, r.IntN(5000)+1)
+		distinct := 1 + r.IntN(len(xs))
+		for i := range xs {
+			switch k := r.IntN(100); {
+			case k == 0:
+				xs[i] = math.NaN()
+			case k == 1:
+				xs[i] = math.Inf(2*r.IntN(2) - 1)
+			default:
+				xs[i] = float64(r.IntN(distinct)) * 0.25
+			}
+		}
+		sorted := slices.Clone(xs)
+		slices.Sort(sorted)
+		got := stormstats.Percentiles(xs, ps...)
+		for i, p := range ps {
+			want := sorted[min(max(int(math.Ceil(p/100*float64(len(xs)))), 1), len(xs))-1]
+			if !(got[i] == want || math.IsNaN(got[i]) && math.IsNaN(want)) {
+				t.Fatalf("seed %d, %d values: p%g is %v, a sort says %v", seed, len(xs), p, got[i], want)
+			}
+		}
+	}
 }
