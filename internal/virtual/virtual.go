@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
@@ -98,69 +99,23 @@ type Options struct {
 // that ends with devices still offline returns its report and an error
 // wrapping report.ErrNotRecovered.
 func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
-	giveUp := o.GiveUp
 	start := time.Now()
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
 	groups := c.GroupsOrWhole()
-	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
-	for k, g := range groups {
-		ends[k] = g.Devices
-		if k > 0 {
-			ends[k] += ends[k-1]
-		}
-		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
-		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
-		if err != nil {
-			return nil, err
-		}
-		timings[k] = device.DefaultTiming()
-		timings[k].Policy, timings[k].BootSpread = policy, c.BootWindow()
-		if err := timings[k].Validate(); err != nil {
-			return nil, err
-		}
+	timings, ends, err := groupTimings(c, groups)
+	if err != nil {
+		return nil, err
 	}
 	before := report.HeapInUse()
-	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(c.Seed, 1<<63))}
-	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
-		v.session = make([]uint16, c.Devices)
-	}
-	v.nodes = make([]brokerModel, max(c.Nodes, 1))
-	v.broker = &v.nodes[0]
-	if c.Nodes > 1 {
-		v.node = make([]uint8, c.Devices)
-		for i := range v.node {
-			v.node[i] = uint8(i % c.Nodes) // its home node
-		}
-	}
-
-	for i := range v.devs {
-		v.devs[i].rng.Seed(c.Seed, uint64(i))
-	}
+	v := newFleet(c, o.GiveUp, start, timings, ends)
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.b.SplitGroups(groups)
 	v.b.SplitNodes(len(v.nodes))
 	v.back = v.b.Back()
 	bound := c.RecoveryBound(c.Devices)
-	last := time.Duration(0) // the last disruption, after the first
-	if len(c.Then) > 0 {
-		at := []time.Duration{0}
-		for _, e := range c.Then {
-			at = append(at, e.At)
-		}
-		v.b.SplitDisruptions(at)
-		last = c.Then[len(c.Then)-1].At
-	}
-	if c.Scenario == plan.RollingRestart { // each node's restart is a disruption of its own
-		at := make([]time.Duration, len(v.nodes))
-		for k := range at {
-			at[k] = time.Duration(k) * c.Gap
-		}
-		v.b.SplitDisruptions(at)
-		last = at[len(at)-1]
-	}
+	last := v.splitDisruptions() // the last disruption, after the first
 	v.sink = v.b
 	var p *pipe
 	if !o.Inline {
@@ -191,6 +146,90 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}
 	return rep, nil
+}
+
+// groupTimings is each group's timing, on its own policy, and the index
+// after each group's last device.
+func groupTimings(c plan.Plan, groups []plan.Group) ([]device.Timing, []int, error) {
+	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
+	for k, g := range groups {
+		ends[k] = g.Devices
+		if k > 0 {
+			ends[k] += ends[k-1]
+		}
+		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
+		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
+		if err != nil {
+			return nil, nil, err
+		}
+		timings[k] = device.DefaultTiming()
+		timings[k].Policy, timings[k].BootSpread = policy, c.BootWindow()
+		if err := timings[k].Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return timings, ends, nil
+}
+
+// newFleet lays out c's fleet, each device seeded with its own source,
+// and its broker's nodes.
+func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []device.Timing, ends []int) *fleet {
+	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
+		order: rand.New(rand.NewPCG(c.Seed, 1<<63))}
+	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
+		v.session = make([]uint16, c.Devices)
+	}
+	v.nodes = make([]brokerModel, max(c.Nodes, 1))
+	v.broker = &v.nodes[0]
+	if c.Nodes > 1 {
+		v.node = make([]uint8, c.Devices)
+		for i := range v.node {
+			v.node[i] = uint8(i % c.Nodes) // its home node
+		}
+	}
+	inParallel(len(v.devs), func(i int) { v.devs[i].rng.Seed(c.Seed, uint64(i)) })
+	return v
+}
+
+// inParallel calls f for every device index below n, the indexes split
+// between the cores: for work that touches each device's state alone,
+// such as seeding and booting a fleet, whose first touch of a hundred
+// million devices' memory is most of a second's work per gigabyte.
+func inParallel(n int, f func(i int)) {
+	parts := min(runtime.GOMAXPROCS(0), max(n/10_000, 1))
+	var wg sync.WaitGroup
+	for k := range parts {
+		wg.Go(func() {
+			for i := k * n / parts; i < (k+1)*n/parts; i++ {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// splitDisruptions has the report judge each disruption's recovery on its
+// own, a timeline's or a rolling restart's node by node, and returns when
+// the last one comes, after the first.
+func (v *fleet) splitDisruptions() (last time.Duration) {
+	c := v.c
+	if len(c.Then) > 0 {
+		at := []time.Duration{0}
+		for _, e := range c.Then {
+			at = append(at, e.At)
+		}
+		v.b.SplitDisruptions(at)
+		last = c.Then[len(c.Then)-1].At
+	}
+	if c.Scenario == plan.RollingRestart {
+		at := make([]time.Duration, len(v.nodes))
+		for k := range at {
+			at[k] = time.Duration(k) * c.Gap
+		}
+		v.b.SplitDisruptions(at)
+		last = at[len(at)-1]
+	}
+	return last
 }
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
@@ -244,11 +283,11 @@ func (v *fleet) setup() (returned time.Duration) {
 		}
 		return 0
 	}
-	for i := range v.devs { // booted before the disruption: setup, not measurement
+	inParallel(len(v.devs), func(i int) { // booted before the disruption: setup, not measurement
 		v.start(i)
 		v.due(i, 0)
 		v.result(i, 0, device.Result{})
-	}
+	})
 	v.up = len(v.devs)
 	returned = v.t0
 	switch c.Scenario {
