@@ -210,30 +210,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level})).With("device", o.clientID)
 	device.RoutePahoLogs(log)
 
-	timing := device.DefaultTiming()
-	timing.BootSpread = o.bootSpread
-	var failover []string
-	for _, f := range strings.Split(o.failover, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			failover = append(failover, f)
-		}
-	}
-	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
-		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
-		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
-	var trust *tls.Config // for the broker and the config server alike
-	if o.ca != "" || o.cert != "" || o.key != "" {
-		if trust, err = device.LoadTLS(o.ca, o.cert, o.key); err != nil {
-			return err
-		}
-		cfg.TLS = trust
-	}
-	agent, err := device.New(cfg)
+	agent, cfg, err := newAgent(o, log)
 	if err != nil {
 		return err
-	}
-	if o.allowPlaintext {
-		log.Warn("-allow-plaintext: credentials and configuration may cross the network in the clear")
 	}
 	if o.dataDir != "" { // kept across reboots: the last good config and the telemetry queue
 		if err := ownDataDir(o.dataDir, log); err != nil {
@@ -248,23 +227,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		wg.Wait()
 	}()
 	if o.configURL != "" {
-		fc := device.FetcherConfig{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
-			if p, err := c.Policy(); err == nil && p != nil {
-				agent.SetPolicy(p)
-			}
-			if c.HeartbeatInterval > 0 {
-				hb.set(time.Duration(c.HeartbeatInterval))
-			}
-		}}
-		if o.dataDir != "" {
-			fc.Store = device.FileStore{Path: filepath.Join(o.dataDir, "config.json")}
-		}
-		fetcher, err := device.NewFetcher(fc)
+		fetcher, err := newFetcher(o, cfg.TLS, agent, hb, log)
 		if err != nil {
 			return err
-		}
-		if c, ok := fetcher.Current(); ok { // the last good config, from before the reboot
-			fc.OnApply(c)
 		}
 		wg.Add(1)
 		go func() { defer wg.Done(); fetcher.Run(runCtx) }()
@@ -273,23 +238,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := agent.Start(runCtx); err != nil {
 		return err
 	}
-	store, damage, err := openQueue(o.dataDir, log)
+	pub, err := newPublisher(o, agent, log)
 	if err != nil {
-		return err
-	}
-	pub, err := publisher.New(publisher.Config{Session: agent, Store: store, Logger: log})
-	if err != nil {
-		store.Close()
 		return err
 	}
 	defer pub.Close()
-	if damage != nil { // tell the fleet's operators too: a device's log is rarely read
-		event, _ := json.Marshal(map[string]string{"event": "telemetry-queue-damaged", "error": damage.Err.Error(),
-			"moved_to": damage.MovedTo, "epoch": pub.Epoch()})
-		if _, err := pub.Publish(strings.ReplaceAll(o.events, "{id}", o.clientID), event); err != nil {
-			log.Warn("damage event not queued", "error", err)
-		}
-	}
 	wg.Add(1)
 	go func() { defer wg.Done(); deliver(runCtx, pub, agent.Done(), time.Minute, log) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
@@ -301,13 +254,99 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		log.Info("stopping")
 	case <-agent.Done():
 	}
-	stopCtx, stopCancel := context.WithTimeout(context.Background(), o.stopTimeout)
+	return stop(agent, o.stopTimeout, log)
+}
+
+// newAgent makes the agent the options describe, and returns the Config it
+// was made from (its TLS serves the config server too).
+func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error) {
+	timing := device.DefaultTiming()
+	timing.BootSpread = o.bootSpread
+	var failover []string
+	for _, f := range strings.Split(o.failover, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			failover = append(failover, f)
+		}
+	}
+	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
+		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
+		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
+	if o.ca != "" || o.cert != "" || o.key != "" {
+		trust, err := device.LoadTLS(o.ca, o.cert, o.key)
+		if err != nil {
+			return nil, cfg, err
+		}
+		cfg.TLS = trust
+	}
+	agent, err := device.New(cfg)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if o.allowPlaintext {
+		log.Warn("-allow-plaintext: credentials and configuration may cross the network in the clear")
+	}
+	return agent, cfg, nil
+}
+
+// newFetcher makes the fetcher of the device's configuration, trusting
+// what the broker is trusted by, and applies the last good configuration
+// from before the reboot, if the data directory keeps one.
+func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbeat, log *slog.Logger) (*device.Fetcher, error) {
+	fc := device.FetcherConfig{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
+		if p, err := c.Policy(); err == nil && p != nil {
+			agent.SetPolicy(p)
+		}
+		if c.HeartbeatInterval > 0 {
+			hb.set(time.Duration(c.HeartbeatInterval))
+		}
+	}}
+	if o.dataDir != "" {
+		fc.Store = device.FileStore{Path: filepath.Join(o.dataDir, "config.json")}
+	}
+	fetcher, err := device.NewFetcher(fc)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := fetcher.Current(); ok {
+		fc.OnApply(c)
+	}
+	return fetcher, nil
+}
+
+// newPublisher opens the telemetry queue and the publisher on it; a queue
+// found damaged (and moved aside) is also told to the fleet's operators as
+// an event, since a device's log is rarely read.
+func newPublisher(o *options, agent *device.Agent, log *slog.Logger) (*publisher.Publisher, error) {
+	store, damage, err := openQueue(o.dataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := publisher.New(publisher.Config{Session: agent, Store: store, Logger: log})
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	if damage != nil {
+		event, _ := json.Marshal(map[string]string{"event": "telemetry-queue-damaged", "error": damage.Err.Error(),
+			"moved_to": damage.MovedTo, "epoch": pub.Epoch()})
+		if _, err := pub.Publish(strings.ReplaceAll(o.events, "{id}", o.clientID), event); err != nil {
+			log.Warn("damage event not queued", "error", err)
+		}
+	}
+	return pub, nil
+}
+
+// stop stops the agent within timeout and says why it ended: nil for a
+// stop that was asked for, the agent's error if it gave up or was refused
+// (firmware supervision decides what next).
+func stop(agent *device.Agent, timeout time.Duration, log *slog.Logger) error {
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), timeout)
 	defer stopCancel()
 	if err := agent.Stop(stopCtx); err != nil {
 		return fmt.Errorf("stop: %w", err)
 	}
 	if err := agent.Err(); err != nil && !errors.Is(err, device.ErrStopped) {
-		return err // gave up or refused: firmware supervision decides what next
+		return err
 	}
 	log.Info("stopped", "stats", fmt.Sprintf("%+v", agent.Stats()))
 	return nil
