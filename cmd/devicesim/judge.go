@@ -126,6 +126,11 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if found != nil {
 		return writeRecoveries(l, recs, 0, found, *asJSON, &expect, stdout)
 	}
+	return writeJudgement(l, *asJSON, &expect, stdout)
+}
+
+// writeJudgement judges the log as one series and writes the judgement.
+func writeJudgement(l *stormstats.Log, asJSON bool, expect *expectFlag, stdout io.Writer) error {
 	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
 	if err != nil {
@@ -133,7 +138,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	j = prep.Qualify(j)
 	a := stormstats.Summarize(h)
-	if *asJSON {
+	if asJSON {
 		b, err := json.MarshalIndent(struct {
 			Format  string `json:"format"`
 			Skipped int    `json:"skipped_lines"`

@@ -19,9 +19,17 @@ import (
 //     session a minute or more, arriving again. Rounds of retries are
 //     devices whose attempt failed or never reached the broker, so a
 //     device admitted in one round is not in the next; after a second
-//     outage, those the first one's recovery admitted come back.
+//     outage, those the first one's recovery admitted come back;
+//   - different devices: where the log shows failed attempts too
+//     (devicesim's outcome column), every device that retries is in the
+//     log from its first failure on, so a crowd of devices never seen
+//     before, arriving after a minute in which no newcomer did, lost their
+//     connection at a new moment (a second node's restart, a drop of
+//     another part of the fleet). A log of admitted sessions alone cannot
+//     say this: each round behind an admission limit admits devices it has
+//     not shown before.
 //
-// A log of times alone carries neither; -disruptions names them.
+// A log of times alone carries none of these; -disruptions names them.
 
 // heldSession is how long a session must have lasted for its device's next
 // arrival to be a return from a new disruption rather than a retry: longer
@@ -67,8 +75,10 @@ func before(at time.Duration, line int32, t time.Duration, arrival int32) bool {
 // has passed since the last disruption (a crash, and not the start that
 // ends a stop); and a minute in which at least 5 % of the log's devices
 // (and at least 10) return after holding a session since the last
-// disruption. Lines between two arrivals make at most one disruption, at
-// the first. Nil for a log that shows none, which is then one recovery.
+// disruption or, in a log of failed attempts too, arrive for the first
+// time after a minute without a newcomer. Lines between two arrivals make
+// at most one disruption, at the first. Nil for a log that shows none,
+// which is then one recovery.
 func (l *Log) Disruptions() []Disruption {
 	if len(l.Times) == 0 {
 		return nil
@@ -78,14 +88,45 @@ func (l *Log) Disruptions() []Disruption {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return cmpDuration(l.Times[a], l.Times[b]) })
-	first := l.Times[order[0]]
+	f := newFinder(l, l.Times[order[0]])
+	for _, i := range order {
+		f.brokerLines(i)
+		f.sessionEnds(i)
+		f.arrival(i)
+	}
+	return f.found
+}
 
-	brokers := slices.Clone(l.brokers)
-	slices.SortStableFunc(brokers, func(a, b brokerLine) int { return cmpDuration(a.at, b.at) })
-	ends := slices.Clone(l.ends)
-	slices.SortStableFunc(ends, func(a, b sessionEnd) int { return cmpDuration(a.at, b.at) })
+// finder reads a log's lines in time order for its disruptions.
+type finder struct {
+	l       *Log
+	brokers []brokerLine // in time order
+	ends    []sessionEnd // in time order
+	b, e    int          // the next of each to read
+	// need is how many returns or newcomers within a minute make a
+	// disruption: 5 % of the log's devices, at least 10 (0: the log has
+	// no client IDs)
+	need      int
+	newcomers bool // the log shows failed attempts: a newcomer is one
 
-	need := 0
+	found   []Disruption
+	since   time.Duration            // the last disruption, or the log's first arrival
+	stopped int                      // brokers stopped and not yet started again
+	last    map[string]int           // each client's latest arrival
+	ended   map[string]time.Duration // when that arrival's session ended, where the log says
+	returns []comeback               // arrivals since `since` that are returns or newcomers, in time order
+	// the latest newcomer, and when the current crowd of them began (-1:
+	// none, or it belongs to the last disruption found): newcomers count
+	// only in a crowd that follows a minute without one, so that the first
+	// arrivals, and a trickle, are not a new disruption
+	lastNew, crowd time.Duration
+}
+
+func newFinder(l *Log, first time.Duration) *finder {
+	f := &finder{l: l, brokers: slices.Clone(l.brokers), ends: slices.Clone(l.ends), newcomers: l.Refused != nil,
+		since: first, last: map[string]int{}, ended: map[string]time.Duration{}, lastNew: first, crowd: -1}
+	slices.SortStableFunc(f.brokers, func(a, b brokerLine) int { return cmpDuration(a.at, b.at) })
+	slices.SortStableFunc(f.ends, func(a, b sessionEnd) int { return cmpDuration(a.at, b.at) })
 	if l.Clients != nil {
 		distinct := map[string]struct{}{}
 		for _, c := range l.Clients {
@@ -93,72 +134,115 @@ func (l *Log) Disruptions() []Disruption {
 				distinct[c] = struct{}{}
 			}
 		}
-		need = max(10, (len(distinct)+19)/20)
+		f.need = max(10, (len(distinct)+19)/20)
 	}
+	return f
+}
 
-	var found []Disruption
-	since := first                      // the last disruption, or the log's first arrival
-	stopped := 0                        // brokers stopped and not yet started again
-	last := map[string]int{}            // each client's latest arrival
-	ended := map[string]time.Duration{} // when that arrival's session ended, where the log says
-	var returns []int                   // arrivals since `since` that are returns, in time order
-	b, e := 0, 0
-	for _, i := range order {
-		t := l.Times[i]
-		var next *Disruption // the broker lines' disruption before this arrival
-		for ; b < len(brokers) && before(brokers[b].at, brokers[b].line, t, l.Lines[i]); b++ {
-			line := brokers[b]
-			disrupts := line.stops || stopped == 0 && line.at-since >= heldSession
-			switch {
-			case line.stops:
-				stopped++
-			case stopped > 0:
-				stopped--
-			}
-			if disrupts && line.at > since && next == nil { // after the log's first arrival, and the last disruption
-				next = &Disruption{At: line.at, AtS: line.at.Seconds(), Line: int(line.line), Why: "the broker logged: " + line.text}
-			}
+// disrupted notes a disruption found: what follows is its recovery.
+func (f *finder) disrupted(d Disruption) {
+	f.found = append(f.found, d)
+	f.since, f.returns, f.crowd = d.At, f.returns[:0], -1 // newcomers still arriving are this disruption's
+}
+
+// brokerLines reads the broker's start and stop lines before arrival i:
+// together they make at most one disruption, at the first that makes one.
+func (f *finder) brokerLines(i int) {
+	var next *Disruption
+	for ; f.b < len(f.brokers) && before(f.brokers[f.b].at, f.brokers[f.b].line, f.l.Times[i], f.l.Lines[i]); f.b++ {
+		line := f.brokers[f.b]
+		disrupts := line.stops || f.stopped == 0 && line.at-f.since >= heldSession
+		switch {
+		case line.stops:
+			f.stopped++
+		case f.stopped > 0:
+			f.stopped--
 		}
-		if next != nil {
-			found = append(found, *next)
-			since, returns = next.At, returns[:0]
-		}
-		for ; e < len(ends) && before(ends[e].at, ends[e].line, t, l.Lines[i]); e++ {
-			if _, open := last[ends[e].client]; open {
-				if _, seen := ended[ends[e].client]; !seen {
-					ended[ends[e].client] = ends[e].at
-				}
-			}
-		}
-		if need == 0 {
-			continue
-		}
-		c := l.Clients[i]
-		if c == "" {
-			continue
-		}
-		if p, ok := last[c]; ok && l.Times[p] >= since && l.accepted(p) {
-			end, known := ended[c]
-			if !known {
-				end = t
-			}
-			if end-l.Times[p] >= heldSession {
-				returns = append(returns, i)
-			}
-		}
-		last[c] = i
-		delete(ended, c)
-		for len(returns) > 0 && t-l.Times[returns[0]] > heldSession {
-			returns = returns[1:]
-		}
-		if len(returns) >= need {
-			at := returns[0]
-			found = append(found, Disruption{At: l.Times[at], AtS: l.Times[at].Seconds(), Line: int(l.Lines[at]),
-				Why: fmt.Sprintf("%d devices that had come back and held their sessions a minute or more arrived again within a minute", len(returns))})
-			since, returns = l.Times[at], returns[:0]
+		if disrupts && line.at > f.since && next == nil { // after the log's first arrival, and the last disruption
+			next = &Disruption{At: line.at, AtS: line.at.Seconds(), Line: int(line.line), Why: "the broker logged: " + line.text}
 		}
 	}
-	return found
+	if next != nil {
+		f.disrupted(*next)
+	}
+}
+
+// sessionEnds reads the lines before arrival i saying a session ended.
+func (f *finder) sessionEnds(i int) {
+	for ; f.e < len(f.ends) && before(f.ends[f.e].at, f.ends[f.e].line, f.l.Times[i], f.l.Lines[i]); f.e++ {
+		c := f.ends[f.e].client
+		if _, open := f.last[c]; open {
+			if _, seen := f.ended[c]; !seen {
+				f.ended[c] = f.ends[f.e].at
+			}
+		}
+	}
+}
+
+// arrival reads arrival i: a device back after a held session, or a
+// newcomer in a crowd, counts towards a disruption at the first of them.
+func (f *finder) arrival(i int) {
+	l, t := f.l, f.l.Times[i]
+	c := ""
+	if f.need > 0 {
+		c = l.Clients[i]
+	}
+	if c == "" {
+		return
+	}
+	p, seen := f.last[c]
+	switch {
+	case seen && l.Times[p] >= f.since && l.accepted(p):
+		end, known := f.ended[c]
+		if !known {
+			end = t
+		}
+		if end-l.Times[p] >= heldSession {
+			f.returns = append(f.returns, comeback{i, true})
+		}
+	case !seen && f.newcomers:
+		if t-f.lastNew >= heldSession {
+			f.crowd = t
+		}
+		f.lastNew = t
+		if f.crowd >= f.since && t-f.crowd < heldSession {
+			f.returns = append(f.returns, comeback{i, false})
+		}
+	}
+	f.last[c] = i
+	delete(f.ended, c)
+	for len(f.returns) > 0 && t-l.Times[f.returns[0].arrival] > heldSession {
+		f.returns = f.returns[1:]
+	}
+	if len(f.returns) >= f.need {
+		at := f.returns[0].arrival
+		f.disrupted(Disruption{At: l.Times[at], AtS: l.Times[at].Seconds(), Line: int(l.Lines[at]), Why: whyBack(f.returns)})
+	}
+}
+
+// comeback is an arrival that may mark a new disruption: a device back
+// after holding its session (again), or one the log had not shown before.
+type comeback struct {
+	arrival int
+	again   bool
+}
+
+// whyBack says who the arrivals that made a disruption were.
+func whyBack(arrivals []comeback) string {
+	again := 0
+	for _, a := range arrivals {
+		if a.again {
+			again++
+		}
+	}
+	newcomers := len(arrivals) - again
+	switch {
+	case newcomers == 0:
+		return fmt.Sprintf("%d devices that had come back and held their sessions a minute or more arrived again within a minute", again)
+	case again == 0:
+		return fmt.Sprintf("%d devices the log had not shown before, failed attempts included, arrived within a minute, after a minute without a newcomer", newcomers)
+	}
+	return fmt.Sprintf("within a minute, %d devices that had held their sessions a minute or more arrived again and %d the log had not shown before", again, newcomers)
 }
 
 // accepted reports whether arrival i was admitted: true unless the log

@@ -193,3 +193,48 @@ func TestRoundsOfRetriesAreOneStorm(t *testing.T) {
 		assert.Len(t, found, 1, "seed %d: the first drop of sessions held since boot, and no more", seed)
 	}
 }
+
+// Two halves of a fleet losing their connections ten minutes apart (a
+// node each, a part of the fleet dropped and later the rest), each half
+// back on full jitter through a limiter that refuses some attempts: in a
+// log of every attempt (devicesim's outcome column), the second half's
+// devices were never in it before, so they are a new disruption, and each
+// recovery reads spread. A log of admitted sessions alone cannot tell them
+// from a round behind an admission limit, which also admits devices it has
+// not shown: there the log is one series, and the summary names the bursts.
+func TestNewcomersAfterAQuietMinuteAreANewRecovery(t *testing.T) {
+	for seed := range uint64(seeds()) {
+		r := rand.New(rand.NewPCG(seed, 43))
+		var all, admitted strings.Builder
+		var attempts [2]int64 // by half
+		all.WriteString("t_s,client_id,outcome\n")
+		admitted.WriteString("t_s,client_id\n")
+		for dev := range fleet {
+			at := 0.0
+			if dev%2 == 1 {
+				at = 600
+			}
+			for k := 0; ; k++ {
+				at += math.Min(32, math.Pow(2, float64(k))) * r.Float64()
+				attempts[dev%2]++
+				if r.Float64() < 0.6 || k == 6 {
+					fmt.Fprintf(&all, "%.3f,dev-%d,accepted\n", at, dev)
+					fmt.Fprintf(&admitted, "%.3f,dev-%d\n", at, dev)
+					break
+				}
+				fmt.Fprintf(&all, "%.3f,dev-%d,refused\n", at, dev)
+			}
+		}
+		found, recs := recoveriesFound(t, all.String())
+		require.Len(t, found, 1, "seed %d", seed)
+		assert.InDelta(t, 600, found[0].AtS, 1, "seed %d", seed)
+		assert.Contains(t, found[0].Why, "had not shown before")
+		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d", seed)
+		for k, rec := range recs {
+			assert.Equal(t, attempts[k], rec.Arrivals.Count, "seed %d: every attempt of half %d, and only those", seed, k)
+		}
+
+		found, _ = recoveriesFound(t, admitted.String())
+		assert.Empty(t, found, "seed %d: admitted sessions alone", seed)
+	}
+}
