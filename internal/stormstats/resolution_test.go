@@ -1,8 +1,10 @@
 package stormstats_test
 
 import (
+	"flag"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,17 +153,43 @@ func TestStraysAreNamedWithTheirLines(t *testing.T) {
 	h, _, p := stormstats.Prepare(two, nil, stormstats.DefaultMethod)
 	assert.Empty(t, p.SetAside)
 	assert.Equal(t, int64(1000), h.Count())
+
+	// a clock stepped by minutes: two lines a quarter of an hour after a
+	// minute's storm are set aside; a second recovery as far away is not
+	stepped := append(stamp(constant(rand.New(rand.NewPCG(4, 4)), 1000, 60), time.Second),
+		unix+16*time.Minute, unix+16*time.Minute+2*time.Second)
+	h, _, p = stormstats.Prepare(stepped, nil, stormstats.DefaultMethod)
+	require.Len(t, p.SetAside, 1)
+	assert.Equal(t, 2, p.SetAside[0].Count)
+	assert.Contains(t, p.SetAside[0].Why, "15 minutes after the rest: a clock jump")
+	assert.Equal(t, int64(1000), h.Count())
+	for i := range 100 {
+		stepped[1000+i%2] = unix + 16*time.Minute + time.Duration(i)*time.Second
+		if i >= 2 {
+			stepped = append(stepped, unix+16*time.Minute+time.Duration(i)*time.Second)
+		}
+	}
+	h, _, p = stormstats.Prepare(stepped, nil, stormstats.DefaultMethod)
+	assert.Empty(t, p.SetAside, "100 arrivals of 1,100 are a recovery, not strays")
+	assert.Equal(t, int64(1100), h.Count())
 }
 
 // seeds is how many seeds a statistical test runs: 20, or 3 under the race
 // detector (which looks for races, not error rates). A test that calls it
 // is named in make test's stats step, which runs it at 20.
 func seeds() int {
-	if raceDetector {
+	switch {
+	case *statsSeeds > 0:
+		return *statsSeeds
+	case raceDetector:
 		return 3
 	}
 	return 20
 }
+
+// statsSeeds runs the statistical tests at more seeds, as docs/verdict.md
+// measures them: go test -run 'RestartedTwice|Newcomers|...' -args -stats.seeds 200.
+var statsSeeds = flag.Int("stats.seeds", 0, "seeds a statistical test runs (0: 20, or 3 under the race detector)")
 
 // Two independent outages ten minutes apart, each followed by a smooth
 // recovery: judged by recovery, each is spread and so is the log; the
@@ -209,5 +237,34 @@ func TestParseDisruptions(t *testing.T) {
 	for _, bad := range []string{"", "soon", "1,x"} {
 		_, err := stormstats.ParseDisruptions(bad)
 		assert.Error(t, err, bad)
+	}
+}
+
+// Two lines a few minutes to an hour from a storm, before or after it (a
+// clock stepped by that much), move no verdict, whether they are set aside
+// (ten minutes and more) or judged with the rest.
+func TestAStrayUnderAnHourMovesNoVerdict(t *testing.T) {
+	for _, away := range []time.Duration{2 * time.Minute, 9 * time.Minute, 20 * time.Minute, 59 * time.Minute, -5 * time.Minute, -40 * time.Minute} {
+		for name, c := range map[string]struct {
+			gen   func(r *rand.Rand) []time.Duration
+			truth stormstats.Verdict
+		}{
+			"the formula's rounds in whole seconds": {func(r *rand.Rand) []time.Duration { return stamp(formulaRounds(r, 200, 8), time.Second) }, stormstats.Waves},
+			"a recovery in ms":                      {func(r *rand.Rand) []time.Duration { return stamp(decay(r, 2000, 20), time.Millisecond) }, stormstats.Spread},
+		} {
+			for seed := range uint64(seeds()) {
+				ts := c.gen(rand.New(rand.NewPCG(seed, 47)))
+				edge := slices.Max(ts)
+				if away < 0 {
+					edge = slices.Min(ts)
+				}
+				ts = append(ts, edge+away, edge+away+3*time.Second)
+				h, m, p := stormstats.Prepare(ts, nil, stormstats.DefaultMethod)
+				j, err := stormstats.Judge(h, m)
+				require.NoError(t, err)
+				assert.Equal(t, c.truth, p.Qualify(j).Verdict, "%s, two lines %v away, seed %d", name, away, seed)
+				assert.Equal(t, away.Abs() >= 10*time.Minute, len(p.SetAside) == 1, "%s, %v away: set aside", name, away)
+			}
+		}
 	}
 }
