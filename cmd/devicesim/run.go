@@ -125,7 +125,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
 	fs.IntVar(&f.c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
 	f.child = fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
-	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
+	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: stream every device record (attempts begun and decided, sessions lost; the attempt codec) to descriptor 3 as it happens, for the parent's fault proxy")
 	fs.DurationVar(&f.c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
 	fs.Float64Var(&f.c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&f.c.TimeScale, "time-scale", f.c.TimeScale, "run every duration this many times faster; reports stay unscaled")

@@ -65,7 +65,7 @@ func (r *run) spawnChildren(url string) error {
 		}
 		args := []string{"run", "-child", planFile, "-out", out}
 		if r.proxy != nil {
-			args = append(args, "-stream-events") // their devices' events come back as they happen
+			args = append(args, "-stream-events") // their devices' records come back as they happen
 		}
 		cmd := exec.Command(exe, args...)
 		cmd.Stderr = os.Stderr

@@ -83,22 +83,21 @@ func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
 		cfg.Metrics = mc.metrics(i)
 	}
 	if l := mc.log; l != nil {
-		current := -1     // the attempt in flight; events come from the agent's one loop
-		var due time.Time // when the wait before it ends
+		var due time.Time // when the wait before the next attempt ends; events come from the agent's one loop
 		cfg.OnEvent = func(e device.Event) {
 			switch e.Kind {
 			case device.EventBackingOff:
 				due = e.Time.Add(e.Delay)
 			case device.EventConnecting:
-				current = l.begin(e.Time, cfg.ClientID, e.Time.Sub(due))
+				l.begin(e.Time, i, e.Time.Sub(due))
 			case device.EventConnected:
-				l.end(current, i, fault.Accepted, 0)
+				l.end(i, fault.Accepted, 0)
 			case device.EventAttemptFailed:
 				o, code := fault.Dropped, 0
 				if e.Code != device.NoConnack {
 					o, code = fault.Refused, e.Code
 				}
-				l.end(current, i, o, code)
+				l.end(i, o, code)
 			case device.EventLost:
 				l.lost(e.Time, i)
 			}
@@ -186,16 +185,14 @@ func (m *agentMember) stop(ctx context.Context) error {
 // MaxReconnectInterval, with no jitter; its 1 s start is a constant, so it
 // runs in real time only.
 type pahoMember struct {
-	c       paho.Client
-	boot    time.Duration
-	mu      sync.Mutex
-	current int // the attempt in flight, in the device log
-	cancel  context.CancelFunc
-	booted  chan struct{}
+	c      paho.Client
+	boot   time.Duration
+	cancel context.CancelFunc
+	booted chan struct{}
 }
 
 func newPahoMember(i int, mc memberConfig) *pahoMember {
-	m := &pahoMember{current: -1}
+	m := &pahoMember{}
 	r := rand.New(rand.NewPCG(mc.seed, uint64(i)))
 	m.boot = time.Duration(r.Float64() * float64(mc.pahoBootSpread))
 	opts := paho.NewClientOptions().AddBroker(mc.broker).SetClientID(clientID(i)).SetProtocolVersion(4).
@@ -209,23 +206,17 @@ func newPahoMember(i int, mc memberConfig) *pahoMember {
 		switch n.(type) {
 		case paho.ConnectionNotificationConnecting:
 			if l != nil {
-				m.mu.Lock()
-				m.current = l.begin(time.Now(), clientID(i), -1) // paho keeps its schedule to itself
-				m.mu.Unlock()
+				l.begin(time.Now(), i, -1) // paho keeps its schedule to itself
 			}
 		case paho.ConnectionNotificationFailed:
 			if l != nil {
-				m.mu.Lock()
-				l.end(m.current, i, fault.Dropped, 0)
-				m.mu.Unlock()
+				l.end(i, fault.Dropped, 0)
 			}
 		}
 	})
 	opts.SetOnConnectHandler(func(paho.Client) {
 		if l != nil {
-			m.mu.Lock()
-			l.end(m.current, i, fault.Accepted, 0)
-			m.mu.Unlock()
+			l.end(i, fault.Accepted, 0)
 		}
 	})
 	opts.SetConnectionLostHandler(func(paho.Client, error) {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -86,40 +85,51 @@ type deviceLog struct {
 	up        int
 	attempts  []sighting
 	losses    []loss
-	connected []bool // by device index: a device reports each change once
+	connected []bool  // by device index: a device reports each change once
+	pending   []int32 // by device index: its attempt in flight, in attempts; -1: none
 	// from is where the disruption's attempts begin: in virtual time the
 	// last boot connect and the disruption fall on one instant, and the
 	// order they were recorded in, not the clock, tells them apart.
 	from int
-	// stream, if set, is told every event as it is recorded, one line each
-	// (see follow): a child's agents, reported to the parent running the
-	// proxy they go through.
-	stream io.Writer
+	// stream, if set, is told every record as it is made: a child's
+	// agents, reported to the parent running the proxy they go through.
+	stream *attempt.Writer
 }
 
-func newDeviceLog(devices int) *deviceLog { return &deviceLog{connected: make([]bool, devices)} }
-
-// begin records the start of an attempt, lag after its schedule (negative:
-// unknown), and returns its index.
-func (l *deviceLog) begin(at time.Time, clientID string, lag time.Duration) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.attempts = append(l.attempts, sighting{at: at, clientID: clientID, outcome: fault.Pending, lag: lag})
-	if l.stream != nil {
-		fmt.Fprintf(l.stream, "b %d %d %d %s\n", len(l.attempts)-1, at.UnixNano(), int64(lag), clientID)
+func newDeviceLog(devices int) *deviceLog {
+	l := &deviceLog{connected: make([]bool, devices), pending: make([]int32, devices)}
+	for i := range l.pending {
+		l.pending[i] = -1
 	}
-	return len(l.attempts) - 1
+	return l
 }
 
-// end records an attempt's outcome; a connected device is counted as up.
-func (l *deviceLog) end(i, device int, o fault.Outcome, code int) {
+// begin records the start of device's attempt, lag after its schedule
+// (negative: unknown). A device has one attempt in flight at a time: end
+// settles it.
+func (l *deviceLog) begin(at time.Time, device int, lag time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i >= 0 && i < len(l.attempts) {
-		l.attempts[i].outcome, l.attempts[i].code = o, code
+	l.attempts = append(l.attempts, sighting{at: at, clientID: attempt.ClientID(device), outcome: fault.Pending, lag: lag})
+	l.pending[device] = int32(len(l.attempts) - 1)
+	if l.stream != nil {
+		l.stream.Add(attempt.Record{T: time.Duration(at.UnixNano()), Lag: lag, Device: int32(device), Kind: attempt.Begun})
+	}
+}
+
+// end records the outcome of device's attempt in flight (if begin saw it);
+// a connected device is counted as up.
+func (l *deviceLog) end(device int, o fault.Outcome, code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := attempt.Record{Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
+	if k := l.pending[device]; k >= 0 {
+		a := &l.attempts[k]
+		a.outcome, a.code, l.pending[device] = o, code, -1
+		r.T, r.Lag = time.Duration(a.at.UnixNano()), a.lag
 	}
 	if l.stream != nil {
-		fmt.Fprintf(l.stream, "e %d %d %d %d\n", i, device, o, code)
+		l.stream.Add(r)
 	}
 	if o == fault.Accepted && !l.connected[device] {
 		l.connected[device] = true
@@ -151,7 +161,7 @@ func (l *deviceLog) lost(at time.Time, device int) {
 	defer l.mu.Unlock()
 	l.losses = append(l.losses, loss{at: at, device: device})
 	if l.stream != nil {
-		fmt.Fprintf(l.stream, "l %d %d\n", at.UnixNano(), device)
+		l.stream.Add(attempt.Record{T: time.Duration(at.UnixNano()), Lag: -1, Device: int32(device), Kind: attempt.Lost})
 	}
 	if l.connected[device] {
 		l.connected[device] = false
@@ -222,6 +232,9 @@ func (l *deviceLog) reset() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.attempts, l.losses, l.from = nil, nil, 0
+	for i := range l.pending {
+		l.pending[i] = -1
+	}
 }
 
 func (l *deviceLog) connectedCount() int {

@@ -1,16 +1,15 @@
 package agents
 
 import (
-	"bufio"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
@@ -19,51 +18,44 @@ import (
 // TCP fleet does, leaving this process the proxy's two descriptors a device
 // (and the in-process broker's one). Its measurement needs the devices'
 // word as it happens (who is connected, who noticed a silent path), so each
-// child tells every event of its device log to this one on a pipe, and the
-// run follows them into its own log as if the agents were here.
+// child streams its device log's records to this one on a pipe, through the
+// attempt codec (attempts begun and decided, sessions lost), and the run
+// follows them into its own log as if the agents were here.
 
-// follow reads a child's event lines (written by its device log's stream)
-// into l until the child closes them, and tells m, if set, as the agents
-// would have. Attempt indexes are the child's; l numbers them its own way.
+// follow reads a child's stream of records (written by its device log)
+// into l until the child closes it, and tells m, if set, as the agents
+// would have.
 func (l *deviceLog) follow(rd io.Reader, m plan.LiveMetrics) error {
-	sc := bufio.NewScanner(rd)
-	var ours []int // the child's attempt i is our ours[i]
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		n := make([]int64, len(f))
-		for k := 1; k < len(f) && k < 4; k++ {
-			v, err := strconv.ParseInt(f[k], 10, 64)
-			if err != nil {
-				return fmt.Errorf("child event %q: %w", sc.Text(), err)
-			}
-			n[k] = v
-		}
+	records, err := attempt.NewReader(rd)
+	if err != nil {
+		return fmt.Errorf("child's records: %w", err)
+	}
+	for {
+		r, err := records.Read()
 		switch {
-		case len(f) == 5 && f[0] == "b" && int(n[1]) == len(ours):
-			ours = append(ours, l.begin(time.Unix(0, n[2]), f[4], time.Duration(n[3])))
-		case len(f) == 5 && f[0] == "e" && n[1] >= -1 && n[1] < int64(len(ours)) && n[2] >= 0 && int(n[2]) < len(l.connected):
-			code, err := strconv.Atoi(f[4])
-			if err != nil {
-				return fmt.Errorf("child event %q: %w", sc.Text(), err)
-			}
-			i, dev, o := -1, int(n[2]), fault.Outcome(n[3])
-			if n[1] >= 0 {
-				i = ours[n[1]]
-			}
-			l.end(i, dev, o, code)
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("child's records: %w", err)
+		case r.Device < 0 || int(r.Device) >= len(l.connected):
+			return fmt.Errorf("child's records: device %d is not one of the fleet's %d", r.Device, len(l.connected))
+		}
+		dev, at := int(r.Device), time.Unix(0, int64(r.T))
+		switch r.Kind {
+		case attempt.Begun:
+			l.begin(at, dev, r.Lag)
+		case attempt.Attempt:
+			l.end(dev, r.Outcome, int(r.Code))
 			if m != nil {
-				tellMetrics(m.Device(dev), o)
+				tellMetrics(m.Device(dev), r.Outcome)
 			}
-		case len(f) == 3 && f[0] == "l" && n[2] >= 0 && int(n[2]) < len(l.connected):
-			l.lost(time.Unix(0, n[1]), int(n[2]))
+		case attempt.Lost:
+			l.lost(at, dev)
 			if m != nil {
-				m.Device(int(n[2])).SessionDown(true)
+				m.Device(dev).SessionDown(true)
 			}
-		default:
-			return fmt.Errorf("child event %q: not one this run understands", sc.Text())
 		}
 	}
-	return sc.Err()
 }
 
 // tellMetrics is an attempt's end as the agent's own metrics hook sees it.
@@ -79,7 +71,7 @@ func tellMetrics(d device.Metrics, o fault.Outcome) {
 	}
 }
 
-// eventStream hands a child's event lines to its parent without ever
+// eventStream hands a child's stream of records to its parent without ever
 // blocking the agent that reports them (an agent's OnEvent must not block,
 // and a parent busy with a storm may read late): lines queue in memory and
 // one goroutine writes them out, in order.

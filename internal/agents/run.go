@@ -23,6 +23,7 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
@@ -379,7 +380,7 @@ func (r *run) memberConfig() (memberConfig, error) {
 	r.devlog = newDeviceLog(c.Devices)
 	if c.Stream != nil {
 		st := newEventStream(c.Stream)
-		r.devlog.stream = st
+		r.devlog.stream = attempt.NewStreamWriter(st)
 		r.cleanups = append(r.cleanups, st.close)
 	}
 	mc.log = r.devlog
