@@ -17,7 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/agents"
+	"github.com/herdguard/herdguard/internal/agents/children"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -182,7 +182,7 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
 	if *f.child != "" {
-		p, err := agents.ReadChildPlan(*f.child)
+		p, err := children.ReadPlan(*f.child)
 		if err != nil {
 			return c, fmt.Errorf("-child: %w", err)
 		}

@@ -152,14 +152,27 @@ type Storm struct {
 	Then []Event
 }
 
-// Event is a further disruption on a storm's timeline, At after the first:
-// a broker restart, a throttled restart, a drop of every session or a
-// flapping window, lasting Outage (Flap: the storm's if 0).
+// Event is a disruption on a storm's timeline, At after the first: a
+// broker restart, a throttled restart, a drop of every session, a flapping
+// window, or (real agents only) a black hole or a slow path, lasting
+// Outage. Flap, Latency and LatencyJitter of 0 are the storm's.
 type Event struct {
-	At       time.Duration
-	Scenario Scenario
-	Outage   time.Duration
-	Flap     time.Duration
+	At                     time.Duration
+	Scenario               Scenario
+	Outage                 time.Duration
+	Flap                   time.Duration
+	Latency, LatencyJitter time.Duration
+}
+
+// Timeline is the storm's disruptions in order: the first at 0, then the
+// rest, each with the storm's flap and latency where it names none.
+func (s Storm) Timeline() []Event {
+	out := []Event{{Scenario: s.Scenario, Outage: s.Outage, Flap: s.Flap, Latency: s.Latency, LatencyJitter: s.LatencyJitter}}
+	for _, e := range s.Then {
+		e.Flap, e.Latency, e.LatencyJitter = cmp.Or(e.Flap, s.Flap), cmp.Or(e.Latency, s.Latency), cmp.Or(e.LatencyJitter, s.LatencyJitter)
+		out = append(out, e)
+	}
+	return out
 }
 
 // Target is the broker the fleet connects to: the in-process one (Broker

@@ -50,6 +50,19 @@ func ParseScenario(s string) (Scenario, error) {
 // front of the in-process broker.
 func (s Scenario) BreaksPath() bool { return s == Blackhole || s == Latency }
 
+// Has reports whether sc is the storm's disruption, or one of the later
+// ones on its timeline.
+func (s Storm) Has(sc Scenario) bool {
+	return s.Scenario == sc || slices.ContainsFunc(s.Then, func(e Event) bool { return e.Scenario == sc })
+}
+
+// BreaksPath reports whether a disruption of the storm's timeline breaks
+// the network path: the fault proxy stands in the devices' path from the
+// start.
+func (s Storm) BreaksPath() bool {
+	return s.Scenario.BreaksPath() || slices.ContainsFunc(s.Then, func(e Event) bool { return e.Scenario.BreaksPath() })
+}
+
 // BreaksBroker reports whether the scenario is one the fault proxy can
 // make of any broker: it drops sessions or refuses connections.
 func (s Scenario) BreaksBroker() bool {

@@ -1,4 +1,4 @@
-package agents
+package observer
 
 import (
 	"errors"
@@ -10,7 +10,6 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
-	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A run through the fault proxy whose agents do not fit beside it (three
@@ -18,14 +17,26 @@ import (
 // TCP fleet does, leaving this process the proxy's two descriptors a device
 // (and the in-process broker's one). Its measurement needs the devices'
 // word as it happens (who is connected, who noticed a silent path), so each
-// child streams its device log's records to this one on a pipe, through the
-// attempt codec (attempts begun and decided, sessions lost), and the run
-// follows them into its own log as if the agents were here.
+// child's device log streams its records to the parent on a pipe, through
+// the attempt codec (attempts begun and decided, sessions lost), and the
+// parent's log follows them as if the agents were here.
 
-// follow reads a child's stream of records (written by its device log)
-// into l until the child closes it, and tells m, if set, as the agents
-// would have.
-func (l *deviceLog) follow(rd io.Reader, m plan.LiveMetrics) error {
+// StreamTo makes l write every record it makes to w from now on, as a live
+// stream (attempt.NewStreamWriter), without ever blocking the agent that
+// reports it: an agent's events must not block, and a parent busy with a
+// storm may read late, so records queue in memory and one goroutine writes
+// them out, in order. close writes out what is queued and stops.
+func (l *DeviceLog) StreamTo(w io.Writer) (close func()) {
+	s := newQueuedWriter(w)
+	l.mu.Lock()
+	l.stream = attempt.NewStreamWriter(s)
+	l.mu.Unlock()
+	return s.close
+}
+
+// Follow reads a child's stream of records into l until the child closes
+// it, and tells metrics, if set, as the agents' own hooks would have.
+func (l *DeviceLog) Follow(rd io.Reader, metrics func(i int) device.Metrics) error {
 	records, err := attempt.NewReader(rd)
 	if err != nil {
 		return fmt.Errorf("child's records: %w", err)
@@ -43,16 +54,16 @@ func (l *deviceLog) follow(rd io.Reader, m plan.LiveMetrics) error {
 		dev, at := int(r.Device), time.Unix(0, int64(r.T))
 		switch r.Kind {
 		case attempt.Begun:
-			l.begin(at, dev, r.Lag)
+			l.Begin(at, dev, r.Lag)
 		case attempt.Attempt:
-			l.end(dev, r.Outcome, int(r.Code))
-			if m != nil {
-				tellMetrics(m.Device(dev), r.Outcome)
+			l.End(dev, r.Outcome, int(r.Code))
+			if metrics != nil {
+				tellMetrics(metrics(dev), r.Outcome)
 			}
 		case attempt.Lost:
-			l.lost(at, dev)
-			if m != nil {
-				m.Device(dev).SessionDown(true)
+			l.Lost(at, dev)
+			if metrics != nil {
+				metrics(dev).SessionDown(true)
 			}
 		}
 	}
@@ -71,11 +82,9 @@ func tellMetrics(d device.Metrics, o fault.Outcome) {
 	}
 }
 
-// eventStream hands a child's stream of records to its parent without ever
-// blocking the agent that reports them (an agent's OnEvent must not block,
-// and a parent busy with a storm may read late): lines queue in memory and
-// one goroutine writes them out, in order.
-type eventStream struct {
+// queuedWriter queues what it is given in memory and writes it out to w on
+// a goroutine of its own, in order: Write never waits for the reader.
+type queuedWriter struct {
 	w       io.Writer
 	mu      sync.Mutex
 	pending []byte
@@ -84,14 +93,14 @@ type eventStream struct {
 	done    chan struct{}
 }
 
-func newEventStream(w io.Writer) *eventStream {
-	s := &eventStream{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newQueuedWriter(w io.Writer) *queuedWriter {
+	s := &queuedWriter{w: w, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go s.run()
 	return s
 }
 
 // Write queues p; it never fails and never waits for the reader.
-func (s *eventStream) Write(p []byte) (int, error) {
+func (s *queuedWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	s.pending = append(s.pending, p...)
 	s.mu.Unlock()
@@ -99,14 +108,14 @@ func (s *eventStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (s *eventStream) poke() {
+func (s *queuedWriter) poke() {
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-func (s *eventStream) run() {
+func (s *queuedWriter) run() {
 	defer close(s.done)
 	var out []byte
 	failed := false
@@ -126,7 +135,7 @@ func (s *eventStream) run() {
 }
 
 // close writes out what is queued and stops.
-func (s *eventStream) close() {
+func (s *queuedWriter) close() {
 	s.mu.Lock()
 	s.closing = true
 	s.mu.Unlock()

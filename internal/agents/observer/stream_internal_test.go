@@ -1,4 +1,4 @@
-package agents
+package observer
 
 import (
 	"io"
@@ -16,30 +16,29 @@ import (
 // What a child's device log streams, the parent's log follows into the
 // same attempts, outcomes and losses, at the very instants the child saw.
 func TestFollowRebuildsAChildsLog(t *testing.T) {
-	child, parent := newDeviceLog(10), newDeviceLog(10)
+	child, parent := NewDeviceLog(10), NewDeviceLog(10)
 	pr, pw := io.Pipe()
-	st := newEventStream(pw)
-	child.stream = attempt.NewStreamWriter(st)
+	closeStream := child.StreamTo(pw)
 	followed := make(chan error, 1)
-	go func() { followed <- parent.follow(pr, nil) }()
+	go func() { followed <- parent.Follow(pr, nil) }()
 
 	t0 := time.Unix(1700000000, 123456789)
-	child.begin(t0, 3, 5*time.Millisecond)
-	child.end(3, fault.Accepted, 0)
-	child.begin(t0.Add(time.Second), 7, -1)
-	child.end(7, fault.Refused, 3)
-	child.end(7, fault.Dropped, 0) // an end with no begin seen
-	child.lost(t0.Add(2*time.Second), 3)
-	st.close()
+	child.Begin(t0, 3, 5*time.Millisecond)
+	child.End(3, fault.Accepted, 0)
+	child.Begin(t0.Add(time.Second), 7, -1)
+	child.End(7, fault.Refused, 3)
+	child.End(7, fault.Dropped, 0) // an end with no begin seen
+	child.Lost(t0.Add(2*time.Second), 3)
+	closeStream()
 	require.NoError(t, pw.Close())
 	require.NoError(t, <-followed)
 
-	got := parent.since(t0)
+	got := parent.Since(t0)
 	require.Len(t, got, 2)
-	assert.Equal(t, sighting{at: t0, clientID: "dev-3", outcome: fault.Accepted, lag: 5 * time.Millisecond}, got[0])
-	assert.Equal(t, sighting{at: t0.Add(time.Second), clientID: "dev-7", outcome: fault.Refused, code: 3, lag: -1}, got[1])
-	assert.Equal(t, []time.Duration{2 * time.Second}, parent.noticed(t0))
-	assert.Zero(t, parent.connectedCount(), "device 3 connected, then lost its session")
+	assert.Equal(t, Sighting{At: t0, ClientID: "dev-3", Outcome: fault.Accepted, Lag: 5 * time.Millisecond}, got[0])
+	assert.Equal(t, Sighting{At: t0.Add(time.Second), ClientID: "dev-7", Outcome: fault.Refused, Code: 3, Lag: -1}, got[1])
+	assert.Equal(t, []time.Duration{2 * time.Second}, parent.Noticed(t0))
+	assert.Zero(t, parent.Connected(), "device 3 connected, then lost its session")
 }
 
 func TestFollowRejectsWhatItDoesNotUnderstand(t *testing.T) {
@@ -51,16 +50,16 @@ func TestFollowRejectsWhatItDoesNotUnderstand(t *testing.T) {
 		header + "1.0,0,car-1,pending,0,,begun\n",
 		header + "x,0,dev-1,pending,0,,begun\n",
 	} {
-		err := newDeviceLog(10).follow(strings.NewReader(text), nil)
+		err := NewDeviceLog(10).Follow(strings.NewReader(text), nil)
 		assert.Error(t, err, text)
 	}
 }
 
 // A reader that does not read never holds up the writer: lines wait in
 // memory, in order, until it does.
-func TestEventStreamNeverBlocksTheWriter(t *testing.T) {
+func TestQueuedWriterNeverBlocksTheWriter(t *testing.T) {
 	pr, pw := io.Pipe()
-	st := newEventStream(pw)
+	st := newQueuedWriter(pw)
 	var want strings.Builder
 	for i := range 10000 {
 		line := "l " + strings.Repeat("9", i%7+1) + " 1\n"
