@@ -70,17 +70,13 @@ func (s Scenario) BreaksBroker() bool {
 }
 
 // Modelled reports whether the virtual engine's broker model can run it;
-// the rest need real devices.
+// the rest need real devices. Real agents run every scenario.
 func (s Scenario) Modelled() bool {
 	return s == BootStorm || s == RollingRestart || s.BreaksBroker()
 }
 
 // HasOutage reports whether the scenario lasts for Storm.Outage.
 func (s Scenario) HasOutage() bool { return s != BootStorm && s != DropAll && s != Observe }
-
-// ModelOnly reports whether only the virtual engine runs the scenario in
-// this version.
-func (s Scenario) ModelOnly() bool { return s == RollingRestart }
 
 // Boots reports whether the scenario measures the fleet's power-on, so
 // that the boot itself is the disruption.

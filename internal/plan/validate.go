@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -29,6 +30,10 @@ func (p Plan) validateEngine() error {
 	if p.Engine != Virtual {
 		return nil
 	}
+	if k := slices.IndexFunc(p.Then, func(e Event) bool { return !e.Scenario.Modelled() }); k >= 0 {
+		return fmt.Errorf("timeline[%d]: %s breaks the network path, which the virtual engine does not model: the agents engine runs it (engine: agents)",
+			k+1, p.Then[k].Scenario)
+	}
 	switch {
 	case p.Policy == PahoDefault:
 		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
@@ -44,18 +49,22 @@ func (p Plan) validateEngine() error {
 	return nil
 }
 
-// validateTimeline refuses a timeline of several disruptions on real
-// agents: this version runs it on the model.
+// validateTimeline: a cluster runs a rolling restart, of in-process nodes
+// that every device reaches from this process, and a timeline runs on one
+// broker.
 func (p Plan) validateTimeline() error {
 	switch {
-	case len(p.Then) > 0 && p.Engine != Virtual:
-		return fmt.Errorf("a timeline of several disruptions runs on the virtual engine in this version (engine: virtual)")
-	case p.Scenario.ModelOnly() && p.Engine != Virtual:
-		return fmt.Errorf("%s runs on the virtual engine in this version (engine: virtual)", p.Scenario)
 	case p.Nodes < 0 || p.Nodes > 255:
 		return fmt.Errorf("nodes must be 0 to 255, got %d", p.Nodes)
-	case p.Nodes > 1 && p.Engine != Virtual:
-		return fmt.Errorf("a cluster of %d nodes runs on the virtual engine in this version (engine: virtual)", p.Nodes)
+	case p.Nodes > 1 && p.Broker != "":
+		return fmt.Errorf("a cluster is of in-process nodes: it takes no external broker")
+	case p.Nodes > 1 && p.Transport == TLS:
+		return fmt.Errorf("a cluster over TLS needs its nodes under one CA: not yet; use transport mem or tcp")
+	case p.Nodes > 1 && p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no failover of ours to go from node to node: pick a reconnect policy")
+	case p.Nodes > 1 && p.NeedsChildren():
+		return fmt.Errorf("a cluster's agents run in this process, where at most %d TCP devices fit: got %d",
+			cmp.Or(p.TCPPerProcess, MaxTCPDevices), p.Devices)
 	case p.Nodes > 1 && p.Scenario != RollingRestart:
 		return fmt.Errorf("a cluster of %d nodes runs a rolling restart in this version, not %s", p.Nodes, p.Scenario)
 	case p.Scenario == RollingRestart && p.Nodes < 2:
@@ -128,6 +137,10 @@ func (s Storm) validate() error {
 	return s.validateThen()
 }
 
+// followable reports whether a disruption can be one of a timeline's: it
+// breaks the broker or the path, and ends.
+func followable(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() }
+
 // maxTimeline is the most further disruptions a timeline holds.
 const maxTimeline = 1000
 
@@ -137,8 +150,8 @@ func (s Storm) validateThen() error {
 	if len(s.Then) == 0 {
 		return nil
 	}
-	if !s.Scenario.BreaksBroker() {
-		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all or flapping, not %s", s.Scenario)
+	if !followable(s.Scenario) {
+		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all, flapping, blackhole or latency, not %s", s.Scenario)
 	}
 	if len(s.Then) > maxTimeline {
 		return fmt.Errorf("a timeline of %d disruptions: at most %d", len(s.Then)+1, maxTimeline+1)
@@ -146,8 +159,8 @@ func (s Storm) validateThen() error {
 	var last time.Duration
 	for i, e := range s.Then {
 		switch {
-		case !e.Scenario.BreaksBroker():
-			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all or flapping can", i+1, e.Scenario)
+		case !followable(e.Scenario):
+			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all, flapping, blackhole or latency can", i+1, e.Scenario)
 		case e.At <= last:
 			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)
 		case e.Scenario.HasOutage() && e.Outage <= 0:
@@ -156,6 +169,10 @@ func (s Storm) validateThen() error {
 			return fmt.Errorf("timeline[%d]: flap must be >= 0, got %v", i+1, e.Flap)
 		case e.Scenario == Flapping && e.Flap == 0 && s.Flap <= 0:
 			return fmt.Errorf("timeline[%d]: flapping needs a flap > 0 (its own, or the storm's)", i+1)
+		case e.Latency < 0 || e.LatencyJitter < 0:
+			return fmt.Errorf("timeline[%d]: latency %v and latency jitter %v must be >= 0", i+1, e.Latency, e.LatencyJitter)
+		case e.Scenario == Latency && cmp.Or(e.Latency, s.Latency)+cmp.Or(e.LatencyJitter, s.LatencyJitter) <= 0:
+			return fmt.Errorf("timeline[%d]: latency needs a latency or jitter > 0 (its own, or the storm's)", i+1)
 		}
 		last = e.At
 	}

@@ -235,12 +235,17 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	p.RetryAfter, p.Bound, p.Gap, p.Nodes = ev.RetryAfter, ev.Watch, ev.Gap, f.Brokers.Nodes
 	p.Duration, p.TCPPerProcess = cmp.Or(ev.Duration, p.Duration), f.TCPPerProcess
 	for _, e := range f.Timeline[1:] {
-		if e.Latency != nil || e.LatencyJitter != nil || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
-			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
+		if e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
+			return bad("timeline: a disruption after the first takes at, disruption, outage, flap, latency and latency_jitter (%s at %v)", e.Disruption, e.At)
 		}
 		ev := plan.Event{At: e.At, Scenario: e.Disruption}
+		if e.Disruption.HasOutage() {
+			ev.Outage = plan.Default().Outage // the key's default, as the first disruption's
+		}
 		set(&ev.Outage, e.Outage)
 		set(&ev.Flap, e.Flap)
+		set(&ev.Latency, e.Latency)
+		set(&ev.LatencyJitter, e.LatencyJitter)
 		p.Then = append(p.Then, ev)
 	}
 	if a := f.Brokers.Admission; a != nil {

@@ -100,6 +100,11 @@ func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
 		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "fit this host"},
 		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "beyond the 20000 real agents"},
 		{"fleet: [{devices: 1000000, telemetry: 1}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices"},
+		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: broker-restart}, {at: 5m, disruption: broker-restart}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 30000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Virtual, "beyond the 20000"},
+		{"fleet: [{devices: 2000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency, latency: 1s}]", plan.Agents,
+			"the agents engine runs it"},
 	} {
 		f, err := read(t, tc.text)
 		require.NoError(t, err)
@@ -136,8 +141,8 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
 		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, keepalive: 5s}]\ntimeline: [{disruption: drop-all}]", "differ in their policy and max_backoff alone"},
 		{"fleet: [{name: a, devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "needs a name"},
-		{"fleet: [{devices: 10}]\nengine: agents\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "runs on the virtual engine in this version"},
-		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "latency cannot follow on a timeline"},
+		{"fleet: [{devices: 10}]\nengine: virtual\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "the agents engine runs it"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: failover}]", "failover cannot follow on a timeline"},
 		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "the first disruption starts at 0s"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
 		{"fleet: [{devices: 0}]\ntimeline: [{disruption: drop-all}]", "devices must be >= 1"},
