@@ -28,6 +28,23 @@ func agentsInVirtualTime(t *testing.T) experiment.AgentsRunner {
 	return func(c plan.Plan) (*report.Report, error) { return fleetsimtest.InVirtualTime(t, c) }
 }
 
+// calibrated is cells calibrated on fleets of devices over consecutive
+// seeds (fleetsimtest.Seeds), the agents in virtual time; the test logs
+// the table.
+func calibrated(t *testing.T, cells []experiment.CalibrationCell, devices int) *experiment.Calibration {
+	var list []uint64
+	for s := range fleetsimtest.Seeds() {
+		list = append(list, s+1)
+	}
+	cal, err := experiment.Calibrate(context.Background(), cells, devices, 1, list, agentsInVirtualTime(t), nil)
+	require.NoError(t, err)
+	var table strings.Builder
+	cal.Table(&table)
+	t.Log("\n" + table.String())
+	require.Len(t, cal.Rows, len(cells))
+	return cal
+}
+
 // The engines agree on a few of make calibrate's cells at 300 devices over
 // 20 consecutive seeds (3 under the race detector), the agents in virtual
 // time, and the test fails when they drift apart.
@@ -39,16 +56,7 @@ func TestEnginesAgree(t *testing.T) {
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
 		{Scenario: plan.Flapping, Policy: "full"},
 	}
-	var list []uint64
-	for s := range fleetsimtest.Seeds() {
-		list = append(list, s+1)
-	}
-	cal, err := experiment.Calibrate(context.Background(), cells, 300, 1, list, agentsInVirtualTime(t), nil)
-	require.NoError(t, err)
-	var table strings.Builder
-	cal.Table(&table)
-	t.Log("\n" + table.String())
-	require.Len(t, cal.Rows, len(cells))
+	cal := calibrated(t, cells, 300)
 	for _, r := range cal.Rows {
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
 	}
@@ -116,16 +124,7 @@ func TestEnginesAgreeOnATimeline(t *testing.T) {
 		{Scenario: plan.BrokerRestart, Policy: "full", Then: []plan.Event{{At: 3 * time.Minute, Scenario: plan.DropAll},
 			{At: 6 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}},
 	}
-	var list []uint64
-	for s := range fleetsimtest.Seeds() {
-		list = append(list, s+1)
-	}
-	cal, err := experiment.Calibrate(context.Background(), cells, 200, 1, list, agentsInVirtualTime(t), nil)
-	require.NoError(t, err)
-	var table strings.Builder
-	cal.Table(&table)
-	t.Log("\n" + table.String())
-	require.Len(t, cal.Rows, len(cells))
+	cal := calibrated(t, cells, 200)
 	for i, r := range cal.Rows {
 		require.Len(t, r.Agents.Recoveries, 2+i, r.Cell)
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
