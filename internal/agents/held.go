@@ -16,7 +16,7 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	if f.p.Telemetry > 0 {
+	if f.p.HasTelemetry() {
 		if err := f.Drain(ctx); err != nil {
 			return nil, err
 		}
@@ -29,7 +29,7 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 	if err != nil {
 		return nil, err
 	}
-	if f.p.Telemetry > 0 {
+	if f.p.HasTelemetry() {
 		rep.Telemetry = f.Telemetry()
 	}
 	rep.Recovery.AllRecovered = rec.Recovered

@@ -1,7 +1,6 @@
 package agents
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,7 +88,7 @@ func (f *Fleet) awaitBack(ctx context.Context, w *window) error {
 	if n := w.noticed; n != nil {
 		// Until each device hears of the disruption, it still says it is
 		// connected: the wait for everyone back would end before it began.
-		bound := f.scale(cmp.Or(f.p.KeepAlive, 30*time.Second)) + time.Minute
+		bound := f.wiring.KeepAlive + time.Minute
 		if err := f.devlog.AwaitNoticed(ctx, n.at, n.devices, bound); err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func Run(ctx context.Context, p plan.Plan) (*report.Report, error) {
 		return nil, recoverErr
 	}
 	var drainErr error
-	if f.p.Telemetry > 0 {
+	if f.p.HasTelemetry() {
 		drainErr = f.Drain(ctx)
 	}
 	rep, err := f.Report(rec)
@@ -124,7 +124,7 @@ func (f *Fleet) memoryPerDevice() float64 {
 // fillHost adds what the run cost this host, and its children, to rep.
 func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float64) {
 	n := len(f.ids)
-	if f.p.Telemetry > 0 {
+	if f.p.HasTelemetry() {
 		rep.Telemetry = f.Telemetry()
 	}
 	if memPerDevice == 0 {

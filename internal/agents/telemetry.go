@@ -72,7 +72,7 @@ func (f *Fleet) awaitQueued(ctx context.Context, most int) error {
 // envelope's rule. It takes what the broker recorded since the last call,
 // so that a long run does not hold every message.
 func (f *Fleet) Telemetry() *report.Telemetry {
-	t := &report.Telemetry{RatePerDevice: f.p.Telemetry, ReceivedUnique: -1}
+	t := &report.Telemetry{RatePerDevice: f.p.TelemetryRate(), ReceivedUnique: -1}
 	for _, m := range f.members {
 		if a, ok := m.(*member.Agent); ok {
 			s := a.Stats()

@@ -39,8 +39,10 @@ func (p Plan) validateEngine() error {
 		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
 	case p.Scenario == ConfigOutage || p.Scenario == Observe:
 		return fmt.Errorf("scenario %s needs real devices: use -engine agents", p.Scenario)
-	case p.Broker != "" || p.Shard.Count > 0 || p.Telemetry > 0 || p.Transport != Mem:
+	case p.Broker != "" || p.Shard.Count > 0 || p.HasTelemetry() || p.Transport != Mem:
 		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp or tls need real devices: use -engine agents")
+	case slices.ContainsFunc(p.Groups, func(g Group) bool { return g.Transport != "" && g.Transport != Mem }):
+		return fmt.Errorf("a group on transport tcp or tls needs real devices: use -engine agents")
 	case p.Scenario == Failover:
 		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
 	case p.Proxied():
@@ -244,13 +246,7 @@ func (f Fleet) validateGroups() error {
 	}
 	total := 0
 	for i, g := range f.GroupsOrWhole() {
-		switch {
-		case g.Devices < 1:
-			return fmt.Errorf("group %d (%s): devices must be >= 1, got %d", i, g.Name, g.Devices)
-		case g.Policy == PahoDefault || f.Policy == PahoDefault:
-			return fmt.Errorf("group %d (%s): paho-default is not a policy a mixed fleet's agents run", i, g.Name)
-		}
-		if _, err := Shape(g.Policy, g.MaxBackoff); err != nil {
+		if err := g.validate(f); err != nil {
 			return fmt.Errorf("group %d (%s): %w", i, g.Name, err)
 		}
 		total += g.Devices
@@ -259,4 +255,28 @@ func (f Fleet) validateGroups() error {
 		return fmt.Errorf("the groups' devices add up to %d, not the fleet's %d", total, f.Devices)
 	}
 	return nil
+}
+
+// validate checks a resolved group of fleet f: what the fleet's own
+// settings must be, and one transport for every group, since the
+// in-process broker listens on one.
+func (g Group) validate(f Fleet) error {
+	switch {
+	case g.Devices < 1:
+		return fmt.Errorf("devices must be >= 1, got %d", g.Devices)
+	case g.Policy == PahoDefault || f.Policy == PahoDefault:
+		return fmt.Errorf("paho-default is not a policy a mixed fleet's agents run")
+	case *g.RetryCap < 0 && *g.RetryCap != reconnect.RetryForever:
+		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", *g.RetryCap)
+	case g.KeepAlive < 0 || (g.KeepAlive > 0 && g.KeepAlive < time.Second):
+		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", g.KeepAlive)
+	case g.PingTimeout < 0 || g.BootSpread < 0:
+		return fmt.Errorf("ping timeout and boot window must be >= 0, got %v and %v", g.PingTimeout, g.BootSpread)
+	case *g.Telemetry < 0 || *g.Telemetry > 1000:
+		return fmt.Errorf("telemetry rate must be 0 to 1000 per device per second, got %g", *g.Telemetry)
+	case g.Transport != f.Transport:
+		return fmt.Errorf("transport %s beside the fleet's %s: the in-process broker listens on one transport; give every group the same", g.Transport, f.Transport)
+	}
+	_, err := Shape(g.Policy, g.MaxBackoff)
+	return err
 }

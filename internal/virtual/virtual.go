@@ -189,22 +189,9 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
 	groups := c.GroupsOrWhole()
-	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
-	for k, g := range groups {
-		ends[k] = g.Devices
-		if k > 0 {
-			ends[k] += ends[k-1]
-		}
-		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
-		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
-		if err != nil {
-			return nil, err
-		}
-		timings[k] = device.DefaultTiming()
-		timings[k].Policy, timings[k].BootSpread = policy, c.BootWindow()
-		if err := timings[k].Validate(); err != nil {
-			return nil, err
-		}
+	timings, ends, err := groupTimings(groups)
+	if err != nil {
+		return nil, err
 	}
 	before := report.HeapInUse()
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
@@ -273,6 +260,29 @@ func Run(ctx context.Context, c plan.Plan, giveUp *GiveUp) (*report.Report, erro
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}
 	return rep, nil
+}
+
+// groupTimings is each group's timing (its policy, retry cap and boot
+// window), and the index after each group's last device.
+func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
+	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
+	for k, g := range groups {
+		ends[k] = g.Devices
+		if k > 0 {
+			ends[k] += ends[k-1]
+		}
+		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
+		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: *g.RetryCap})
+		if err != nil {
+			return nil, nil, err
+		}
+		timings[k] = device.DefaultTiming()
+		timings[k].Policy, timings[k].BootSpread = policy, g.BootWindow()
+		if err := timings[k].Validate(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return timings, ends, nil
 }
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }

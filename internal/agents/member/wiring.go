@@ -20,17 +20,26 @@ const HostAdmitLimit = 5000
 const minKeepAlive = 2 * time.Second
 
 // Wiring is how a plan's members are wired: what they share, and what
-// differs from device to device. It is a plain value; TimingOf's timings
-// are read-only and shared by the fleet's agents.
+// differs from group to group of a mixed fleet (their timing, keepalive and
+// telemetry). It is a plain value, read-only once made; its timings are
+// shared by the fleet's agents.
 type Wiring struct {
 	// Config is what every member shares; its Broker, Dial, Log and Metrics
-	// are the fleet's to set.
+	// are the fleet's to set, and For sets the rest for each device.
 	Config Config
-	// TimingOf is device i's reconnect timing: its group's in a mixed
-	// fleet (nil for paho-default, which has paho's).
-	TimingOf func(i int) *device.Timing
-	// BootSpread is the window the devices' first connects fall in.
-	BootSpread time.Duration
+	// BootSpread is the longest window any group's first connects fall in,
+	// and KeepAlive the longest keepalive: how long a fleet may take to be
+	// up, and to notice a silent path.
+	BootSpread, KeepAlive time.Duration
+	groups                []groupWiring
+}
+
+// groupWiring is what a group's devices have of their own.
+type groupWiring struct {
+	first                  int            // the group's first device index
+	timing                 *device.Timing // nil: paho-default's, paho's own
+	keepAlive, pingTimeout time.Duration
+	telemetry              Telemetry
 }
 
 // Wire is the members' wiring for plan p, validated and at the time scale
@@ -39,79 +48,78 @@ type Wiring struct {
 // fast. warn hears of a pace this host cannot keep.
 func Wire(p plan.Plan, warn func(format string, args ...any)) (Wiring, error) {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
-	w := Wiring{Config: Config{Seed: p.Seed, ConnectTimeout: scale(plan.ConnectTimeout), Paho: Paho{MaxInterval: p.MaxBackoff},
-		KeepAlive:   max(minKeepAlive, scale(cmp.Or(p.KeepAlive, 30*time.Second)).Round(time.Second)),
-		PingTimeout: max(100*time.Millisecond, scale(cmp.Or(p.PingTimeout, 10*time.Second)))}}
-	w.BootSpread = bootSpread(p, w.Config.KeepAlive, warn)
+	w := Wiring{Config: Config{Seed: p.Seed, ConnectTimeout: scale(plan.ConnectTimeout), Paho: Paho{MaxInterval: p.MaxBackoff}}}
+	lo := 0
+	for _, g := range p.GroupsOrWhole() {
+		gw := groupWiring{first: lo, keepAlive: max(minKeepAlive, scale(cmp.Or(g.KeepAlive, 30*time.Second)).Round(time.Second)),
+			pingTimeout: max(100*time.Millisecond, scale(cmp.Or(g.PingTimeout, 10*time.Second)))}
+		spread := bootSpread(p, g, gw.keepAlive, warn)
+		w.BootSpread, w.KeepAlive = max(w.BootSpread, spread), max(w.KeepAlive, gw.keepAlive)
+		if g.Policy != plan.PahoDefault {
+			var err error
+			if gw.timing, err = timing(p, g, spread); err != nil {
+				return w, err
+			}
+		}
+		if rate := *g.Telemetry; rate > 0 { // each device's publisher retries on its group's policy, as its reconnects
+			gw.telemetry = Telemetry{Every: scale(time.Duration(float64(time.Second) / rate)), Retry: gw.timing.Policy,
+				DrainRate: 50 * p.TimeScale, PublishTimeout: max(time.Second, scale(30*time.Second))}
+		}
+		w.groups = append(w.groups, gw)
+		lo += g.Devices
+	}
+	w.Config = w.For(0)
 	w.Config.Paho.BootSpread = w.BootSpread
 	if p.Scenario == plan.BootStorm && p.Policy == plan.PahoDefault {
 		w.Config.Paho.BootSpread = 0 // paho has no boot spread: every device dials at power-on
 	}
-	if p.Policy == plan.PahoDefault {
-		return w, nil
-	}
-	var err error
-	if w.TimingOf, err = groupTimings(p, w.BootSpread); err != nil {
-		return w, err
-	}
-	w.Config.Timing = w.TimingOf(0)
-	if p.Telemetry > 0 { // each device's publisher retries on its group's policy, as its reconnects
-		w.Config.Telemetry = Telemetry{Every: scale(time.Duration(float64(time.Second) / p.Telemetry)), Retry: w.Config.Timing.Policy,
-			DrainRate: 50 * p.TimeScale, PublishTimeout: max(time.Second, scale(30*time.Second))}
-	}
 	return w, nil
 }
 
-// For is w's Config for device i: its group's timing.
-func (w Wiring) For(i int) Config {
-	c := w.Config
-	if w.TimingOf != nil {
-		c.Timing = w.TimingOf(i)
-		if c.Telemetry.Retry != nil {
-			c.Telemetry.Retry = c.Timing.Policy
-		}
+// group is device i's group's wiring.
+func (w Wiring) group(i int) *groupWiring {
+	k := len(w.groups) - 1
+	for k > 0 && i < w.groups[k].first {
+		k--
 	}
+	return &w.groups[k]
+}
+
+// TimingOf is device i's reconnect timing: its group's (nil for
+// paho-default, which has paho's).
+func (w Wiring) TimingOf(i int) *device.Timing { return w.group(i).timing }
+
+// For is w's Config for device i: its group's timing, keepalive and
+// telemetry.
+func (w Wiring) For(i int) Config {
+	c, g := w.Config, w.group(i)
+	c.Timing, c.KeepAlive, c.PingTimeout, c.Telemetry = g.timing, g.keepAlive, g.pingTimeout, g.telemetry
 	return c
 }
 
-// groupTimings is each device's timing, the agents' defaults scaled: one
-// for the fleet, or in a mixed fleet its group's, which differs in its
-// policy alone.
-func groupTimings(p plan.Plan, bootSpread time.Duration) (func(i int) *device.Timing, error) {
-	groups := p.GroupsOrWhole()
-	timings := make([]*device.Timing, len(groups))
-	first := make([]int, len(groups)) // each group's first device index
-	lo := 0
-	for k, g := range groups {
-		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
-		policy, err := reconnect.New(Scaled{Shape: shape, Scale: p.TimeScale}, reconnect.Limits{MaxRetries: p.RetryCap})
-		if err != nil {
-			return nil, err
-		}
-		t := device.DefaultTiming()
-		t.Policy, t.BootSpread = policy, bootSpread
-		t.StableAfter = time.Duration(float64(time.Minute) / p.TimeScale)
-		t.CredentialsWait = time.Duration(float64(t.CredentialsWait) / p.TimeScale)
-		t.Guard.Window = time.Duration(float64(t.Guard.Window) / p.TimeScale)
-		timings[k], first[k] = &t, lo
-		lo += g.Devices
+// timing is a group's, the agents' defaults scaled: its policy with its
+// retry cap, and its boot spread.
+func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing, error) {
+	shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
+	policy, err := reconnect.New(Scaled{Shape: shape, Scale: p.TimeScale}, reconnect.Limits{MaxRetries: *g.RetryCap})
+	if err != nil {
+		return nil, err
 	}
-	return func(i int) *device.Timing {
-		k := len(first) - 1
-		for k > 0 && i < first[k] {
-			k--
-		}
-		return timings[k]
-	}, nil
+	t := device.DefaultTiming()
+	t.Policy, t.BootSpread = policy, bootSpread
+	t.StableAfter = time.Duration(float64(time.Minute) / p.TimeScale)
+	t.CredentialsWait = time.Duration(float64(t.CredentialsWait) / p.TimeScale)
+	t.Guard.Window = time.Duration(float64(t.Guard.Window) / p.TimeScale)
+	return &t, nil
 }
 
-// bootSpread is the window the agents' first connects fall in, scaled.
+// bootSpread is the window a group's first connects fall in, scaled.
 // Outside boot-storm the fleet's boot is setup, not measurement: it is
 // paced at half of what this host serves, or paho's connect timeouts turn
 // the setup itself into a storm.
-func bootSpread(p plan.Plan, keepAlive time.Duration, warn func(format string, args ...any)) time.Duration {
+func bootSpread(p plan.Plan, g plan.Group, keepAlive time.Duration, warn func(format string, args ...any)) time.Duration {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
-	spread := scale(p.BootWindow())
+	spread := scale(g.BootWindow())
 	hostPaced := time.Duration(float64(p.Devices) / (HostAdmitLimit / 2) * float64(time.Second)) // the whole fleet, shards included
 	switch {
 	case p.Storm.Has(plan.Blackhole):
@@ -121,7 +129,7 @@ func bootSpread(p plan.Plan, keepAlive time.Duration, warn func(format string, a
 		return max(hostPaced, keepAlive)
 	case p.Scenario != plan.BootStorm:
 		// A child's parent may ask for longer (a black hole's keepalive).
-		return max(hostPaced, 100*time.Millisecond, scale(p.BootSpread))
+		return max(hostPaced, 100*time.Millisecond, scale(g.BootSpread))
 	case spread < hostPaced && warn != nil:
 		warn("%d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale",
 			p.Shard.Size(p.Devices), spread, HostAdmitLimit)
