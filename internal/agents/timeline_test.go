@@ -25,7 +25,7 @@ func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
 // recoveries, two bursts); the formula's rounds read waves either way.
 func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := agentsPlan(plan.BrokerRestart, "full", 300)
+		c := agentsPlan(plan.BrokerRestart, "full", 200)
 		c.Seed = seed
 		c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
 		r, err := fleetsimtest.InVirtualTime(t, c)
@@ -41,7 +41,7 @@ func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 		assert.Equal(t, stormstats.Spread, r.Verdict, "seed %d: separate disruptions are not waves", seed)
 		assert.Equal(t, stormstats.Waves, r.Fleet.Judgement.Verdict, "seed %d: as one series", seed)
 	}
-	c := agentsPlan(plan.BrokerRestart, "iotcore", 300)
+	c := agentsPlan(plan.BrokerRestart, "iotcore", 200)
 	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.DropAll}}
 	r, err := fleetsimtest.InVirtualTime(t, c)
 	require.NoError(t, err)

@@ -24,7 +24,8 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 )
 
-// Config is what a fleet's children are started with.
+// Config is what a fleet's children are started with: a plain value,
+// copied by Spawn. The zero Config starts none (Spawn needs Plan.Exe).
 type Config struct {
 	// Plan is the parent's; each child runs its fleet, shard by shard.
 	Plan plan.Plan

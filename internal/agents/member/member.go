@@ -37,8 +37,8 @@ type Log interface {
 // Config is what a fleet's members share; a fleet whose devices differ
 // (their endpoints in a cluster, their timing in a mixed fleet) sets those
 // fields before building each member, since New copies it. Every duration
-// is already scaled to the run. The zero Config is not usable: Broker and
-// Log are required.
+// is already scaled to the run. The zero Config is not usable: Broker is
+// required (a nil Log hears nothing).
 type Config struct {
 	// Broker is the device's endpoint, and Failover the ones it moves on to
 	// in turn (device.Config's).
