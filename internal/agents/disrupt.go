@@ -94,7 +94,9 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 		// The losses and attempts since are the disruption's, recorded
 		// already: the window starts in the past, forgetting nothing.
 		now = lost
-		f.open(now, false)
+		if f.w == nil {
+			f.open(now, false)
+		}
 	}
 	f.begin(now)
 	back, err := f.carryOut(ctx, e)
