@@ -17,7 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/agents"
+	"github.com/herdguard/herdguard/internal/agents/children"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -119,13 +119,13 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
 	fs.StringVar(&f.c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
 	fs.DurationVar(&f.c.Duration, "duration", f.c.Duration, "observe: how long to wait for a disruption")
-	fs.IntVar(&f.c.Nodes, "nodes", 0, "rolling-restart: the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next (virtual engine)")
+	fs.IntVar(&f.c.Nodes, "nodes", 0, "rolling-restart: the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next (either engine; real agents over mem or tcp)")
 	fs.DurationVar(&f.c.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
 	fs.IntVar(&f.c.TCPPerProcess, "tcp-per-process", 0, "TCP devices whose agents this process holds, beside the broker or the fault proxy, before they move to child processes (0: what 20,000 descriptors allow: 9,500 beside the broker; beside the proxy 6,333, or 4,750 with the in-process broker)")
 	f.child = fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
-	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: write every device event to descriptor 3 as it happens, for the parent's fault proxy")
+	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: stream every device record (attempts begun and decided, sessions lost; the attempt codec) to descriptor 3 as it happens, for the parent's fault proxy")
 	fs.DurationVar(&f.c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
 	fs.Float64Var(&f.c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&f.c.TimeScale, "time-scale", f.c.TimeScale, "run every duration this many times faster; reports stay unscaled")
@@ -182,7 +182,7 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(c.Shard.Index))
 	}
 	if *f.child != "" {
-		p, err := agents.ReadChildPlan(*f.child)
+		p, err := children.ReadPlan(*f.child)
 		if err != nil {
 			return c, fmt.Errorf("-child: %w", err)
 		}

@@ -11,16 +11,16 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/herdguard/herdguard/internal/agents"
+	"github.com/herdguard/herdguard/internal/experiment"
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
 func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	sc := agents.DefaultSoak()
+	sc := experiment.DefaultSoak()
 	fs := flag.NewFlagSet("devicesim soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&sc.Devices, "devices", sc.Devices, "number of devices (real agents, in memory)")
-	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(agents.SoakStorms, ", "))
+	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(experiment.SoakStorms, ", "))
 	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames()[1:], ", "))
 	fs.Float64Var(&sc.Telemetry, "telemetry", sc.Telemetry, "QoS 1 messages per device per (unscaled) second, for the whole soak")
 	fs.Float64Var(&sc.TimeScale, "time-scale", sc.TimeScale, "run every duration this many times faster")
@@ -35,7 +35,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	sc.Progress = stdout
-	rep, err := agents.Soak(ctx, sc)
+	rep, err := experiment.Soak(ctx, sc)
 	if rep == nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if err == nil && !rep.Pass {
-		err = fmt.Errorf("%w: %s", agents.ErrSoakFailed, strings.Join(rep.Problems, "; "))
+		err = fmt.Errorf("%w: %s", experiment.ErrSoakFailed, strings.Join(rep.Problems, "; "))
 	}
 	return errors.Join(err, jerr)
 }

@@ -1,18 +1,14 @@
 package agents
 
 import (
-	"context"
-	"net"
-	"net/url"
-
-	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
 // setupStandby starts the second in-process broker and gives every device
 // both endpoints, the primary first.
-func (r *run) setupStandby(mc *memberConfig) error {
-	cfg := testbroker.Config{Transport: r.broker.Transport()}
+func (f *Fleet) setupStandby(mc *member.Config) error {
+	cfg := testbroker.Config{Transport: f.nodes[0].Transport()}
 	if cfg.Transport == testbroker.Memory {
 		cfg.Addr = "standby"
 	}
@@ -20,20 +16,12 @@ func (r *run) setupStandby(mc *memberConfig) error {
 	if err != nil {
 		return err
 	}
-	r.standby = standby
-	mc.failover = []string{standby.URL()}
+	f.standby = standby
+	mc.Failover = []string{standby.URL()}
 	if cfg.Transport == testbroker.Memory {
-		primary, standbyURL := r.broker, standby.URL()
-		mc.dial = func(int) device.DialFunc {
-			return func(ctx context.Context, u *url.URL) (net.Conn, error) {
-				if u.String() == standbyURL {
-					return standby.DialContext(ctx, u)
-				}
-				return primary.DialContext(ctx, u)
-			}
-		}
+		mc.Dial = dialByURL([]*testbroker.Broker{f.nodes[0], standby})
 	}
 	// The devices know where they are connected; neither broker alone does.
-	r.obs = deviceObserver{r.devlog}
+	f.obs = f.devlog
 	return nil
 }

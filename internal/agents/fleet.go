@@ -1,308 +1,413 @@
+// Package agents is the engine of real devices, and the live fleet it
+// runs on. A Fleet is device.Agents (paho clients, their store-and-forward
+// publishers and config fetchers) against the in-process test broker, a
+// cluster of its nodes, or any broker through the fault proxy, in scaled
+// real time or, in tests, a synctest bubble; it stays up across
+// disruptions:
+//
+//	Start ─▶ AwaitUp ─▶ Disrupt, Disrupt, ... ─▶ AwaitRecovery ─▶ Report ─▶ Disrupt ... ─▶ Stop
+//
+// Run, the engine, is one client of it: the plan's timeline of
+// disruptions, or a cluster's rolling restart, then one report, each
+// disruption judged on its own. The soak (package experiment) is another:
+// storm after storm on one fleet. The fleet watches its devices through
+// package observer, builds them with package member, and runs a fleet too
+// large for one process's descriptors in child processes (package
+// children).
 package agents
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
-	"math/rand/v2"
-	"net"
+	"errors"
+	"fmt"
+	"io"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
+	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/jitter"
-	"github.com/herdguard/herdguard/publisher"
-	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/faultproxy"
+	"github.com/herdguard/herdguard/internal/agents/children"
+	"github.com/herdguard/herdguard/internal/agents/member"
+	"github.com/herdguard/herdguard/internal/agents/observer"
+	"github.com/herdguard/herdguard/internal/agents/timedfault"
+	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// member is one simulated device.
-type member interface {
-	start(ctx context.Context) error
-	stop(ctx context.Context) error
+// Fleet is a fleet of real agents kept up across disruptions: its broker
+// (the in-process one, a cluster of its nodes, or an external one behind
+// the fault proxy), its members, and what watches them. Between Start and
+// Stop it is disrupted and awaited as often as its user likes; each
+// recovery is a window of its own (see Disrupt). Its methods are called
+// from one goroutine, one at a time; its agents run on their own. The zero
+// Fleet is not usable: use Start.
+type Fleet struct {
+	p      plan.Plan // with its defaults, at the time scale the run allows
+	ids    []int     // the devices this process runs (a shard's)
+	wiring member.Wiring
+
+	nodes    []*testbroker.Broker // the in-process broker, or a cluster's nodes; none against an external one
+	standby  *testbroker.Broker   // failover: where the fleet goes when the broker dies
+	proxy    *faultproxy.Proxy    // in the devices' path, when the storm breaks the path or the broker is external
+	configs  *configserver.Server
+	fetchers []*device.Fetcher
+
+	devlog       *observer.DeviceLog // every attempt the devices made here (or, through the proxy, in children)
+	obs          observer.Observer   // what the fleet waits on: the brokers' side or the devices'
+	members      []member.Member
+	children     *children.Children
+	childReports []*report.Report // once released
+
+	admission    fault.Admission // the plan's, scaled: what a throttled restart applies
+	admitting    bool            // an admission limit is in force
+	handshakeCPU time.Duration   // TLS: the broker's CPU for one handshake, measured at setup
+	externalTLS  func(i int) (*tls.Config, error)
+	received     *observer.Received // every message the broker took, by the envelope's rule
+	heapBefore   uint64             // the heap before the members started
+	upAt         time.Time          // when the fleet was last all up
+
+	stopMembers context.CancelFunc
+	faults      timedfault.Faults // the disruptions in force, each until its timer ends it
+	w           *window           // the recovery under way, if a disruption opened one
+	cleanups    []func()
 }
 
-// memberConfig is what every member of a run shares.
-type memberConfig struct {
-	broker                 string
-	failover               []string                         // more endpoints, in turn (failover)
-	metrics                func(i int) device.Metrics       // nil: none
-	tls                    func(i int) (*tls.Config, error) // an external broker's TLS, when dial is the agent's own
-	dial                   func(i int) device.DialFunc      // nil: the agent's own dialer
-	timing                 *device.Timing
-	keepAlive, pingTimeout time.Duration
-	// connectTimeout bounds one connect attempt, scaled as every duration.
-	connectTimeout time.Duration
-	seed           uint64
-	log            *deviceLog // every attempt the devices make
-	// paho-default only: paho's own reconnect with this cap.
-	pahoMaxInterval time.Duration
-	pahoBootSpread  time.Duration
-	// telemetry, if > 0: each agent publishes a message this often
-	// (scaled) through a publisher with these retry and drain settings.
-	telemetry  time.Duration
-	pubRetry   *reconnect.Policy
-	drainRate  float64
-	pubTimeout time.Duration
+func (f *Fleet) scale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / f.p.TimeScale)
+}
+func (f *Fleet) unscale(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * f.p.TimeScale)
 }
 
-func clientID(i int) string { return "dev-" + strconv.Itoa(i) }
-
-// agentMember is a real device.Agent, with a store-and-forward publisher
-// when the run has telemetry.
-type agentMember struct {
-	a        *device.Agent
-	pub      *publisher.Publisher
-	id       string
-	every    time.Duration
-	phase    time.Duration
-	produce  context.CancelFunc
-	produced chan struct{} // closed when the generator has returned
-	running  sync.WaitGroup
+func (f *Fleet) warn(format string, args ...any) {
+	if f.p.Warn != nil {
+		fmt.Fprintf(f.p.Warn, "warning: "+format+"\n", args...)
+	}
 }
 
-func newAgentMember(i int, mc memberConfig) (*agentMember, error) {
-	cfg := device.Config{Broker: mc.broker, Failover: mc.failover, ClientID: clientID(i), Timing: mc.timing,
-		Source: rand.NewPCG(mc.seed, uint64(i)), KeepAlive: mc.keepAlive, PingTimeout: mc.pingTimeout,
-		ConnectTimeout: mc.connectTimeout}
-	if mc.dial != nil {
-		cfg.Dial = mc.dial(i)
-	}
-	if mc.tls != nil {
-		t, err := mc.tls(i)
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLS = t
-	}
-	if mc.metrics != nil {
-		cfg.Metrics = mc.metrics(i)
-	}
-	if l := mc.log; l != nil {
-		current := -1     // the attempt in flight; events come from the agent's one loop
-		var due time.Time // when the wait before it ends
-		cfg.OnEvent = func(e device.Event) {
-			switch e.Kind {
-			case device.EventBackingOff:
-				due = e.Time.Add(e.Delay)
-			case device.EventConnecting:
-				current = l.begin(e.Time, cfg.ClientID, e.Time.Sub(due))
-			case device.EventConnected:
-				l.end(current, i, fault.Accepted, 0)
-			case device.EventAttemptFailed:
-				o, code := fault.Dropped, 0
-				if e.Code != device.NoConnack {
-					o, code = fault.Refused, e.Code
-				}
-				l.end(current, i, o, code)
-			case device.EventLost:
-				l.lost(e.Time, i)
-			}
-		}
-	}
-	a, err := device.New(cfg)
-	if err != nil {
+// Start builds the fleet of plan p, which the caller has validated: its
+// broker (or nodes, or the fault proxy in front of an external one), the
+// config server if the storm needs one, and a member a device, and starts
+// them; it returns once they are started, not connected (AwaitUp). A
+// boot-storm's boot is its disruption: the fleet's first window opens as
+// the members start. An error stops what had started.
+func Start(ctx context.Context, p plan.Plan) (*Fleet, error) {
+	f := newFleet(p)
+	if err := f.setup(); err != nil {
+		f.Stop()
 		return nil, err
 	}
-	m := &agentMember{a: a, id: cfg.ClientID, every: mc.telemetry}
-	if mc.telemetry > 0 {
-		src := rand.NewPCG(mc.seed, uint64(i)|1<<62)
-		m.phase = time.Duration(jitter.Float64(src) * float64(mc.telemetry))
-		m.pub, err = publisher.New(publisher.Config{Session: a, Retry: mc.pubRetry, DrainRate: mc.drainRate,
-			PublishTimeout: mc.pubTimeout, Source: src})
-		if err != nil {
+	f.heapBefore = report.HeapInUse()
+	if f.p.Scenario == plan.BootStorm {
+		f.open(time.Now(), false)
+	}
+	ctx, f.stopMembers = context.WithCancel(ctx)
+	for _, m := range f.members {
+		if err := m.Start(ctx); err != nil {
+			f.Stop()
 			return nil, err
 		}
 	}
-	return m, nil
+	return f, nil
 }
 
-func (m *agentMember) start(ctx context.Context) error {
-	if err := m.a.Start(ctx); err != nil {
-		return err
+// newFleet is the fleet of p, at the time scale its policy and scenario
+// allow.
+func newFleet(p plan.Plan) *Fleet {
+	p = p.WithDefaults()
+	f := &Fleet{p: p, ids: p.Shard.IDs(p.Devices), received: observer.NewReceived()}
+	if p.Policy == plan.PahoDefault && p.TimeScale != 1 {
+		f.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
+		f.p.TimeScale = 1
 	}
-	if m.pub == nil {
-		return nil
+	if p.Scenario == plan.ConfigOutage && p.TimeScale != 1 {
+		f.warn("Retry-After travels in whole seconds, which a time scale cannot shrink: running config-outage at time scale 1")
+		f.p.TimeScale = 1
 	}
-	gen, cancel := context.WithCancel(ctx)
-	m.produce, m.produced = cancel, make(chan struct{})
-	m.running.Add(1)
-	go func() {
-		defer m.running.Done()
-		_ = m.pub.Run(ctx) // ends with the run's context; what it left queued is counted
-	}()
-	go func() {
-		defer close(m.produced)
-		m.generate(gen)
-	}()
+	return f
+}
+
+// Devices is how many devices the fleet runs (a shard's, where it runs one).
+func (f *Fleet) Devices() int { return len(f.ids) }
+
+// AwaitUp waits until the whole fleet is connected, for at most the boot
+// spread and a minute.
+func (f *Fleet) AwaitUp(ctx context.Context) error {
+	n := len(f.ids)
+	if err := f.obs.Await(ctx, f.wiring.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
+		return fmt.Errorf("fleet did not finish booting: %w", err)
+	}
+	f.upAt = time.Now()
 	return nil
 }
 
-// generate enqueues one small reading every m.every, whatever the session
-// is doing: the publisher keeps them through outages.
-func (m *agentMember) generate(ctx context.Context) {
-	if reconnect.Sleep(ctx, nil, m.phase) != nil {
-		return
+// AwaitConnected waits until at least n devices are connected, for at most
+// the plan's recovery bound.
+func (f *Fleet) AwaitConnected(ctx context.Context, n int) error {
+	return f.obs.Await(ctx, f.recoverBound(), func(k int) bool { return k >= n })
+}
+
+// Stop stops the members, the children, the disruptions still under way
+// and the servers, and waits for them.
+func (f *Fleet) Stop() {
+	if f.stopMembers != nil {
+		f.stopMembers()
 	}
-	tick := time.NewTicker(m.every)
-	defer tick.Stop()
-	topic := "telemetry/" + m.id
-	for {
-		_, _ = m.pub.Publish(topic, []byte(`{"temp":21.5}`)) // counted by the publisher's Stats
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
+	stopCtx, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	for _, m := range f.members {
+		wg.Go(func() { _ = m.Stop(stopCtx) })
+	}
+	wg.Wait()
+	if f.children != nil {
+		f.children.Kill()
+	}
+	f.faults.Stop()
+	if f.w != nil && f.w.stopProgress != nil {
+		f.w.stopProgress()
+	}
+	for _, c := range f.cleanups {
+		c()
+	}
+	if f.proxy != nil {
+		_ = f.proxy.Close()
+	}
+	if f.configs != nil {
+		f.configs.Close()
+	}
+	for _, b := range append(f.nodes, f.standby) {
+		if b != nil {
+			b.Close()
 		}
 	}
 }
 
-// stopTelemetry stops producing and returns once nothing more can be
-// enqueued; what is queued still drains.
-func (m *agentMember) stopTelemetry() {
-	if m.produce != nil {
-		m.produce()
-		<-m.produced
+// SetAdmission limits the connects the broker (each node of a cluster, or
+// the fault proxy in front of an external broker) admits from now on to a,
+// in unscaled connects a second; the zero Admission lifts the limit.
+func (f *Fleet) SetAdmission(a fault.Admission) error {
+	if a != (fault.Admission{}) {
+		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode}
 	}
+	return f.admit(a)
 }
 
-func (m *agentMember) stop(ctx context.Context) error {
-	m.stopTelemetry()
-	err := m.a.Stop(ctx)
-	m.running.Wait()
-	if m.pub != nil {
-		_ = m.pub.Close()
+// admit applies the scaled admission a where the fleet can.
+func (f *Fleet) admit(a fault.Admission) error {
+	f.admitting = a != (fault.Admission{})
+	if len(f.nodes) == 0 {
+		return f.proxy.SetAdmission(a)
 	}
+	for _, b := range f.nodes {
+		if err := b.SetAdmission(a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recoverBound is how long a fleet is waited for to come back.
+func (f *Fleet) recoverBound() time.Duration {
+	if f.p.Bound > 0 {
+		return f.scale(f.p.Bound)
+	}
+	// the plan's minute of slack is the host's: not scaled
+	return f.scale(f.p.RecoveryBound(len(f.ids))-time.Minute) + time.Minute
+}
+
+// setup makes the broker (or the nodes, or the observer of an external
+// one), what the storm breaks beyond it, and the members.
+func (f *Fleet) setup() error {
+	mc, err := f.memberConfig()
+	if err != nil {
+		return err
+	}
+	switch {
+	case f.p.Broker != "":
+		err = f.setupExternal(&mc)
+	case f.p.Nodes > 1:
+		err = f.setupCluster(&mc)
+	default:
+		err = f.setupBroker(&mc)
+	}
+	if err != nil {
+		return err
+	}
+	if err := f.setupFaults(&mc); err != nil {
+		return err
+	}
+	if f.p.NeedsChildren() {
+		return f.spawnChildren(mc.Broker)
+	}
+	return f.makeMembers(mc)
+}
+
+// makeMembers builds a member a device: a paho client, or an agent on its
+// group's timing, with its own endpoints in a cluster.
+func (f *Fleet) makeMembers(mc member.Config) error {
+	f.wiring.Config = mc
+	for _, i := range f.ids {
+		if f.p.Policy == plan.PahoDefault {
+			f.members = append(f.members, member.NewPaho(i, mc))
+			continue
+		}
+		c := f.wiring.For(i)
+		if len(f.nodes) > 1 {
+			c.Broker, c.Failover = f.endpoints(i)
+		}
+		m, err := member.NewAgent(i, c)
+		if err != nil {
+			return err
+		}
+		f.members = append(f.members, m)
+	}
+	return nil
+}
+
+// memberConfig is what every member shares (member.Wire), the device log
+// they report to, and the live metrics; and the plan's admission limit,
+// scaled.
+func (f *Fleet) memberConfig() (member.Config, error) {
+	p := f.p
+	var err error
+	if f.wiring, err = member.Wire(p, f.warn); err != nil {
+		return member.Config{}, err
+	}
+	mc := f.wiring.Config
+	if p.AdmitRate > 0 {
+		f.admission = fault.Admission{Rate: p.AdmitRate * p.TimeScale, Burst: max(p.AdmitBurst, 1), Mode: p.AdmitMode}
+		if f.admission.Rate > member.HostAdmitLimit {
+			f.warn("the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale",
+				f.admission.Rate, member.HostAdmitLimit)
+		}
+	}
+	f.devlog = observer.NewDeviceLog(p.Devices)
+	if p.Stream != nil {
+		f.cleanups = append(f.cleanups, f.devlog.StreamTo(p.Stream))
+	}
+	mc.Log = f.devlog
+	if p.Metrics != nil {
+		p.Metrics.Start(p.Devices)
+		mc.Metrics = p.Metrics.Device
+	}
+	return mc, nil
+}
+
+// setupBroker starts the in-process broker on the run's transport.
+func (f *Fleet) setupBroker(mc *member.Config) error {
+	bc := testbroker.Config{Transport: testbroker.Memory}
+	switch f.p.Transport {
+	case plan.TCP:
+		bc.Transport = testbroker.TCP
+	case plan.TLS:
+		bc.Transport, bc.MutualTLS = testbroker.TLS, true
+	}
+	b, err := testbroker.New(bc)
+	if err != nil {
+		return err
+	}
+	f.nodes, f.obs, mc.Broker = []*testbroker.Broker{b}, observer.Brokers{b.Recorder()}, b.URL()
+	switch f.p.Transport {
+	case plan.Mem:
+		mc.Dial = func(int) device.DialFunc { return b.DialContext }
+	case plan.TCP:
+		mc.Dial = member.LoopbackDialer
+	case plan.TLS:
+		if f.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
+			return err
+		}
+		certFor := func(i int) (*tls.Config, error) { return b.ClientTLSConfig(deviceID(i)) }
+		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, certFor) }
+	}
+	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
+		return f.admit(f.admission)
+	}
+	return nil
+}
+
+// setupExternal points the members at an external broker, observed
+// through the devices' own log.
+func (f *Fleet) setupExternal(mc *member.Config) error {
+	f.obs, mc.Broker = f.devlog, f.p.Broker
+	tlsCfg, err := externalTLS(f.p)
+	if err != nil {
+		return err
+	}
+	f.externalTLS = tlsCfg
+	switch {
+	case !isLoopback(f.p.Broker):
+		mc.TLS = tlsCfg
+	case tlsCfg != nil:
+		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, tlsCfg) }
+	default:
+		mc.Dial = member.LoopbackDialer
+	}
+	return nil
+}
+
+// setupFaults sets up what the storm breaks beyond the broker: a standby
+// to fail over to, the fault proxy in the path, the config server.
+func (f *Fleet) setupFaults(mc *member.Config) error {
+	p := f.p
+	if p.Scenario == plan.Failover {
+		if err := f.setupStandby(mc); err != nil {
+			return err
+		}
+	}
+	if p.Proxied() {
+		if err := f.setupProxy(mc); err != nil {
+			return err
+		}
+		if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
+			f.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
+		}
+	}
+	if p.Scenario == plan.ConfigOutage {
+		return f.setupConfigs()
+	}
+	return nil
+}
+
+// spawnChildren starts the processes that run the agents of a TCP fleet
+// too large for this one, against url (the in-process broker, or the
+// fault proxy in front of a broker).
+func (f *Fleet) spawnChildren(url string) error {
+	c := children.Config{Plan: f.p, URL: url, Warn: f.warn}
+	if f.p.Transport == plan.TLS && len(f.nodes) == 1 { // the children issue their devices' certificates from the broker's CA
+		b := f.nodes[0]
+		c.CA = func(dir string) (plan.Target, error) {
+			files, err := b.WriteCAFiles(dir)
+			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
+		}
+	}
+	if f.proxy != nil { // their devices' records come back as they happen, as do their sessions spread over a keepalive
+		c.BootSpread = f.unscale(f.wiring.BootSpread)
+		var metrics func(int) device.Metrics
+		if f.p.Metrics != nil {
+			metrics = f.p.Metrics.Device
+		}
+		c.Follow = func(_ int, rd io.Reader) error { return f.devlog.Follow(rd, metrics) }
+	}
+	var err error
+	f.children, err = children.Spawn(c)
 	return err
 }
 
-// pahoMember is a bare paho client with paho's built-in reconnect: what a
-// fleet gets without this project (the paho-default baseline). paho retries
-// a lost connection at once, then after 1, 2, 4 s ... up to its
-// MaxReconnectInterval, with no jitter; its 1 s start is a constant, so it
-// runs in real time only.
-type pahoMember struct {
-	c       paho.Client
-	boot    time.Duration
-	mu      sync.Mutex
-	current int // the attempt in flight, in the device log
-	cancel  context.CancelFunc
-	booted  chan struct{}
-}
+// deviceID is device i's client ID.
+func deviceID(i int) string { return attempt.ClientID(i) }
 
-func newPahoMember(i int, mc memberConfig) *pahoMember {
-	m := &pahoMember{current: -1}
-	r := rand.New(rand.NewPCG(mc.seed, uint64(i)))
-	m.boot = time.Duration(r.Float64() * float64(mc.pahoBootSpread))
-	opts := paho.NewClientOptions().AddBroker(mc.broker).SetClientID(clientID(i)).SetProtocolVersion(4).
-		SetCleanSession(true).SetAutoReconnect(true).SetConnectRetry(true).
-		SetMaxReconnectInterval(mc.pahoMaxInterval).SetConnectTimeout(mc.connectTimeout).SetKeepAlive(mc.keepAlive)
-	if mc.dial != nil {
-		opts.SetCustomOpenConnectionFn(pahoDial(mc.dial(i)))
-	}
-	l := mc.log
-	opts.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
-		switch n.(type) {
-		case paho.ConnectionNotificationConnecting:
-			if l != nil {
-				m.mu.Lock()
-				m.current = l.begin(time.Now(), clientID(i), -1) // paho keeps its schedule to itself
-				m.mu.Unlock()
-			}
-		case paho.ConnectionNotificationFailed:
-			if l != nil {
-				m.mu.Lock()
-				l.end(m.current, i, fault.Dropped, 0)
-				m.mu.Unlock()
-			}
-		}
-	})
-	opts.SetOnConnectHandler(func(paho.Client) {
-		if l != nil {
-			m.mu.Lock()
-			l.end(m.current, i, fault.Accepted, 0)
-			m.mu.Unlock()
-		}
-	})
-	opts.SetConnectionLostHandler(func(paho.Client, error) {
-		if l != nil {
-			l.lost(time.Now(), i)
-		}
-	})
-	m.c = paho.NewClient(opts)
-	return m
-}
-
-func (m *pahoMember) start(ctx context.Context) error {
-	ctx, m.cancel = context.WithCancel(ctx)
-	m.booted = make(chan struct{})
-	go func() {
-		defer close(m.booted)
-		if reconnect.Sleep(ctx, nil, m.boot) == nil {
-			m.c.Connect() // with ConnectRetry, paho keeps trying in the background
-		}
-	}()
-	return nil
-}
-
-func (m *pahoMember) stop(context.Context) error {
-	m.cancel()
-	<-m.booted
-	m.c.Disconnect(100)
-	return nil
-}
-
-// pahoDial is d as paho's own connection function, for paho-default's
-// clients: each dial bounded by the client's connect timeout.
-func pahoDial(d device.DialFunc) paho.OpenConnectionFunc {
-	return func(u *url.URL, o paho.ClientOptions) (net.Conn, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), o.ConnectTimeout)
-		defer cancel()
-		return d(ctx, u)
-	}
-}
-
-// loopbackTLSDialer is loopbackDialer with device i's own client
-// certificate, issued by the broker's CA (mutual TLS). A certificate that
-// cannot be issued fails every dial, and the run says so.
-func loopbackTLSDialer(i int, b *testbroker.Broker) device.DialFunc {
-	cfg, err := b.ClientTLSConfig(clientID(i))
-	if err != nil {
-		return func(context.Context, *url.URL) (net.Conn, error) { return nil, err }
-	}
-	return loopbackDialerTLS(i, cfg)
-}
-
-// tlsDialerFor is loopbackDialerTLS with device i's configuration, or a
-// dialer that fails with the reason it has none.
-func tlsDialerFor(i int, cfgFor func(int) (*tls.Config, error)) device.DialFunc {
-	cfg, err := cfgFor(i)
-	if err != nil {
-		return func(context.Context, *url.URL) (net.Conn, error) { return nil, err }
-	}
-	return loopbackDialerTLS(i, cfg)
-}
-
-// loopbackDialerTLS is loopbackDialer with TLS on top.
-func loopbackDialerTLS(i int, cfg *tls.Config) device.DialFunc {
-	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
-	return func(ctx context.Context, uri *url.URL) (net.Conn, error) {
-		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local}, Config: cfg}
-		return d.DialContext(ctx, "tcp", uri.Host)
-	}
-}
-
-// loopbackDialer spreads TCP devices over four loopback source addresses,
-// so a large fleet's reconnect churn does not run one (source, destination)
-// pair out of its ~28,000 ephemeral ports.
-func loopbackDialer(i int) device.DialFunc {
-	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
-	return func(ctx context.Context, uri *url.URL) (net.Conn, error) {
-		d := net.Dialer{LocalAddr: local}
-		return d.DialContext(ctx, "tcp", uri.Host)
-	}
+// isLoopback reports whether a broker URL names this host's loopback
+// address, which the devices reach from their own spread of source
+// addresses.
+func isLoopback(broker string) bool {
+	u, err := url.Parse(broker)
+	return err == nil && u.Hostname() == "127.0.0.1"
 }

@@ -5,35 +5,58 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/report"
 )
 
-// queued counts the messages still in the devices' store-and-forward
-// queues.
-func (r *run) queued() int {
+// Queued counts the messages still in the devices' store-and-forward
+// queues (here; a child's are its own).
+func (f *Fleet) Queued() int {
 	n := 0
-	for _, m := range r.members {
-		n += m.(*agentMember).pub.Stats().Queued
+	for _, m := range f.members {
+		if a, ok := m.(*member.Agent); ok {
+			n += a.Stats().Queued
+		}
 	}
 	return n
 }
 
-// drainTelemetry stops the devices producing and waits for their queues to
-// empty now that the fleet is back.
-func (r *run) drainTelemetry(ctx context.Context) error {
-	for _, m := range r.members {
-		m.(*agentMember).stopTelemetry()
+// Drain stops the devices producing readings and waits for their queues
+// to empty, for at most a minute and two caps.
+func (f *Fleet) Drain(ctx context.Context) error {
+	for _, m := range f.members {
+		if a, ok := m.(*member.Agent); ok {
+			a.StopTelemetry()
+		}
 	}
-	bound := time.Now().Add(time.Minute + r.scale(2*r.c.MaxBackoff))
+	return f.awaitQueued(ctx, 0)
+}
+
+// Settle waits until the devices' queues hold no more than one message a
+// device (the one in flight), for at most a minute and two caps, while
+// they go on producing, and counts what the broker received by then (see
+// Telemetry); it returns what was queued when it began.
+func (f *Fleet) Settle(ctx context.Context) (queuedAtStart int, err error) {
+	queuedAtStart = f.Queued()
+	if err := f.awaitQueued(ctx, len(f.members)); err != nil {
+		return queuedAtStart, err
+	}
+	f.takeReceived()
+	return queuedAtStart, nil
+}
+
+// awaitQueued waits until no more than most messages are queued.
+func (f *Fleet) awaitQueued(ctx context.Context, most int) error {
+	bound := time.Now().Add(time.Minute + f.scale(2*f.p.MaxBackoff))
 	tick := time.NewTicker(20 * time.Millisecond) // no event to wait on across thousands of queues
 	defer tick.Stop()
 	for {
-		queued := r.queued()
-		if queued == 0 {
+		queued := f.Queued()
+		if queued <= most {
 			return nil
 		}
 		if time.Now().After(bound) {
-			return fmt.Errorf("fleetsim: %d telemetry messages still queued after the fleet recovered", queued)
+			return fmt.Errorf("agents: %d telemetry messages still queued after the fleet recovered", queued)
 		}
 		select {
 		case <-ctx.Done():
@@ -43,17 +66,24 @@ func (r *run) drainTelemetry(ctx context.Context) error {
 	}
 }
 
-func (r *run) telemetry() *report.Telemetry {
-	t := &report.Telemetry{RatePerDevice: r.c.Telemetry, ReceivedUnique: -1}
-	for _, m := range r.members {
-		s := m.(*agentMember).pub.Stats()
-		t.Enqueued += s.Enqueued
-		t.Acknowledged += s.Delivered
-		t.Retried += s.Failures
-		t.DroppedOldest += s.DroppedOldest
-		t.QueuedAtEnd += s.Queued
+// Telemetry counts the fleet's messages end to end so far: what the
+// devices (and the children's, once reported) enqueued, had acknowledged
+// and still hold, and what the in-process broker received once, by the
+// envelope's rule. It takes what the broker recorded since the last call,
+// so that a long run does not hold every message.
+func (f *Fleet) Telemetry() *report.Telemetry {
+	t := &report.Telemetry{RatePerDevice: f.p.TelemetryRate(), ReceivedUnique: -1}
+	for _, m := range f.members {
+		if a, ok := m.(*member.Agent); ok {
+			s := a.Stats()
+			t.Enqueued += s.Enqueued
+			t.Acknowledged += s.Delivered
+			t.Retried += s.Failures
+			t.DroppedOldest += s.DroppedOldest
+			t.QueuedAtEnd += s.Queued
+		}
 	}
-	for _, cr := range r.childReports { // agents in child processes
+	for _, cr := range f.childReports { // agents in child processes
 		if ct := cr.Telemetry; ct != nil {
 			t.Enqueued += ct.Enqueued
 			t.Acknowledged += ct.Acknowledged
@@ -63,12 +93,19 @@ func (r *run) telemetry() *report.Telemetry {
 		}
 	}
 	received := int64(t.Acknowledged)
-	if r.broker != nil {
-		rc := newReceiver()
-		rc.take(r.broker.Recorder().Publishes())
-		t.ReceivedUnique, t.Duplicates = int(rc.unique), int(rc.duplicates)
-		received = rc.unique
+	if len(f.nodes) > 0 {
+		f.takeReceived()
+		t.ReceivedUnique, t.Duplicates = int(f.received.Unique), int(f.received.Duplicates)
+		received = f.received.Unique
 	}
 	t.Lost = int64(t.Enqueued) - int64(t.DroppedOldest) - int64(t.QueuedAtEnd) - received
 	return t
+}
+
+// takeReceived counts, and lets go of, what the in-process brokers
+// received since the last take.
+func (f *Fleet) takeReceived() {
+	for _, b := range f.nodes {
+		f.received.Take(b.Recorder().TakePublishes())
+	}
 }

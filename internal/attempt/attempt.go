@@ -1,7 +1,8 @@
 // Package attempt is the one record every engine of the simulator emits:
 // a connection attempt by one device, as one side saw it. The report is
-// built from these records, events.csv holds them, and merging shards reads
-// them back, all through this package's codec:
+// built from these records, events.csv holds them, merging shards reads
+// them back, and a child process running part of a fleet's agents streams
+// its devices' records to its parent, all through this package's codec:
 //
 //	plan -> engine -> attempt.Record -> Sink (the report's builder, events.csv) -> judgement -> report
 package attempt
@@ -32,16 +33,57 @@ func (s Side) String() string {
 	return "fleet"
 }
 
-// Record is one connection attempt. Tens of millions make one large run,
-// so it is small (32 bytes) and a plain value.
+// Kind is what a Record tells. events.csv holds Attempts alone; a live
+// stream of a device log (a child process's, to the parent that runs the
+// storm) also carries the moments the parent must know as they happen: an
+// attempt begun, whose outcome is not known yet, and a session lost.
+type Kind uint8
+
+const (
+	// Attempt is a connection attempt and its outcome: every row of
+	// events.csv.
+	Attempt Kind = iota
+	// Begun is an attempt just started (Outcome Pending): the next Attempt
+	// record of the same device is its outcome.
+	Begun
+	// Lost is the end of a device's session, at T, when the device noticed
+	// it; Outcome, Code and Lag say nothing.
+	Lost
+)
+
+var kindNames = [...]string{Attempt: "attempt", Begun: "begun", Lost: "lost"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// parseKind reads a Kind's name.
+func parseKind(s string) (Kind, bool) {
+	for k, name := range kindNames {
+		if name == s {
+			return Kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// Record is one connection attempt (or, on a live stream, one of the other
+// Kinds). Tens of millions make one large run, so it is small (32 bytes)
+// and a plain value; its zero Kind is Attempt.
 type Record struct {
-	T       time.Duration // unscaled, since the disruption
+	// T is unscaled time since the disruption; on a live stream, where the
+	// disruption is not known yet, since the Unix epoch.
+	T       time.Duration
 	Lag     time.Duration // unscaled: how late the device left against its schedule; negative: unknown
 	Device  int32         // the fleet's index (client ID dev-<Device>); -1: a client ID not of that form
 	Code    int32         // the CONNACK code, or the HTTP status of a config fetch
 	Outcome fault.Outcome
 	Side    Side
 	Node    uint8 // which node of a cluster took it (Broker side); 0 with one broker
+	Kind    Kind
 }
 
 // Sink takes an engine's records as they are made, in order of T. Add must

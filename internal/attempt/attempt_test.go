@@ -67,3 +67,56 @@ func TestClientIDs(t *testing.T) {
 func TestRecordIs32Bytes(t *testing.T) {
 	assert.EqualValues(t, 32, unsafe.Sizeof(attempt.Record{}))
 }
+
+// A live stream carries every kind of record, to the nanosecond, and its
+// reader gets each one back as it was written, instants included.
+func TestRecordsRoundTripThroughAStream(t *testing.T) {
+	at := time.Unix(1_795_466_393, 123_456_789)
+	in := []attempt.Record{
+		{T: time.Duration(at.UnixNano()), Lag: 1234567 * time.Nanosecond, Device: 3, Outcome: fault.Pending, Kind: attempt.Begun},
+		{T: time.Duration(at.UnixNano()), Lag: 1234567 * time.Nanosecond, Device: 3, Outcome: fault.Accepted},
+		{T: time.Duration(at.Add(time.Nanosecond).UnixNano()), Lag: -1, Device: 7, Code: 3, Outcome: fault.Refused},
+		{T: time.Duration(at.Add(2 * time.Second).UnixNano()), Lag: -1, Device: 3, Kind: attempt.Lost},
+	}
+	var buf bytes.Buffer
+	w := attempt.NewStreamWriter(&buf)
+	for i, r := range in {
+		w.Add(r)
+		assert.Equal(t, i+2, strings.Count(buf.String(), "\n"), "each row written through as it is added")
+	}
+	assert.Equal(t, `t_s,unix_ms,client_id,outcome,code,lag_ms,kind
+1795466393.123456789,1795466393123,dev-3,pending,0,1.234567,begun
+1795466393.123456789,1795466393123,dev-3,accepted,0,1.234567,attempt
+1795466393.123456790,1795466393123,dev-7,refused,3,,attempt
+1795466395.123456789,1795466395123,dev-3,pending,0,,lost
+`, buf.String())
+	out, err := attempt.ReadCSV(&buf)
+	require.NoError(t, err)
+	assert.Equal(t, in, out)
+	assert.Equal(t, at, time.Unix(0, int64(out[0].T)), "the instant, exactly")
+
+	_, err = attempt.ReadCSV(strings.NewReader("t_s,unix_ms,client_id,outcome,code,lag_ms,kind\n1.0,0,dev-1,accepted,0,,landed\n"))
+	assert.ErrorContains(t, err, `line 2: unknown kind "landed"`)
+	_, err = attempt.ReadCSV(strings.NewReader("t_s,unix_ms,client_id,outcome,code,lag_ms,kind\n1.0,0,dev-1,accepted,0,\n"))
+	assert.ErrorContains(t, err, "line 2: 6 fields, want 7")
+}
+
+// events.csv's times read back as exactly as they were written, and a time
+// finer than a nanosecond rounds to the nearest.
+func TestTimesReadBackExactly(t *testing.T) {
+	for text, want := range map[string]time.Duration{
+		"0.0000": 0, "1.5000": 1500 * time.Millisecond, "31.0001": 31*time.Second + 100*time.Microsecond,
+		"-2.25": -2250 * time.Millisecond, ".5": 500 * time.Millisecond, "7": 7 * time.Second,
+		"0.0000000004": 0, "0.0000000005": 1, "1795466393.123456789": 1795466393123456789,
+	} {
+		rows := "t_s,unix_ms,client_id,outcome,code,lag_ms\n" + text + ",0,dev-1,accepted,0,\n"
+		got, err := attempt.ReadCSV(strings.NewReader(rows))
+		require.NoError(t, err, text)
+		assert.Equal(t, want, got[0].T, text)
+	}
+	for _, text := range []string{"", "-", ".", "1.x", "1.5e3", "0.00000000051x", "99999999999999999999"} {
+		rows := "t_s,unix_ms,client_id,outcome,code,lag_ms\n" + text + ",0,dev-1,accepted,0,\n"
+		_, err := attempt.ReadCSV(strings.NewReader(rows))
+		assert.ErrorContains(t, err, "line 2", "%q", text)
+	}
+}

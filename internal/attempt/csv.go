@@ -19,39 +19,69 @@ import (
 // empty where not known.
 var Header = []string{"t_s", "unix_ms", "client_id", "outcome", "code", "lag_ms"}
 
-// Writer writes Fleet records as events.csv rows, buffered. A run at
-// TimeScale s anchored at T0 stamps unix_ms = T0 + T/s. Its zero value is
-// not ready: use NewWriter. It is not safe for concurrent use.
+// StreamHeader is a live stream's: events.csv's columns and the record's
+// kind, t_s since the Unix epoch and every time to the nanosecond.
+var StreamHeader = append(slices.Clip(Header), "kind")
+
+// Writer writes Fleet records as rows: events.csv's (NewWriter), or a live
+// stream's (NewStreamWriter). Its zero value is not ready: use either. It
+// is not safe for concurrent use.
 type Writer struct {
 	out       *bufio.Writer
 	t0        time.Time
 	timeScale float64
+	stream    bool // every Kind, to the nanosecond, each row written through
 	row       []byte
 	err       error
 	rows      int64
 }
 
-// NewWriter writes the header to w and returns a Writer of its rows.
+// NewWriter writes events.csv's header to w and returns a Writer of its
+// rows, buffered: a run at time scale timeScale anchored at t0 stamps
+// unix_ms = t0 + T/timeScale.
 func NewWriter(w io.Writer, t0 time.Time, timeScale float64) *Writer {
-	cw := &Writer{out: bufio.NewWriterSize(w, 1<<16), t0: t0, timeScale: timeScale}
-	for i, h := range Header {
+	return newWriter(w, 1<<16, Header, t0, timeScale, false)
+}
+
+// NewStreamWriter writes a live stream's header to w and returns a Writer
+// of its rows: every Kind, T the instant since the Unix epoch, times to the
+// nanosecond (the reader gets the very instants back), and each row handed
+// to w as it is added, so that the reader hears of it at once.
+func NewStreamWriter(w io.Writer) *Writer {
+	return newWriter(w, 512, StreamHeader, time.Unix(0, 0), 1, true)
+}
+
+func newWriter(w io.Writer, size int, header []string, t0 time.Time, timeScale float64, stream bool) *Writer {
+	cw := &Writer{out: bufio.NewWriterSize(w, size), t0: t0, timeScale: timeScale, stream: stream}
+	for i, h := range header {
 		if i > 0 {
 			cw.row = append(cw.row, ',')
 		}
 		cw.row = append(cw.row, h...)
 	}
 	_, cw.err = cw.out.Write(append(cw.row, '\n'))
+	if stream && cw.err == nil {
+		cw.err = cw.out.Flush()
+	}
 	return cw
 }
 
-// Add writes r's row; Broker records are no row of events.csv. The first
-// error stops the writing and is kept for Flush.
+// Add writes r's row; Broker records are no row, and events.csv has a row
+// for Attempts alone. The first error stops the writing and is kept for
+// Flush.
 func (w *Writer) Add(r Record) {
-	if r.Side != Fleet || w.err != nil {
+	if r.Side != Fleet || w.err != nil || (!w.stream && r.Kind != Attempt) {
 		return
 	}
-	w.row = AppendRow(w.row[:0], r, w.t0, w.timeScale)
+	if w.stream {
+		w.row = appendStreamRow(w.row[:0], r)
+	} else {
+		w.row = AppendRow(w.row[:0], r, w.t0, w.timeScale)
+	}
 	_, w.err = w.out.Write(w.row)
+	if w.stream && w.err == nil {
+		w.err = w.out.Flush()
+	}
 	w.rows++
 }
 
@@ -67,60 +97,194 @@ func (w *Writer) Flush() error {
 func AppendRow(b []byte, r Record, t0 time.Time, timeScale float64) []byte {
 	b = strconv.AppendFloat(b, r.T.Seconds(), 'f', 4, 64)
 	b = append(b, ',')
-	b = strconv.AppendInt(b, t0.Add(time.Duration(float64(r.T)/timeScale)).UnixMilli(), 10)
-	b = append(b, ',')
-	b = AppendClientID(b, r.Device)
-	b = append(b, ',')
-	b = append(b, r.Outcome.String()...)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, int64(r.Code), 10)
-	b = append(b, ',')
+	b = appendWhoAndHow(b, r, t0.Add(time.Duration(float64(r.T)/timeScale)))
 	if r.Lag >= 0 {
 		b = strconv.AppendFloat(b, float64(r.Lag)/float64(time.Millisecond), 'f', 3, 64)
 	}
 	return append(b, '\n')
 }
 
-// ReadCSV reads events.csv rows back as Fleet records. An error names the
-// line and what was wrong with it.
-func ReadCSV(rd io.Reader) ([]Record, error) {
+// appendWhoAndHow appends the columns after t_s up to lag_ms, which every
+// row writes alike: the instant in whole milliseconds, the client ID, the
+// outcome and the code.
+func appendWhoAndHow(b []byte, r Record, at time.Time) []byte {
+	b = strconv.AppendInt(b, at.UnixMilli(), 10)
+	b = append(b, ',')
+	b = AppendClientID(b, r.Device)
+	b = append(b, ',')
+	b = append(b, r.Outcome.String()...)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(r.Code), 10)
+	return append(b, ',')
+}
+
+// appendStreamRow appends r's row of a live stream: its times exact.
+func appendStreamRow(b []byte, r Record) []byte {
+	b = appendFixed(b, r.T, time.Second)
+	b = append(b, ',')
+	b = appendWhoAndHow(b, r, time.Unix(0, int64(r.T)))
+	if r.Lag >= 0 {
+		b = appendFixed(b, r.Lag, time.Millisecond)
+	}
+	b = append(b, ',')
+	b = append(b, r.Kind.String()...)
+	return append(b, '\n')
+}
+
+// appendFixed appends d in units of unit, with every digit of d below the
+// unit: exact, unlike a float.
+func appendFixed(b []byte, d, unit time.Duration) []byte {
+	if d < 0 {
+		b = append(b, '-')
+		d = -d
+	}
+	b = strconv.AppendInt(b, int64(d/unit), 10)
+	b = append(b, '.')
+	frac := d % unit
+	for place := unit / 10; place > 0; place /= 10 { // every digit, leading zeros included
+		b = append(b, byte('0'+frac/place))
+		frac %= place
+	}
+	return b
+}
+
+// parseFixed reads a decimal number of units (1.5 in seconds is 1.5 s)
+// exactly, rounding digits finer than a nanosecond to the nearest.
+func parseFixed(s string, unit time.Duration) (time.Duration, error) {
+	neg := len(s) > 0 && s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	whole, frac := s, ""
+	for i := range len(s) {
+		if s[i] == '.' {
+			whole, frac = s[:i], s[i+1:]
+			break
+		}
+	}
+	if whole == "" && frac == "" {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	var n int64
+	if whole != "" {
+		w, err := strconv.ParseUint(whole, 10, 63)
+		if err != nil || w > math.MaxInt64/uint64(unit) {
+			return 0, fmt.Errorf("%q is not a number of %v", s, unit)
+		}
+		n = int64(w) * int64(unit)
+	}
+	scale := int64(unit)
+	for i := range len(frac) {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%q is not a number", s)
+		}
+		if scale /= 10; scale == 0 { // below a nanosecond: round on the first such digit
+			if c >= '5' {
+				n++
+			}
+			if !allDigits(frac[i+1:]) {
+				return 0, fmt.Errorf("%q is not a number", s)
+			}
+			break
+		}
+		n += int64(c-'0') * scale
+	}
+	if neg {
+		n = -n
+	}
+	return time.Duration(n), nil
+}
+
+func allDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Reader reads records back from events.csv or a live stream, a row at a
+// time, as they arrive. Its zero value is not ready: use NewReader. It is
+// not safe for concurrent use.
+type Reader struct {
+	cr     *csv.Reader
+	stream bool
+}
+
+// NewReader reads the header from rd, events.csv's or a stream's, and
+// returns a Reader of the rows after it.
+func NewReader(rd io.Reader) (*Reader, error) {
 	cr := csv.NewReader(bufio.NewReaderSize(rd, 1<<16))
 	cr.ReuseRecord = true
+	cr.FieldsPerRecord = -1 // checked against the header's, with the line named
 	header, err := cr.Read()
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Equal(header, Header) {
-		return nil, fmt.Errorf("line 1: header %v, want %v", header, Header)
+	r := &Reader{cr: cr, stream: slices.Equal(header, StreamHeader)}
+	if !r.stream && !slices.Equal(header, Header) {
+		return nil, fmt.Errorf("line 1: header %v, want %v (or a stream's, with kind)", header, Header)
+	}
+	return r, nil
+}
+
+// Read returns the next row's record, and io.EOF after the last. An error
+// names the line and what was wrong with it.
+func (r *Reader) Read() (Record, error) {
+	row, err := r.cr.Read()
+	if err != nil {
+		return Record{}, err
+	}
+	line, _ := r.cr.FieldPos(0)
+	want := len(Header)
+	if r.stream {
+		want = len(StreamHeader)
+	}
+	if len(row) != want {
+		return Record{}, fmt.Errorf("line %d: %d fields, want %d", line, len(row), want)
+	}
+	t, err0 := parseFixed(row[0], time.Second)
+	code, err1 := strconv.ParseInt(row[4], 10, 32)
+	o, ok := fault.ParseOutcome(row[3])
+	if !ok {
+		err1 = errors.Join(err1, fmt.Errorf("unknown outcome %q", row[3]))
+	}
+	lag := time.Duration(-1) // unknown
+	var err2 error
+	if row[5] != "" {
+		lag, err2 = parseFixed(row[5], time.Millisecond)
+	}
+	kind := Attempt
+	if r.stream {
+		if kind, ok = parseKind(row[6]); !ok {
+			err2 = errors.Join(err2, fmt.Errorf("unknown kind %q", row[6]))
+		}
+	}
+	if err := errors.Join(err0, err1, err2); err != nil {
+		return Record{}, fmt.Errorf("line %d: %w", line, err)
+	}
+	dev, _ := DeviceIndex(row[2])
+	return Record{T: t, Lag: lag, Device: int32(dev), Code: int32(code), Outcome: o, Kind: kind}, nil
+}
+
+// ReadCSV reads events.csv rows (or a whole stream's) back as Fleet
+// records. An error names the line and what was wrong with it.
+func ReadCSV(rd io.Reader) ([]Record, error) {
+	r, err := NewReader(rd)
+	if err != nil {
+		return nil, err
 	}
 	var out []Record
 	for {
-		row, err := cr.Read()
+		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		line, _ := cr.FieldPos(0)
-		ts, err0 := strconv.ParseFloat(row[0], 64)
-		code, err1 := strconv.ParseInt(row[4], 10, 32)
-		o, ok := fault.ParseOutcome(row[3])
-		if !ok {
-			err1 = errors.Join(err1, fmt.Errorf("unknown outcome %q", row[3]))
-		}
-		lag := time.Duration(-1) // unknown
-		var err2 error
-		if row[5] != "" {
-			var ms float64
-			ms, err2 = strconv.ParseFloat(row[5], 64)
-			lag = time.Duration(math.Round(ms * float64(time.Millisecond)))
-		}
-		if err := errors.Join(err0, err1, err2); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, err)
-		}
-		dev, _ := DeviceIndex(row[2])
-		out = append(out, Record{T: time.Duration(math.Round(ts * float64(time.Second))), Lag: lag,
-			Device: int32(dev), Code: int32(code), Outcome: o})
+		out = append(out, rec)
 	}
 }

@@ -24,12 +24,18 @@ type CalibrationCell struct {
 	// TimeScale, if set, is the agents' time scale for this cell instead of
 	// the calibration's.
 	TimeScale float64
+	// Then is the rest of a timeline (plan.Storm.Then): each disruption's
+	// recovery is compared on its own.
+	Then []plan.Event
 }
 
 func (c CalibrationCell) String() string {
 	s := fmt.Sprintf("%s, %s", c.Scenario, c.Policy)
 	if c.AdmitRate > 0 {
 		s = fmt.Sprintf("%s %s %.0f/s, %s", c.Scenario, c.Mode, c.AdmitRate, c.Policy)
+	}
+	for _, e := range c.Then {
+		s += fmt.Sprintf(", then %s at %v", e.Scenario, e.At)
 	}
 	if c.TimeScale > 0 {
 		s += fmt.Sprintf(" (agents at %gx)", c.TimeScale)
@@ -115,6 +121,14 @@ type EngineFigures struct {
 	AttemptsAfterReturn float64            `json:"attempts_after_return_per_device"`
 	Verdict             stormstats.Verdict `json:"verdict"`
 	WallS               float64            `json:"wall_s"`
+	// Recoveries are a timeline's, each after its own disruption.
+	Recoveries []RecoveryFigures `json:"recoveries,omitempty"`
+}
+
+// RecoveryFigures are one disruption's recovery, after it.
+type RecoveryFigures struct {
+	P50S float64 `json:"p50_s"`
+	P99S float64 `json:"p99_s"`
 }
 
 // add adds one run's figures, the k-th of n seeds.
@@ -125,6 +139,15 @@ func (f *EngineFigures) add(r *report.Report, n int) {
 	f.AttemptsPerDevice += w * r.Attempts.PerDeviceMean
 	f.AttemptsAfterReturn += w * r.Attempts.AfterReturnPerDeviceMean
 	f.WallS += w * r.Host.WallS
+	if f.Recoveries == nil {
+		f.Recoveries = make([]RecoveryFigures, len(r.Disruptions))
+	}
+	for k, d := range r.Disruptions {
+		if k < len(f.Recoveries) {
+			f.Recoveries[k].P50S += w * d.Recovery.P50S
+			f.Recoveries[k].P99S += w * d.Recovery.P99S
+		}
+	}
 }
 
 // AgentsRunner runs the agents' side of a calibration: inside a
@@ -134,8 +157,9 @@ type AgentsRunner func(plan.Plan) (*report.Report, error)
 
 // Calibrate runs each cell on both engines with devices devices (the agents
 // in memory through runAgents, at timeScale when it is nil), once per seed,
-// and compares the means; each seed's verdicts must match. Progress, if
-// set, gets each row as it is measured.
+// and compares the means, each recovery's of a timeline too; each seed's
+// verdicts must match, the run's and each recovery's. Progress, if set,
+// gets each row as it is measured.
 func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner,
 	progress io.Writer) (*Calibration, error) {
 	cal := &Calibration{Devices: devices, TimeScale: timeScale, Seeds: seeds, Agree: true, Tolerance: DefaultCalibrationBounds,
@@ -144,45 +168,10 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 		cal.TimeScale = 1
 	}
 	for _, cell := range cells {
-		c := plan.Default()
-		c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
-		c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
-		c.Events = io.Discard
-		if runAgents != nil {
-			cell.TimeScale = 0 // a host's allowance: virtual time needs none
+		row, err := calibrateCell(ctx, cell, devices, timeScale, seeds, runAgents)
+		if err != nil {
+			return cal, err
 		}
-		row := CalibrationRow{Cell: cell.String()}
-		var verdicts []string
-		for _, seed := range seeds {
-			c.Seed = seed
-			var got [2]stormstats.Verdict
-			for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
-				c.Engine = engine
-				var r *report.Report
-				var err error
-				if engine == plan.Agents && runAgents != nil {
-					r, err = runAgents(c)
-				} else {
-					r, err = fleetsim.Run(ctx, c)
-				}
-				if r == nil {
-					return cal, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)
-				}
-				got[k] = r.Verdict
-				if engine == plan.Agents {
-					row.Agents.add(r, len(seeds))
-					row.Bound = row.Bound || r.Host.Bound
-				} else {
-					row.Virtual.add(r, len(seeds))
-				}
-			}
-			row.Agents.Verdict, row.Virtual.Verdict = got[0], got[1]
-			if got[0] != got[1] {
-				verdicts = append(verdicts, fmt.Sprintf("seed %d: verdict %s vs %s", seed, got[0], got[1]))
-			}
-		}
-		row.Apart = append(cal.Tolerance.Apart(row.Agents, row.Virtual), verdicts...)
-		row.Agree = len(row.Apart) == 0
 		cal.Agree = cal.Agree && row.Agree
 		cal.Rows = append(cal.Rows, row)
 		if progress != nil {
@@ -190,6 +179,58 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 		}
 	}
 	return cal, nil
+}
+
+// calibrateCell runs one cell on both engines, once per seed.
+func calibrateCell(ctx context.Context, cell CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner) (CalibrationRow, error) {
+	c := plan.Default()
+	c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
+	c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
+	c.Then, c.Events = cell.Then, io.Discard
+	if runAgents != nil {
+		cell.TimeScale = 0 // a host's allowance: virtual time needs none
+	}
+	row := CalibrationRow{Cell: cell.String()}
+	var verdicts []string
+	for _, seed := range seeds {
+		c.Seed = seed
+		var got [2]*report.Report
+		for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
+			c.Engine = engine
+			var err error
+			if engine == plan.Agents && runAgents != nil {
+				got[k], err = runAgents(c)
+			} else {
+				got[k], err = fleetsim.Run(ctx, c)
+			}
+			if got[k] == nil {
+				return row, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)
+			}
+		}
+		row.Agents.add(got[0], len(seeds))
+		row.Virtual.add(got[1], len(seeds))
+		row.Bound = row.Bound || got[0].Host.Bound
+		row.Agents.Verdict, row.Virtual.Verdict = got[0].Verdict, got[1].Verdict
+		verdicts = append(verdicts, verdictsApart(seed, got[0], got[1])...)
+	}
+	row.Apart = append(DefaultCalibrationBounds.Apart(row.Agents, row.Virtual), verdicts...)
+	row.Agree = len(row.Apart) == 0
+	return row, nil
+}
+
+// verdictsApart lists where the agents' run a and the model's v of one
+// seed differ in verdict: the run's, and each recovery's of a timeline.
+func verdictsApart(seed uint64, a, v *report.Report) []string {
+	var out []string
+	if a.Verdict != v.Verdict {
+		out = append(out, fmt.Sprintf("seed %d: verdict %s vs %s", seed, a.Verdict, v.Verdict))
+	}
+	for k := range min(len(a.Disruptions), len(v.Disruptions)) {
+		if x, y := a.Disruptions[k].Verdict, v.Disruptions[k].Verdict; x != y {
+			out = append(out, fmt.Sprintf("seed %d: recovery %d verdict %s vs %s", seed, k+1, x, y))
+		}
+	}
+	return out
 }
 
 // Apart lists the figures a and v disagree on.
@@ -205,6 +246,15 @@ func (b CalibrationBounds) Apart(a, v EngineFigures) []string {
 		{"after return", a.AttemptsAfterReturn, v.AttemptsAfterReturn, b.Count}} {
 		if !near(f.x, f.y, f.floor) {
 			out = append(out, fmt.Sprintf("%s %.2f vs %.2f", f.name, f.x, f.y))
+		}
+	}
+	if len(a.Recoveries) != len(v.Recoveries) {
+		return append(out, fmt.Sprintf("%d recoveries vs %d", len(a.Recoveries), len(v.Recoveries)))
+	}
+	for k := range a.Recoveries {
+		x, y := a.Recoveries[k], v.Recoveries[k]
+		if !near(x.P50S, y.P50S, b.TimeS) || !near(x.P99S, y.P99S, b.TimeS) {
+			out = append(out, fmt.Sprintf("recovery %d p50/p99 %.2f/%.2f vs %.2f/%.2f", k+1, x.P50S, x.P99S, y.P50S, y.P99S))
 		}
 	}
 	return out

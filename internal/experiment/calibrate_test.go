@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -27,6 +28,23 @@ func agentsInVirtualTime(t *testing.T) experiment.AgentsRunner {
 	return func(c plan.Plan) (*report.Report, error) { return fleetsimtest.InVirtualTime(t, c) }
 }
 
+// calibrated is cells calibrated on fleets of devices over consecutive
+// seeds (fleetsimtest.Seeds), the agents in virtual time; the test logs
+// the table.
+func calibrated(t *testing.T, cells []experiment.CalibrationCell, devices int) *experiment.Calibration {
+	var list []uint64
+	for s := range fleetsimtest.Seeds() {
+		list = append(list, s+1)
+	}
+	cal, err := experiment.Calibrate(context.Background(), cells, devices, 1, list, agentsInVirtualTime(t), nil)
+	require.NoError(t, err)
+	var table strings.Builder
+	cal.Table(&table)
+	t.Log("\n" + table.String())
+	require.Len(t, cal.Rows, len(cells))
+	return cal
+}
+
 // The engines agree on a few of make calibrate's cells at 300 devices over
 // 20 consecutive seeds (3 under the race detector), the agents in virtual
 // time, and the test fails when they drift apart.
@@ -38,16 +56,7 @@ func TestEnginesAgree(t *testing.T) {
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
 		{Scenario: plan.Flapping, Policy: "full"},
 	}
-	var list []uint64
-	for s := range fleetsimtest.Seeds() {
-		list = append(list, s+1)
-	}
-	cal, err := experiment.Calibrate(context.Background(), cells, 300, 1, list, agentsInVirtualTime(t), nil)
-	require.NoError(t, err)
-	var table strings.Builder
-	cal.Table(&table)
-	t.Log("\n" + table.String())
-	require.Len(t, cal.Rows, len(cells))
+	cal := calibrated(t, cells, 300)
 	for _, r := range cal.Rows {
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
 	}
@@ -97,4 +106,27 @@ func TestCalibrationBounds(t *testing.T) {
 	assert.Empty(t, b.Apart(near, experiment.EngineFigures{P50S: 41.9, P99S: 63, AttemptsPerDevice: 5.75, AttemptsAfterReturn: 1.05}))
 	assert.Empty(t, b.Apart(experiment.EngineFigures{P50S: 1.5}, experiment.EngineFigures{P50S: 1.95}), "0.5 s floor for times")
 	assert.Len(t, b.Apart(near, experiment.EngineFigures{P50S: 42.2, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1.06}), 2)
+}
+
+// The engines agree on timelines too, recovery by recovery: a broker
+// restarted, then throttled back in five minutes later; restarted, then
+// every session dropped, then a flapping window. 200 devices, full jitter,
+// 20 consecutive seeds (3 under the race detector): each recovery's p50
+// and p99 (means over the seeds) within 5 % or 0.5 s, the attempts per
+// device within 5 % or 0.05, and the verdicts equal seed by seed, the
+// run's and each recovery's. Measured over seeds 1 to 100 in blocks of 20:
+// every block within those bounds (the largest gap, a p99 of 57.74 s
+// against 57.58 s), and 0 of 700 verdicts different.
+func TestEnginesAgreeOnATimeline(t *testing.T) {
+	cells := []experiment.CalibrationCell{
+		{Scenario: plan.BrokerRestart, Policy: "full", Mode: fault.PauseOverLimit, AdmitRate: 30,
+			Then: []plan.Event{{At: 5 * time.Minute, Scenario: plan.ThrottledRestart, Outage: 30 * time.Second}}},
+		{Scenario: plan.BrokerRestart, Policy: "full", Then: []plan.Event{{At: 3 * time.Minute, Scenario: plan.DropAll},
+			{At: 6 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}},
+	}
+	cal := calibrated(t, cells, 200)
+	for i, r := range cal.Rows {
+		require.Len(t, r.Agents.Recoveries, 2+i, r.Cell)
+		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
+	}
 }

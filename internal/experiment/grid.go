@@ -1,7 +1,8 @@
 // Package experiment holds the studies made of many runs, as clients of
 // the engines: the policy grid (every policy against fleets of 1,000 to a
-// million behind admission limits, in virtual time) and the calibration of
-// the virtual engine against the real agents.
+// million behind admission limits, in virtual time), the calibration of
+// the virtual engine against the real agents, and the soak (one live fleet
+// of real agents through storm after storm).
 package experiment
 
 import (

@@ -28,9 +28,9 @@ const (
 
 // Proxied reports whether the run puts the fault proxy in the devices'
 // path: against an external broker for every disruptive scenario, and for
-// the path's own faults against any broker.
+// the path's own faults (anywhere on the timeline) against any broker.
 func (p Plan) Proxied() bool {
-	return p.Scenario.BreaksPath() || p.Scenario.BreaksBroker() && p.Broker != ""
+	return p.Storm.BreaksPath() || p.Scenario.BreaksBroker() && p.Broker != ""
 }
 
 // ProxyDescriptors is how many descriptors each device costs this process

@@ -10,6 +10,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
@@ -84,36 +85,78 @@ type Fleet struct {
 	// Shard.Index (every device when Count is 0).
 	Shard Shard
 	Seed  uint64
-	// Groups, if set, splits the fleet into groups on policies of their
-	// own (a firmware version still in the field): their Devices add up to
-	// Devices, in index order (the first group's devices come first).
-	// Empty: one group, the fleet's own Policy and MaxBackoff.
+	// Groups, if set, splits the fleet into groups of devices alike (a
+	// firmware version still in the field): their Devices add up to
+	// Devices, in index order (the first group's devices come first). Empty:
+	// one group, the fleet's own settings.
 	Groups []Group
 }
 
-// Group is a part of a mixed fleet. Policy and MaxBackoff empty take the
-// fleet's.
+// Group is a part of a mixed fleet, which may differ from the others in
+// everything the agent's configuration has. What it leaves unset is the
+// fleet's: Policy and Transport empty, MaxBackoff, BootSpread, KeepAlive
+// and PingTimeout 0, RetryCap and Telemetry nil.
 type Group struct {
-	Name       string
-	Devices    int
-	Policy     string
-	MaxBackoff time.Duration
-	Labels     map[string]string
+	Name                   string
+	Devices                int
+	Policy                 string
+	MaxBackoff             time.Duration
+	RetryCap               *int // reconnect.RetryForever or a count
+	BootSpread             time.Duration
+	KeepAlive, PingTimeout time.Duration
+	Telemetry              *float64 // QoS 1 messages a second, per device
+	Transport              Transport
+	Labels                 map[string]string
 }
 
 // GroupsOrWhole is the fleet as groups, in device index order, each with
-// the fleet's policy and cap where it names none; the whole fleet as one
-// group when the plan has none.
+// every setting resolved (the fleet's where it names none); the whole
+// fleet as one group when the plan has none.
 func (f Fleet) GroupsOrWhole() []Group {
 	if len(f.Groups) == 0 {
-		return []Group{{Name: "fleet", Devices: f.Devices, Policy: f.Policy, MaxBackoff: f.MaxBackoff}}
+		return []Group{f.resolve(Group{Name: "fleet", Devices: f.Devices})}
 	}
 	out := make([]Group, len(f.Groups))
 	for i, g := range f.Groups {
-		g.Policy, g.MaxBackoff = cmp.Or(g.Policy, f.Policy), cmp.Or(g.MaxBackoff, f.MaxBackoff)
-		out[i] = g
+		out[i] = f.resolve(g)
 	}
 	return out
+}
+
+// resolve is g with the fleet's settings where g leaves them unset.
+func (f Fleet) resolve(g Group) Group {
+	g.Policy, g.MaxBackoff, g.Transport = cmp.Or(g.Policy, f.Policy), cmp.Or(g.MaxBackoff, f.MaxBackoff), cmp.Or(g.Transport, f.Transport)
+	g.BootSpread, g.KeepAlive, g.PingTimeout = cmp.Or(g.BootSpread, f.BootSpread), cmp.Or(g.KeepAlive, f.KeepAlive), cmp.Or(g.PingTimeout, f.PingTimeout)
+	if g.RetryCap == nil {
+		g.RetryCap = &f.RetryCap
+	}
+	if g.Telemetry == nil {
+		g.Telemetry = &f.Telemetry
+	}
+	return g
+}
+
+// HasTelemetry reports whether any device of the fleet publishes
+// telemetry.
+func (f Fleet) HasTelemetry() bool {
+	return slices.ContainsFunc(f.GroupsOrWhole(), func(g Group) bool { return *g.Telemetry > 0 })
+}
+
+// TelemetryRate is the fleet's mean telemetry rate a device.
+func (f Fleet) TelemetryRate() float64 {
+	sum := 0.0
+	for _, g := range f.GroupsOrWhole() {
+		sum += *g.Telemetry * float64(g.Devices)
+	}
+	return sum / float64(max(f.Devices, 1))
+}
+
+// BootWindow is the group's boot spread, the agents' own 10 s unless set.
+func (g Group) BootWindow() time.Duration {
+	if g.BootSpread > 0 {
+		return g.BootSpread
+	}
+	return device.DefaultTiming().BootSpread
 }
 
 // Storm is what is done to the fleet's broker, or to the path to it.
@@ -152,14 +195,27 @@ type Storm struct {
 	Then []Event
 }
 
-// Event is a further disruption on a storm's timeline, At after the first:
-// a broker restart, a throttled restart, a drop of every session or a
-// flapping window, lasting Outage (Flap: the storm's if 0).
+// Event is a disruption on a storm's timeline, At after the first: a
+// broker restart, a throttled restart, a drop of every session, a flapping
+// window, or (real agents only) a black hole or a slow path, lasting
+// Outage. Flap, Latency and LatencyJitter of 0 are the storm's.
 type Event struct {
-	At       time.Duration
-	Scenario Scenario
-	Outage   time.Duration
-	Flap     time.Duration
+	At                     time.Duration
+	Scenario               Scenario
+	Outage                 time.Duration
+	Flap                   time.Duration
+	Latency, LatencyJitter time.Duration
+}
+
+// Timeline is the storm's disruptions in order: the first at 0, then the
+// rest, each with the storm's flap and latency where it names none.
+func (s Storm) Timeline() []Event {
+	out := []Event{{Scenario: s.Scenario, Outage: s.Outage, Flap: s.Flap, Latency: s.Latency, LatencyJitter: s.LatencyJitter}}
+	for _, e := range s.Then {
+		e.Flap, e.Latency, e.LatencyJitter = cmp.Or(e.Flap, s.Flap), cmp.Or(e.Latency, s.Latency), cmp.Or(e.LatencyJitter, s.LatencyJitter)
+		out = append(out, e)
+	}
+	return out
 }
 
 // Target is the broker the fleet connects to: the in-process one (Broker

@@ -108,3 +108,35 @@ func ExamplePlan() {
 	// <nil> throttled-restart {10000 500 refuse}
 	// 1,000,000 devices on the virtual engine need about 363 MiB (about 112 bytes a device); this machine has 300 MiB available: at most 411,940 fit
 }
+
+// A group takes the fleet's settings where it names none, and is held to
+// the same rules; every group takes the fleet's transport.
+func TestGroupsResolveToTheFleetsSettings(t *testing.T) {
+	p := plan.Default()
+	p.Devices, p.KeepAlive, p.Telemetry = 30, 20*time.Second, 0.5
+	none := 0
+	p.Groups = []plan.Group{{Name: "a", Devices: 10}, {Name: "b", Devices: 20, RetryCap: &none, KeepAlive: 45 * time.Second}}
+	require.NoError(t, p.Validate())
+	g := p.GroupsOrWhole()
+	assert.Equal(t, "iotcore", g[0].Policy)
+	assert.Equal(t, []time.Duration{20 * time.Second, 45 * time.Second}, []time.Duration{g[0].KeepAlive, g[1].KeepAlive})
+	assert.Equal(t, []int{-1, 0}, []int{*g[0].RetryCap, *g[1].RetryCap}, "forever, the fleet's; none, its own")
+	assert.Equal(t, []float64{0.5, 0.5}, []float64{*g[0].Telemetry, *g[1].Telemetry})
+	assert.True(t, p.HasTelemetry())
+
+	bad := -3
+	for _, tc := range []struct {
+		change func(*plan.Group)
+		want   string
+	}{
+		{func(g *plan.Group) { g.RetryCap = &bad }, "group 1 (b): retry cap must be >= 0 or forever"},
+		{func(g *plan.Group) { g.KeepAlive = time.Millisecond }, "group 1 (b): keepalive must be at least 1s"},
+		{func(g *plan.Group) { g.Transport = plan.TCP }, "group 1 (b): transport tcp beside the fleet's mem"},
+		{func(g *plan.Group) { g.Telemetry = new(float64); *g.Telemetry = 5000 }, "group 1 (b): telemetry rate must be 0 to 1000"},
+	} {
+		q := p
+		q.Groups = []plan.Group{p.Groups[0], p.Groups[1]}
+		tc.change(&q.Groups[1])
+		assert.ErrorContains(t, q.Validate(), tc.want)
+	}
+}

@@ -50,6 +50,19 @@ func ParseScenario(s string) (Scenario, error) {
 // front of the in-process broker.
 func (s Scenario) BreaksPath() bool { return s == Blackhole || s == Latency }
 
+// Has reports whether sc is the storm's disruption, or one of the later
+// ones on its timeline.
+func (s Storm) Has(sc Scenario) bool {
+	return s.Scenario == sc || slices.ContainsFunc(s.Then, func(e Event) bool { return e.Scenario == sc })
+}
+
+// BreaksPath reports whether a disruption of the storm's timeline breaks
+// the network path: the fault proxy stands in the devices' path from the
+// start.
+func (s Storm) BreaksPath() bool {
+	return s.Scenario.BreaksPath() || slices.ContainsFunc(s.Then, func(e Event) bool { return e.Scenario.BreaksPath() })
+}
+
 // BreaksBroker reports whether the scenario is one the fault proxy can
 // make of any broker: it drops sessions or refuses connections.
 func (s Scenario) BreaksBroker() bool {
@@ -57,17 +70,13 @@ func (s Scenario) BreaksBroker() bool {
 }
 
 // Modelled reports whether the virtual engine's broker model can run it;
-// the rest need real devices.
+// the rest need real devices. Real agents run every scenario.
 func (s Scenario) Modelled() bool {
 	return s == BootStorm || s == RollingRestart || s.BreaksBroker()
 }
 
 // HasOutage reports whether the scenario lasts for Storm.Outage.
 func (s Scenario) HasOutage() bool { return s != BootStorm && s != DropAll && s != Observe }
-
-// ModelOnly reports whether only the virtual engine runs the scenario in
-// this version.
-func (s Scenario) ModelOnly() bool { return s == RollingRestart }
 
 // Boots reports whether the scenario measures the fleet's power-on, so
 // that the boot itself is the disruption.

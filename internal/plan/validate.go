@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"time"
@@ -29,13 +30,19 @@ func (p Plan) validateEngine() error {
 	if p.Engine != Virtual {
 		return nil
 	}
+	if k := slices.IndexFunc(p.Then, func(e Event) bool { return !e.Scenario.Modelled() }); k >= 0 {
+		return fmt.Errorf("timeline[%d]: %s breaks the network path, which the virtual engine does not model: the agents engine runs it (engine: agents)",
+			k+1, p.Then[k].Scenario)
+	}
 	switch {
 	case p.Policy == PahoDefault:
 		return fmt.Errorf("paho-default runs real paho clients: use -engine agents")
 	case p.Scenario == ConfigOutage || p.Scenario == Observe:
 		return fmt.Errorf("scenario %s needs real devices: use -engine agents", p.Scenario)
-	case p.Broker != "" || p.Shard.Count > 0 || p.Telemetry > 0 || p.Transport != Mem:
+	case p.Broker != "" || p.Shard.Count > 0 || p.HasTelemetry() || p.Transport != Mem:
 		return fmt.Errorf("-broker, -shard, -telemetry and -transport tcp or tls need real devices: use -engine agents")
+	case slices.ContainsFunc(p.Groups, func(g Group) bool { return g.Transport != "" && g.Transport != Mem }):
+		return fmt.Errorf("a group on transport tcp or tls needs real devices: use -engine agents")
 	case p.Scenario == Failover:
 		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
 	case p.Proxied():
@@ -44,18 +51,22 @@ func (p Plan) validateEngine() error {
 	return nil
 }
 
-// validateTimeline refuses a timeline of several disruptions on real
-// agents: this version runs it on the model.
+// validateTimeline: a cluster runs a rolling restart, of in-process nodes
+// that every device reaches from this process, and a timeline runs on one
+// broker.
 func (p Plan) validateTimeline() error {
 	switch {
-	case len(p.Then) > 0 && p.Engine != Virtual:
-		return fmt.Errorf("a timeline of several disruptions runs on the virtual engine in this version (engine: virtual)")
-	case p.Scenario.ModelOnly() && p.Engine != Virtual:
-		return fmt.Errorf("%s runs on the virtual engine in this version (engine: virtual)", p.Scenario)
 	case p.Nodes < 0 || p.Nodes > 255:
 		return fmt.Errorf("nodes must be 0 to 255, got %d", p.Nodes)
-	case p.Nodes > 1 && p.Engine != Virtual:
-		return fmt.Errorf("a cluster of %d nodes runs on the virtual engine in this version (engine: virtual)", p.Nodes)
+	case p.Nodes > 1 && p.Broker != "":
+		return fmt.Errorf("a cluster is of in-process nodes: it takes no external broker")
+	case p.Nodes > 1 && p.Transport == TLS:
+		return fmt.Errorf("a cluster over TLS needs its nodes under one CA: not yet; use transport mem or tcp")
+	case p.Nodes > 1 && p.Policy == PahoDefault:
+		return fmt.Errorf("paho-default has no failover of ours to go from node to node: pick a reconnect policy")
+	case p.Nodes > 1 && p.NeedsChildren():
+		return fmt.Errorf("a cluster's agents run in this process, where at most %d TCP devices fit: got %d",
+			cmp.Or(p.TCPPerProcess, MaxTCPDevices), p.Devices)
 	case p.Nodes > 1 && p.Scenario != RollingRestart:
 		return fmt.Errorf("a cluster of %d nodes runs a rolling restart in this version, not %s", p.Nodes, p.Scenario)
 	case p.Scenario == RollingRestart && p.Nodes < 2:
@@ -128,6 +139,10 @@ func (s Storm) validate() error {
 	return s.validateThen()
 }
 
+// followable reports whether a disruption can be one of a timeline's: it
+// breaks the broker or the path, and ends.
+func followable(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() }
+
 // maxTimeline is the most further disruptions a timeline holds.
 const maxTimeline = 1000
 
@@ -137,8 +152,8 @@ func (s Storm) validateThen() error {
 	if len(s.Then) == 0 {
 		return nil
 	}
-	if !s.Scenario.BreaksBroker() {
-		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all or flapping, not %s", s.Scenario)
+	if !followable(s.Scenario) {
+		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all, flapping, blackhole or latency, not %s", s.Scenario)
 	}
 	if len(s.Then) > maxTimeline {
 		return fmt.Errorf("a timeline of %d disruptions: at most %d", len(s.Then)+1, maxTimeline+1)
@@ -146,8 +161,8 @@ func (s Storm) validateThen() error {
 	var last time.Duration
 	for i, e := range s.Then {
 		switch {
-		case !e.Scenario.BreaksBroker():
-			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all or flapping can", i+1, e.Scenario)
+		case !followable(e.Scenario):
+			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all, flapping, blackhole or latency can", i+1, e.Scenario)
 		case e.At <= last:
 			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)
 		case e.Scenario.HasOutage() && e.Outage <= 0:
@@ -156,6 +171,10 @@ func (s Storm) validateThen() error {
 			return fmt.Errorf("timeline[%d]: flap must be >= 0, got %v", i+1, e.Flap)
 		case e.Scenario == Flapping && e.Flap == 0 && s.Flap <= 0:
 			return fmt.Errorf("timeline[%d]: flapping needs a flap > 0 (its own, or the storm's)", i+1)
+		case e.Latency < 0 || e.LatencyJitter < 0:
+			return fmt.Errorf("timeline[%d]: latency %v and latency jitter %v must be >= 0", i+1, e.Latency, e.LatencyJitter)
+		case e.Scenario == Latency && cmp.Or(e.Latency, s.Latency)+cmp.Or(e.LatencyJitter, s.LatencyJitter) <= 0:
+			return fmt.Errorf("timeline[%d]: latency needs a latency or jitter > 0 (its own, or the storm's)", i+1)
 		}
 		last = e.At
 	}
@@ -227,13 +246,7 @@ func (f Fleet) validateGroups() error {
 	}
 	total := 0
 	for i, g := range f.GroupsOrWhole() {
-		switch {
-		case g.Devices < 1:
-			return fmt.Errorf("group %d (%s): devices must be >= 1, got %d", i, g.Name, g.Devices)
-		case g.Policy == PahoDefault || f.Policy == PahoDefault:
-			return fmt.Errorf("group %d (%s): paho-default is not a policy a mixed fleet's agents run", i, g.Name)
-		}
-		if _, err := Shape(g.Policy, g.MaxBackoff); err != nil {
+		if err := g.validate(f); err != nil {
 			return fmt.Errorf("group %d (%s): %w", i, g.Name, err)
 		}
 		total += g.Devices
@@ -242,4 +255,28 @@ func (f Fleet) validateGroups() error {
 		return fmt.Errorf("the groups' devices add up to %d, not the fleet's %d", total, f.Devices)
 	}
 	return nil
+}
+
+// validate checks a resolved group of fleet f: what the fleet's own
+// settings must be, and one transport for every group, since the
+// in-process broker listens on one.
+func (g Group) validate(f Fleet) error {
+	switch {
+	case g.Devices < 1:
+		return fmt.Errorf("devices must be >= 1, got %d", g.Devices)
+	case g.Policy == PahoDefault || f.Policy == PahoDefault:
+		return fmt.Errorf("paho-default is not a policy a mixed fleet's agents run")
+	case *g.RetryCap < 0 && *g.RetryCap != reconnect.RetryForever:
+		return fmt.Errorf("retry cap must be >= 0 or forever, got %d", *g.RetryCap)
+	case g.KeepAlive < 0 || (g.KeepAlive > 0 && g.KeepAlive < time.Second):
+		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", g.KeepAlive)
+	case g.PingTimeout < 0 || g.BootSpread < 0:
+		return fmt.Errorf("ping timeout and boot window must be >= 0, got %v and %v", g.PingTimeout, g.BootSpread)
+	case *g.Telemetry < 0 || *g.Telemetry > 1000:
+		return fmt.Errorf("telemetry rate must be 0 to 1000 per device per second, got %g", *g.Telemetry)
+	case g.Transport != f.Transport:
+		return fmt.Errorf("transport %s beside the fleet's %s: the in-process broker listens on one transport; give every group the same", g.Transport, f.Transport)
+	}
+	_, err := Shape(g.Policy, g.MaxBackoff)
+	return err
 }

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -41,9 +40,10 @@ type File struct {
 	// TCPPerProcess is how many TCP devices' agents this process holds
 	// before they move to child processes (0: what the descriptors allow).
 	TCPPerProcess int `yaml:"tcp_per_process"`
-	// Fleet is the fleet's groups. Groups may differ in their policy and
-	// its cap (a firmware rollout); the rest of their settings are the
-	// first group's, and a group that sets one differently is refused.
+	// Fleet is the fleet's groups. Groups may differ in everything the
+	// agent's configuration has (a firmware rollout), each key at its
+	// default where a group leaves it out; every group takes one transport,
+	// and the first group's retry_after_jitter is the fleet's.
 	Fleet []Group `yaml:"fleet"`
 	// Compare runs the storm once for each of these policies instead of
 	// the group's own, and reports them side by side.
@@ -209,39 +209,16 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	case f.Timeline[0].At != 0:
 		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
-	g, ev := f.Fleet[0], f.Timeline[0]
 	p = plan.Default()
-	p.Devices, p.Seed = g.Devices, f.Seed
+	p.Seed, p.TCPPerProcess, p.Nodes = f.Seed, f.TCPPerProcess, f.Brokers.Nodes
+	f.fleetOf(&p)
 	if len(f.Fleet) > 1 {
 		if err := f.mix(&p); err != nil {
 			return bad("%v", err)
 		}
 	}
-	p.Policy = cmp.Or(g.Policy, p.Policy)
-	set(&p.MaxBackoff, g.MaxBackoff)
-	p.RetryCap = reconnect.RetryForever
-	if g.RetryCap.Set {
-		p.RetryCap = g.RetryCap.N
-	}
-	p.BootSpread, p.RetryAfterJitter, p.Telemetry = g.BootWindow, g.RetryAfterJitter, g.Telemetry
-	set(&p.KeepAlive, g.KeepAlive)
-	set(&p.PingTimeout, g.PingTimeout)
-	p.Transport = cmp.Or(g.Transport, p.Transport)
-	p.Scenario = ev.Disruption
-	set(&p.Outage, ev.Outage)
-	set(&p.Flap, ev.Flap)
-	set(&p.Latency, ev.Latency)
-	set(&p.LatencyJitter, ev.LatencyJitter)
-	p.RetryAfter, p.Bound, p.Gap, p.Nodes = ev.RetryAfter, ev.Watch, ev.Gap, f.Brokers.Nodes
-	p.Duration, p.TCPPerProcess = cmp.Or(ev.Duration, p.Duration), f.TCPPerProcess
-	for _, e := range f.Timeline[1:] {
-		if e.Latency != nil || e.LatencyJitter != nil || e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
-			return bad("timeline: a disruption after the first takes at, disruption, outage and flap in this version (%s at %v)", e.Disruption, e.At)
-		}
-		ev := plan.Event{At: e.At, Scenario: e.Disruption}
-		set(&ev.Outage, e.Outage)
-		set(&ev.Flap, e.Flap)
-		p.Then = append(p.Then, ev)
+	if err := f.timelineOf(&p); err != nil {
+		return bad("%v", err)
 	}
 	if a := f.Brokers.Admission; a != nil {
 		mode, err := fault.ParseAdmissionMode(cmp.Or(a.Mode, "refuse"))
@@ -281,28 +258,75 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	return p, why, nil
 }
 
-// mix makes the plan's groups of a file's several: they add up to the fleet
-// and differ in their policy and its cap alone.
+// fleetOf sets the fleet's settings in p: the first group's, which the
+// run takes for the fleet's own where a setting has one value a run.
+func (f *File) fleetOf(p *plan.Plan) {
+	g := f.groupOf(f.Fleet[0])
+	p.Devices, p.Policy, p.MaxBackoff, p.RetryCap = g.Devices, g.Policy, g.MaxBackoff, *g.RetryCap
+	p.BootSpread, p.KeepAlive, p.PingTimeout, p.Telemetry, p.Transport = g.BootSpread, g.KeepAlive, g.PingTimeout, *g.Telemetry, g.Transport
+	p.RetryAfterJitter = f.Fleet[0].RetryAfterJitter
+}
+
+// groupOf is a group as the file writes it, every key it leaves out at its
+// default (not the first group's).
+func (f *File) groupOf(g Group) plan.Group {
+	d := plan.Default()
+	retryCap, telemetry := reconnect.RetryForever, g.Telemetry
+	if g.RetryCap.Set {
+		retryCap = g.RetryCap.N
+	}
+	pg := plan.Group{Name: g.Name, Devices: g.Devices, Policy: cmp.Or(g.Policy, d.Policy), MaxBackoff: d.MaxBackoff,
+		RetryCap: &retryCap, BootSpread: g.BootWindow, KeepAlive: d.KeepAlive, PingTimeout: d.PingTimeout,
+		Telemetry: &telemetry, Transport: cmp.Or(g.Transport, d.Transport), Labels: g.Labels}
+	set(&pg.MaxBackoff, g.MaxBackoff)
+	set(&pg.KeepAlive, g.KeepAlive)
+	set(&pg.PingTimeout, g.PingTimeout)
+	return pg
+}
+
+// mix makes the plan's groups of a file's several: they add up to the
+// fleet, and differ in everything the agent's configuration has but the
+// config fetch's jitter on a Retry-After, which is the fleet's.
 func (f *File) mix(p *plan.Plan) error {
-	first := f.Fleet[0]
 	p.Devices = 0
 	for i, g := range f.Fleet {
-		same := g
-		same.Name, same.Devices, same.Policy, same.MaxBackoff, same.Labels, same.Expect = first.Name, first.Devices, first.Policy,
-			first.MaxBackoff, first.Labels, first.Expect
-		if !reflect.DeepEqual(same, first) {
-			return fmt.Errorf("fleet[%d] (%s): groups differ in their policy and max_backoff alone in this version; set the rest in the first group", i, g.Name)
-		}
-		if g.Name == "" {
+		switch {
+		case g.Name == "":
 			return fmt.Errorf("fleet[%d]: a group of a mixed fleet needs a name", i)
-		}
-		if g.Expect.NoTelemetryLost {
+		case g.Expect.NoTelemetryLost:
 			return fmt.Errorf("fleet[%d] (%s): no_telemetry_lost is the fleet's expectation (expect:), not a group's", i, g.Name)
+		case g.RetryAfterJitter != f.Fleet[0].RetryAfterJitter:
+			return fmt.Errorf("fleet[%d] (%s): retry_after_jitter is the fleet's config fetch: set it in the first group alone", i, g.Name)
 		}
-		pg := plan.Group{Name: g.Name, Devices: g.Devices, Policy: g.Policy, Labels: g.Labels}
-		set(&pg.MaxBackoff, g.MaxBackoff)
-		p.Groups = append(p.Groups, pg)
+		p.Groups = append(p.Groups, f.groupOf(g))
 		p.Devices += g.Devices
+	}
+	return nil
+}
+
+// timelineOf sets the plan's storm: its first disruption, and the rest of
+// its timeline.
+func (f *File) timelineOf(p *plan.Plan) error {
+	ev := f.Timeline[0]
+	p.Scenario = ev.Disruption
+	set(&p.Outage, ev.Outage)
+	set(&p.Flap, ev.Flap)
+	set(&p.Latency, ev.Latency)
+	set(&p.LatencyJitter, ev.LatencyJitter)
+	p.RetryAfter, p.Bound, p.Gap, p.Duration = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration)
+	for _, e := range f.Timeline[1:] {
+		if e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
+			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency and latency_jitter (%s at %v)", e.Disruption, e.At)
+		}
+		ev := plan.Event{At: e.At, Scenario: e.Disruption}
+		if e.Disruption.HasOutage() {
+			ev.Outage = plan.Default().Outage // the key's default, as the first disruption's
+		}
+		set(&ev.Outage, e.Outage)
+		set(&ev.Flap, e.Flap)
+		set(&ev.Latency, e.Latency)
+		set(&ev.LatencyJitter, e.LatencyJitter)
+		p.Then = append(p.Then, ev)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
 	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/reconnect"
 )
 
 func read(t *testing.T, text string) (*storm.File, error) {
@@ -100,6 +101,11 @@ func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
 		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "fit this host"},
 		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "beyond the 20000 real agents"},
 		{"fleet: [{devices: 1000000, telemetry: 1}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices"},
+		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: broker-restart}, {at: 5m, disruption: broker-restart}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 30000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Virtual, "beyond the 20000"},
+		{"fleet: [{devices: 2000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency, latency: 1s}]", plan.Agents,
+			"the agents engine runs it"},
 	} {
 		f, err := read(t, tc.text)
 		require.NoError(t, err)
@@ -134,10 +140,12 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want, tc.text)
 	}
 	for _, tc := range []struct{ text, want string }{
-		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, keepalive: 5s}]\ntimeline: [{disruption: drop-all}]", "differ in their policy and max_backoff alone"},
+		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, retry_after_jitter: 5s}]\ntimeline: [{disruption: drop-all}]", "retry_after_jitter is the fleet's"},
+		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, transport: tcp}]\ntimeline: [{disruption: drop-all}]", "listens on one transport"},
+		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, telemetry: 1}]\nengine: virtual\ntimeline: [{disruption: drop-all}]", "need real devices"},
 		{"fleet: [{name: a, devices: 10}, {devices: 20}]\ntimeline: [{disruption: drop-all}]", "needs a name"},
-		{"fleet: [{devices: 10}]\nengine: agents\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: drop-all}]", "runs on the virtual engine in this version"},
-		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "latency cannot follow on a timeline"},
+		{"fleet: [{devices: 10}]\nengine: virtual\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "the agents engine runs it"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: failover}]", "failover cannot follow on a timeline"},
 		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "the first disruption starts at 0s"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
 		{"fleet: [{devices: 0}]\ntimeline: [{disruption: drop-all}]", "devices must be >= 1"},
@@ -241,7 +249,11 @@ expect: {verdict: waves}
 	p, _, err := f.Plan()
 	require.NoError(t, err)
 	assert.Equal(t, 1000, p.Devices)
-	assert.Equal(t, []plan.Group{{Name: "old", Devices: 700, Policy: "iotcore"}, {Name: "new", Devices: 300, Policy: "fleet-safe", MaxBackoff: 64 * time.Second}}, p.Groups)
+	require.Len(t, p.Groups, 2)
+	assert.Equal(t, []string{"old", "new"}, []string{p.Groups[0].Name, p.Groups[1].Name})
+	assert.Equal(t, []string{"iotcore", "fleet-safe"}, []string{p.Groups[0].Policy, p.Groups[1].Policy})
+	assert.Equal(t, []time.Duration{32 * time.Second, 64 * time.Second}, []time.Duration{p.Groups[0].MaxBackoff, p.Groups[1].MaxBackoff})
+	assert.Equal(t, []int{700, 300}, []int{p.Groups[0].Devices, p.Groups[1].Devices})
 	r := &report.Report{Verdict: stormstats.Waves, Groups: []report.GroupReport{
 		{Name: "old", Verdict: stormstats.Waves}, {Name: "new", Verdict: stormstats.Spread, Attempts: report.Attempts{PerDeviceMean: 4}}}}
 	got := f.CheckAll(r)
@@ -260,4 +272,30 @@ func TestTheEnvironmentNamesTheBroker(t *testing.T) {
 	assert.Equal(t, "tcp://10.0.0.9:1883", f.Brokers.External.URL)
 	_, err = storm.Read(strings.NewReader(text), nil)
 	assert.ErrorContains(t, err, "names ${MQTT_BROKER}, which the environment does not set")
+}
+
+// A mixed fleet's groups differ in everything the agent's configuration
+// has: each group takes what it writes, and the key's default (not the
+// first group's) where it writes nothing.
+func TestGroupsDifferInEverythingTheAgentHas(t *testing.T) {
+	f, err := read(t, `
+fleet:
+  - {name: old, devices: 700, policy: iotcore, retry_cap: 5, boot_window: 30s, keepalive: 60s, ping_timeout: 20s, telemetry: 0.5,
+     labels: {firmware: "1.9"}}
+  - {name: new, devices: 300, policy: fleet-safe, labels: {firmware: "2.1"}}
+timeline: [{disruption: drop-all}]
+`)
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, plan.Agents, p.Engine, "telemetry needs real devices: "+why)
+	old, young := p.Groups[0], p.Groups[1]
+	assert.Equal(t, 5, *old.RetryCap)
+	assert.Equal(t, reconnect.RetryForever, *young.RetryCap, "the default, not the first group's")
+	assert.Equal(t, []time.Duration{30 * time.Second, 60 * time.Second, 20 * time.Second}, []time.Duration{old.BootSpread, old.KeepAlive, old.PingTimeout})
+	assert.Equal(t, []time.Duration{0, 30 * time.Second, 10 * time.Second}, []time.Duration{young.BootSpread, young.KeepAlive, young.PingTimeout})
+	assert.Equal(t, []float64{0.5, 0}, []float64{*old.Telemetry, *young.Telemetry})
+	assert.Equal(t, "2.1", young.Labels["firmware"])
+	assert.True(t, p.HasTelemetry())
+	assert.InDelta(t, 0.35, p.TelemetryRate(), 1e-9)
 }

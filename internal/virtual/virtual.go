@@ -103,7 +103,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	c.TimeScale = 1 // virtual time costs nothing to run at full length
 	c = c.WithDefaults()
 	groups := c.GroupsOrWhole()
-	timings, ends, err := groupTimings(c, groups)
+	timings, ends, err := groupTimings(groups)
 	if err != nil {
 		return nil, err
 	}
@@ -148,9 +148,9 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	return rep, nil
 }
 
-// groupTimings is each group's timing, on its own policy, and the index
-// after each group's last device.
-func groupTimings(c plan.Plan, groups []plan.Group) ([]device.Timing, []int, error) {
+// groupTimings is each group's timing (its policy, retry cap and boot
+// window), and the index after each group's last device.
+func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
 	for k, g := range groups {
 		ends[k] = g.Devices
@@ -158,12 +158,12 @@ func groupTimings(c plan.Plan, groups []plan.Group) ([]device.Timing, []int, err
 			ends[k] += ends[k-1]
 		}
 		shape, _ := plan.Shape(g.Policy, g.MaxBackoff)
-		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: c.RetryCap})
+		policy, err := reconnect.New(shape, reconnect.Limits{MaxRetries: *g.RetryCap})
 		if err != nil {
 			return nil, nil, err
 		}
 		timings[k] = device.DefaultTiming()
-		timings[k].Policy, timings[k].BootSpread = policy, c.BootWindow()
+		timings[k].Policy, timings[k].BootSpread = policy, g.BootWindow()
 		if err := timings[k].Validate(); err != nil {
 			return nil, nil, err
 		}

@@ -170,10 +170,10 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 	assert.Equal(t, stormstats.Waves, r.Disruptions[0].Verdict, "the formula's rounds")
 	assert.Equal(t, stormstats.Waves, r.Verdict)
 
-	c.Engine = plan.Agents
+	c.Then[0].Scenario = plan.Blackhole
 	_, err = run(c)
-	assert.ErrorContains(t, err, "runs on the virtual engine in this version")
-	c.Engine, c.Then[0].At = plan.Virtual, 0
+	assert.ErrorContains(t, err, "timeline[1]: blackhole breaks the network path, which the virtual engine does not model: the agents engine runs it")
+	c.Then[0].Scenario, c.Then[0].At = plan.DropAll, 0
 	_, err = run(c)
 	assert.ErrorContains(t, err, "not after the disruption before it")
 }

@@ -1,4 +1,4 @@
-package agents
+package experiment
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/agents"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
-	"github.com/herdguard/herdguard/reconnect"
 )
 
 // Mixed is a soak's worst storm: the broker restarts, comes back throttled
@@ -23,7 +23,7 @@ const Mixed = "mixed"
 // SoakStorms are the storms a soak goes through, in turn.
 var SoakStorms = []string{string(plan.DropAll), string(plan.BrokerRestart), string(plan.ThrottledRestart), string(plan.Flapping), Mixed}
 
-// SoakConfig is a soak: one fleet of real agents with telemetry on, through
+// SoakConfig is a soak: one live fleet of real agents with telemetry on, through
 // Storms storms in turn, to find what a single run cannot: goroutines or
 // memory that do not come back, and messages lost or duplicated beyond what
 // at-least-once delivery allows.
@@ -101,10 +101,14 @@ type SoakMessages struct {
 // soakTolerance is how far above the baseline goroutines and heap may end.
 const soakTolerance = 0.10
 
-func (sc SoakConfig) config() (plan.Plan, error) {
+// plan is the soak's fleet: the default run's, with the soak's size,
+// policy, telemetry and pace, its throttled storms' admission refusing over
+// the rate in bursts of a twentieth of it.
+func (sc SoakConfig) plan() (plan.Plan, error) {
 	c := plan.Default()
 	c.Devices, c.Policy, c.Telemetry, c.TimeScale, c.Seed = sc.Devices, sc.Policy, sc.Telemetry, sc.TimeScale, sc.Seed
 	c.Outage, c.Scenario = sc.Outage, plan.BrokerRestart
+	c.AdmitRate, c.AdmitBurst, c.AdmitMode = sc.AdmitRate, max(1, int(sc.AdmitRate/20)), fault.RefuseOverLimit
 	switch {
 	case sc.Storms < 1:
 		return c, fmt.Errorf("storms must be >= 1, got %d", sc.Storms)
@@ -116,39 +120,30 @@ func (sc SoakConfig) config() (plan.Plan, error) {
 	return c, c.Validate()
 }
 
-// Soak runs a soak.
+// Soak runs a soak: one live fleet (agents.Start) through storm after
+// storm, each awaited, reported and settled before the next.
 func Soak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
-	c, err := sc.config()
+	p, err := sc.plan()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	r := &run{c: c, ids: c.Shard.IDs(c.Devices)}
-	defer r.close()
-	if err := r.setup(); err != nil {
+	f, err := agents.Start(ctx, p)
+	if err != nil {
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for _, m := range r.members {
-		if err := m.start(runCtx); err != nil {
-			return nil, err
-		}
+	defer f.Stop()
+	if err := f.AwaitUp(ctx); err != nil {
+		return nil, err
 	}
-	defer r.stopMembers(cancel)
-	n := len(r.ids)
-	if err := r.obs.await(ctx, r.timing.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
-		return nil, fmt.Errorf("fleet did not finish booting: %w", err)
-	}
-	rep := &SoakReport{Devices: n, Policy: c.Policy, TimeScale: c.TimeScale, Tolerance: soakTolerance}
-	rc := newReceiver()
-	if _, err := r.settle(ctx, rc); err != nil {
+	rep := &SoakReport{Devices: f.Devices(), Policy: p.Policy, TimeScale: p.TimeScale, Tolerance: soakTolerance}
+	if _, err := f.Settle(ctx); err != nil {
 		return nil, err
 	}
 	rep.Baseline = footprint()
 	for k := range sc.Storms {
 		kind := SoakStorms[k%len(SoakStorms)]
-		s, err := r.soakStorm(ctx, kind, sc.AdmitRate, rc)
+		s, err := soakStorm(ctx, f, kind, p.Outage)
 		if err != nil {
 			return rep, fmt.Errorf("storm %d (%s): %w", k+1, kind, err)
 		}
@@ -160,19 +155,14 @@ func Soak(ctx context.Context, sc SoakConfig) (*SoakReport, error) {
 		}
 	}
 	rep.Final = rep.Storms[len(rep.Storms)-1].footprint()
-	if err := r.drainTelemetry(ctx); err != nil {
+	if err := f.Drain(ctx); err != nil {
 		return rep, err
 	}
-	rc.take(r.broker.Recorder().TakePublishes())
+	tel := f.Telemetry()
 	t := &rep.Telemetry
-	for _, m := range r.members {
-		s := m.(*agentMember).pub.Stats()
-		t.Enqueued += s.Enqueued
-		t.Acknowledged += s.Delivered
-		t.DroppedOldest += s.DroppedOldest
-	}
-	t.ReceivedUnique, t.Duplicates = rc.unique, rc.duplicates
-	t.Lost = int64(t.Enqueued) - int64(t.DroppedOldest) - rc.unique
+	t.Enqueued, t.Acknowledged, t.DroppedOldest = tel.Enqueued, tel.Acknowledged, tel.DroppedOldest
+	t.ReceivedUnique, t.Duplicates = int64(tel.ReceivedUnique), int64(tel.Duplicates)
+	t.Lost = int64(t.Enqueued) - int64(t.DroppedOldest) - t.ReceivedUnique
 	rep.WallS = time.Since(start).Seconds()
 	rep.check()
 	return rep, nil
@@ -219,102 +209,53 @@ func (rep *SoakReport) Summary(w io.Writer) {
 }
 
 // ErrSoakFailed is returned (wrapped) by a soak command whose checks failed.
-var ErrSoakFailed = errors.New("fleetsim: soak failed")
+var ErrSoakFailed = errors.New("experiment: soak failed")
 
 // soakStorm puts the fleet through one storm, waits for it to recover and
 // for its queues to settle, and counts what the broker received.
-func (r *run) soakStorm(ctx context.Context, kind string, admitRate float64, rc *receiver) (SoakStorm, error) {
-	n := len(r.ids)
-	r.c.Scenario, r.c.AdmitRate = plan.Scenario(kind), 0
-	throttle := fault.Admission{Rate: admitRate * r.c.TimeScale, Burst: max(1, int(admitRate/20)), Mode: fault.RefuseOverLimit}
-	var d disruption
+func soakStorm(ctx context.Context, f *agents.Fleet, kind string, outage time.Duration) (SoakStorm, error) {
 	var err error
 	switch kind {
-	case string(plan.ThrottledRestart):
-		r.c.AdmitRate, r.admission = admitRate, throttle
-		d, err = r.disrupt(ctx, time.Now())
 	case Mixed:
-		d, err = r.mixedStorm(ctx, throttle)
+		err = mixedStorm(ctx, f, outage)
 	default:
-		d, err = r.disrupt(ctx, time.Now())
+		err = f.Disrupt(ctx, plan.Event{Scenario: plan.Scenario(kind), Outage: outage})
 	}
 	if err != nil {
 		return SoakStorm{}, err
 	}
-	recoverErr := r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k == n })
-	d.watched(recoverErr == nil, r.c.MaxBackoff, r.c.TimeScale)
-	_ = r.broker.SetAdmission(fault.Admission{}) // lifting the limit cannot fail
-	if recoverErr != nil {
-		return SoakStorm{}, recoverErr
+	rec, err := f.AwaitRecovery(ctx)
+	if lift := f.SetAdmission(fault.Admission{}); err == nil { // a throttled storm's limit ends with it
+		err = lift
 	}
-	rep, err := r.report(d)
 	if err != nil {
 		return SoakStorm{}, err
 	}
-	queued, err := r.settle(ctx, rc)
+	rep, err := f.Report(rec)
+	if err != nil {
+		return SoakStorm{}, err
+	}
+	queued, err := f.Settle(ctx)
 	if err != nil {
 		return SoakStorm{}, err
 	}
 	s := SoakStorm{Kind: kind, RecoveryP99S: rep.Recovery.P99S, AttemptsPerDev: rep.Attempts.PerDeviceMean,
-		SessionsLost: r.devlog.lossCount(), Verdict: rep.Verdict, QueuedAtRecover: queued}
-	r.devlog.reset()
-	r.broker.Recorder().ResetConnections()
-	f := footprint()
-	s.Goroutines, s.HeapAfterMiB = f.Goroutines, f.HeapMiB
+		SessionsLost: rec.SessionsLost, Verdict: rep.Verdict, QueuedAtRecover: queued}
+	fp := footprint()
+	s.Goroutines, s.HeapAfterMiB = fp.Goroutines, fp.HeapMiB
 	return s, nil
 }
 
-// mixedStorm: the broker restarts, comes back throttled, and drops everyone
-// once half the fleet is back.
-func (r *run) mixedStorm(ctx context.Context, throttle fault.Admission) (disruption, error) {
-	b := r.broker
-	d := disruption{t0: time.Now()}
-	b.Recorder().ResetConnections()
-	b.BeginOutage()
-	if err := reconnect.Sleep(ctx, nil, r.scale(r.c.Outage)); err != nil {
-		return d, err
+// mixedStorm: the broker restarts, comes back throttled, and drops
+// everyone once half the fleet is back.
+func mixedStorm(ctx context.Context, f *agents.Fleet, outage time.Duration) error {
+	if err := f.Disrupt(ctx, plan.Event{Scenario: plan.ThrottledRestart, Outage: outage}); err != nil {
+		return err
 	}
-	if err := b.SetAdmission(throttle); err != nil {
-		return d, err
+	if err := f.AwaitConnected(ctx, f.Devices()/2); err != nil {
+		return err
 	}
-	if err := b.EndOutage(); err != nil {
-		return d, err
-	}
-	d.returned = time.Now()
-	half := len(r.ids) / 2
-	if err := r.obs.await(ctx, r.recoverBound(), func(k int) bool { return k >= half }); err != nil {
-		return d, err
-	}
-	b.DropAll()
-	return d, nil
-}
-
-// settle waits until the fleet's queues hold no more than one message a
-// device (the one in flight), then hands what the broker received to rc. It
-// returns what was queued when it began.
-func (r *run) settle(ctx context.Context, rc *receiver) (int, error) {
-	first := -1
-	bound := time.Now().Add(time.Minute + r.scale(2*r.c.MaxBackoff))
-	tick := time.NewTicker(20 * time.Millisecond) // no event to wait on across thousands of queues
-	defer tick.Stop()
-	for {
-		queued := r.queued()
-		if first < 0 {
-			first = queued
-		}
-		if queued <= len(r.members) {
-			rc.take(r.broker.Recorder().TakePublishes())
-			return first, nil
-		}
-		if time.Now().After(bound) {
-			return first, fmt.Errorf("fleetsim: %d telemetry messages still queued after the fleet recovered", queued)
-		}
-		select {
-		case <-ctx.Done():
-			return first, ctx.Err()
-		case <-tick.C:
-		}
-	}
+	return f.Disrupt(ctx, plan.Event{Scenario: plan.DropAll})
 }
 
 // footprint measures the live heap (what the last GC kept, not the spans

@@ -1,4 +1,4 @@
-package agents
+package observer
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package agents_test
+package experiment_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/internal/agents"
+	"github.com/herdguard/herdguard/internal/experiment"
 	"github.com/herdguard/herdguard/internal/fleetsimtest"
 	"github.com/herdguard/herdguard/internal/plan"
 )
@@ -20,16 +20,16 @@ import (
 // through ten, in wall-clock time, where it also holds the live heap to its
 // baseline). Under the race detector, 200 devices.
 func TestSoakReturnsToItsBaseline(t *testing.T) {
-	sc := agents.DefaultSoak()
+	sc := experiment.DefaultSoak()
 	sc.Devices, sc.Storms, sc.Outage, sc.TimeScale, sc.Telemetry, sc.AdmitRate = 1000, 3, 10*time.Second, 1, 0.5, 200
 	if fleetsimtest.RaceDetector {
 		sc.Devices, sc.AdmitRate = 200, 50
 	}
 	var progress strings.Builder
 	sc.Progress = &progress
-	var rep *agents.SoakReport
+	var rep *experiment.SoakReport
 	var err error
-	synctest.Test(t, func(*testing.T) { rep, err = agents.Soak(context.Background(), sc) })
+	synctest.Test(t, func(*testing.T) { rep, err = experiment.Soak(context.Background(), sc) })
 	require.NoError(t, err, progress.String())
 	var sb strings.Builder
 	rep.Summary(&sb)
@@ -56,15 +56,15 @@ func TestSoakReturnsToItsBaseline(t *testing.T) {
 }
 
 func TestSoakRejectsBadConfig(t *testing.T) {
-	for name, mod := range map[string]func(*agents.SoakConfig){
-		"no storms":    func(c *agents.SoakConfig) { c.Storms = 0 },
-		"no telemetry": func(c *agents.SoakConfig) { c.Telemetry = 0 },
-		"no admission": func(c *agents.SoakConfig) { c.AdmitRate = 0 },
-		"no devices":   func(c *agents.SoakConfig) { c.Devices = 0 },
+	for name, mod := range map[string]func(*experiment.SoakConfig){
+		"no storms":    func(c *experiment.SoakConfig) { c.Storms = 0 },
+		"no telemetry": func(c *experiment.SoakConfig) { c.Telemetry = 0 },
+		"no admission": func(c *experiment.SoakConfig) { c.AdmitRate = 0 },
+		"no devices":   func(c *experiment.SoakConfig) { c.Devices = 0 },
 	} {
-		sc := agents.DefaultSoak()
+		sc := experiment.DefaultSoak()
 		mod(&sc)
-		_, err := agents.Soak(context.Background(), sc)
+		_, err := experiment.Soak(context.Background(), sc)
 		assert.Error(t, err, name)
 	}
 }

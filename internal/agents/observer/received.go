@@ -1,4 +1,4 @@
-package agents
+package observer
 
 import (
 	"slices"
@@ -7,27 +7,30 @@ import (
 	"github.com/herdguard/herdguard/testbroker"
 )
 
-// receiver applies the envelope's rule to the messages a broker received:
-// per device and epoch, a sequence number seen before is a duplicate. It
-// keeps the sequence numbers as intervals, so its memory grows with gaps
-// and epochs, not with messages (a soak sends millions).
-type receiver struct {
-	seen        map[receiverKey]*seqSet
-	unique      int64
-	duplicates  int64
-	undecodable int64
+// Received counts the messages a broker received by the envelope's rule
+// (package publisher): per device and epoch, a sequence number seen before
+// is a duplicate. It keeps the sequence numbers as intervals, so its
+// memory grows with gaps and epochs, not with messages (a soak sends
+// millions). Its zero value is not usable: use NewReceived. It is not safe
+// for concurrent use.
+type Received struct {
+	seen map[receiverKey]*seqSet
+	// Unique and Duplicates count the messages taken so far; Undecodable,
+	// those whose payload is no envelope.
+	Unique, Duplicates, Undecodable int64
 }
 
 type receiverKey struct{ clientID, epoch string }
 
-func newReceiver() *receiver { return &receiver{seen: map[receiverKey]*seqSet{}} }
+// NewReceived returns a count of nothing received yet.
+func NewReceived() *Received { return &Received{seen: map[receiverKey]*seqSet{}} }
 
-// take counts publishes.
-func (r *receiver) take(ps []testbroker.Publish) {
+// Take counts publishes.
+func (r *Received) Take(ps []testbroker.Publish) {
 	for _, p := range ps {
 		e, err := publisher.DecodeEnvelope(p.Payload)
 		if err != nil {
-			r.undecodable++
+			r.Undecodable++
 			continue
 		}
 		k := receiverKey{p.ClientID, e.Epoch}
@@ -37,9 +40,9 @@ func (r *receiver) take(ps []testbroker.Publish) {
 			r.seen[k] = s
 		}
 		if s.add(e.Seq) {
-			r.unique++
+			r.Unique++
 		} else {
-			r.duplicates++
+			r.Duplicates++
 		}
 	}
 }

@@ -1,0 +1,76 @@
+// Package member is one device of a fleet of real agents: a device.Agent
+// with its store-and-forward publisher, or a bare paho client (the
+// paho-default baseline), wired to the fleet's broker endpoints, dialer,
+// timing and the log it tells every attempt and session to. A fleet builds
+// one member a device from the Config its members share; the member does
+// the rest on its own goroutines.
+package member
+
+import (
+	"context"
+	"crypto/tls"
+	"time"
+
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/reconnect"
+)
+
+// Member is one simulated device. Start and Stop are each called once,
+// from the goroutine that runs the fleet; the device itself runs on
+// goroutines of its own between them.
+type Member interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+}
+
+// Log is told every attempt a member makes and every session it loses, as
+// the device sees them: one attempt in flight a device at a time, settled
+// by End. Its methods are called from the members' goroutines at once and
+// must not block (observer.DeviceLog is one).
+type Log interface {
+	Begin(at time.Time, device int, lag time.Duration) // lag: after the device's own schedule; negative: unknown
+	End(device int, o fault.Outcome, code int)
+	Lost(at time.Time, device int)
+}
+
+// Config is what a fleet's members share; a fleet whose devices differ
+// (their endpoints in a cluster, their timing in a mixed fleet) sets those
+// fields before building each member, since New copies it. Every duration
+// is already scaled to the run. The zero Config is not usable: Broker is
+// required (a nil Log hears nothing).
+type Config struct {
+	// Broker is the device's endpoint, and Failover the ones it moves on to
+	// in turn (device.Config's).
+	Broker   string
+	Failover []string
+	// Dial, if set, is device i's dialer (nil: the agent's own TCP or TLS);
+	// TLS, if set, what device i presents and trusts when Dial is nil.
+	Dial    func(i int) device.DialFunc
+	TLS     func(i int) (*tls.Config, error)
+	Metrics func(i int) device.Metrics // nil: none
+	// Timing is the agents' reconnect timing (a mixed fleet's devices point
+	// at their group's).
+	Timing                                 *device.Timing
+	KeepAlive, PingTimeout, ConnectTimeout time.Duration
+	Seed                                   uint64
+	Log                                    Log
+	Paho                                   Paho
+	Telemetry                              Telemetry
+}
+
+// Paho is what the paho-default baseline's clients take: paho's own
+// reconnect, capped at MaxInterval, and the window each client's first
+// connect falls in (0: every client at power-on).
+type Paho struct {
+	MaxInterval, BootSpread time.Duration
+}
+
+// Telemetry, when Every > 0, makes each agent publish a small reading that
+// often through a store-and-forward publisher with these settings.
+type Telemetry struct {
+	Every          time.Duration
+	Retry          *reconnect.Policy
+	DrainRate      float64
+	PublishTimeout time.Duration
+}

@@ -1,0 +1,245 @@
+package observer
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/waitfor"
+)
+
+// DeviceLog records what the devices themselves saw: every attempt's start
+// and outcome, and every session's end, as each device's member tells it
+// (it is a member.Log). A refused dial counts as an attempt here, although
+// no broker saw it. It watches the fleet from the devices' side: a device
+// is connected from its CONNACK until it notices its session is gone. Its
+// zero value is not usable: use NewDeviceLog. It is safe for concurrent
+// use.
+type DeviceLog struct {
+	mu        sync.Mutex
+	changed   waitfor.Broadcast
+	up        int
+	attempts  []Sighting
+	losses    []loss
+	connected []bool  // by device index: a device reports each change once
+	pending   []int32 // by device index: its attempt in flight, in attempts; -1: none
+	// stream, if set, is told every record as it is made: a child's
+	// agents, reported to the parent running the proxy they go through.
+	stream *attempt.Writer
+}
+
+// loss is a session's end as its device noticed it.
+type loss struct {
+	at     time.Time
+	device int
+}
+
+// NewDeviceLog returns the log of a fleet of devices (indexes 0 to
+// devices-1).
+func NewDeviceLog(devices int) *DeviceLog {
+	l := &DeviceLog{connected: make([]bool, devices), pending: make([]int32, devices)}
+	for i := range l.pending {
+		l.pending[i] = -1
+	}
+	return l
+}
+
+// Begin records the start of device's attempt, lag after its schedule
+// (negative: unknown). A device has one attempt in flight at a time: End
+// settles it.
+func (l *DeviceLog) Begin(at time.Time, device int, lag time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts = append(l.attempts, Sighting{At: at, ClientID: attempt.ClientID(device), Outcome: fault.Pending, Lag: lag})
+	l.pending[device] = int32(len(l.attempts) - 1)
+	if l.stream != nil {
+		l.stream.Add(attempt.Record{T: time.Duration(at.UnixNano()), Lag: lag, Device: int32(device), Kind: attempt.Begun})
+	}
+}
+
+// End records the outcome of device's attempt in flight (if Begin saw
+// it); a connected device is counted as up.
+func (l *DeviceLog) End(device int, o fault.Outcome, code int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := attempt.Record{Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
+	if k := l.pending[device]; k >= 0 {
+		a := &l.attempts[k]
+		a.Outcome, a.Code, l.pending[device] = o, code, -1
+		r.T, r.Lag = time.Duration(a.At.UnixNano()), a.Lag
+	}
+	if l.stream != nil {
+		l.stream.Add(r)
+	}
+	if o == fault.Accepted && !l.connected[device] {
+		l.connected[device] = true
+		l.up++
+	}
+	l.changed.Notify()
+}
+
+// Lost records the end of a device's session, when the device noticed.
+func (l *DeviceLog) Lost(at time.Time, device int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.losses = append(l.losses, loss{at: at, device: device})
+	if l.stream != nil {
+		l.stream.Add(attempt.Record{T: time.Duration(at.UnixNano()), Lag: -1, Device: int32(device), Kind: attempt.Lost})
+	}
+	if l.connected[device] {
+		l.connected[device] = false
+		l.up--
+	}
+	l.changed.Notify()
+}
+
+// AwaitSettled waits until every attempt recorded has its outcome, ctx
+// ends, or timeout passes. The broker admits the last device an instant
+// before the device hears so; in virtual time that is the same instant,
+// and without this wait the report would take the outcome as it found it,
+// pending or not, by how the scheduler ran.
+func (l *DeviceLog) AwaitSettled(ctx context.Context, timeout time.Duration) {
+	next := 0
+	_ = waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
+		for ; next < len(l.attempts); next++ {
+			if l.attempts[next].Outcome == fault.Pending {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// Noticed returns how long after t each device that lost its session at
+// or after t took to notice (its first loss since t).
+func (l *DeviceLog) Noticed(t time.Time) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := map[int]bool{}
+	var out []time.Duration
+	for _, x := range l.losses {
+		if !x.at.Before(t) && !seen[x.device] {
+			seen[x.device] = true
+			out = append(out, x.at.Sub(t))
+		}
+	}
+	return out
+}
+
+// ConnectedDevices lists the devices connected now, by index.
+func (l *DeviceLog) ConnectedDevices() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []int
+	for i, up := range l.connected {
+		if up {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// AwaitNoticed waits until each of devices has noticed a loss at or after
+// t, ctx ends, or timeout passes. A disruption through the fault proxy, or
+// the death of a broker the devices then leave, is known to the devices a
+// moment after it is made: until they notice, they still say connected.
+func (l *DeviceLog) AwaitNoticed(ctx context.Context, t time.Time, devices []int, timeout time.Duration) error {
+	owed := make(map[int]bool, len(devices))
+	for _, d := range devices {
+		owed[d] = true
+	}
+	next := 0
+	err := waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
+		for ; next < len(l.losses); next++ { // only the losses since the last look
+			if x := l.losses[next]; !x.at.Before(t) {
+				delete(owed, x.device)
+			}
+		}
+		return len(owed) == 0
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("observer: %d devices had not noticed the disruption within %v", len(owed), timeout)
+	}
+	return err
+}
+
+// AwaitLoss waits for a session loss at or after t and returns the
+// earliest one (observe: the disruption is the user's, and this its first
+// sign).
+func (l *DeviceLog) AwaitLoss(ctx context.Context, t time.Time, timeout time.Duration) (time.Time, error) {
+	var at time.Time
+	err := waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
+		for _, x := range l.losses {
+			if !x.at.Before(t) {
+				at = x.at
+				return true
+			}
+		}
+		return false
+	})
+	return at, err
+}
+
+// Losses counts the sessions ended since the log began or last forgot.
+func (l *DeviceLog) Losses() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.losses)
+}
+
+// Forget forgets the attempts and losses recorded so far (the boot's, a
+// storm's before the next), keeping which devices are connected; an
+// attempt still in flight is settled unrecorded. In virtual time the last
+// boot connect and the disruption fall on one instant: the order they were
+// recorded in, not the clock, tells them apart.
+func (l *DeviceLog) Forget() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempts, l.losses = nil, nil
+	for i := range l.pending {
+		l.pending[i] = -1
+	}
+}
+
+// Connected counts the devices connected now.
+func (l *DeviceLog) Connected() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.up
+}
+
+// Attempted counts the attempts recorded since the log began or last
+// forgot.
+func (l *DeviceLog) Attempted() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.attempts)
+}
+
+// Await waits until cond holds for the number of devices connected, the
+// bound timeout passes, or ctx ends.
+func (l *DeviceLog) Await(ctx context.Context, timeout time.Duration, cond func(int) bool) error {
+	if err := waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool { return cond(l.up) }); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("observer: condition not met after %v; %d devices connected", timeout, l.Connected())
+	}
+	return nil
+}
+
+// Since returns the attempts started at or after t, in InOrder's order.
+func (l *DeviceLog) Since(t time.Time) []Sighting {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Sighting
+	for _, a := range l.attempts {
+		if !a.At.Before(t) {
+			out = append(out, a)
+		}
+	}
+	return InOrder(out)
+}
