@@ -56,6 +56,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 					l.p.rec.sniff(l.seq, buf[:n], l.p.cfg.Now())
 				}
 				if !fromDevice {
+					l.p.rec.answer(l.seq)
 					l.startFlap()
 				}
 			}

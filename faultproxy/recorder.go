@@ -17,9 +17,10 @@ import (
 // with it. Accepted means passed on to the broker. It is safe for
 // concurrent use; readers get copies. The zero value is ready.
 type Recorder struct {
-	mu      sync.Mutex
-	log     attemptlog.Log
-	changed waitfor.Broadcast
+	mu       sync.Mutex
+	log      attemptlog.Log
+	answered int // accepted connections the broker has sent a byte on
+	changed  waitfor.Broadcast
 }
 
 func (r *Recorder) accept(at time.Time) int {
@@ -53,6 +54,29 @@ func (r *Recorder) sniff(seq int, first []byte, at time.Time) {
 	}
 }
 
+// answer notes that the broker sent its first bytes on connection seq.
+func (r *Recorder) answer(seq int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.log.At(seq) != nil { // not one from before a Reset
+		r.answered++
+		r.changed.Notify()
+	}
+}
+
+// Answered returns how many of the connections passed on since the last
+// Reset the broker has answered (sent at least a byte on: its CONNACK, or
+// under TLS its handshake). A broker that was slow to accept can leave a
+// connection the proxy passed on unanswered: its kernel completed the
+// handshake, but the broker itself never took the connection from its
+// backlog before the device gave up and closed it, so the broker's own log
+// never shows it.
+func (r *Recorder) Answered() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answered
+}
+
 // Attempts returns a copy of every attempt since the last Reset.
 func (r *Recorder) Attempts() []fault.Attempt {
 	r.mu.Lock()
@@ -73,6 +97,7 @@ func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log.Reset()
+	r.answered = 0
 	r.changed.Notify()
 }
 

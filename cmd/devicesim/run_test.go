@@ -101,10 +101,13 @@ func TestProxiedFleetBeyondOneProcessRunsInChildren(t *testing.T) {
 			require.NotNil(t, r.Broker)
 			require.NotNil(t, r.Proxy)
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
-			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
+			assert.GreaterOrEqual(t, r.Proxy.Answered, 300, "every device came back through the proxy")
 			assert.EqualValues(t, r.Attempts.Total, r.Fleet.Arrivals.Count, "the children's attempts reached the run as they happened")
 			assert.GreaterOrEqual(t, r.Attempts.Total, int64(r.Proxy.Admitted))
-			assert.GreaterOrEqual(t, m.Accepted(), 300+r.Proxy.Admitted, "mosquitto saw the boot and every connection let through")
+			// mosquitto saw the boot and every connection the proxy saw it
+			// answer (one a loaded mosquitto never took from its backlog
+			// before its device's 1 s timeout is let through, not answered)
+			assert.NoError(t, m.AwaitAccepted(300+r.Proxy.Answered), "mosquitto logged %d", m.Accepted())
 			switch scenario {
 			case "throttled-restart":
 				assert.Positive(t, r.Proxy.Refused)

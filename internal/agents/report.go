@@ -71,7 +71,7 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 	}
 	if f.proxy != nil {
 		k := f.proxy.Recorder().Counts()
-		rep.Proxy = &report.ProxyCounts{Admitted: k.Accepted, Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
+		rep.Proxy = &report.ProxyCounts{Admitted: k.Accepted, Answered: f.proxy.Recorder().Answered(), Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
 			Unreachable: k.Unreachable, Overflowed: k.Overflowed}
 	}
 	return rep, nil

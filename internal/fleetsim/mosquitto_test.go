@@ -13,6 +13,7 @@ import (
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/mosquittotest"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -70,10 +71,7 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 			assert.Equal(t, "proxy", r.Broker.MeasuredAt)
 			assert.Equal(t, "external", r.Transport)
 			assert.GreaterOrEqual(t, before, 300, "the fleet connected through the proxy before the disruption")
-			require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
-				m.Accepted()-before, r.Proxy.Admitted)
-			logExtra(t, m.Accepted()-before, r.Proxy.Admitted)
-			assert.GreaterOrEqual(t, r.Proxy.Admitted, 300, "every device came back through the proxy")
+			proxySawWhatMosquittoLogged(t, m, before, r.Proxy)
 			switch tc.scenario {
 			case plan.BrokerRestart, plan.ThrottledRestart:
 				assert.Positive(t, r.Proxy.Refused, "dials during the outage were refused at the proxy")
@@ -111,21 +109,30 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	require.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Proxy)
 	assert.GreaterOrEqual(t, before, 300)
-	require.NoError(t, m.AwaitAccepted(before+r.Proxy.Admitted), "mosquitto logged %d of the %d connections the proxy let through",
-		m.Accepted()-before, r.Proxy.Admitted)
-	logExtra(t, m.Accepted()-before, r.Proxy.Admitted)
+	proxySawWhatMosquittoLogged(t, m, before, r.Proxy)
 	assert.Positive(t, r.Proxy.Refused)
 }
 
-// logExtra says how many connections mosquitto logged beyond those the
-// proxy let through since the disruption. They are a loaded host's, not
-// the proxy's: a session a late PINGRESP ended between the fleet's boot and
-// the disruption, or after the report; a run in real time cannot hold the
-// count to exactly zero (one CI run in thirty beside two busy cores saw 6
-// of 1,634), so it is said, not asserted.
-func logExtra(t *testing.T, mosquitto, proxy int) {
+// proxySawWhatMosquittoLogged holds the proxy's counts since the
+// disruption to mosquitto's log: every device came back through the proxy,
+// so at least 300 connections were answered, and mosquitto logged every
+// one the proxy saw it answer. What the host's load can move is said, not
+// asserted: connections mosquitto logged beyond them (a session a late
+// PINGRESP ended between the fleet's boot and the disruption: one CI run in
+// thirty beside two busy cores saw 6 of 1,634), and connections the proxy
+// let through that mosquitto never answered (a loaded mosquitto left them
+// in its backlog until their devices' 1 s connect timeout closed them: 14
+// of 319 in one run beside other work).
+func proxySawWhatMosquittoLogged(t *testing.T, m *mosquittotest.Broker, before int, p *report.ProxyCounts) {
 	t.Helper()
-	if extra := mosquitto - proxy; extra != 0 {
-		t.Logf("mosquitto logged %d connections beyond the %d the proxy let through", extra, proxy)
+	assert.GreaterOrEqual(t, p.Answered, 300, "every device came back through the proxy")
+	assert.LessOrEqual(t, p.Answered, p.Admitted)
+	require.NoError(t, m.AwaitAccepted(before+p.Answered), "mosquitto logged %d of the %d connections the proxy saw it answer",
+		m.Accepted()-before, p.Answered)
+	if extra := m.Accepted() - before - p.Answered; extra != 0 {
+		t.Logf("mosquitto logged %d connections beyond the %d the proxy saw it answer", extra, p.Answered)
+	}
+	if unanswered := p.Admitted - p.Answered; unanswered != 0 {
+		t.Logf("%d of the %d connections the proxy let through were never answered", unanswered, p.Admitted)
 	}
 }

@@ -148,7 +148,11 @@ func TLSCostOf(perHandshake time.Duration, broker *Side) *TLSCost {
 // ProxyCounts is the fault proxy's connections by outcome: admitted ones
 // reached the broker (a count the broker's own log can confirm).
 type ProxyCounts struct {
-	Admitted    int `json:"admitted"`
+	Admitted int `json:"admitted"`
+	// Answered is how many of those the broker answered: one it never
+	// took from its backlog before the device gave up is admitted but not
+	// answered, and not in the broker's log.
+	Answered    int `json:"answered"`
 	Refused     int `json:"refused"`
 	Throttled   int `json:"throttled"`
 	Dropped     int `json:"dropped"`
@@ -277,8 +281,8 @@ func (r *Report) Summary(w io.Writer) {
 			t.HandshakeCPUMS, t.Handshakes, t.CPUS)
 	}
 	if p := r.Proxy; p != nil {
-		fmt.Fprintf(w, "fault proxy: %d connections let through to the broker, %d refused, %d throttled, %d dropped unsent, %d found the broker unreachable\n",
-			p.Admitted, p.Refused, p.Throttled, p.Dropped, p.Unreachable)
+		fmt.Fprintf(w, "fault proxy: %d connections let through to the broker (%d answered), %d refused, %d throttled, %d dropped unsent, %d found the broker unreachable\n",
+			p.Admitted, p.Answered, p.Refused, p.Throttled, p.Dropped, p.Unreachable)
 		if p.Overflowed > 0 {
 			fmt.Fprintf(w, "fault proxy: %d connections cut off for sending more than %d bytes while held\n", p.Overflowed, faultproxy.MaxHeldBytes)
 		}
