@@ -471,8 +471,11 @@ func (v *fleet) disrupt(e plan.Event, now time.Duration) {
 }
 
 // readAhead is how many events' device state the engine reads at a time,
-// before it handles them.
-const readAhead = 2
+// before it handles them: 16 at once, 16 to 31 events ahead, took the
+// million-device throttled restart from 3.99 s to 3.57 s (medians of 4,
+// interleaved; 2, 8 and 32 at once: 3.99, 3.68 and 3.63 s), the misses of
+// one read overlapping those of the others.
+const readAhead = 16
 
 // readAhead reads the state of the devices whose events come after the
 // next few: a million devices' state is not in cache, and reads made side
