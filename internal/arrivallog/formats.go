@@ -1,4 +1,4 @@
-package stormstats
+package arrivallog
 
 import (
 	"bytes"

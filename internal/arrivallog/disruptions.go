@@ -1,10 +1,12 @@
-package stormstats
+package arrivallog
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // A log that holds several disruptions, judged as one series, reads as
@@ -284,7 +286,7 @@ func mosquittoSessionEnd(msg string) (client string, ok bool) {
 // RecoveriesFound judges each recovery on its own at the disruptions the
 // log shows (Disruptions), the first from the log's start; nil, nil when
 // it shows none.
-func (l *Log) RecoveriesFound() ([]Disruption, []Recovery, error) {
+func (l *Log) RecoveriesFound() ([]Disruption, []stormstats.Recovery, error) {
 	found := l.Disruptions()
 	if found == nil {
 		return nil, nil, nil
