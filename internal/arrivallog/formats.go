@@ -94,18 +94,43 @@ const maxExponent = 1 << 30
 // even. A number that is not within maxNanos units is errTooFar; anything
 // else, errNotNumber.
 func parseDecimal[T string | []byte](s T, scale int) (int64, error) {
-	i, neg := 0, false
+	d, ok := scanDecimal(s)
+	if !ok {
+		return 0, errNotNumber
+	}
+	// The digits at index < keep are whole units; the one at keep rounds.
+	keep := int64(d.intDigits) + d.exp + int64(scale)
+	v, err := roundDigits(s[d.mantissa:d.end], keep)
+	if d.neg {
+		v = -v
+	}
+	return v, err
+}
+
+// decimal is the parts of a decimal number scanDecimal found in its text.
+type decimal struct {
+	neg           bool
+	mantissa, end int   // where its digits and point are, s[mantissa:end]
+	intDigits     int   // how many digits come before the point
+	exp           int64 // its exponent, within maxExponent either side of 0
+}
+
+// scanDecimal finds the parts of s, a decimal number; ok false when s is
+// not one.
+func scanDecimal[T string | []byte](s T) (d decimal, ok bool) {
+	i := 0
 	if i < len(s) && (s[i] == '+' || s[i] == '-') {
-		neg = s[i] == '-'
+		d.neg = s[i] == '-'
 		i++
 	}
-	mantissa, digits, intDigits, point := i, 0, 0, false
+	d.mantissa = i
+	digits, point := 0, false
 	for ; i < len(s); i++ {
 		switch c := s[i]; {
 		case c >= '0' && c <= '9':
 			digits++
 			if !point {
-				intDigits++
+				d.intDigits++
 			}
 			continue
 		case c == '.' && !point:
@@ -114,41 +139,53 @@ func parseDecimal[T string | []byte](s T, scale int) (int64, error) {
 		}
 		break
 	}
-	end := i
+	d.end = i
 	if digits == 0 {
-		return 0, errNotNumber
+		return d, false
 	}
-	var exp int64
-	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+	if i == len(s) {
+		return d, true
+	}
+	if s[i] != 'e' && s[i] != 'E' {
+		return d, false
+	}
+	d.exp, ok = parseExponent(s[i+1:])
+	return d, ok
+}
+
+// parseExponent reads the digits after an e, with their sign, capped at
+// maxExponent either side of 0; ok false unless s is all of them.
+func parseExponent[T string | []byte](s T) (exp int64, ok bool) {
+	i, neg := 0, false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
 		i++
-		expNeg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			expNeg = s[i] == '-'
-			i++
-		}
-		if i == len(s) {
-			return 0, errNotNumber
-		}
-		for ; i < len(s); i++ {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return 0, errNotNumber
-			}
-			exp = min(exp*10+int64(c-'0'), maxExponent)
-		}
-		if expNeg {
-			exp = -exp
-		}
 	}
-	if i != len(s) {
-		return 0, errNotNumber
+	if i == len(s) {
+		return 0, false
 	}
-	// The digits at index < keep are whole units; the one at keep rounds.
-	keep := int64(intDigits) + exp + int64(scale)
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		exp = min(exp*10+int64(c-'0'), maxExponent)
+	}
+	if neg {
+		exp = -exp
+	}
+	return exp, true
+}
+
+// roundDigits is the whole number of units that digits (and a point,
+// skipped) make when those before index keep are whole units: the digit
+// at keep rounds to the nearest, ties to even, those after it only break
+// ties. Beyond maxNanos it is errTooFar.
+func roundDigits[T string | []byte](digits T, keep int64) (int64, error) {
 	var v, k int64
 	round, sticky := byte(0), false
-	for j := mantissa; j < end; j++ {
-		c := s[j]
+	for j := 0; j < len(digits); j++ {
+		c := digits[j]
 		if c == '.' {
 			continue
 		}
@@ -176,9 +213,6 @@ func parseDecimal[T string | []byte](s T, scale int) (int64, error) {
 		if v++; v > maxNanos {
 			return 0, errTooFar
 		}
-	}
-	if neg {
-		v = -v
 	}
 	return v, nil
 }
