@@ -147,7 +147,8 @@ func (c Config) LogValue() slog.Value {
 }
 
 // EventKind enumerates Events. The zero EventKind is none of them: the
-// kinds start at EventConnecting.
+// kinds start at EventConnecting. An EventKind is a plain value, safe to
+// share.
 type EventKind uint8
 
 const (
@@ -214,7 +215,7 @@ type PacketTooLargeCounter interface {
 }
 
 // AttemptOutcome is what became of a connect attempt. The zero
-// AttemptOutcome is AttemptAccepted.
+// AttemptOutcome is AttemptAccepted. It is a plain value, safe to share.
 type AttemptOutcome uint8
 
 const (

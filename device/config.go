@@ -35,7 +35,8 @@ var (
 const MaxConfigBytes = 1 << 20
 
 // Duration is a time.Duration written in JSON as a Go duration string ("30s").
-// The zero Duration is 0, which a RemoteConfig reads as unset.
+// The zero Duration is 0, which a RemoteConfig reads as unset. It is a plain
+// value, safe to share.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
