@@ -29,6 +29,7 @@ import (
 )
 
 // FaultKind is how the server misbehaves. The zero FaultKind is Unavailable.
+// It is a plain value, safe to share.
 type FaultKind int
 
 const (
@@ -59,7 +60,8 @@ func (k FaultKind) String() string {
 // requests that arrive in [From, Until) (zero values leave that end open),
 // from the listed devices (all if empty), at most Times times (0: no limit).
 // The zero Fault answers every request 503, without Retry-After, for ever.
-// AddFault copies it, but not Devices, which must not change afterwards.
+// It is a plain value, safe to share while no one changes Devices: AddFault
+// copies it, but not Devices, which must not change afterwards.
 type Fault struct {
 	Kind       FaultKind
 	RetryAfter time.Duration // sent with 503 and 429 when > 0

@@ -147,7 +147,8 @@ func (c Config) LogValue() slog.Value {
 }
 
 // EventKind enumerates Events. The zero EventKind is none of them: the
-// kinds start at EventConnecting.
+// kinds start at EventConnecting. An EventKind is a plain value, safe to
+// share.
 type EventKind uint8
 
 const (
@@ -214,7 +215,7 @@ type PacketTooLargeCounter interface {
 }
 
 // AttemptOutcome is what became of a connect attempt. The zero
-// AttemptOutcome is AttemptAccepted.
+// AttemptOutcome is AttemptAccepted. It is a plain value, safe to share.
 type AttemptOutcome uint8
 
 const (
@@ -303,34 +304,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.TLS != nil && cfg.TLS.InsecureSkipVerify {
 		return nil, fmt.Errorf("%w: Config.TLS skips verifying the broker: anyone on the path could stand in for it", ErrInvalid)
 	}
-	switch {
-	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
-		return nil, fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", ErrInvalid,
-			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
-	case cfg.MaxIncomingPacket == 0:
-		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
-	}
-	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
-		return nil, fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", ErrInvalid)
-	}
-	if cfg.KeepAlive == 0 {
-		cfg.KeepAlive = 30 * time.Second
-	}
-	if cfg.KeepAlive < time.Second {
-		// MQTT counts the keepalive in whole seconds; below one it would be
-		// sent as 0, which turns keepalive off: a silent path then goes
-		// unnoticed for ever.
-		return nil, fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", ErrInvalid, cfg.KeepAlive)
-	}
-	if cfg.PingTimeout == 0 {
-		cfg.PingTimeout = 10 * time.Second
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = 10 * time.Second
-	}
-	if cfg.Timing == nil {
-		t := DefaultTiming()
-		cfg.Timing = &t
+	if err := withDefaults(&cfg); err != nil {
+		return nil, err
 	}
 	m, err := NewMachine(cfg.Timing, cfg.Source)
 	if err != nil {
@@ -350,7 +325,50 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) {
 		a.log.Warn("credentials will cross the network in the clear (AllowPlaintext)", "endpoints", strings.Join(a.names, ", "))
 	}
-	opts := paho.NewClientOptions().AddBroker(endpoints[0].String()).SetClientID(cfg.ClientID).
+	a.client = paho.NewClient(a.pahoOptions())
+	return a, nil
+}
+
+// withDefaults checks cfg's limits and timeouts and sets those left at 0
+// to their defaults.
+func withDefaults(cfg *Config) error {
+	switch {
+	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
+		return fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", ErrInvalid,
+			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
+	case cfg.MaxIncomingPacket == 0:
+		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
+	}
+	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
+		return fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", ErrInvalid)
+	}
+	if cfg.KeepAlive == 0 {
+		cfg.KeepAlive = 30 * time.Second
+	}
+	if cfg.KeepAlive < time.Second {
+		// MQTT counts the keepalive in whole seconds; below one it would be
+		// sent as 0, which turns keepalive off: a silent path then goes
+		// unnoticed for ever.
+		return fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", ErrInvalid, cfg.KeepAlive)
+	}
+	if cfg.PingTimeout == 0 {
+		cfg.PingTimeout = 10 * time.Second
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = 10 * time.Second
+	}
+	if cfg.Timing == nil {
+		t := DefaultTiming()
+		cfg.Timing = &t
+	}
+	return nil
+}
+
+// pahoOptions is the paho client the agent drives: paho's own reconnect and
+// retry off, since every connect's timing is the agent's.
+func (a *Agent) pahoOptions() *paho.ClientOptions {
+	cfg := &a.cfg
+	opts := paho.NewClientOptions().AddBroker(a.endpoints[0].String()).SetClientID(cfg.ClientID).
 		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
 		SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
@@ -369,8 +387,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Password != "" {
 		opts.SetPassword(cfg.Password)
 	}
-	a.client = paho.NewClient(opts)
-	return a, nil
+	return opts
 }
 
 func supportedScheme(s string) bool {

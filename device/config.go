@@ -35,7 +35,8 @@ var (
 const MaxConfigBytes = 1 << 20
 
 // Duration is a time.Duration written in JSON as a Go duration string ("30s").
-// The zero Duration is 0, which a RemoteConfig reads as unset.
+// The zero Duration is 0, which a RemoteConfig reads as unset. It is a plain
+// value, safe to share.
 type Duration time.Duration
 
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
@@ -399,53 +400,8 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64()) // one round's jitter, from the device's sequence
 	f.mu.Unlock()
 
-	r := f.cfg.Retry
-	r.Clock, r.Source = f.clock, src
-	notify := r.Notify
-	r.Notify = func(n reconnect.Notice) {
-		f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
-		if notify != nil {
-			notify(n)
-		}
-	}
-	type answer struct {
-		body []byte
-		etag string
-	}
-	ans, err := reconnect.DoValue(ctx, r, func(ctx context.Context) (*answer, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.cfg.URL, nil)
-		if err != nil {
-			return nil, reconnect.Permanent(err)
-		}
-		if etag != "" {
-			req.Header.Set("If-None-Match", etag)
-		}
-		resp, err := f.cfg.Client.Do(req)
-		if err != nil {
-			err = f.redactErr(err)
-			if errors.Is(err, ErrRedirectRefused) {
-				return nil, reconnect.Permanent(err)
-			}
-			return nil, err
-		}
-		defer resp.Body.Close()
-		if err := reconnect.CheckResponse(resp, f.clock.Now()); err != nil {
-			return nil, err
-		}
-		if resp.StatusCode == http.StatusNotModified {
-			return nil, nil
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, reconnect.Permanent(fmt.Errorf("device: config answered %d", resp.StatusCode))
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, MaxConfigBytes+1))
-		if err != nil {
-			return nil, err // cut off mid-body: worth another try
-		}
-		if len(body) > MaxConfigBytes {
-			return nil, reconnect.Permanent(ErrConfigTooLarge)
-		}
-		return &answer{body: body, etag: resp.Header.Get("ETag")}, nil
+	ans, err := reconnect.DoValue(ctx, f.roundRetry(src), func(ctx context.Context) (*configAnswer, error) {
+		return f.get(ctx, etag)
 	})
 	if err != nil {
 		if errors.Is(err, ErrConfigTooLarge) || errors.Is(err, ErrRedirectRefused) {
@@ -456,6 +412,71 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 	if ans == nil {
 		return nil // 304: the config in force is current
 	}
+	return f.apply(ans)
+}
+
+// roundRetry is the Retry policy of one round, on the fetcher's clock and
+// the round's jitter, logging each failure it retries.
+func (f *Fetcher) roundRetry(src rand.Source) reconnect.Retry {
+	r := f.cfg.Retry
+	r.Clock, r.Source = f.clock, src
+	notify := r.Notify
+	r.Notify = func(n reconnect.Notice) {
+		f.log.Info("config fetch failed; retrying", "attempt", n.Attempt, "delay", n.Delay, "error", n.Cause)
+		if notify != nil {
+			notify(n)
+		}
+	}
+	return r
+}
+
+// configAnswer is a configuration document the server sent, and its ETag.
+type configAnswer struct {
+	body []byte
+	etag string
+}
+
+// get is one attempt: a GET, conditional on etag. It returns nil, nil when
+// the configuration is unchanged (304), and marks permanent what no retry
+// would change.
+func (f *Fetcher) get(ctx context.Context, etag string) (*configAnswer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.cfg.URL, nil)
+	if err != nil {
+		return nil, reconnect.Permanent(err)
+	}
+	if etag != "" {
+		req.Header.Set("If-None-Match", etag)
+	}
+	resp, err := f.cfg.Client.Do(req)
+	if err != nil {
+		err = f.redactErr(err)
+		if errors.Is(err, ErrRedirectRefused) {
+			return nil, reconnect.Permanent(err)
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if err := reconnect.CheckResponse(resp, f.clock.Now()); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		return nil, nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, reconnect.Permanent(fmt.Errorf("device: config answered %d", resp.StatusCode))
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err // cut off mid-body: worth another try
+	}
+	if len(body) > MaxConfigBytes {
+		return nil, reconnect.Permanent(ErrConfigTooLarge)
+	}
+	return &configAnswer{body: body, etag: resp.Header.Get("ETag")}, nil
+}
+
+// apply puts a new document in force, if it is valid, and stores it.
+func (f *Fetcher) apply(ans *configAnswer) error {
 	c, err := parseConfig(ans.body, f.bounds)
 	if err != nil {
 		f.reject(err)

@@ -45,7 +45,7 @@ func (e *ConnackError) Unwrap() error { return e.Err }
 
 // CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
 // (not authorised) means to the device. The zero CredentialsHandling is
-// RetryCredentialsAtCap.
+// RetryCredentialsAtCap. It is a plain value, safe to share.
 type CredentialsHandling int
 
 const (
@@ -134,7 +134,7 @@ type Step struct {
 }
 
 // StepKind enumerates Steps. The zero StepKind is none of them: the kinds
-// start at KindWait.
+// start at KindWait. A StepKind is a plain value, safe to share.
 type StepKind uint8
 
 const (

@@ -6,7 +6,8 @@ import (
 )
 
 // AdmissionMode is what is done with a connection over an Admission's rate.
-// The zero AdmissionMode is RefuseOverLimit.
+// The zero AdmissionMode is RefuseOverLimit. It is a plain value, safe to
+// share.
 type AdmissionMode int
 
 const (

@@ -33,7 +33,7 @@ type Breaker interface {
 }
 
 // Outcome is what became of one connection attempt. The zero Outcome is
-// Pending.
+// Pending. It is a plain value, safe to share.
 type Outcome uint8
 
 const (

@@ -11,6 +11,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/herdguard/herdguard/publisher/internal/boltcheck"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -115,7 +116,7 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 		return nil, fmt.Errorf("publisher: store %s is not a regular file", path)
 	}
 	fc, err := checkBoltFile(f, fi.Size())
-	var dmg *damageError
+	var dmg *boltcheck.DamageError
 	switch {
 	case err == nil:
 		s, err := openBolt(f, path, opts, fc)

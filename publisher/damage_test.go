@@ -140,21 +140,7 @@ func TestEveryPageDamagedInTurn(t *testing.T) {
 	for page := 0; page < pages; page += step {
 		for _, pattern := range patterns {
 			what := fmt.Sprintf("page %d of %d, %s", page, pages, pattern)
-			bad := append([]byte(nil), img...)
-			p := bad[page*damagePage : (page+1)*damagePage]
-			switch pattern {
-			case "zeros":
-				clear(p)
-			case "0xff":
-				for i := range p {
-					p[i] = 0xff
-				}
-			case "random":
-				r := rand.New(rand.NewPCG(11, uint64(page)))
-				for i := range p {
-					p[i] = byte(r.Uint32())
-				}
-			}
+			bad := damaged(img, page, pattern)
 			dir := t.TempDir()
 			path := filepath.Join(dir, "q.db")
 			require.NoError(t, os.WriteFile(path, bad, 0o600))
@@ -192,6 +178,27 @@ func TestEveryPageDamagedInTurn(t *testing.T) {
 	t.Logf("%d of %d pages x %d patterns: %v", (pages+step-1)/step, pages, len(patterns), outcomes)
 	require.Positive(t, outcomes["moved aside"])
 	require.Positive(t, outcomes["kept, new epoch"])
+}
+
+// damaged is a copy of img with page overwritten by pattern: zeros, 0xff
+// or random bytes (seeded by the page).
+func damaged(img []byte, page int, pattern string) []byte {
+	bad := append([]byte(nil), img...)
+	p := bad[page*damagePage : (page+1)*damagePage]
+	switch pattern {
+	case "zeros":
+		clear(p)
+	case "0xff":
+		for i := range p {
+			p[i] = 0xff
+		}
+	case "random":
+		r := rand.New(rand.NewPCG(11, uint64(page)))
+		for i := range p {
+			p[i] = byte(r.Uint32())
+		}
+	}
+	return bad
 }
 
 // A file cut short is damage, never a crash: moved aside, or intact if only

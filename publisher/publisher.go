@@ -40,7 +40,7 @@ type Session interface {
 }
 
 // Overflow is what Publish does when the queue is full. The zero Overflow is
-// DropOldest.
+// DropOldest. It is a plain value, safe to share.
 type Overflow int
 
 const (
@@ -523,7 +523,8 @@ func (p *Publisher) Close() error {
 // message. An envelope from before epochs has none ("").
 //
 // The zero Envelope is not one the publisher sends: DecodeEnvelope rejects
-// seq 0. It is a plain value; copies share Payload.
+// seq 0. It is a plain value; copies share Payload, so one is safe to
+// share while no one changes its Payload.
 type Envelope struct {
 	Epoch   string    `json:"epoch,omitempty"`
 	Seq     uint64    `json:"seq"`

@@ -8,8 +8,8 @@ import (
 )
 
 // Message is one queued publication. The zero Message is not one the
-// Publisher queues (Seq counts from 1). It is a plain value; copies share
-// Payload, which must not change once the message is queued.
+// Publisher queues (Seq counts from 1). It is a plain value, safe to share;
+// copies share Payload, which must not change once the message is queued.
 type Message struct {
 	Seq     uint64 // sequence number in the store's epoch, from 1, never reused in it
 	Topic   string

@@ -69,7 +69,8 @@ type Retry struct {
 }
 
 // Notice describes a wait that is about to start. The zero Notice is never
-// sent (Attempt counts from 1). A Notice is a plain value, passed by copy.
+// sent (Attempt counts from 1). A Notice is a plain value, passed by copy:
+// safe to share.
 type Notice struct {
 	Attempt int           // attempts made so far (1 after the first failure)
 	Delay   time.Duration // how long the loop will wait

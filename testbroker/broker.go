@@ -26,7 +26,7 @@ import (
 var _ fault.Breaker = (*Broker)(nil)
 
 // Transport is how clients reach the broker. The zero Transport, "", means
-// TCP.
+// TCP. It is a plain value, safe to share.
 type Transport string
 
 const (
@@ -500,7 +500,8 @@ func (b *Broker) awaitAck() {
 }
 
 // ConnackCode is an MQTT 3.1.1 CONNACK return code to refuse with. The zero
-// ConnackCode, 0, is acceptance, which Refuse rejects.
+// ConnackCode, 0, is acceptance, which Refuse rejects. It is a plain value,
+// safe to share.
 type ConnackCode byte
 
 const (

@@ -14,7 +14,8 @@ import (
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
-// Cause says why a session ended. The zero Cause, "", is none of these.
+// Cause says why a session ended. The zero Cause, "", is none of these. It
+// is a plain value, safe to share.
 type Cause string
 
 const (
@@ -227,7 +228,7 @@ func (r *Recorder) resetConnectionsLocked() {
 }
 
 // TimeOf chooses which timestamp of an attempt counts as its arrival. The
-// zero TimeOf is AtConnect.
+// zero TimeOf is AtConnect. It is a plain value, safe to share.
 type TimeOf int
 
 const (

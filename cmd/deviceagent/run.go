@@ -44,16 +44,47 @@ func envName(flag string) string {
 	return "HERDGUARD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
 }
 
+// parse reads the options from the command line, then from the
+// environment for what it left unset, and checks them.
 func parse(args []string, getenv func(string) string, stderr io.Writer) (*options, error) {
+	if err := refusePasswordFlag(args); err != nil {
+		return nil, err
+	}
+	o := &options{maxPacket: device.DefaultMaxIncomingPacket}
+	fs := o.flagSet(stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if err := fillFromEnv(fs, getenv); err != nil {
+		return nil, err
+	}
+	var err error
+	if o.password, err = password(o.passwordFile, getenv); err != nil {
+		return nil, err
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// refusePasswordFlag refuses a -password flag before any flag is parsed, so
+// that the error says why rather than that the flag is unknown.
+func refusePasswordFlag(args []string) error {
 	for _, a := range args {
 		if name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "="); strings.HasPrefix(a, "-") && name == "password" {
-			return nil, errors.New("-password is not accepted: flags show in process listings; " +
+			return errors.New("-password is not accepted: flags show in process listings; " +
 				"set HERDGUARD_PASSWORD in the environment or use -password-file")
 		}
 		if a == "--" {
 			break
 		}
 	}
+	return nil
+}
+
+// flagSet defines the agent's flags on o.
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("deviceagent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -61,7 +92,6 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 			"in capitals, dashes as underscores: HERDGUARD_CLIENT_ID; the MQTT password only as HERDGUARD_PASSWORD or in -password-file):\n")
 		fs.PrintDefaults()
 	}
-	o := &options{maxPacket: device.DefaultMaxIncomingPacket}
 	fs.StringVar(&o.broker, "broker", "", "broker URL: ssl://host:8883 (or tcp://host:1883 without credentials) (required)")
 	fs.StringVar(&o.failover, "failover", "", "more broker URLs, comma-separated, TLS if -broker is: after a failed attempt or a lost session the next attempt goes to the next one, after the usual wait")
 	fs.StringVar(&o.clientID, "client-id", "", "MQTT client ID (required)")
@@ -82,16 +112,19 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	fs.DurationVar(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
 	fs.Var(&o.maxPacket, "max-packet", "the largest MQTT packet the device reads, such as 256KiB or 1MiB: a bigger one closes the connection before it is read")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	// The environment fills what the command line left unset. It is read
-	// after parsing, never as a default, so usage text cannot print it.
+	return fs
+}
+
+// fillFromEnv sets each flag the command line left unset from its
+// environment variable. It is read after parsing, never as a default, so
+// usage text cannot print it. A URL flag that carries a password is
+// refused.
+func fillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"broker", "failover"} {
 		if set[name] && hasPassword(fs.Lookup(name).Value.String()) {
-			return nil, fmt.Errorf("-%s carries a password: flags show in process listings; "+
+			return fmt.Errorf("-%s carries a password: flags show in process listings; "+
 				"set the URL in %s or the password in HERDGUARD_PASSWORD or -password-file", name, envName(name))
 		}
 	}
@@ -105,30 +138,28 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 			envErr = fmt.Errorf("-%s: %s is not valid: %v", f.Name, envName(f.Name), err)
 		}
 	})
-	if envErr != nil {
-		return nil, envErr
-	}
-	var err error
-	if o.password, err = password(o.passwordFile, getenv); err != nil {
-		return nil, err
-	}
+	return envErr
+}
+
+// validate checks what the agent cannot run without.
+func (o *options) validate() error {
 	switch {
 	case o.broker == "":
-		return nil, errors.New("-broker (or HERDGUARD_BROKER) is required")
+		return errors.New("-broker (or HERDGUARD_BROKER) is required")
 	case o.clientID == "":
-		return nil, errors.New("-client-id (or HERDGUARD_CLIENT_ID) is required")
+		return errors.New("-client-id (or HERDGUARD_CLIENT_ID) is required")
 	case o.heartbeat <= 0:
-		return nil, fmt.Errorf("-heartbeat must be a positive duration, got %v", o.heartbeat)
+		return fmt.Errorf("-heartbeat must be a positive duration, got %v", o.heartbeat)
 	case o.bootSpread <= 0:
-		return nil, fmt.Errorf("-boot-spread must be a positive duration, got %v", o.bootSpread)
+		return fmt.Errorf("-boot-spread must be a positive duration, got %v", o.bootSpread)
 	case o.stopTimeout <= 0:
-		return nil, fmt.Errorf("-stop-timeout must be a positive duration, got %v", o.stopTimeout)
+		return fmt.Errorf("-stop-timeout must be a positive duration, got %v", o.stopTimeout)
 	case o.keepAlive < time.Second:
-		return nil, fmt.Errorf("-keepalive must be at least 1s (MQTT counts it in seconds), got %v", o.keepAlive)
+		return fmt.Errorf("-keepalive must be at least 1s (MQTT counts it in seconds), got %v", o.keepAlive)
 	case o.pingTimeout <= 0:
-		return nil, fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
+		return fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
 	}
-	return o, nil
+	return nil
 }
 
 // hasPassword says whether any of the comma-separated URLs holds a

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -53,8 +54,8 @@ type formatFlag struct{ name string }
 
 func (f *formatFlag) String() string { return f.name }
 func (f *formatFlag) Set(s string) error {
-	if s != "" && !slices.Contains(stormstats.FormatNames, s) {
-		return fmt.Errorf("want one of %s", strings.Join(stormstats.FormatNames, ", "))
+	if s != "" && !slices.Contains(arrivallog.FormatNames, s) {
+		return fmt.Errorf("want one of %s", strings.Join(arrivallog.FormatNames, ", "))
 	}
 	f.name = s
 	return nil
@@ -79,7 +80,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.Var(&expect, "expect", "exit 1 unless the verdict is this one (spread, waves or inconclusive)")
 	disruptions := fs.String("disruptions", "", "judge each recovery on its own: the disruptions' times, comma-separated, in the log's seconds (Unix seconds for real stamps) or RFC 3339")
 	var format formatFlag
-	fs.Var(&format, "format", "read the log as `NAME`: "+strings.Join(stormstats.FormatNames, ", ")+" (default: detect it)")
+	fs.Var(&format, "format", "read the log as `NAME`: "+strings.Join(arrivallog.FormatNames, ", ")+" (default: detect it)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -93,7 +94,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var at []time.Duration
 	if *disruptions != "" {
 		var err error
-		if at, err = stormstats.ParseDisruptions(*disruptions); err != nil {
+		if at, err = arrivallog.ParseDisruptions(*disruptions); err != nil {
 			return badInput(fmt.Errorf("-disruptions: %w", err))
 		}
 	}
@@ -106,7 +107,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		defer f.Close()
 		in = f
 	}
-	l, err := stormstats.ParseLog(in, format.name)
+	l, err := arrivallog.ParseLog(in, format.name)
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
@@ -130,7 +131,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 }
 
 // writeJudgement judges the log as one series and writes the judgement.
-func writeJudgement(l *stormstats.Log, asJSON bool, expect *expectFlag, stdout io.Writer) error {
+func writeJudgement(l *arrivallog.Log, asJSON bool, expect *expectFlag, stdout io.Writer) error {
 	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
 	if err != nil {
@@ -169,7 +170,7 @@ func writeJudgement(l *stormstats.Log, asJSON bool, expect *expectFlag, stdout i
 // writeRecoveries writes each recovery's judgement and the log's by them
 // all. found are the disruptions the log showed, when it was not told
 // them (the first recovery then runs from the log's start).
-func writeRecoveries(l *stormstats.Log, recs []stormstats.Recovery, before int, found []stormstats.Disruption, asJSON bool, expect *expectFlag, stdout io.Writer) error {
+func writeRecoveries(l *arrivallog.Log, recs []stormstats.Recovery, before int, found []arrivallog.Disruption, asJSON bool, expect *expectFlag, stdout io.Writer) error {
 	overall := stormstats.Overall(recs)
 	if asJSON {
 		b, err := json.MarshalIndent(struct {
@@ -177,7 +178,7 @@ func writeRecoveries(l *stormstats.Log, recs []stormstats.Recovery, before int, 
 			Skipped     int                     `json:"skipped_lines"`
 			Verdict     stormstats.Verdict      `json:"verdict"`
 			BeforeFirst int                     `json:"before_first_disruption"`
-			Found       []stormstats.Disruption `json:"disruptions_found,omitempty"`
+			Found       []arrivallog.Disruption `json:"disruptions_found,omitempty"`
 			Recoveries  []stormstats.Recovery   `json:"recoveries"`
 		}{l.Format, l.Skipped, overall, before, found, recs}, "", "  ")
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/internal/arrivallog"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -253,7 +253,7 @@ func TestJudgeFindsTheLogsOwnDisruptions(t *testing.T) {
 	require.NoError(t, err)
 	var got struct {
 		Verdict    string                  `json:"verdict"`
-		Found      []stormstats.Disruption `json:"disruptions_found"`
+		Found      []arrivallog.Disruption `json:"disruptions_found"`
 		Recoveries []json.RawMessage       `json:"recoveries"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &got))

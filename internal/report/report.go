@@ -242,6 +242,16 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 
 // Summary writes the human-readable summary.
 func (r *Report) Summary(w io.Writer) {
+	r.writeRecovery(w)
+	r.writeParts(w)
+	r.writePaths(w)
+	r.writeVerdicts(w)
+	r.writeHost(w)
+}
+
+// writeRecovery writes what was run and how the fleet came back: recovery
+// times, attempts, and the admission limit's ideal.
+func (r *Report) writeRecovery(w io.Writer) {
 	if r.Incomplete != "" {
 		fmt.Fprintf(w, "INCOMPLETE (%s): what the run had seen when it stopped\n", r.Incomplete)
 	}
@@ -261,6 +271,11 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
 	}
+}
+
+// writeParts writes the run's parts: each disruption's recovery, each
+// cluster node's connects, each group's recovery.
+func (r *Report) writeParts(w io.Writer) {
 	for _, d := range r.Disruptions {
 		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
 			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
@@ -276,6 +291,12 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
 			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
 	}
+}
+
+// writePaths writes what the run measured on the way to the broker and
+// back, where it did: TLS, the fault proxy, a silent path noticed, the
+// telemetry.
+func (r *Report) writePaths(w io.Writer) {
 	if t := r.TLS; t != nil {
 		fmt.Fprintf(w, "TLS (mutual, ECDSA P-256, no resumption): %.2f ms of broker CPU a handshake, %d handshakes since the disruption: %.1f s of broker CPU\n",
 			t.HandshakeCPUMS, t.Handshakes, t.CPUS)
@@ -301,6 +322,12 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "telemetry (%g/s per device, whole run): %d enqueued, %d acknowledged, %d received once, %d duplicates, %d publish failures retried, %d dropped by full queues, %d lost\n",
 			t.RatePerDevice, t.Enqueued, t.Acknowledged, t.ReceivedUnique, t.Duplicates, t.Retried, t.DroppedOldest, t.Lost)
 	}
+}
+
+// writeVerdicts writes the judgement of the fleet's attempts and of what
+// reached the broker, the largest burst against the admission limit, and
+// the run's verdict.
+func (r *Report) writeVerdicts(w io.Writer) {
 	fmt.Fprintf(w, "the fleet (every attempt the devices made%s):\n", r.Fleet.about())
 	stormstats.WriteSummary(w, "  ", r.Fleet.Arrivals, r.Fleet.Judgement)
 	if b := r.Broker; b != nil {
@@ -313,6 +340,11 @@ func (r *Report) Summary(w io.Writer) {
 			big.PeakPerS/l.AdmitRate, big.Count, big.WidthS, l.AdmitRate)
 	}
 	fmt.Fprintf(w, "verdict: %s\n", r.Verdict)
+}
+
+// writeHost writes what the host cost and how late it was, and says so
+// when it, not the fleet, set the times.
+func (r *Report) writeHost(w io.Writer) {
 	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device", r.Host.WallS, r.Host.MemoryPerDeviceKB)
 	if r.Host.AgentProcesses > 0 {
 		fmt.Fprintf(w, ", agents in %d child processes", r.Host.AgentProcesses)

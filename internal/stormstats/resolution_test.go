@@ -1,7 +1,6 @@
 package stormstats_test
 
 import (
-	"flag"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/internal/stormstatstest"
 )
 
 func TestDetectTick(t *testing.T) {
@@ -34,41 +34,19 @@ func TestDetectTick(t *testing.T) {
 	}
 }
 
-// unix is a disruption's moment on a real clock, not on a whole second.
-const unix = 1_700_000_000*time.Second + 123_456_789
+// The series with a known verdict, stamped as logs write them, and the
+// seeds a statistical test runs: internal/arrivallog's tests use them too.
+var (
+	stamp         = stormstatstest.Stamp
+	formulaRounds = stormstatstest.FormulaRounds
+	decay         = stormstatstest.Decay
+	seeds         = stormstatstest.Seeds
+)
 
-// stamp writes times as a log on tick does (truncated), after unix.
-func stamp(ts []float64, tick time.Duration) []time.Duration {
-	out := make([]time.Duration, len(ts))
-	for i, x := range ts {
-		t := unix + time.Duration(x*float64(time.Second))
-		out[i] = t - t%tick
-	}
-	return out
-}
-
-// formulaRounds is n devices retrying the mission's formula, wait_k =
-// min(2^k s + U[0, 1 s), 32 s), attempts times each, from 0.
-func formulaRounds(r *rand.Rand, n, attempts int) []float64 {
-	var ts []float64
-	for range n {
-		t := 0.0
-		for k := range attempts {
-			t += math.Min(math.Pow(2, float64(k))+r.Float64(), 32)
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
-
-// exactly independent arrivals: a step up at 0 decaying with tau, n of them.
-func decay(r *rand.Rand, n int, tau float64) []float64 {
-	ts := make([]float64, n)
-	for i := range ts {
-		ts[i] = tau * r.ExpFloat64()
-	}
-	return ts
-}
+const (
+	unix         = stormstatstest.Unix
+	raceDetector = stormstatstest.RaceDetector
+)
 
 func constant(r *rand.Rand, n int, span float64) []float64 {
 	ts := make([]float64, n)
@@ -172,72 +150,6 @@ func TestStraysAreNamedWithTheirLines(t *testing.T) {
 	h, _, p = stormstats.Prepare(stepped, nil, stormstats.DefaultMethod)
 	assert.Empty(t, p.SetAside, "100 arrivals of 1,100 are a recovery, not strays")
 	assert.Equal(t, int64(1100), h.Count())
-}
-
-// seeds is how many seeds a statistical test runs: 20, or 3 under the race
-// detector (which looks for races, not error rates). A test that calls it
-// is named in make test's stats step, which runs it at 20.
-func seeds() int {
-	switch {
-	case *statsSeeds > 0:
-		return *statsSeeds
-	case raceDetector:
-		return 3
-	}
-	return 20
-}
-
-// statsSeeds runs the statistical tests at more seeds, as docs/verdict.md
-// measures them: go test -run 'RestartedTwice|Newcomers|...' -args -stats.seeds 200.
-var statsSeeds = flag.Int("stats.seeds", 0, "seeds a statistical test runs (0: 20, or 3 under the race detector)")
-
-// Two independent outages ten minutes apart, each followed by a smooth
-// recovery: judged by recovery, each is spread and so is the log; the
-// formula's rounds after one of them are still waves. 20 seeds.
-func TestEachRecoveryIsJudgedOnItsOwn(t *testing.T) {
-	second := 600.0
-	for seed := range uint64(seeds()) {
-		r := rand.New(rand.NewPCG(seed, 23))
-		ts := append(stamp(decay(r, 3000, 20), time.Second), stamp(shift(decay(r, 3000, 20), second), time.Second)...)
-		// as a user names them from the log: on its whole seconds
-		at := stamp([]float64{0, second}, time.Second)
-		l := &stormstats.Log{Times: ts, Lines: make([]int32, len(ts))}
-		recs, before, err := l.Recoveries(at)
-		require.NoError(t, err)
-		assert.Zero(t, before)
-		require.Len(t, recs, 2)
-		for _, rec := range recs {
-			assert.Equal(t, stormstats.Spread, rec.Verdict, "seed %d: %s", seed, rec.Reason)
-			assert.Equal(t, int64(3000), rec.Count)
-		}
-		assert.Equal(t, stormstats.Spread, stormstats.Overall(recs))
-
-		storm := append(stamp(decay(r, 3000, 20), time.Second), stamp(shift(formulaRounds(r, 500, 14), second), time.Second)...)
-		l = &stormstats.Log{Times: storm, Lines: make([]int32, len(storm))}
-		recs, _, err = l.Recoveries(at)
-		require.NoError(t, err)
-		assert.Equal(t, stormstats.Spread, recs[0].Verdict, "seed %d: %s", seed, recs[0].Reason)
-		assert.Equal(t, stormstats.Waves, recs[1].Verdict, "seed %d: %s", seed, recs[1].Reason)
-		assert.Equal(t, stormstats.Waves, stormstats.Overall(recs))
-	}
-}
-
-func shift(ts []float64, by float64) []float64 {
-	for i := range ts {
-		ts[i] += by
-	}
-	return ts
-}
-
-func TestParseDisruptions(t *testing.T) {
-	at, err := stormstats.ParseDisruptions("1700000600, 1700000000.5,2023-11-14T22:13:20Z")
-	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{1_700_000_000 * time.Second, 1_700_000_000*time.Second + 500*time.Millisecond,
-		1_700_000_600 * time.Second}, at)
-	for _, bad := range []string{"", "soon", "1,x"} {
-		_, err := stormstats.ParseDisruptions(bad)
-		assert.Error(t, err, bad)
-	}
 }
 
 // Two lines a few minutes to an hour from a storm, before or after it (a

@@ -16,6 +16,11 @@
 // waves; one burst alone (everyone reconnecting at their first retry) is
 // reported but is not a sequence of rounds. Arrivals are streamed into a
 // Histogram, so ten million are judged in the memory of its bins.
+//
+// Times stamped on a coarse tick, as logs write them, are made ready with
+// Prepare. Reading the logs people have (mosquitto's, JSON lines, CSV,
+// devicesim's events.csv) and finding the disruptions they show is
+// internal/arrivallog's.
 package stormstats
 
 import (

@@ -1,4 +1,4 @@
-package stormstats_test
+package arrivallog_test
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -54,9 +55,9 @@ func (b brokerLog) only(prefix string) brokerLog {
 	return slices.DeleteFunc(slices.Clone(b), func(l logLine) bool { return !strings.HasPrefix(l.text, prefix) })
 }
 
-func recoveriesFound(t *testing.T, log string) ([]stormstats.Disruption, []stormstats.Recovery) {
+func recoveriesFound(t *testing.T, log string) ([]arrivallog.Disruption, []stormstats.Recovery) {
 	t.Helper()
-	l, err := stormstats.ParseLog(strings.NewReader(log), "")
+	l, err := arrivallog.ParseLog(strings.NewReader(log), "")
 	require.NoError(t, err)
 	found, recs, err := l.RecoveriesFound()
 	require.NoError(t, err)
@@ -104,7 +105,7 @@ func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
 			assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d, %s", seed, name)
 			assert.Equal(t, stormstats.Spread, stormstats.Overall(recs))
 		}
-		l, err := stormstats.ParseLog(strings.NewReader(b.String()), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(b.String()), "")
 		require.NoError(t, err)
 		h, m, _ := l.Histogram()
 		j, err := stormstats.Judge(h, m)

@@ -1,4 +1,14 @@
-package publisher
+// Package boltcheck reads a bbolt file as bbolt v1.4 will, with every
+// offset bounds-checked, before bbolt sees it. bbolt trusts its file: a
+// page id past the end of the map is a fault the runtime cannot recover
+// from, a bad page type is a panic, and tx.Check and the free-page scan
+// panic in goroutines of their own. Check reads the meta page bbolt will
+// pick, the freelist, and every page reachable from the root bucket, and
+// hands each key and value to its caller, who checks its own schema and
+// records. A file that passes is one whose every page a program's
+// operations can reach is well formed: publisher's durable queue opens a
+// file only once it has.
+package boltcheck
 
 import (
 	"bytes"
@@ -10,15 +20,6 @@ import (
 	"os"
 )
 
-// bbolt trusts its file: a page id past the end of the map is a fault the
-// runtime cannot recover from, a bad page type is a panic, and tx.Check and
-// the free-page scan panic in goroutines of their own. So before bbolt sees
-// a store file, checkBoltFile reads it as bbolt v1.4 will, with every offset
-// bounds-checked: the meta page bbolt will pick, the freelist, every page
-// reachable from the root bucket, and the store's own schema and records.
-// A file that passes is one whose every page this package's operations can
-// reach is well formed.
-//
 // The layout (go.etcd.io/bbolt internal/common, v1.4.3), in the host's byte
 // order:
 //
@@ -52,27 +53,34 @@ const (
 
 var byteOrder = binary.NativeEndian
 
-// damageError says why a store file is not usable: the file is damaged (or
-// is not a store at all), as opposed to an error reading it.
-type damageError struct{ msg string }
+// DamageError says why a file is not usable: it is damaged (or is not a
+// bbolt file, or not the one its caller expects), as opposed to an error
+// reading it. The zero DamageError is not meaningful: Damaged makes them.
+// Once made it is not changed, so it is safe to share.
+type DamageError struct{ msg string }
 
-func (e *damageError) Error() string { return e.msg }
+func (e *DamageError) Error() string { return e.msg }
 
-func damaged(format string, args ...any) error {
-	return &damageError{fmt.Sprintf(format, args...)}
+// Damaged is a *DamageError saying what is wrong, as fmt.Sprintf formats
+// it: what a Visit returns for a key or value its caller cannot use.
+func Damaged(format string, args ...any) error {
+	return &DamageError{fmt.Sprintf(format, args...)}
 }
 
-// fileCheck is what checkBoltFile learned about a file that passed.
-type fileCheck struct {
-	// metaFallback: one of the two meta pages is invalid, so bbolt reads the
-	// state the other one describes, which may be a transaction older than
-	// the last one written.
-	metaFallback bool
-	lastSeq      uint64
-	hasEpoch     bool
-	dirty        bool // an unclean shutdown of a NoSync session
-	queued       int
-	queuedBytes  int64
+// Visit is called for every key and value of every bucket, in key order,
+// with the path of bucket names that leads to it; bucket is true for a
+// sub-bucket's entry (its value is bbolt's). An error it returns ends the
+// check, and Check returns it.
+type Visit func(path []string, key, value []byte, bucket bool) error
+
+// Result is what Check learned about a file that passed. The zero Result
+// is a file both of whose meta pages are valid; it is a plain value, safe
+// to share.
+type Result struct {
+	// MetaFallback: one of the two meta pages is invalid, so bbolt reads
+	// the state the other one describes, which may be a transaction older
+	// than the last one written.
+	MetaFallback bool
 }
 
 type meta struct {
@@ -146,7 +154,7 @@ func pageSizeOf(r io.ReaderAt, size int64) (int64, error) {
 	if readable {
 		return int64(os.Getpagesize()), nil
 	}
-	return 0, damaged("no readable meta page")
+	return 0, Damaged("no readable meta page")
 }
 
 // checker walks one file.
@@ -157,94 +165,94 @@ type checker struct {
 	hwm      uint64
 	free     map[uint64]bool
 	seen     map[uint64]bool
-	// leaf is called for every key/value of every bucket, with the path of
-	// bucket names that leads to it; bucket is true for a sub-bucket entry.
-	leaf func(path []string, key, value []byte, bucket bool) error
+	leaf     Visit
 }
 
-// checkBoltFile reports whether the store file r (size bytes) is one that
-// bbolt can open and this package can use without either of them reaching a
-// malformed page. An error that is not a *damageError is a failure to read.
-func checkBoltFile(r io.ReaderAt, size int64) (fileCheck, error) {
-	var fc fileCheck
+// Check reports whether the bbolt file r (size bytes) is one that bbolt can
+// open and its caller use without either of them reaching a malformed page,
+// calling visit for every key and value. An error that is not a
+// *DamageError, nor one visit returned, is a failure to read. An empty file
+// passes: bbolt writes its first pages.
+func Check(r io.ReaderAt, size int64, visit Visit) (Result, error) {
 	if size == 0 {
-		return fc, nil // a new file: bbolt writes its first pages
+		return Result{}, nil
 	}
 	ps, err := pageSizeOf(r, size)
 	if err != nil {
-		return fc, err
+		return Result{}, err
 	}
 	if ps < 1024 || ps > 64<<10 || ps&(ps-1) != 0 {
-		return fc, damaged("page size %d", ps)
+		return Result{}, Damaged("page size %d", ps)
 	}
 	if size < 2*ps {
-		return fc, damaged("file of %d bytes is shorter than two %d-byte pages", size, ps)
+		return Result{}, Damaged("file of %d bytes is shorter than two %d-byte pages", size, ps)
 	}
-	c := &checker{r: r, size: size, pageSize: ps, free: map[uint64]bool{}, seen: map[uint64]bool{0: true, 1: true}}
-	var m [2]meta
-	for i := range m {
-		b, err := c.read(int64(i)*ps+pageHeaderSize, metaSize)
-		if err != nil {
-			return fc, err
-		}
-		m[i] = parseMeta(b)
+	c := &checker{r: r, size: size, pageSize: ps, free: map[uint64]bool{}, seen: map[uint64]bool{0: true, 1: true}, leaf: visit}
+	use, fallback, err := c.meta()
+	if err != nil {
+		return Result{}, err
 	}
-	// bbolt's meta(): the higher txid if it is valid, else the other one.
-	a, b := m[0], m[1]
-	if m[1].txid > m[0].txid {
-		a, b = m[1], m[0]
-	}
-	var use meta
-	switch {
-	case a.valid:
-		use = a
-	case b.valid:
-		use = b
-	default:
-		return fc, damaged("both meta pages are invalid")
-	}
-	fc.metaFallback = !m[0].valid || !m[1].valid
 	if int64(use.pageSize) != ps {
-		return fc, damaged("meta page size %d, file read with %d", use.pageSize, ps)
+		return Result{}, Damaged("meta page size %d, file read with %d", use.pageSize, ps)
 	}
 	if use.hwm < 2 || use.hwm > uint64(size/ps) {
-		return fc, damaged("high water mark %d outside a file of %d pages", use.hwm, size/ps)
+		return Result{}, Damaged("high water mark %d outside a file of %d pages", use.hwm, size/ps)
 	}
 	c.hwm = use.hwm
 	if use.root < 2 || use.root >= c.hwm {
-		return fc, damaged("root page %d outside [2, %d)", use.root, c.hwm)
+		return Result{}, Damaged("root page %d outside [2, %d)", use.root, c.hwm)
 	}
 	if use.freelist != noFreelist {
 		if err := c.freelist(use.freelist); err != nil {
-			return fc, err
+			return Result{}, err
 		}
 	}
-	st := &schema{fc: &fc}
-	c.leaf = st.visit
 	if _, _, err := c.tree(use.root, nil, nil, 0, nil, 0); err != nil {
-		return fc, err
+		return Result{}, err
 	}
 	if use.freelist != noFreelist { // bbolt's Check: every page reachable or free
 		for id := uint64(2); id < c.hwm; id++ {
 			if !c.seen[id] && !c.free[id] {
-				return fc, damaged("page %d neither reachable nor free", id)
+				return Result{}, Damaged("page %d neither reachable nor free", id)
 			}
 		}
 	}
-	if err := st.done(); err != nil {
-		return fc, err
+	return Result{MetaFallback: fallback}, nil
+}
+
+// meta is the meta page bbolt's meta() picks: the one of the higher txid
+// if it is valid, else the other one; fallback when either is invalid.
+func (c *checker) meta() (use meta, fallback bool, err error) {
+	var m [2]meta
+	for i := range m {
+		b, err := c.read(int64(i)*c.pageSize+pageHeaderSize, metaSize)
+		if err != nil {
+			return meta{}, false, err
+		}
+		m[i] = parseMeta(b)
 	}
-	return fc, nil
+	a, b := m[0], m[1]
+	if m[1].txid > m[0].txid {
+		a, b = m[1], m[0]
+	}
+	fallback = !m[0].valid || !m[1].valid
+	switch {
+	case a.valid:
+		return a, fallback, nil
+	case b.valid:
+		return b, fallback, nil
+	}
+	return meta{}, false, Damaged("both meta pages are invalid")
 }
 
 func (c *checker) read(off, n int64) ([]byte, error) {
 	if off < 0 || n < 0 || off > c.size || n > c.size-off {
-		return nil, damaged("read of %d bytes at %d past the end of the file", n, off)
+		return nil, Damaged("read of %d bytes at %d past the end of the file", n, off)
 	}
 	b := make([]byte, n)
 	if _, err := c.r.ReadAt(b, off); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, damaged("file shorter than it says")
+			return nil, Damaged("file shorter than it says")
 		}
 		return nil, err
 	}
@@ -254,7 +262,7 @@ func (c *checker) read(off, n int64) ([]byte, error) {
 // span reads page id and its overflow pages after checking its header.
 func (c *checker) span(id uint64, wantFlags ...uint16) (hdr pageHdr, body []byte, err error) {
 	if id < 2 || id >= c.hwm {
-		return hdr, nil, damaged("page %d outside [2, %d)", id, c.hwm)
+		return hdr, nil, Damaged("page %d outside [2, %d)", id, c.hwm)
 	}
 	h, err := c.read(int64(id)*c.pageSize, pageHeaderSize)
 	if err != nil {
@@ -262,24 +270,24 @@ func (c *checker) span(id uint64, wantFlags ...uint16) (hdr pageHdr, body []byte
 	}
 	hdr = parseHdr(h)
 	if hdr.id != id {
-		return hdr, nil, damaged("page %d says it is page %d", id, hdr.id)
+		return hdr, nil, Damaged("page %d says it is page %d", id, hdr.id)
 	}
 	ok := false
 	for _, f := range wantFlags {
 		ok = ok || hdr.flags == f
 	}
 	if !ok {
-		return hdr, nil, damaged("page %d has flags %#x", id, hdr.flags)
+		return hdr, nil, Damaged("page %d has flags %#x", id, hdr.flags)
 	}
 	if uint64(hdr.overflow) >= c.hwm-id {
-		return hdr, nil, damaged("page %d overflows %d pages past the high water mark", id, hdr.overflow)
+		return hdr, nil, Damaged("page %d overflows %d pages past the high water mark", id, hdr.overflow)
 	}
 	for p := id; p <= id+uint64(hdr.overflow); p++ {
 		if c.seen[p] {
-			return hdr, nil, damaged("page %d referenced twice", p)
+			return hdr, nil, Damaged("page %d referenced twice", p)
 		}
 		if c.free[p] {
-			return hdr, nil, damaged("page %d is both reachable and free", p)
+			return hdr, nil, Damaged("page %d is both reachable and free", p)
 		}
 		c.seen[p] = true
 	}
@@ -307,23 +315,23 @@ func (c *checker) freelist(id uint64) error {
 	start, count := uint64(pageHeaderSize), uint64(hdr.count)
 	if hdr.count == 0xFFFF {
 		if len(body) < pageHeaderSize+8 {
-			return damaged("freelist page %d too short for its count", id)
+			return Damaged("freelist page %d too short for its count", id)
 		}
 		count = byteOrder.Uint64(body[pageHeaderSize:])
 		start += 8
 	}
 	if count > (uint64(len(body))-start)/8 {
-		return damaged("freelist page %d lists %d ids, more than it holds", id, count)
+		return Damaged("freelist page %d lists %d ids, more than it holds", id, count)
 	}
 	for i := uint64(0); i < count; i++ {
 		p := byteOrder.Uint64(body[start+8*i:])
 		switch {
 		case p < 2 || p >= c.hwm:
-			return damaged("freelist page %d lists page %d outside [2, %d)", id, p, c.hwm)
+			return Damaged("freelist page %d lists page %d outside [2, %d)", id, p, c.hwm)
 		case c.free[p]:
-			return damaged("page %d freed twice", p)
+			return Damaged("page %d freed twice", p)
 		case c.seen[p]:
-			return damaged("freelist page %d lists itself (page %d)", id, p)
+			return Damaged("freelist page %d lists itself (page %d)", id, p)
 		}
 		c.free[p] = true
 	}
@@ -333,7 +341,7 @@ func (c *checker) freelist(id uint64) error {
 // elems returns the element table of a branch or leaf page held in body.
 func elems(body []byte, count uint16) error {
 	if uint64(pageHeaderSize)+uint64(count)*elemSize > uint64(len(body)) {
-		return damaged("%d elements overrun a %d-byte page", count, len(body))
+		return Damaged("%d elements overrun a %d-byte page", count, len(body))
 	}
 	return nil
 }
@@ -342,7 +350,7 @@ func elems(body []byte, count uint16) error {
 // that no u32 from the file can wrap an int on a 32-bit device.
 func slice(body []byte, off, n uint64) ([]byte, error) {
 	if off > uint64(len(body)) || n > uint64(len(body))-off {
-		return nil, damaged("element of %d bytes at %d overruns a %d-byte page", n, off, len(body))
+		return nil, Damaged("element of %d bytes at %d overruns a %d-byte page", n, off, len(body))
 	}
 	return body[off : off+n], nil
 }
@@ -356,7 +364,7 @@ func slice(body []byte, off, n uint64) ([]byte, error) {
 // asserts it). It returns the subtree's first and largest keys.
 func (c *checker) tree(id uint64, minKey, maxKey []byte, depth int, path []string, bucketDepth int) (first, last []byte, err error) {
 	if depth > maxTreeDepth {
-		return nil, nil, damaged("tree deeper than %d pages", maxTreeDepth)
+		return nil, nil, Damaged("tree deeper than %d pages", maxTreeDepth)
 	}
 	hdr, body, err := c.span(id, flagBranch, flagLeaf)
 	if err != nil {
@@ -366,7 +374,7 @@ func (c *checker) tree(id uint64, minKey, maxKey []byte, depth int, path []strin
 		return c.leafPage(body, hdr.count, minKey, maxKey, path, bucketDepth)
 	}
 	if hdr.count < 2 {
-		return nil, nil, damaged("branch page %d has %d children", id, hdr.count)
+		return nil, nil, Damaged("branch page %d has %d children", id, hdr.count)
 	}
 	if err := elems(body, hdr.count); err != nil {
 		return nil, nil, err
@@ -395,7 +403,7 @@ func (c *checker) tree(id uint64, minKey, maxKey []byte, depth int, path []strin
 			return nil, nil, err
 		}
 		if !bytes.Equal(childFirst, k) {
-			return nil, nil, damaged("branch page %d: key %d is not its child's first key", id, i)
+			return nil, nil, Damaged("branch page %d: key %d is not its child's first key", id, i)
 		}
 		running = childLast
 	}
@@ -405,7 +413,7 @@ func (c *checker) tree(id uint64, minKey, maxKey []byte, depth int, path []strin
 // key returns a non-empty key at body[off:off+n].
 func key(body []byte, off, n uint64) ([]byte, error) {
 	if n == 0 {
-		return nil, damaged("an empty key")
+		return nil, Damaged("an empty key")
 	}
 	return slice(body, off, n)
 }
@@ -413,13 +421,13 @@ func key(body []byte, off, n uint64) ([]byte, error) {
 // keyOrder is bbolt's verifyKeyOrder.
 func keyOrder(i int, key, prev, maxKey []byte) error {
 	if i == 0 && prev != nil && bytes.Compare(prev, key) > 0 {
-		return damaged("first key below its parent's")
+		return Damaged("first key below its parent's")
 	}
 	if i > 0 && bytes.Compare(prev, key) >= 0 {
-		return damaged("keys out of order")
+		return Damaged("keys out of order")
 	}
 	if maxKey != nil && bytes.Compare(key, maxKey) >= 0 {
-		return damaged("key at or above the next branch key")
+		return Damaged("key at or above the next branch key")
 	}
 	return nil
 }
@@ -461,7 +469,7 @@ func (c *checker) leafPage(body []byte, count uint16, minKey, maxKey []byte, pat
 				return nil, nil, err
 			}
 		default:
-			return nil, nil, damaged("leaf element flags %#x", flags)
+			return nil, nil, Damaged("leaf element flags %#x", flags)
 		}
 	}
 	if count == 0 {
@@ -473,10 +481,10 @@ func (c *checker) leafPage(body []byte, count uint16, minKey, maxKey []byte, pat
 // bucket checks a sub-bucket from its value in the parent's leaf.
 func (c *checker) bucket(value []byte, path []string, depth int) error {
 	if depth > maxBucketDepth {
-		return damaged("buckets nested deeper than %d", maxBucketDepth)
+		return Damaged("buckets nested deeper than %d", maxBucketDepth)
 	}
 	if len(value) < bucketHeader {
-		return damaged("bucket %q: value of %d bytes", path, len(value))
+		return Damaged("bucket %q: value of %d bytes", path, len(value))
 	}
 	if root := byteOrder.Uint64(value); root != 0 {
 		_, _, err := c.tree(root, nil, nil, 0, path, depth)
@@ -485,88 +493,19 @@ func (c *checker) bucket(value []byte, path []string, depth int) error {
 	// An inline bucket: a leaf page inside the value, never holding buckets.
 	inline := value[bucketHeader:]
 	if len(inline) < pageHeaderSize {
-		return damaged("bucket %q: inline page of %d bytes", path, len(inline))
+		return Damaged("bucket %q: inline page of %d bytes", path, len(inline))
 	}
 	hdr := parseHdr(inline)
 	if hdr.flags != flagLeaf {
-		return damaged("bucket %q: inline page flags %#x", path, hdr.flags)
+		return Damaged("bucket %q: inline page flags %#x", path, hdr.flags)
 	}
 	inner := *c
 	inner.leaf = func(p []string, k, v []byte, isBucket bool) error {
 		if isBucket {
-			return damaged("bucket %q: an inline bucket holds a bucket", path)
+			return Damaged("bucket %q: an inline bucket holds a bucket", path)
 		}
 		return c.leaf(p, k, v, false)
 	}
 	_, _, err := inner.leafPage(inline, hdr.count, nil, nil, path, depth)
 	return err
-}
-
-// schema checks the store's own layout as the walk meets it: the root holds
-// the buckets "queue" and "meta" and nothing else; meta holds last_seq (8
-// bytes), epoch and dirty; queue holds records under 8-byte keys, none above
-// last_seq.
-type schema struct {
-	fc            *fileCheck
-	buckets       map[string]bool
-	maxSeq        uint64
-	epoch, seqKey bool
-}
-
-func (s *schema) visit(path []string, key, value []byte, bucket bool) error {
-	switch {
-	case len(path) == 0:
-		name := string(key)
-		if !bucket || (name != string(queueBucket) && name != string(metaBucket)) {
-			return damaged("unexpected root key %q", key)
-		}
-		if s.buckets == nil {
-			s.buckets = map[string]bool{}
-		}
-		s.buckets[name] = true
-		return nil
-	case len(path) > 1 || bucket:
-		return damaged("unexpected bucket %q in %q", key, path)
-	case path[0] == string(metaBucket):
-		switch string(key) {
-		case string(lastSeqKey):
-			if len(value) != 8 {
-				return damaged("last_seq of %d bytes", len(value))
-			}
-			s.fc.lastSeq, s.seqKey = binary.BigEndian.Uint64(value), true
-		case string(epochKey):
-			if !validEpoch(string(value)) {
-				return damaged("epoch %q", value)
-			}
-			s.fc.hasEpoch = true
-		case string(dirtyKey):
-			s.fc.dirty = true
-		default:
-			return damaged("unexpected meta key %q", key)
-		}
-		return nil
-	default: // queue
-		m, err := decodeRecord(key, value)
-		if err != nil {
-			return damaged("%v", err)
-		}
-		s.maxSeq = max(s.maxSeq, m.Seq)
-		s.fc.queued++
-		s.fc.queuedBytes += m.size()
-		return nil
-	}
-}
-
-func (s *schema) done() error {
-	switch {
-	case len(s.buckets) == 0:
-		return nil // bbolt wrote its first pages but the store never committed its buckets
-	case len(s.buckets) == 1:
-		return damaged("only one of the queue and meta buckets")
-	case s.fc.queued > 0 && !s.seqKey:
-		return damaged("messages queued without a last_seq")
-	case s.maxSeq > s.fc.lastSeq:
-		return damaged("message %d above last_seq %d", s.maxSeq, s.fc.lastSeq)
-	}
-	return nil
 }

@@ -1,10 +1,12 @@
-package stormstats
+package arrivallog
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // ParseDisruptions reads a comma-separated list of disruption times, each
@@ -31,19 +33,10 @@ func ParseDisruptions(list string) ([]time.Duration, error) {
 	return slices.Compact(at), nil
 }
 
-// Recovery is what came after one disruption, up to the next: judged on
-// its own, so that two recoveries do not read as two rounds of one storm.
-type Recovery struct {
-	AtS float64 `json:"at_s"` // the disruption, in the log's time
-	Preparation
-	Judgement
-	Arrivals Arrivals `json:"arrivals"`
-}
-
 // Recoveries splits the log at each disruption and judges every part on
 // its own, with m as Histogram would give it. Arrivals before the first
 // disruption belong to no recovery: their number is returned.
-func (l *Log) Recoveries(at []time.Duration) (recs []Recovery, before int, err error) {
+func (l *Log) Recoveries(at []time.Duration) (recs []stormstats.Recovery, before int, err error) {
 	parts := make([][]time.Duration, len(at))
 	lines := make([][]int32, len(at))
 	for i, t := range l.Times {
@@ -60,27 +53,12 @@ func (l *Log) Recoveries(at []time.Duration) (recs []Recovery, before int, err e
 	}
 	method := l.method()
 	for k := range at {
-		h, m, p := Prepare(parts[k], lines[k], method)
-		j, err := Judge(h, m)
+		h, m, p := stormstats.Prepare(parts[k], lines[k], method)
+		j, err := stormstats.Judge(h, m)
 		if err != nil {
 			return nil, 0, err
 		}
-		recs = append(recs, Recovery{AtS: at[k].Seconds(), Preparation: p, Judgement: p.Qualify(j), Arrivals: Summarize(h)})
+		recs = append(recs, stormstats.Recovery{AtS: at[k].Seconds(), Preparation: p, Judgement: p.Qualify(j), Arrivals: stormstats.Summarize(h)})
 	}
 	return recs, before, nil
-}
-
-// Overall is a log's verdict from its recoveries': waves if any came in
-// waves, spread if the rest did, inconclusive if none could be called.
-func Overall(recs []Recovery) Verdict {
-	v := Inconclusive
-	for _, r := range recs {
-		switch r.Verdict {
-		case Waves:
-			return Waves
-		case Spread:
-			v = Spread
-		}
-	}
-	return v
 }

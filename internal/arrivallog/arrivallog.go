@@ -1,4 +1,16 @@
-package stormstats
+// Package arrivallog reads the arrival logs people have into arrival
+// times for the judgement (internal/stormstats): mosquitto's own log, JSON
+// lines, CSV and TSV with a time column, devicesim's events.csv, and plain
+// columns of seconds or Unix milliseconds, their format detected from the
+// first line. Times are read exactly from their digits, and an error names
+// the line and what was expected there.
+//
+// A log that holds several disruptions, judged as one series, reads as
+// waves. Where the log shows them (the broker's stop and start lines, the
+// same devices back after holding their sessions, a crowd of devices never
+// seen before), Log.Disruptions finds them, and Log.Recoveries judges each
+// recovery on its own.
+package arrivallog
 
 import (
 	"bufio"
@@ -10,6 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // Log is an arrival log as read: one entry per arrival, in file order.
@@ -262,40 +276,42 @@ func (l *Log) add(t time.Duration, n int, client string, hasClient bool) {
 }
 
 // ReadArrivals reads an arrival log in any format ParseLog detects into a
-// Histogram, with the method to judge it with (see Log.Histogram). It drops
-// the Preparation: a caller that judges a log someone wrote, whose stamps
-// may sit on a coarse tick, should use ParseLog, Log.Histogram and
-// Preparation.Qualify, as devicesim judge does.
-func ReadArrivals(r io.Reader) (*Histogram, Method, error) {
+// stormstats.Histogram, with the method to judge it with (see
+// Log.Histogram). It drops the stormstats.Preparation: a caller that judges
+// a log someone wrote, whose stamps may sit on a coarse tick, should use
+// ParseLog, Log.Histogram and the Preparation's Qualify, as devicesim judge
+// does.
+func ReadArrivals(r io.Reader) (*stormstats.Histogram, stormstats.Method, error) {
 	return ReadArrivalsFormat(r, "")
 }
 
 // ReadArrivalsFormat is ReadArrivals for a log in format, one of
 // FormatNames ("": detect it).
-func ReadArrivalsFormat(r io.Reader, format string) (*Histogram, Method, error) {
+func ReadArrivalsFormat(r io.Reader, format string) (*stormstats.Histogram, stormstats.Method, error) {
 	l, err := ParseLog(r, format)
 	if err != nil {
-		return nil, Method{}, err
+		return nil, stormstats.Method{}, err
 	}
 	h, m, _ := l.Histogram()
 	return h, m, nil
 }
 
-// Histogram prepares the log's arrivals for Judge (see Prepare: lines far
-// from the rest set aside, each arrival placed within the tick its stamp
-// sits on) and returns the method to judge them with: DefaultMethod, with
-// no burst narrower than the tick looked for, nor, when the log has
-// devicesim's lag_ms column, narrower than twice its 99th percentile, as a
-// run does. l.Times is left as it was.
-func (l *Log) Histogram() (*Histogram, Method, Preparation) {
-	return Prepare(slices.Clone(l.Times), l.Lines, l.method())
+// Histogram prepares the log's arrivals for stormstats.Judge (see
+// stormstats.Prepare: lines far from the rest set aside, each arrival
+// placed within the tick its stamp sits on) and returns the method to judge
+// them with: stormstats.DefaultMethod, with no burst narrower than the tick
+// looked for, nor, when the log has devicesim's lag_ms column, narrower
+// than twice its 99th percentile, as a run does. l.Times is left as it was.
+func (l *Log) Histogram() (*stormstats.Histogram, stormstats.Method, stormstats.Preparation) {
+	return stormstats.Prepare(slices.Clone(l.Times), l.Lines, l.method())
 }
 
-// method is DefaultMethod, with devicesim's lag_ms column taken into account.
-func (l *Log) method() Method {
-	m := DefaultMethod
+// method is stormstats.DefaultMethod, with devicesim's lag_ms column taken
+// into account.
+func (l *Log) method() stormstats.Method {
+	m := stormstats.DefaultMethod
 	if len(l.Lags) > 0 {
-		m.MinWidth = time.Duration(2 * Percentile(l.Lags, 99) * float64(time.Millisecond))
+		m.MinWidth = time.Duration(2 * stormstats.Percentile(l.Lags, 99) * float64(time.Millisecond))
 	}
 	return m
 }

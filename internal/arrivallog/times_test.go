@@ -1,4 +1,4 @@
-package stormstats
+package arrivallog
 
 import (
 	"errors"
@@ -144,60 +144,5 @@ func TestParseISOTime(t *testing.T) {
 		got, err := parseISOTime(tc.in)
 		assert.ErrorIs(t, err, tc.err, tc.in)
 		assert.Equal(t, tc.want, int64(got), tc.in)
-	}
-}
-
-func TestParseMosquittoClientID(t *testing.T) {
-	for rest, want := range map[string]string{
-		"127.0.0.1:53522 as dev-17 (p2, c1, k30).":           "dev-17",
-		"127.0.0.1:53522 as dev-17 (p2, c1, k30, u'user').":  "dev-17",
-		"127.0.0.1:53522 as dev-17 (p2, c1, k30, u'a (b)').": "dev-17",
-		"::1:53522 as weird id (p1) (p5, c0, k0).":           "weird id (p1)",
-		"::1:53522 as a (p2, c1, k30) b (p2, c1, k30).":      "a (p2, c1, k30) b",
-		"10.0.0.1 as old (c1, k60).":                         "old",
-		"10.0.0.1 as as as (p2, c1, k30).":                   "as as",
-		"10.0.0.1:1 as no-flags-at-all.":                     "no-flags-at-all",
-		"10.0.0.1:1 as dev (p2, c1, k30, u'x', extra).":      "dev (p2, c1, k30, u'x', extra)",
-		"10.0.0.1:1 without the word":                        "",
-		"10.0.0.1:1 as  (p2, c1, k30).":                      "",
-	} {
-		assert.Equal(t, want, mosquittoClientID(rest), rest)
-	}
-}
-
-func TestParseCSVRecords(t *testing.T) {
-	for _, tc := range []struct {
-		rec   string
-		delim byte
-		want  []string
-	}{
-		{"a,b,c", ',', []string{"a", "b", "c"}},
-		{" a , b ,", ',', []string{"a", "b", ""}},
-		{`"a,b",c`, ',', []string{"a,b", "c"}},
-		{`"say ""hi""",1`, ',', []string{`say "hi"`, "1"}},
-		{"\"two\nlines\",2", ',', []string{"two\nlines", "2"}},
-		{` "spaced" ,x`, ',', []string{"spaced", "x"}},
-		{`5" screen,x`, ',', []string{`5" screen`, "x"}},
-		{`"a"b,c`, ',', []string{"ab", "c"}},
-		{`"open,c`, ',', []string{"open,c"}},
-		{"a\t\"b\tc\"\td", '\t', []string{"a", "b\tc", "d"}},
-		{"", ',', []string{""}},
-	} {
-		assert.Equal(t, tc.want, splitRecord(tc.rec, tc.delim, nil), "%q", tc.rec)
-	}
-	for _, tc := range []struct {
-		line       string
-		open, want bool
-	}{
-		{`a,"b`, false, true},
-		{`a,"b""`, false, true},
-		{`a,"b"""`, false, false},
-		{`a,b"`, false, false},
-		{` "b`, false, true},
-		{`end",x`, true, false},
-		{`still inside`, true, true},
-		{`end","again`, true, true},
-	} {
-		assert.Equal(t, tc.want, csvQuoteOpen([]byte(tc.line), ',', tc.open), "%q from open=%v", tc.line, tc.open)
 	}
 }

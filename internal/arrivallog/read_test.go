@@ -1,4 +1,4 @@
-package stormstats_test
+package arrivallog_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -29,7 +30,7 @@ func ExampleParseLog() {
 1700000002: New connection from 10.0.3.18:40112 on port 1883.
 1700000002: New client connected from 10.0.3.18:40112 as dev-18 (p5, c1, k60, u'fleet').
 `
-	l, err := stormstats.ParseLog(strings.NewReader(log), "")
+	l, err := arrivallog.ParseLog(strings.NewReader(log), "")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -46,7 +47,7 @@ func ExampleParseLog() {
 
 // An error names the line and what was expected there.
 func ExampleParseLog_error() {
-	_, err := stormstats.ParseLog(strings.NewReader("t_s,client_id\n1.5,dev-1\nsoon,dev-2\n"), "")
+	_, err := arrivallog.ParseLog(strings.NewReader("t_s,client_id\n1.5,dev-1\nsoon,dev-2\n"), "")
 	fmt.Println(err)
 	// Output:
 	// line 3: t_s: expected a time in seconds (such as 1700000000 or 12.25), got "soon"
@@ -56,9 +57,9 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "mosquitto.log"))
 	require.NoError(t, err)
 	defer f.Close()
-	l, err := stormstats.ParseLog(f, "")
+	l, err := arrivallog.ParseLog(f, "")
 	require.NoError(t, err)
-	assert.Equal(t, &stormstats.Log{
+	assert.Equal(t, &arrivallog.Log{
 		Format:  "mosquitto",
 		Times:   []time.Duration{sinceEpoch(1700000001, 0), sinceEpoch(1700000001, 0), sinceEpoch(1700000002, 0), sinceEpoch(1700000031, 0), sinceEpoch(1700000032, 0)},
 		Lines:   []int32{7, 9, 11, 19, 22},
@@ -70,106 +71,106 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 
 // exported is l as a caller sees it: what its other lines said about
 // disruptions (Log.Disruptions) left out.
-func exported(l *stormstats.Log) *stormstats.Log {
-	return &stormstats.Log{Format: l.Format, Times: l.Times, Lines: l.Lines, Clients: l.Clients, Lags: l.Lags, Refused: l.Refused, Skipped: l.Skipped}
+func exported(l *arrivallog.Log) *arrivallog.Log {
+	return &arrivallog.Log{Format: l.Format, Times: l.Times, Lines: l.Lines, Clients: l.Clients, Lags: l.Lags, Refused: l.Refused, Skipped: l.Skipped}
 }
 
 func TestParseLogFormats(t *testing.T) {
 	const bom = "\xef\xbb\xbf"
 	for name, tc := range map[string]struct {
 		in, format string
-		want       stormstats.Log
+		want       arrivallog.Log
 	}{
 		// mosquitto
 		"mosquitto, ISO stamps": {in: "2024-01-02T03:04:05: mosquitto version 2.0.11 running\n" +
 			"2024-01-02T03:04:06: New client connected from 127.0.0.1:57690 as dev-1 (p2, c1, k30).\n",
-			want: stormstats.Log{Format: "mosquitto (ISO times, read as UTC)", Times: []time.Duration{sinceEpoch(1704164646, 0)},
+			want: arrivallog.Log{Format: "mosquitto (ISO times, read as UTC)", Times: []time.Duration{sinceEpoch(1704164646, 0)},
 				Lines: []int32{2}, Clients: []string{"dev-1"}, Skipped: 1}},
 		"mosquitto, one line not cut": {in: "1700000000: New client connected from 127.0.0.1:53522 as dev-17 (p2, c1, k30).\n",
-			want: stormstats.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{1}, Clients: []string{"dev-17"}}},
+			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{1}, Clients: []string{"dev-17"}}},
 		"mosquitto, CRLF, BOM, blank and # lines": {in: bom + "# from the broker\r\n\r\n1700000000: New connection from ::1:53522 on port 1883.\r\n" +
 			"1700000000: New client connected from ::1:53522 as auto-13E1AA9D (p2, c1, k30, u'a b').\r\n",
-			want: stormstats.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{4},
+			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{4},
 				Clients: []string{"auto-13E1AA9D"}, Skipped: 3}},
 		"mosquitto 1.x flags": {in: "1500000000: New client connected from 10.0.0.1 as old (c1, k60).\n",
-			want: stormstats.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1500000000, 0)}, Lines: []int32{1}, Clients: []string{"old"}}},
+			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1500000000, 0)}, Lines: []int32{1}, Clients: []string{"old"}}},
 
 		// JSON lines
 		"jsonl ts, Unix ms": {in: `{"ts":1700000000120,"clientid":"dev-1","msg":"connected"}` + "\n" + `{"ts": 1700000000121, "level": "info"}` + "\n",
-			want: stormstats.Log{Format: "jsonl (field ts, Unix ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6), sinceEpoch(1700000000, 121e6)},
+			want: arrivallog.Log{Format: "jsonl (field ts, Unix ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6), sinceEpoch(1700000000, 121e6)},
 				Lines: []int32{1, 2}, Clients: []string{"dev-1", ""}}},
 		"jsonl timestamp, seconds": {in: `{"timestamp":1700000000.5}` + "\n" + `{"timestamp":"1700000000.25","client_id":"b"}` + "\n",
-			want: stormstats.Log{Format: "jsonl (field timestamp, seconds)", Times: []time.Duration{sinceEpoch(1700000000, 5e8), sinceEpoch(1700000000, 25e7)},
+			want: arrivallog.Log{Format: "jsonl (field timestamp, seconds)", Times: []time.Duration{sinceEpoch(1700000000, 5e8), sinceEpoch(1700000000, 25e7)},
 				Lines: []int32{1, 2}, Clients: []string{"", "b"}}},
 		"jsonl @timestamp, RFC 3339": {in: `{"@timestamp":"2024-01-02T03:04:05.123456789+01:00","clientId":7}` + "\n" +
 			"# a comment\n" + `{"@timestamp":"2024-01-02 02:04:06Z","clientId":"x"}` + "\n",
-			want: stormstats.Log{Format: "jsonl (field @timestamp, RFC 3339)", Times: []time.Duration{sinceEpoch(1704161045, 123456789), sinceEpoch(1704161046, 0)},
+			want: arrivallog.Log{Format: "jsonl (field @timestamp, RFC 3339)", Times: []time.Duration{sinceEpoch(1704161045, 123456789), sinceEpoch(1704161046, 0)},
 				Lines: []int32{1, 3}, Clients: []string{"7", "x"}, Skipped: 1}},
 		"jsonl t, seconds as written, the field the first line's": {in: `{"t":12.3,"client":"a"}` + "\n" + `{"t":1.5e1,"time":"2024-01-02T03:04:05Z"}` + "\n",
-			want: stormstats.Log{Format: "jsonl (field t, seconds)", Times: []time.Duration{12300 * time.Millisecond, 15 * time.Second},
+			want: arrivallog.Log{Format: "jsonl (field t, seconds)", Times: []time.Duration{12300 * time.Millisecond, 15 * time.Second},
 				Lines: []int32{1, 2}, Clients: []string{"a", ""}}},
 
 		// CSV and TSV
 		"devicesim events.csv": {in: "t_s,unix_ms,client_id,outcome,code,lag_ms\n1.0000,1795305094626,dev-1,accepted,0,2.5\n1.5000,1795305095126,dev-2,refused,3,\n",
-			want: stormstats.Log{Format: "events.csv", Times: []time.Duration{time.Second, 1500 * time.Millisecond}, Lines: []int32{2, 3},
+			want: arrivallog.Log{Format: "events.csv", Times: []time.Duration{time.Second, 1500 * time.Millisecond}, Lines: []int32{2, 3},
 				Clients: []string{"dev-1", "dev-2"}, Lags: []float64{2.5}, Refused: []bool{false, true}}},
 		"csv t_s, a device column": {in: "device,t_s\nd1,0.1\nd2,0.3\n",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, Lines: []int32{2, 3},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}, Lines: []int32{2, 3},
 				Clients: []string{"d1", "d2"}}},
 		"csv unix_ms": {in: "client,unix_ms\na,1000\nb,2500\n",
-			want: stormstats.Log{Format: "csv (unix_ms)", Times: []time.Duration{time.Second, 2500 * time.Millisecond}, Lines: []int32{2, 3},
+			want: arrivallog.Log{Format: "csv (unix_ms)", Times: []time.Duration{time.Second, 2500 * time.Millisecond}, Lines: []int32{2, 3},
 				Clients: []string{"a", "b"}}},
 		"csv t_s preferred": {in: "unix_ms,t_s\n5000,0.25\n",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{250 * time.Millisecond}, Lines: []int32{2}}},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{250 * time.Millisecond}, Lines: []int32{2}}},
 		"tsv t_s": {in: "t_s\tclient_id\n12.3\tdev-1\n12.4\tdev-2\n",
-			want: stormstats.Log{Format: "tsv (t_s)", Times: []time.Duration{12300 * time.Millisecond, 12400 * time.Millisecond}, Lines: []int32{2, 3},
+			want: arrivallog.Log{Format: "tsv (t_s)", Times: []time.Duration{12300 * time.Millisecond, 12400 * time.Millisecond}, Lines: []int32{2, 3},
 				Clients: []string{"dev-1", "dev-2"}}},
 		"tsv unix_ms, spreadsheet-quoted": {in: "\"unix_ms\"\t\"note\"\n1700000000120\t\"a\ttab\"\n",
-			want: stormstats.Log{Format: "tsv (unix_ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6)}, Lines: []int32{2}}},
+			want: arrivallog.Log{Format: "tsv (unix_ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6)}, Lines: []int32{2}}},
 		"csv rfc3339 column time": {in: "time,clientid\n2024-01-02T03:04:05.25Z,a\n2024-01-02T03:04:06Z,b\n",
-			want: stormstats.Log{Format: "csv (rfc3339 column time)", Times: []time.Duration{sinceEpoch(1704164645, 25e7), sinceEpoch(1704164646, 0)},
+			want: arrivallog.Log{Format: "csv (rfc3339 column time)", Times: []time.Duration{sinceEpoch(1704164645, 25e7), sinceEpoch(1704164646, 0)},
 				Lines: []int32{2, 3}, Clients: []string{"a", "b"}}},
 		"csv column ts, Unix ms": {in: "ts,level\n1700000000120,info\n",
-			want: stormstats.Log{Format: "csv (column ts, Unix ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6)}, Lines: []int32{2}}},
+			want: arrivallog.Log{Format: "csv (column ts, Unix ms)", Times: []time.Duration{sinceEpoch(1700000000, 120e6)}, Lines: []int32{2}}},
 		"csv one column": {in: "t_s\n3\n4\n",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{3 * time.Second, 4 * time.Second}, Lines: []int32{2, 3}}},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{3 * time.Second, 4 * time.Second}, Lines: []int32{2, 3}}},
 		"csv quoted fields, one across lines": {in: "id,t_s,note\n\"a,b\",7,\"said \"\"hi\"\"\nthen left\"\n\"c\",8,\n",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{7 * time.Second, 8 * time.Second}, Lines: []int32{2, 4}}},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{7 * time.Second, 8 * time.Second}, Lines: []int32{2, 4}}},
 		"csv behind a BOM, CRLF": {in: bom + "t_s,client_id\r\n1,a\r\n\r\n2,b\r\n",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{time.Second, 2 * time.Second}, Lines: []int32{2, 4},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{time.Second, 2 * time.Second}, Lines: []int32{2, 4},
 				Clients: []string{"a", "b"}, Skipped: 1}},
 
 		// plain
 		"plain seconds": {in: "0.5\n\n1.25\r\n  2  \n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{500 * time.Millisecond, 1250 * time.Millisecond, 2 * time.Second},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{500 * time.Millisecond, 1250 * time.Millisecond, 2 * time.Second},
 				Lines: []int32{1, 3, 4}, Skipped: 1}},
 		"plain seconds, a blank first line": {in: "\n1700000000\n1700000001\n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{sinceEpoch(1700000000, 0), sinceEpoch(1700000001, 0)}, Lines: []int32{2, 3}, Skipped: 1}},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{sinceEpoch(1700000000, 0), sinceEpoch(1700000001, 0)}, Lines: []int32{2, 3}, Skipped: 1}},
 		"plain seconds, a # comment first": {in: "# connects, cut from the log\n12.3\n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond}, Lines: []int32{2}, Skipped: 1}},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond}, Lines: []int32{2}, Skipped: 1}},
 		"plain seconds behind a BOM": {in: bom + "12.3\n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond}, Lines: []int32{1}}},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond}, Lines: []int32{1}}},
 		"plain unix ms": {in: "1700000000120\n1700000000121\n",
-			want: stormstats.Log{Format: "unix ms", Times: []time.Duration{sinceEpoch(1700000000, 120e6), sinceEpoch(1700000000, 121e6)}, Lines: []int32{1, 2}}},
+			want: arrivallog.Log{Format: "unix ms", Times: []time.Duration{sinceEpoch(1700000000, 120e6), sinceEpoch(1700000000, 121e6)}, Lines: []int32{1, 2}}},
 		"plain, exact to the nanosecond": {in: "12.3\n-2.5\n1.5e3\n0.000000001\n.5\n1700000000.123456789\n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond, -2500 * time.Millisecond, 1500 * time.Second,
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{12300 * time.Millisecond, -2500 * time.Millisecond, 1500 * time.Second,
 				time.Nanosecond, 500 * time.Millisecond, sinceEpoch(1700000000, 123456789)}, Lines: []int32{1, 2, 3, 4, 5, 6}}},
 		"plain, rounded to the nanosecond, ties to even": {in: "0.0000000015\n0.0000000025\n0.00000000250001\n0.30000000000000004\n",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{2, 2, 3, 300 * time.Millisecond}, Lines: []int32{1, 2, 3, 4}}},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{2, 2, 3, 300 * time.Millisecond}, Lines: []int32{1, 2, 3, 4}}},
 
 		// forced
 		"-format unix-ms on small numbers": {in: "1000\n2500\n", format: "unix-ms",
-			want: stormstats.Log{Format: "unix ms", Times: []time.Duration{time.Second, 2500 * time.Millisecond}, Lines: []int32{1, 2}}},
+			want: arrivallog.Log{Format: "unix ms", Times: []time.Duration{time.Second, 2500 * time.Millisecond}, Lines: []int32{1, 2}}},
 		"-format seconds on small numbers": {in: "1000\n2500\n", format: "seconds",
-			want: stormstats.Log{Format: "seconds", Times: []time.Duration{1000 * time.Second, 2500 * time.Second}, Lines: []int32{1, 2}}},
+			want: arrivallog.Log{Format: "seconds", Times: []time.Duration{1000 * time.Second, 2500 * time.Second}, Lines: []int32{1, 2}}},
 		"-format csv on a header with a tab and a comma": {in: "t_s,x\ty\n1,2\n", format: "csv",
-			want: stormstats.Log{Format: "csv (t_s)", Times: []time.Duration{time.Second}, Lines: []int32{2}}},
+			want: arrivallog.Log{Format: "csv (t_s)", Times: []time.Duration{time.Second}, Lines: []int32{2}}},
 		"-format tsv on the same": {in: "x,y\tt_s\n1,2\t3\n", format: "tsv",
-			want: stormstats.Log{Format: "tsv (t_s)", Times: []time.Duration{3 * time.Second}, Lines: []int32{2}}},
+			want: arrivallog.Log{Format: "tsv (t_s)", Times: []time.Duration{3 * time.Second}, Lines: []int32{2}}},
 		"-format mosquitto on lines without its stamp": {in: "junk\n1700000000: New client connected from a:1 as c (p2, c1, k30).\n", format: "mosquitto",
-			want: stormstats.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{2}, Clients: []string{"c"}, Skipped: 1}},
+			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{2}, Clients: []string{"c"}, Skipped: 1}},
 	} {
-		l, err := stormstats.ParseLog(strings.NewReader(tc.in), tc.format)
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
 		require.NoError(t, err, name)
 		assert.Equal(t, &tc.want, exported(l), name)
 	}
@@ -187,7 +188,7 @@ func TestParseLogAcceptsWhatWasRejected(t *testing.T) {
 		"Unix milliseconds, plain text": {"1700000000120\n", "unix ms"},
 		"a # comment":                   {"# t_s\n1\n", "seconds"},
 	} {
-		l, err := stormstats.ParseLog(strings.NewReader(tc.in), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), "")
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.format, l.Format, name)
 	}
@@ -206,20 +207,20 @@ func TestParseLogLongLines(t *testing.T) {
 		"a 2 MiB CSV record":  "t_s,note\n1,\"" + strings.Repeat("a\n", 1<<20) + "\"\n2,\n",
 		"a 2 MiB mosquito ID": "1700000000: New client connected from a:1 as " + long + " (p2, c1, k30).\n1700000001: Client x closed its connection.\n",
 	} {
-		l, err := stormstats.ParseLog(strings.NewReader(in), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(in), "")
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, l.Times, name)
 	}
-	l, err := stormstats.ParseLog(strings.NewReader("t_s,client\n1,"+long+"\n"), "")
+	l, err := arrivallog.ParseLog(strings.NewReader("t_s,client\n1,"+long+"\n"), "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{long}, l.Clients, "the whole of it")
 
-	tooLong := "1\n2\n" + strings.Repeat("3", stormstats.MaxLineBytes+1) + "\n4\n"
-	_, err = stormstats.ParseLog(strings.NewReader(tooLong), "")
-	var pe *stormstats.ParseError
+	tooLong := "1\n2\n" + strings.Repeat("3", arrivallog.MaxLineBytes+1) + "\n4\n"
+	_, err = arrivallog.ParseLog(strings.NewReader(tooLong), "")
+	var pe *arrivallog.ParseError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line)
-	assert.ErrorIs(t, err, stormstats.ErrLineTooLong)
+	assert.ErrorIs(t, err, arrivallog.ErrLineTooLong)
 	assert.EqualError(t, err, "line 3: longer than 16 MiB")
 }
 
@@ -277,8 +278,8 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 			`line 1: the file is UTF-16 text (as a spreadsheet's "Unicode text"); save it as UTF-8 (CSV UTF-8, say)`},
 		"gzip": {"\x1f\x8b\x08\x00", "", "line 1: the file is gzip-compressed; decompress it first (zcat FILE | devicesim judge -)"},
 	} {
-		_, err := stormstats.ParseLog(strings.NewReader(tc.in), tc.format)
-		var pe *stormstats.ParseError
+		_, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
+		var pe *arrivallog.ParseError
 		require.True(t, errors.As(err, &pe), "%s: %v", name, err)
 		assert.EqualError(t, err, tc.want, name)
 	}
@@ -286,8 +287,8 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 
 // What the first line looked like, and the formats there are.
 func TestParseLogDetectionError(t *testing.T) {
-	_, err := stormstats.ParseLog(strings.NewReader("\n# the log\nhello world\n1\n"), "")
-	var pe *stormstats.ParseError
+	_, err := arrivallog.ParseLog(strings.NewReader("\n# the log\nhello world\n1\n"), "")
+	var pe *arrivallog.ParseError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line, "the first line with something on it")
 	for _, want := range []string{`"hello world"`, "mosquitto's log", "JSON lines", "CSV or TSV header", "one time a line",
@@ -305,27 +306,27 @@ func TestParseLogNoArrivals(t *testing.T) {
 		"a mosquitto log, no client": {"1700000000: mosquitto version 2.0.11 running\n", "", `no arrivals: 1 line, none mosquitto's "New client connected from ..."`},
 		"-format mosquitto on a CSV": {"t_s\n1\n", "mosquitto", `no arrivals: 2 lines, none mosquitto's "New client connected from ..."`},
 	} {
-		l, err := stormstats.ParseLog(strings.NewReader(tc.in), tc.format)
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
 		assert.Nil(t, l, name)
-		assert.ErrorIs(t, err, stormstats.ErrNoArrivals, name)
+		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, name)
 		assert.EqualError(t, err, tc.want, name)
 	}
 }
 
 func TestParseLogUnknownFormat(t *testing.T) {
-	_, err := stormstats.ParseLog(strings.NewReader("1\n"), "excel")
-	assert.ErrorIs(t, err, stormstats.ErrUnknownFormat)
+	_, err := arrivallog.ParseLog(strings.NewReader("1\n"), "excel")
+	assert.ErrorIs(t, err, arrivallog.ErrUnknownFormat)
 	assert.EqualError(t, err, `unknown format "excel": want one of mosquitto, jsonl, csv, tsv, seconds, unix-ms (or none, to detect it)`)
-	for _, name := range stormstats.FormatNames {
-		_, err := stormstats.ParseLog(strings.NewReader(""), name)
-		assert.ErrorIs(t, err, stormstats.ErrNoArrivals, "%s is known", name)
+	for _, name := range arrivallog.FormatNames {
+		_, err := arrivallog.ParseLog(strings.NewReader(""), name)
+		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, "%s is known", name)
 	}
 }
 
 // A reader that fails is the reader's error, not a line's.
 func TestParseLogReaderError(t *testing.T) {
 	broken := errors.New("disk on fire")
-	_, err := stormstats.ParseLog(&failingReader{data: "t_s\n1\n2", err: broken}, "")
+	_, err := arrivallog.ParseLog(&failingReader{data: "t_s\n1\n2", err: broken}, "")
 	assert.ErrorIs(t, err, broken)
 }
 
@@ -361,7 +362,7 @@ func TestReadArrivalsFormats(t *testing.T) {
 		"plain seconds":        {"0.5\n\n1.25\r\n  2  \n", 3, 500 * time.Millisecond, 10 * time.Millisecond},
 		"mosquitto":            {"1700000000: New client connected from a:1 as b (p2, c1, k30).\n1700000000: New client connected from a:2 as c (p2, c1, k30).\n", 2, sinceEpoch(1700000000, 0), time.Second},
 	} {
-		h, m, err := stormstats.ReadArrivals(strings.NewReader(tc.in))
+		h, m, err := arrivallog.ReadArrivals(strings.NewReader(tc.in))
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.count, h.Count(), name)
 		assert.Equal(t, []int{int(tc.count)}, h.Counts(tc.first, 24*time.Hour), "%s: none before the first", name)
@@ -378,14 +379,14 @@ func TestReadArrivalsFormats(t *testing.T) {
 }
 
 func TestReadArrivalsFormatForces(t *testing.T) {
-	h, _, err := stormstats.ReadArrivalsFormat(strings.NewReader("1000\n2000\n"), "unix-ms")
+	h, _, err := arrivallog.ReadArrivalsFormat(strings.NewReader("1000\n2000\n"), "unix-ms")
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 1}, h.Counts(time.Second, time.Second), "milliseconds: 1 s and 2 s")
-	h, _, err = stormstats.ReadArrivalsFormat(strings.NewReader("1000\n2000\n"), "")
+	h, _, err = arrivallog.ReadArrivalsFormat(strings.NewReader("1000\n2000\n"), "")
 	require.NoError(t, err)
 	assert.Equal(t, []int{1, 1}, h.Counts(1000*time.Second, 1000*time.Second), "detected: seconds")
-	_, _, err = stormstats.ReadArrivalsFormat(strings.NewReader("1\n"), "nope")
-	assert.ErrorIs(t, err, stormstats.ErrUnknownFormat)
+	_, _, err = arrivallog.ReadArrivalsFormat(strings.NewReader("1\n"), "nope")
+	assert.ErrorIs(t, err, arrivallog.ErrUnknownFormat)
 }
 
 func TestReadArrivalsErrorsNameTheLine(t *testing.T) {
@@ -402,16 +403,16 @@ func TestReadArrivalsErrorsNameTheLine(t *testing.T) {
 		"bad lag":           {"t_s,lag_ms\n1,-1\n", 2, "lag_ms"},
 		"bad quoting":       {"t_s,x\n1,\"open\n", 2, "never closed"},
 	} {
-		h, _, err := stormstats.ReadArrivals(strings.NewReader(tc.in))
+		h, _, err := arrivallog.ReadArrivals(strings.NewReader(tc.in))
 		assert.Nil(t, h, name)
-		var pe *stormstats.ParseError
+		var pe *arrivallog.ParseError
 		require.True(t, errors.As(err, &pe), "%s: %v", name, err)
 		assert.Equal(t, tc.line, pe.Line, "%s: %v", name, err)
 		assert.Contains(t, err.Error(), tc.want, name)
 	}
 	for name, in := range map[string]string{"empty": "", "blank lines": "\n\n", "header only": "t_s,unix_ms\n"} {
-		_, _, err := stormstats.ReadArrivals(strings.NewReader(in))
-		assert.ErrorIs(t, err, stormstats.ErrNoArrivals, name)
+		_, _, err := arrivallog.ReadArrivals(strings.NewReader(in))
+		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, name)
 	}
 }
 
@@ -423,7 +424,7 @@ func FuzzReadArrivals(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		h, m, err := stormstats.ReadArrivals(strings.NewReader(string(in)))
+		h, m, err := arrivallog.ReadArrivals(strings.NewReader(string(in)))
 		if err != nil {
 			if h != nil {
 				t.Fatal("a histogram returned with an error")
@@ -460,16 +461,16 @@ func FuzzParseLog(f *testing.F) {
 			"70: mosquitto version 2.0.11 terminating\n80: New client connected from a:1 as a (p2, c1, k30).\n",
 	}
 	for _, s := range seeds {
-		for k := range len(stormstats.FormatNames) + 1 {
+		for k := range len(arrivallog.FormatNames) + 1 {
 			f.Add([]byte(s), uint8(k))
 		}
 	}
 	f.Fuzz(func(t *testing.T, in []byte, k uint8) {
 		format := ""
-		if i := int(k) % (len(stormstats.FormatNames) + 1); i > 0 {
-			format = stormstats.FormatNames[i-1]
+		if i := int(k) % (len(arrivallog.FormatNames) + 1); i > 0 {
+			format = arrivallog.FormatNames[i-1]
 		}
-		l, err := stormstats.ParseLog(bytes.NewReader(in), format)
+		l, err := arrivallog.ParseLog(bytes.NewReader(in), format)
 		if err != nil {
 			if l != nil {
 				t.Fatal("a log returned with an error")

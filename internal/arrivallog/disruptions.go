@@ -1,10 +1,11 @@
-package stormstats
+package arrivallog
 
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // A log that holds several disruptions, judged as one series, reads as
@@ -259,32 +260,10 @@ func cmpDuration(a, b time.Duration) int {
 	return 0
 }
 
-// mosquittoSessionEnd reads the client ID from a line of mosquitto's saying
-// a session ended ("Client ID closed its connection.", "Client ID
-// disconnected.", "Client ID has exceeded timeout, disconnecting.",
-// "Socket error on client ID, disconnecting.", "Client ID already
-// connected, closing old connection."); ok false for any other line.
-func mosquittoSessionEnd(msg string) (client string, ok bool) {
-	if rest, ok := strings.CutPrefix(msg, "Socket error on client "); ok {
-		return strings.CutSuffix(rest, ", disconnecting.")
-	}
-	rest, ok := strings.CutPrefix(msg, "Client ")
-	if !ok {
-		return "", false
-	}
-	for _, marker := range []string{" closed its connection.", " has exceeded timeout, disconnecting.",
-		" already connected, closing old connection.", " been disconnected by administrative action.", " disconnected"} {
-		if i := strings.LastIndex(rest, marker); i > 0 {
-			return rest[:i], true
-		}
-	}
-	return "", false
-}
-
 // RecoveriesFound judges each recovery on its own at the disruptions the
 // log shows (Disruptions), the first from the log's start; nil, nil when
 // it shows none.
-func (l *Log) RecoveriesFound() ([]Disruption, []Recovery, error) {
+func (l *Log) RecoveriesFound() ([]Disruption, []stormstats.Recovery, error) {
 	found := l.Disruptions()
 	if found == nil {
 		return nil, nil, nil

@@ -1,0 +1,219 @@
+package arrivallog
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// CSV and TSV: a header, then one row an arrival. Quoting is as
+// spreadsheets write it (RFC 4180, for tabs too): a field that starts with
+// a quote ends at the next lone quote and may hold delimiters, "" and line
+// ends; quotes within an unquoted field are kept as they are.
+var (
+	secondsColumns = []string{"t_s"}
+	millisColumns  = []string{"unix_ms"}
+	stampColumns   = []string{"time", "timestamp", "ts", "@timestamp"}
+	clientColumns  = []string{"client_id", "clientid", "client", "device"}
+)
+
+type csvParser struct {
+	name    string // csv or tsv
+	delim   byte
+	header  []string // nil until the first line is read
+	time    int      // the time column
+	column  string   // its name, as the header writes it
+	kind    stampKind
+	client  int // -1: none
+	lag     int // -1: none
+	outcome int // -1: none
+	stamps  stamps
+	events  bool // devicesim's events.csv
+	fields  []string
+	pending []byte // a record spanning lines
+}
+
+func (p *csvParser) parse(l *Log, lr *lineReader, text []byte) error {
+	if p.header == nil {
+		return p.readHeader(l, lr.n, text)
+	}
+	line, record := lr.n, text
+	if csvQuoteOpen(text, p.delim, false) {
+		p.pending = append(p.pending[:0], text...)
+		for open := true; open; {
+			next, ok := lr.next()
+			switch {
+			case !ok && lr.err != nil:
+				return lr.err
+			case !ok:
+				return &ParseError{Line: line, Err: errors.New("a quoted field that starts on this line is never closed")}
+			case len(p.pending)+1+len(next) > MaxLineBytes:
+				return &ParseError{Line: line, Err: fmt.Errorf("a record %w", ErrLineTooLong)}
+			}
+			p.pending = append(append(p.pending, '\n'), next...)
+			open = csvQuoteOpen(next, p.delim, true)
+		}
+		record = p.pending
+	}
+	p.fields = splitRecord(string(record), p.delim, p.fields[:0])
+	if p.time >= len(p.fields) || p.fields[p.time] == "" {
+		return &ParseError{Line: line, Err: fmt.Errorf("expected a %s value in column %d, got a row of %d fields with none there",
+			p.column, p.time+1, len(p.fields))}
+	}
+	v := p.fields[p.time]
+	var t time.Duration
+	var err error
+	switch p.kind {
+	case stampSeconds:
+		t, err = parseSeconds(v)
+	case stampMillis:
+		t, err = parseMillis(v)
+	default:
+		if t, err = p.stamps.read(v, line); err == nil && len(l.Times) == 0 {
+			l.Format = p.format()
+		}
+	}
+	if err != nil {
+		return &ParseError{Line: line, Err: fmt.Errorf("%s: %w", p.column, err)}
+	}
+	if p.lag >= 0 && p.lag < len(p.fields) && p.fields[p.lag] != "" {
+		lag, err := strconv.ParseFloat(p.fields[p.lag], 64)
+		if err != nil || !(lag >= 0 && lag < 1e12) {
+			return &ParseError{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", excerpt(p.fields[p.lag]))}
+		}
+		l.Lags = append(l.Lags, lag)
+	}
+	client := ""
+	if p.client >= 0 && p.client < len(p.fields) {
+		client = strings.Clone(p.fields[p.client])
+	}
+	l.add(t, line, client, p.client >= 0)
+	if p.outcome >= 0 {
+		refused := p.outcome < len(p.fields) && !strings.EqualFold(p.fields[p.outcome], "accepted")
+		l.Refused = append(l.Refused, refused)
+	}
+	return nil
+}
+
+func (p *csvParser) readHeader(l *Log, line int, text []byte) error {
+	p.header = splitRecord(string(text), p.delim, nil)
+	col := func(names []string) int {
+		for _, name := range names {
+			for i, h := range p.header {
+				if strings.EqualFold(h, name) {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	p.time, p.kind = col(secondsColumns), stampSeconds
+	if p.time < 0 {
+		p.time, p.kind = col(millisColumns), stampMillis
+	}
+	if p.time < 0 {
+		p.time, p.kind = col(stampColumns), stampUnknown
+	}
+	if p.time < 0 {
+		return &ParseError{Line: line, Err: fmt.Errorf("a %s header needs a t_s, unix_ms or RFC 3339 time column (named %s); this one has: %s",
+			strings.ToUpper(p.name), orList(stampColumns), listNames(p.header))}
+	}
+	p.column = p.header[p.time]
+	p.client, p.lag, p.outcome = col(clientColumns), col([]string{"lag_ms"}), col([]string{"outcome"})
+	p.events = p.kind == stampSeconds && p.lag >= 0 && p.name == "csv"
+	l.Format = p.format()
+	return nil
+}
+
+// format names the format taken: "csv (t_s)", "tsv (unix_ms)",
+// "csv (rfc3339 column time)", "csv (column ts, Unix ms)", "events.csv".
+func (p *csvParser) format() string {
+	switch {
+	case p.events:
+		return "events.csv"
+	case p.kind == stampSeconds || p.kind == stampMillis:
+		return fmt.Sprintf("%s (%s)", p.name, strings.ToLower(p.column))
+	case p.stamps.kind == stampRFC3339:
+		return fmt.Sprintf("%s (rfc3339 column %s)", p.name, p.column)
+	case p.stamps.kind != stampUnknown:
+		return fmt.Sprintf("%s (column %s, %s)", p.name, p.column, p.stamps.kind)
+	}
+	return fmt.Sprintf("%s (column %s)", p.name, p.column)
+}
+
+// csvQuoteOpen reports whether a quoted field is still open at the end of
+// line, given whether one was at its start.
+func csvQuoteOpen(line []byte, delim byte, open bool) bool {
+	start := !open // at a field's start
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case open && c == '"' && i+1 < len(line) && line[i+1] == '"':
+			i++
+		case open && c == '"':
+			open = false
+		case open:
+		case c == delim:
+			start = true
+			continue
+		case start && c == ' ':
+			continue
+		case start && c == '"':
+			open = true
+		}
+		start = false
+	}
+	return open
+}
+
+// splitRecord appends the fields of a record to dst: unquoted fields
+// without the spaces around them, quoted fields as quoted. A quoted field
+// never closed runs to the end.
+func splitRecord(rec string, delim byte, dst []string) []string {
+	for {
+		i := 0
+		for i < len(rec) && rec[i] == ' ' {
+			i++
+		}
+		if i < len(rec) && rec[i] == '"' {
+			var b strings.Builder
+			j := i + 1
+			for j < len(rec) {
+				k := strings.IndexByte(rec[j:], '"')
+				if k < 0 {
+					b.WriteString(rec[j:])
+					j = len(rec)
+					break
+				}
+				b.WriteString(rec[j : j+k])
+				j += k + 1
+				if j < len(rec) && rec[j] == '"' {
+					b.WriteByte('"')
+					j++
+					continue
+				}
+				break
+			}
+			// What follows the closing quote, up to the delimiter, is kept.
+			k := strings.IndexByte(rec[j:], delim)
+			if k < 0 {
+				k = len(rec) - j
+			}
+			b.WriteString(strings.TrimRight(rec[j:j+k], " "))
+			dst = append(dst, b.String())
+			if j+k == len(rec) {
+				return dst
+			}
+			rec = rec[j+k+1:]
+			continue
+		}
+		k := strings.IndexByte(rec, delim)
+		if k < 0 {
+			return append(dst, strings.TrimSpace(rec))
+		}
+		dst = append(dst, strings.TrimSpace(rec[:k]))
+		rec = rec[k+1:]
+	}
+}

@@ -1,5 +1,0 @@
-//go:build !race
-
-package stormstats_test
-
-const raceDetector = false

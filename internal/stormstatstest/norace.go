@@ -1,0 +1,6 @@
+//go:build !race
+
+package stormstatstest
+
+// RaceDetector: see race.go.
+const RaceDetector = false

@@ -1,0 +1,8 @@
+//go:build race
+
+package stormstatstest
+
+// RaceDetector: under -race the statistical tests run 3 seeds and the
+// ground truth a few cells only (a judgement costs ten times as much); make
+// test's stats step runs them in full without it.
+const RaceDetector = true
