@@ -1,6 +1,8 @@
 # make test: everything CI checks. make sim: the simulator's default run.
 GO        ?= go
 FIRMWARE  := $(foreach d,publisher reconnect device,$(if $(wildcard $(d)/*.go),./$(d)/...))
+# the module's internal packages the firmware binary ships: tested on ARM too
+FIRMWARE_INTERNAL = $(if $(wildcard cmd/deviceagent/*.go),$(shell $(GO) list -deps ./cmd/deviceagent | sed -n 's|^github.com/herdguard/herdguard/internal/|./internal/|p'))
 ARM_BUILD := $(FIRMWARE) $(if $(wildcard cmd/deviceagent/*.go),./cmd/deviceagent)
 QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
@@ -105,7 +107,8 @@ ifneq ($(wildcard cmd/deviceagent/*.go),)
 	  echo "cmd/deviceagent depends on packages a device must not ship"; exit 1; fi
 endif
 
-# The firmware packages' tests on 32-bit ARM, where misaligned 64-bit atomics
+# The firmware packages' tests, and those of the internal packages the
+# firmware ships, on 32-bit ARM, where misaligned 64-bit atomics
 # panic, and the firmware binary's SIGKILL loop (its real main, an ARM build
 # under qemu, killed 50 times by the test, which runs natively).
 # Skipped (loudly) where qemu-arm-static is not installed.
@@ -113,7 +116,7 @@ arm-test:
 ifeq ($(QEMU),)
 	@echo "qemu-arm-static not installed: skipping the 32-bit ARM test run (.ci/run installs it)"
 else
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) $(FIRMWARE)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) $(FIRMWARE) $(FIRMWARE_INTERNAL)
 ifneq ($(wildcard cmd/deviceagent/*.go),)
 	@# the agent's lives run its 32-bit ARM build under qemu, the test natively:
 	@# qemu-user's fork of a many-threaded program can hang before its exec
