@@ -60,12 +60,15 @@ type Builder struct {
 }
 
 // segment is one disruption's recovery: the arrivals from it to the next,
-// and each device's first admission in that time.
+// and each device's admission in that time that stayed.
 type segment struct {
 	at            time.Duration // since the first disruption
 	fleet, broker stormstats.Histogram
-	recovered     []time.Duration // by device: first admission after at; negative: none
-	tried         []bool          // by device: made an attempt in this segment (lost its session, or had none)
+	// recovered, by device: its last admission from at to the next
+	// disruption, the session still up when the next came or the run
+	// ended (a flapping window drops the first ones); negative: none
+	recovered []time.Duration
+	tried     []bool // by device: made an attempt in this segment (lost its session, or had none)
 }
 
 // subBuilder is one group's builder, over device indexes [lo, lo+devices).
@@ -255,8 +258,8 @@ func (b *Builder) AfterReturn() int64 { return b.afterReturn }
 func (b *Builder) TimeScale() float64 { return b.timeScale }
 
 func (b *Builder) admitted(dev int, t time.Duration) {
-	if sg := b.segment(t); sg != nil && sg.recovered[dev] < 0 {
-		sg.recovered[dev] = t
+	if sg := b.segment(t); sg != nil {
+		sg.recovered[dev] = t // the last so far: the one that stayed, as the run's own recovery counts
 	}
 	b.accepted++
 	b.admissions.Add(t)

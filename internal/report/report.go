@@ -481,8 +481,9 @@ type GroupReport struct {
 	Nodes       []NodeReport       `json:"nodes,omitempty"`
 }
 
-// DisruptionReport is the recovery from one disruption of a timeline: the
-// devices' first admission after it, and the arrivals until the next.
+// DisruptionReport is the recovery from one disruption of a timeline: each
+// device's admission after it that stayed (its last before the next), and
+// the arrivals until the next.
 type DisruptionReport struct {
 	AtS      float64            `json:"at_s"` // since the first disruption
 	Recovery Recovery           `json:"recovery"`

@@ -219,3 +219,24 @@ func TestALaterThrottledRestartIsThrottled(t *testing.T) {
 	_, err = run(c)
 	assert.ErrorContains(t, err, "at most 1001")
 }
+
+// A flapping window on a timeline drops the sessions it admits a flap
+// later: each disruption's recovery is the session that stayed, as the
+// run's whole recovery counts it. A 20 s window read p50 0.5 s and p99
+// 1 s (full jitter), 1.5 and 2 s (the formula) when each recovery took a
+// device's first admission after it; the sessions that stayed came 27.2
+// and 50.2 s (full) and 23.0 and 24.2 s (the formula) after it began.
+func TestARecoveryAfterFlappingIsTheSessionThatStayed(t *testing.T) {
+	for _, policy := range []string{"full", "iotcore"} {
+		c := model(plan.BrokerRestart, policy, 2000)
+		c.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}
+		r, err := run(c)
+		require.NoError(t, err)
+		require.Len(t, r.Disruptions, 2)
+		flap := r.Disruptions[1].Recovery
+		assert.True(t, flap.AllRecovered)
+		assert.GreaterOrEqual(t, flap.P50S, 18.0, "%s: sessions admitted in the window were dropped", policy)
+		assert.InDelta(t, r.Recovery.P50S, 180+flap.P50S, 1e-6, "%s: the run's recovery, from the first disruption", policy)
+		assert.InDelta(t, r.Recovery.P99S, 180+flap.P99S, 1e-6, policy)
+	}
+}
