@@ -119,7 +119,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
 	fs.StringVar(&f.c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
 	fs.DurationVar(&f.c.Duration, "duration", f.c.Duration, "observe: how long to wait for a disruption")
-	fs.IntVar(&f.c.Nodes, "nodes", 0, "rolling-restart: the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next (either engine; real agents over mem or tcp)")
+	fs.IntVar(&f.c.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next: the scenario strikes every node at once; rolling-restart strikes them one -gap apart (either engine; real agents over mem or tcp)")
 	fs.DurationVar(&f.c.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")

@@ -39,7 +39,10 @@ func (f *Fleet) setupCluster(mc *member.Config) error {
 		f.nodes = append(f.nodes, b)
 		recorders = append(recorders, b.Recorder())
 	}
-	f.obs, mc.Broker = recorders, f.nodes[0].URL()
+	for _, b := range f.nodes {
+		f.urls = append(f.urls, b.URL())
+	}
+	f.obs, mc.Broker = recorders, f.urls[0]
 	mc.Dial = member.LoopbackDialer
 	if transport == testbroker.Memory {
 		mc.Dial = dialByURL(f.nodes)
@@ -47,14 +50,31 @@ func (f *Fleet) setupCluster(mc *member.Config) error {
 	return nil
 }
 
-// endpoints is device i's list of a cluster's nodes: its home node first,
-// then the others in turn.
+// endpoints is device i's list of a cluster's nodes, as it dials them: its
+// home node first, then the others in turn.
 func (f *Fleet) endpoints(i int) (home string, failover []string) {
-	n := len(f.nodes)
+	n := len(f.urls)
 	for k := 1; k < n; k++ {
-		failover = append(failover, f.nodes[(i+k)%n].URL())
+		failover = append(failover, f.urls[(i+k)%n])
 	}
-	return f.nodes[i%n].URL(), failover
+	return f.urls[i%n], failover
+}
+
+// nodeOf is which node each of urls (by node) is, as an agent names the
+// endpoint it reached; -1 for one it does not know.
+func nodeOf(urls []string) func(endpoint string) int {
+	byURL := map[string]int{}
+	for k, raw := range urls {
+		if u, err := url.Parse(raw); err == nil {
+			byURL[u.String()] = k
+		}
+	}
+	return func(endpoint string) int {
+		if k, ok := byURL[endpoint]; ok {
+			return k
+		}
+		return -1
+	}
 }
 
 // dialByURL is the dialer of devices that reach several in-memory brokers:
@@ -75,22 +95,10 @@ func dialByURL(brokers []*testbroker.Broker) func(int) device.DialFunc {
 }
 
 // RestartNode takes node k of the cluster down for outage (unscaled) and
-// brings it back, one step of a rolling restart: its sessions end now and
-// their devices fail over to the next node, on their policy's schedule.
-// It returns once the node is down; the node comes back on its own. Like
-// Disrupt, it opens a window if none is open, and the restart is a
-// disruption of the window judged on its own; the fleet's return does not
-// wait for the node's, since its devices go elsewhere.
+// brings it back, one step of a rolling restart: Disrupt of a broker
+// restart of node k alone. Its sessions end now and their devices fail
+// over to the next node, on their policy's schedule; the fleet's return
+// does not wait for the node's, since its devices go elsewhere.
 func (f *Fleet) RestartNode(ctx context.Context, k int, outage time.Duration) error {
-	if k < 0 || k >= len(f.nodes) || len(f.nodes) < 2 {
-		return fmt.Errorf("agents: no node %d in a cluster of %d", k, len(f.nodes))
-	}
-	now := f.begin(time.Now())
-	b := f.nodes[k]
-	b.BeginOutage()
-	if back := now.Add(f.scale(outage)); back.After(f.w.returned) {
-		f.w.returned = back // the cluster whole again
-	}
-	f.faults.After(f.scale(outage), b.EndOutage)
-	return ctx.Err()
+	return f.Disrupt(ctx, plan.Event{Scenario: plan.BrokerRestart, Outage: outage, Node: &k})
 }

@@ -1,15 +1,15 @@
 // Package agents is the engine of real devices, and the live fleet it
 // runs on. A Fleet is device.Agents (paho clients, their store-and-forward
 // publishers and config fetchers) against the in-process test broker, a
-// cluster of its nodes, or any broker through the fault proxy, in scaled
-// real time or, in tests, a synctest bubble; it stays up across
-// disruptions:
+// cluster of its nodes, or any broker (or cluster of brokers) through a
+// fault proxy a node, in scaled real time or, in tests, a synctest bubble;
+// it stays up across disruptions:
 //
 //	Start ─▶ AwaitUp ─▶ Disrupt, Disrupt, ... ─▶ AwaitRecovery ─▶ Report ─▶ Disrupt ... ─▶ Stop
 //
 // Run, the engine, is one client of it: the plan's timeline of
-// disruptions, or a cluster's rolling restart, then one report, each
-// disruption judged on its own. The soak (package experiment) is another:
+// disruptions (a rolling restart among them, node by node), then one
+// report, each disruption judged on its own. The soak (package experiment) is another:
 // storm after storm on one fleet. The fleet watches its devices through
 // package observer, builds them with package member, and runs a fleet too
 // large for one process's descriptors in child processes (package
@@ -42,8 +42,8 @@ import (
 )
 
 // Fleet is a fleet of real agents kept up across disruptions: its broker
-// (the in-process one, a cluster of its nodes, or an external one behind
-// the fault proxy), its members, and what watches them. Between Start and
+// (the in-process one, a cluster of its nodes, or external ones, each
+// behind a fault proxy of its own), its members, and what watches them. Between Start and
 // Stop it is disrupted and awaited as often as its user likes; each
 // recovery is a window of its own (see Disrupt). Its methods are called
 // from one goroutine, one at a time; its agents run on their own. The zero
@@ -53,9 +53,12 @@ type Fleet struct {
 	ids    []int     // the devices this process runs (a shard's)
 	wiring member.Wiring
 
-	nodes    []*testbroker.Broker // the in-process broker, or a cluster's nodes; none against an external one
-	standby  *testbroker.Broker   // failover: where the fleet goes when the broker dies
-	proxy    *faultproxy.Proxy    // in the devices' path, when the storm breaks the path or the broker is external
+	nodes   []*testbroker.Broker // the in-process broker, or a cluster's nodes; none against external ones
+	standby *testbroker.Broker   // failover: where the fleet goes when the broker dies
+	// proxies stand in the devices' path, one in front of each node, when
+	// the storm breaks the path or the brokers are external
+	proxies []*faultproxy.Proxy
+	urls    []string // by node: what the devices dial to reach it
 	configs  *configserver.Server
 	fetchers []*device.Fetcher
 
@@ -66,7 +69,8 @@ type Fleet struct {
 	childReports []*report.Report // once released
 
 	admission    fault.Admission // the plan's, scaled: what a throttled restart applies
-	admitting    bool            // an admission limit is in force
+	admitMu      sync.Mutex      // a throttled restart's nodes come back on timers of their own
+	admitting    bool            // an admission limit is in force (admitMu)
 	handshakeCPU time.Duration   // TLS: the broker's CPU for one handshake, measured at setup
 	externalTLS  func(i int) (*tls.Config, error)
 	received     *observer.Received // every message the broker took, by the envelope's rule
@@ -74,7 +78,7 @@ type Fleet struct {
 	upAt         time.Time          // when the fleet was last all up
 
 	stopMembers context.CancelFunc
-	faults      timedfault.Faults // the disruptions in force, each until its timer ends it
+	faults      []timedfault.Faults // by node: the disruptions in force at it, each until its timer ends it
 	w           *window           // the recovery under way, if a disruption opened one
 	cleanups    []func()
 }
@@ -122,7 +126,7 @@ func Start(ctx context.Context, p plan.Plan) (*Fleet, error) {
 // allow.
 func newFleet(p plan.Plan) *Fleet {
 	p = p.WithDefaults()
-	f := &Fleet{p: p, ids: p.Shard.IDs(p.Devices), received: observer.NewReceived()}
+	f := &Fleet{p: p, ids: p.Shard.IDs(p.Devices), received: observer.NewReceived(), faults: make([]timedfault.Faults, p.ClusterNodes())}
 	if p.Policy == plan.PahoDefault && p.TimeScale != 1 {
 		f.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
 		f.p.TimeScale = 1
@@ -170,15 +174,17 @@ func (f *Fleet) Stop() {
 	if f.children != nil {
 		f.children.Kill()
 	}
-	f.faults.Stop()
+	for k := range f.faults {
+		f.faults[k].Stop()
+	}
 	if f.w != nil && f.w.stopProgress != nil {
 		f.w.stopProgress()
 	}
 	for _, c := range f.cleanups {
 		c()
 	}
-	if f.proxy != nil {
-		_ = f.proxy.Close()
+	for _, p := range f.proxies {
+		_ = p.Close()
 	}
 	if f.configs != nil {
 		f.configs.Close()
@@ -191,8 +197,8 @@ func (f *Fleet) Stop() {
 }
 
 // SetAdmission limits the connects the broker (each node of a cluster, or
-// the fault proxy in front of an external broker) admits from now on to a,
-// in unscaled connects a second; the zero Admission lifts the limit.
+// the fault proxy in front of each external broker) admits from now on to
+// a, in unscaled connects a second; the zero Admission lifts the limit.
 func (f *Fleet) SetAdmission(a fault.Admission) error {
 	if a != (fault.Admission{}) {
 		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode}
@@ -200,13 +206,36 @@ func (f *Fleet) SetAdmission(a fault.Admission) error {
 	return f.admit(a)
 }
 
-// admit applies the scaled admission a where the fleet can.
+// admit applies the scaled admission a at every node, each on its own.
 func (f *Fleet) admit(a fault.Admission) error {
-	f.admitting = a != (fault.Admission{})
-	if len(f.nodes) == 0 {
-		return f.proxy.SetAdmission(a)
+	f.admitMu.Lock()
+	defer f.admitMu.Unlock()
+	return f.admitLocked(a)
+}
+
+// admitUnlessLimited applies the plan's admission unless a limit is in
+// force already: a throttled restart's end, at each node it restarted.
+func (f *Fleet) admitUnlessLimited() error {
+	f.admitMu.Lock()
+	defer f.admitMu.Unlock()
+	if f.admitting {
+		return nil
 	}
+	return f.admitLocked(f.admission)
+}
+
+func (f *Fleet) admitLocked(a fault.Admission) error {
+	f.admitting = a != (fault.Admission{})
+	var breakers []fault.Breaker
 	for _, b := range f.nodes {
+		breakers = append(breakers, b)
+	}
+	if len(f.nodes) == 0 {
+		for _, p := range f.proxies {
+			breakers = append(breakers, p)
+		}
+	}
+	for _, b := range breakers {
 		if err := b.SetAdmission(a); err != nil {
 			return err
 		}
@@ -241,6 +270,11 @@ func (f *Fleet) setup() error {
 	if err != nil {
 		return err
 	}
+	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
+		if err := f.admit(f.admission); err != nil {
+			return err
+		}
+	}
 	if err := f.setupFaults(&mc); err != nil {
 		return err
 	}
@@ -253,6 +287,9 @@ func (f *Fleet) setup() error {
 // makeMembers builds a member a device: a paho client, or an agent on its
 // group's timing, with its own endpoints in a cluster.
 func (f *Fleet) makeMembers(mc member.Config) error {
+	if len(f.urls) > 1 {
+		mc.NodeOf = nodeOf(f.urls)
+	}
 	f.wiring.Config = mc
 	for _, i := range f.ids {
 		if f.p.Policy == plan.PahoDefault {
@@ -260,7 +297,7 @@ func (f *Fleet) makeMembers(mc member.Config) error {
 			continue
 		}
 		c := f.wiring.For(i)
-		if len(f.nodes) > 1 {
+		if len(f.urls) > 1 {
 			c.Broker, c.Failover = f.endpoints(i)
 		}
 		m, err := member.NewAgent(i, c)
@@ -314,7 +351,7 @@ func (f *Fleet) setupBroker(mc *member.Config) error {
 	if err != nil {
 		return err
 	}
-	f.nodes, f.obs, mc.Broker = []*testbroker.Broker{b}, observer.Brokers{b.Recorder()}, b.URL()
+	f.nodes, f.obs, mc.Broker, f.urls = []*testbroker.Broker{b}, observer.Brokers{b.Recorder()}, b.URL(), []string{b.URL()}
 	switch f.p.Transport {
 	case plan.Mem:
 		mc.Dial = func(int) device.DialFunc { return b.DialContext }
@@ -327,16 +364,13 @@ func (f *Fleet) setupBroker(mc *member.Config) error {
 		certFor := func(i int) (*tls.Config, error) { return b.ClientTLSConfig(deviceID(i)) }
 		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, certFor) }
 	}
-	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
-		return f.admit(f.admission)
-	}
 	return nil
 }
 
-// setupExternal points the members at an external broker, observed
-// through the devices' own log.
+// setupExternal points the members at an external broker (or a cluster's
+// nodes), observed through the devices' own log.
 func (f *Fleet) setupExternal(mc *member.Config) error {
-	f.obs, mc.Broker = f.devlog, f.p.Broker
+	f.obs, mc.Broker, f.urls = f.devlog, f.p.Broker, f.p.Brokers()
 	tlsCfg, err := externalTLS(f.p)
 	if err != nil {
 		return err
@@ -363,7 +397,7 @@ func (f *Fleet) setupFaults(mc *member.Config) error {
 		}
 	}
 	if p.Proxied() {
-		if err := f.setupProxy(mc); err != nil {
+		if err := f.setupProxies(mc); err != nil {
 			return err
 		}
 		if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
@@ -388,7 +422,7 @@ func (f *Fleet) spawnChildren(url string) error {
 			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
 		}
 	}
-	if f.proxy != nil { // their devices' records come back as they happen, as do their sessions spread over a keepalive
+	if len(f.proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
 		c.BootSpread = f.unscale(f.wiring.BootSpread)
 		var metrics func(int) device.Metrics
 		if f.p.Metrics != nil {

@@ -160,6 +160,17 @@ type ProxyCounts struct {
 	Overflowed  int `json:"overflowed"` // cut off for sending more than faultproxy.MaxHeldBytes while held
 }
 
+// Add adds o's counts to c's: several proxies' together.
+func (c *ProxyCounts) Add(o ProxyCounts) {
+	c.Admitted += o.Admitted
+	c.Answered += o.Answered
+	c.Refused += o.Refused
+	c.Throttled += o.Throttled
+	c.Dropped += o.Dropped
+	c.Unreachable += o.Unreachable
+	c.Overflowed += o.Overflowed
+}
+
 // Noticed is when the devices noticed a silent path.
 type Noticed struct {
 	// Devices noticed through their keepalive while the path was silent;
@@ -496,5 +507,8 @@ type DisruptionReport struct {
 type NodeReport struct {
 	Node     int                 `json:"node"`
 	Arrivals stormstats.Arrivals `json:"arrivals"`
-	hist     *stormstats.Histogram
+	// Proxy is what the node's own fault proxy counted, when each node of
+	// the cluster stands behind one.
+	Proxy *ProxyCounts `json:"proxy,omitempty"`
+	hist  *stormstats.Histogram
 }

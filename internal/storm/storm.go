@@ -117,6 +117,9 @@ type Event struct {
 	RetryAfter    time.Duration  `yaml:"retry_after"`
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration `yaml:"gap"`
+	// Node, on a cluster, is the one node the disruption strikes (0 is
+	// the first); left out, it strikes every node at once.
+	Node *int `yaml:"node"`
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration `yaml:"duration"`
 	// Watch is how long after the disruption the run waits for the fleet
@@ -307,18 +310,24 @@ func (f *File) mix(p *plan.Plan) error {
 // timelineOf sets the plan's storm: its first disruption, and the rest of
 // its timeline.
 func (f *File) timelineOf(p *plan.Plan) error {
+	for k, e := range f.Timeline {
+		if e.Gap != 0 && e.Disruption != plan.RollingRestart {
+			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's, from one node's restart to the next; %s takes none", k, e.Gap, e.Disruption)
+		}
+	}
 	ev := f.Timeline[0]
 	p.Scenario = ev.Disruption
 	set(&p.Outage, ev.Outage)
 	set(&p.Flap, ev.Flap)
 	set(&p.Latency, ev.Latency)
 	set(&p.LatencyJitter, ev.LatencyJitter)
-	p.RetryAfter, p.Bound, p.Gap, p.Duration = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration)
+	p.RetryAfter, p.Bound, p.Gap, p.Duration, p.Node = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration), ev.Node
 	for _, e := range f.Timeline[1:] {
-		if e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
-			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency and latency_jitter (%s at %v)", e.Disruption, e.At)
+		if e.RetryAfter != 0 || e.Watch != 0 || e.Duration != 0 {
+			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency, latency_jitter, gap and node (%s at %v)",
+				e.Disruption, e.At)
 		}
-		ev := plan.Event{At: e.At, Scenario: e.Disruption}
+		ev := plan.Event{At: e.At, Scenario: e.Disruption, Gap: e.Gap, Node: e.Node}
 		if e.Disruption.HasOutage() {
 			ev.Outage = plan.Default().Outage // the key's default, as the first disruption's
 		}
