@@ -94,7 +94,7 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 		return err
 	}
 	var noticed []int
-	if len(f.proxies) > 0 || f.standby != nil {
+	if len(f.nodes.Proxies) > 0 || f.nodes.Standby != nil {
 		node := plan.AllNodes
 		if e.Node != nil {
 			node = *e.Node
@@ -165,17 +165,17 @@ func (f *Fleet) carryOut(ctx context.Context, e plan.Event, struck []int) (back 
 		case plan.BrokerRestart:
 			end = f.faults[k].Outage(f.breaker(k), outage, nil)
 		case plan.ThrottledRestart:
-			end = f.faults[k].Outage(f.breaker(k), outage, f.admitUnlessLimited)
+			end = f.faults[k].Outage(f.breaker(k), outage, func() error { return f.nodes.AdmitUnlessLimited(f.admission) })
 		case plan.DropAll:
 			f.breaker(k).DropAll()
 		case plan.Flapping:
 			end, err = f.faults[k].Flapping(f.breaker(k), outage, f.scale(cmp.Or(e.Flap, f.p.Flap)))
 		case plan.Blackhole:
-			end = f.faults[k].Blackhole(f.proxies[k], outage)
+			end = f.faults[k].Blackhole(f.nodes.Proxies[k], outage)
 		case plan.Latency:
 			// The path stays slow for the outage, in the background: the
 			// fleet is measured coming back through it.
-			_, err = f.faults[k].Latency(f.proxies[k], outage, f.scale(cmp.Or(e.Latency, f.p.Latency)), f.scale(cmp.Or(e.LatencyJitter, f.p.LatencyJitter)))
+			_, err = f.faults[k].Latency(f.nodes.Proxies[k], outage, f.scale(cmp.Or(e.Latency, f.p.Latency)), f.scale(cmp.Or(e.LatencyJitter, f.p.LatencyJitter)))
 		default:
 			return f.carryOutElsewhere(ctx, e, now)
 		}
@@ -211,13 +211,16 @@ func (f *Fleet) carryOutElsewhere(ctx context.Context, e plan.Event, now time.Ti
 	return now, fmt.Errorf("agents: %s is not a disruption a live fleet makes", e.Scenario)
 }
 
-// breaker is what the fleet's disruptions of node k act on: its fault
-// proxy when one stands in the devices' path, else the in-process broker.
-func (f *Fleet) breaker(k int) fault.Breaker {
-	if len(f.proxies) > 0 {
-		return f.proxies[k]
-	}
-	return f.nodes[k]
+// breaker is what the fleet's disruptions of node k act on.
+func (f *Fleet) breaker(k int) fault.Breaker { return f.nodes.Breaker(k) }
+
+// RestartNode takes node k of the cluster down for outage (unscaled) and
+// brings it back, one step of a rolling restart: Disrupt of a broker
+// restart of node k alone. Its sessions end now and their devices fail
+// over to the next node, on their policy's schedule; the fleet's return
+// does not wait for the node's, since its devices go elsewhere.
+func (f *Fleet) RestartNode(ctx context.Context, k int, outage time.Duration) error {
+	return f.Disrupt(ctx, plan.Event{Scenario: plan.BrokerRestart, Outage: outage, Node: &k})
 }
 
 // faultsErr is the first error a disruption's end met at any node.

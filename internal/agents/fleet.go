@@ -9,36 +9,33 @@
 //
 // Run, the engine, is one client of it: the plan's timeline of
 // disruptions (a rolling restart among them, node by node), then one
-// report, each disruption judged on its own. The soak (package experiment) is another:
-// storm after storm on one fleet. The fleet watches its devices through
-// package observer, builds them with package member, and runs a fleet too
-// large for one process's descriptors in child processes (package
-// children).
+// report, each disruption judged on its own. The soak (package
+// experiment) is another: storm after storm on one fleet. The fleet
+// connects to the brokers package cluster makes, watches its devices
+// through package observer, builds them with package member, and runs a
+// fleet too large for one process's descriptors in child processes
+// (package children).
 package agents
 
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/agents/children"
+	"github.com/herdguard/herdguard/internal/agents/cluster"
 	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/agents/timedfault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // Fleet is a fleet of real agents kept up across disruptions: its broker
@@ -53,12 +50,7 @@ type Fleet struct {
 	ids    []int     // the devices this process runs (a shard's)
 	wiring member.Wiring
 
-	nodes   []*testbroker.Broker // the in-process broker, or a cluster's nodes; none against external ones
-	standby *testbroker.Broker   // failover: where the fleet goes when the broker dies
-	// proxies stand in the devices' path, one in front of each node, when
-	// the storm breaks the path or the brokers are external
-	proxies []*faultproxy.Proxy
-	urls    []string // by node: what the devices dial to reach it
+	nodes    *cluster.Cluster // the brokers, what stands in front of them, and how the devices reach them
 	configs  *configserver.Server
 	fetchers []*device.Fetcher
 
@@ -68,18 +60,14 @@ type Fleet struct {
 	children     *children.Children
 	childReports []*report.Report // once released
 
-	admission    fault.Admission // the plan's, scaled: what a throttled restart applies
-	admitMu      sync.Mutex      // a throttled restart's nodes come back on timers of their own
-	admitting    bool            // an admission limit is in force (admitMu)
-	handshakeCPU time.Duration   // TLS: the broker's CPU for one handshake, measured at setup
-	externalTLS  func(i int) (*tls.Config, error)
-	received     *observer.Received // every message the broker took, by the envelope's rule
-	heapBefore   uint64             // the heap before the members started
-	upAt         time.Time          // when the fleet was last all up
+	admission  fault.Admission    // the plan's, scaled: what a throttled restart applies
+	received   *observer.Received // every message the broker took, by the envelope's rule
+	heapBefore uint64             // the heap before the members started
+	upAt       time.Time          // when the fleet was last all up
 
 	stopMembers context.CancelFunc
 	faults      []timedfault.Faults // by node: the disruptions in force at it, each until its timer ends it
-	w           *window           // the recovery under way, if a disruption opened one
+	w           *window             // the recovery under way, if a disruption opened one
 	cleanups    []func()
 }
 
@@ -183,16 +171,11 @@ func (f *Fleet) Stop() {
 	for _, c := range f.cleanups {
 		c()
 	}
-	for _, p := range f.proxies {
-		_ = p.Close()
-	}
 	if f.configs != nil {
 		f.configs.Close()
 	}
-	for _, b := range append(f.nodes, f.standby) {
-		if b != nil {
-			b.Close()
-		}
+	if f.nodes != nil {
+		f.nodes.Close()
 	}
 }
 
@@ -207,41 +190,7 @@ func (f *Fleet) SetAdmission(a fault.Admission) error {
 }
 
 // admit applies the scaled admission a at every node, each on its own.
-func (f *Fleet) admit(a fault.Admission) error {
-	f.admitMu.Lock()
-	defer f.admitMu.Unlock()
-	return f.admitLocked(a)
-}
-
-// admitUnlessLimited applies the plan's admission unless a limit is in
-// force already: a throttled restart's end, at each node it restarted.
-func (f *Fleet) admitUnlessLimited() error {
-	f.admitMu.Lock()
-	defer f.admitMu.Unlock()
-	if f.admitting {
-		return nil
-	}
-	return f.admitLocked(f.admission)
-}
-
-func (f *Fleet) admitLocked(a fault.Admission) error {
-	f.admitting = a != (fault.Admission{})
-	var breakers []fault.Breaker
-	for _, b := range f.nodes {
-		breakers = append(breakers, b)
-	}
-	if len(f.nodes) == 0 {
-		for _, p := range f.proxies {
-			breakers = append(breakers, p)
-		}
-	}
-	for _, b := range breakers {
-		if err := b.SetAdmission(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (f *Fleet) admit(a fault.Admission) error { return f.nodes.Admit(a) }
 
 // recoverBound is how long a fleet is waited for to come back.
 func (f *Fleet) recoverBound() time.Duration {
@@ -259,17 +208,10 @@ func (f *Fleet) setup() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.p.Broker != "":
-		err = f.setupExternal(&mc)
-	case f.p.Nodes > 1:
-		err = f.setupCluster(&mc)
-	default:
-		err = f.setupBroker(&mc)
-	}
-	if err != nil {
+	if f.nodes, err = cluster.Start(f.p, f.scale(plan.ConnectTimeout), &mc); err != nil {
 		return err
 	}
+	f.obs = f.observer()
 	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
 		if err := f.admit(f.admission); err != nil {
 			return err
@@ -287,9 +229,6 @@ func (f *Fleet) setup() error {
 // makeMembers builds a member a device: a paho client, or an agent on its
 // group's timing, with its own endpoints in a cluster.
 func (f *Fleet) makeMembers(mc member.Config) error {
-	if len(f.urls) > 1 {
-		mc.NodeOf = nodeOf(f.urls)
-	}
 	f.wiring.Config = mc
 	for _, i := range f.ids {
 		if f.p.Policy == plan.PahoDefault {
@@ -297,8 +236,8 @@ func (f *Fleet) makeMembers(mc member.Config) error {
 			continue
 		}
 		c := f.wiring.For(i)
-		if len(f.urls) > 1 {
-			c.Broker, c.Failover = f.endpoints(i)
+		if f.nodes.Nodes() > 1 {
+			c.Broker, c.Failover = f.nodes.Endpoints(i)
 		}
 		m, err := member.NewAgent(i, c)
 		if err != nil {
@@ -338,71 +277,29 @@ func (f *Fleet) memberConfig() (member.Config, error) {
 	return mc, nil
 }
 
-// setupBroker starts the in-process broker on the run's transport.
-func (f *Fleet) setupBroker(mc *member.Config) error {
-	bc := testbroker.Config{Transport: testbroker.Memory}
-	switch f.p.Transport {
-	case plan.TCP:
-		bc.Transport = testbroker.TCP
-	case plan.TLS:
-		bc.Transport, bc.MutualTLS = testbroker.TLS, true
+// observer is what the fleet waits on: the in-process brokers' recorders,
+// a session a node holds; or the devices' own word, where no broker alone
+// knows it (failover's two brokers, external ones) or a broker behind a
+// silent path still counts its sessions until its own keepalive gives up.
+func (f *Fleet) observer() observer.Observer {
+	n := f.nodes
+	if len(n.Brokers) == 0 || n.Standby != nil || len(n.Proxies) > 0 {
+		return f.devlog
 	}
-	b, err := testbroker.New(bc)
-	if err != nil {
-		return err
+	var recorders observer.Brokers
+	for _, b := range n.Brokers {
+		recorders = append(recorders, b.Recorder())
 	}
-	f.nodes, f.obs, mc.Broker, f.urls = []*testbroker.Broker{b}, observer.Brokers{b.Recorder()}, b.URL(), []string{b.URL()}
-	switch f.p.Transport {
-	case plan.Mem:
-		mc.Dial = func(int) device.DialFunc { return b.DialContext }
-	case plan.TCP:
-		mc.Dial = member.LoopbackDialer
-	case plan.TLS:
-		if f.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
-			return err
-		}
-		certFor := func(i int) (*tls.Config, error) { return b.ClientTLSConfig(deviceID(i)) }
-		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, certFor) }
-	}
-	return nil
+	return recorders
 }
 
-// setupExternal points the members at an external broker (or a cluster's
-// nodes), observed through the devices' own log.
-func (f *Fleet) setupExternal(mc *member.Config) error {
-	f.obs, mc.Broker, f.urls = f.devlog, f.p.Broker, f.p.Brokers()
-	tlsCfg, err := externalTLS(f.p)
-	if err != nil {
-		return err
-	}
-	f.externalTLS = tlsCfg
-	switch {
-	case !isLoopback(f.p.Broker):
-		mc.TLS = tlsCfg
-	case tlsCfg != nil:
-		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, tlsCfg) }
-	default:
-		mc.Dial = member.LoopbackDialer
-	}
-	return nil
-}
-
-// setupFaults sets up what the storm breaks beyond the broker: a standby
-// to fail over to, the fault proxy in the path, the config server.
+// setupFaults sets up what the storm breaks beyond the brokers: the
+// config server; and says what a black hole's keepalive is at this time
+// scale.
 func (f *Fleet) setupFaults(mc *member.Config) error {
 	p := f.p
-	if p.Scenario == plan.Failover {
-		if err := f.setupStandby(mc); err != nil {
-			return err
-		}
-	}
-	if p.Proxied() {
-		if err := f.setupProxies(mc); err != nil {
-			return err
-		}
-		if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
-			f.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
-		}
+	if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
+		f.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
 	}
 	if p.Scenario == plan.ConfigOutage {
 		return f.setupConfigs()
@@ -415,14 +312,14 @@ func (f *Fleet) setupFaults(mc *member.Config) error {
 // fault proxy in front of a broker).
 func (f *Fleet) spawnChildren(url string) error {
 	c := children.Config{Plan: f.p, URL: url, Warn: f.warn}
-	if f.p.Transport == plan.TLS && len(f.nodes) == 1 { // the children issue their devices' certificates from the broker's CA
-		b := f.nodes[0]
+	if f.p.Transport == plan.TLS && len(f.nodes.Brokers) == 1 { // the children issue their devices' certificates from the broker's CA
+		b := f.nodes.Brokers[0]
 		c.CA = func(dir string) (plan.Target, error) {
 			files, err := b.WriteCAFiles(dir)
 			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
 		}
 	}
-	if len(f.proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
+	if len(f.nodes.Proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
 		c.BootSpread = f.unscale(f.wiring.BootSpread)
 		var metrics func(int) device.Metrics
 		if f.p.Metrics != nil {
@@ -437,11 +334,3 @@ func (f *Fleet) spawnChildren(url string) error {
 
 // deviceID is device i's client ID.
 func deviceID(i int) string { return attempt.ClientID(i) }
-
-// isLoopback reports whether a broker URL names this host's loopback
-// address, which the devices reach from their own spread of source
-// addresses.
-func isLoopback(broker string) bool {
-	u, err := url.Parse(broker)
-	return err == nil && u.Hostname() == "127.0.0.1"
-}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
@@ -59,12 +58,7 @@ func (f *Fleet) AwaitRecovery(ctx context.Context) (Recovery, error) {
 		w.stopProgress()
 	}
 	f.devlog.AwaitSettled(ctx, f.scale(plan.ConnectTimeout)+time.Second)
-	for _, p := range f.proxies {
-		// The proxies' last connections settle too (a dial to the broker
-		// still under way when the devices were done), so that their
-		// counts are what reached the brokers.
-		_ = p.Recorder().Await(ctx, f.scale(plan.ConnectTimeout)+time.Second, func(k fault.Counts) bool { return k.Pending == 0 })
-	}
+	f.nodes.Settle(ctx, f.scale(plan.ConnectTimeout)+time.Second)
 	rec.Recovered, rec.SessionsLost, rec.Until = err == nil, f.devlog.Losses(), time.Now()
 	if rec.Recovered { // nobody left to retry for a cap after the last came back
 		rec.Until = rec.Until.Add(f.scale(f.p.MaxBackoff))

@@ -49,16 +49,16 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 	f.addFleetSide(b, rep, rec)
 	switch {
 	case brokerAt == "proxy":
-		for _, a := range proxiesSaw(f.proxies, rec.T0) {
+		for _, a := range f.nodes.ProxiesSaw(rec.T0) {
 			b.Add(brokerRecord(b, a))
 		}
 	case brokerAt != "":
 		seen := observer.Brokers{}
-		for _, n := range f.nodes {
+		for _, n := range f.nodes.Brokers {
 			seen = append(seen, n.Recorder())
 		}
-		if f.standby != nil {
-			seen = observer.Brokers{f.standby.Recorder()} // the survivor: where the fleet arrived
+		if f.nodes.Standby != nil {
+			seen = observer.Brokers{f.nodes.Standby.Recorder()} // the survivor: where the fleet arrived
 		}
 		for _, a := range seen.Since(rec.T0) {
 			b.Add(brokerRecord(b, a))
@@ -68,43 +68,24 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 		return nil, err
 	}
 	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, len(f.ids)), b.Back().Seconds()
-	if p.Transport == plan.TLS && len(f.nodes) > 0 {
-		rep.TLS = report.TLSCostOf(f.handshakeCPU, rep.Broker)
+	if p.Transport == plan.TLS && len(f.nodes.Brokers) > 0 {
+		rep.TLS = report.TLSCostOf(f.nodes.HandshakeCPU, rep.Broker)
 	}
-	f.addProxyCounts(rep)
-	return rep, nil
-}
-
-// addProxyCounts adds what the proxies counted to rep: all of them
-// together, and each node's own where there are several.
-func (f *Fleet) addProxyCounts(rep *report.Report) {
-	if len(f.proxies) == 0 {
-		return
-	}
-	rep.Proxy = &report.ProxyCounts{}
-	for k, p := range f.proxies {
-		c := p.Recorder().Counts()
-		pc := report.ProxyCounts{Admitted: c.Accepted, Answered: p.Recorder().Answered(), Refused: c.Refused, Throttled: c.Throttled,
-			Dropped: c.Dropped, Unreachable: c.Unreachable, Overflowed: c.Overflowed}
-		rep.Proxy.Add(pc)
-		if len(f.proxies) > 1 && k < len(rep.Nodes) {
-			rep.Nodes[k].Proxy = &pc
+	var byNode []report.ProxyCounts
+	rep.Proxy, byNode = f.nodes.ProxyCounts()
+	for k := range rep.Nodes { // a cluster's nodes each behind a proxy of its own
+		if k < len(byNode) {
+			rep.Nodes[k].Proxy = &byNode[k]
 		}
 	}
+	return rep, nil
 }
 
 // forget lets go of the attempts recorded so far, keeping the messages
 // the brokers received (telemetry counts the whole run).
 func (f *Fleet) forget() {
 	f.devlog.Forget()
-	for _, p := range f.proxies {
-		p.Recorder().Reset()
-	}
-	for _, b := range append(f.nodes, f.standby) {
-		if b != nil {
-			b.Recorder().ResetConnections()
-		}
-	}
+	f.nodes.Forget()
 }
 
 // vantage is where the report's two sides are measured, and the transport
@@ -113,13 +94,13 @@ func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
 		return "config-server", "" // every request reaches it
-	case len(f.nodes) == 0 && len(f.proxies) > 0:
+	case len(f.nodes.Brokers) == 0 && len(f.nodes.Proxies) > 0:
 		rep.Transport = "external"
 		return "devices", "proxy"
-	case len(f.nodes) == 0:
+	case len(f.nodes.Brokers) == 0:
 		rep.Transport = "external"
 		return "devices", ""
-	case f.standby != nil:
+	case f.nodes.Standby != nil:
 		return "devices", "standby broker"
 	}
 	return "devices", "broker"
@@ -136,7 +117,7 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Recovery
 		for _, a := range f.configAttempts(t0) {
 			b.Add(fleetRecord(b, a))
 		}
-	case len(f.childReports) > 0 && len(f.proxies) == 0: // reported from the same t0
+	case len(f.childReports) > 0 && len(f.nodes.Proxies) == 0: // reported from the same t0
 		for _, cr := range f.childReports {
 			for _, e := range cr.Events() {
 				b.Add(e)

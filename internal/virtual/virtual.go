@@ -33,10 +33,10 @@ import (
 
 // The kinds of the engine's events.
 const (
-	vDue      uint8 = iota // the device's wait is over
-	vResult                // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
-	vLost                  // the broker drops the device's session
-	vDisrupt               // a further disruption on the timeline (Code: its index in strikes; Dev: -1)
+	vDue     uint8 = iota // the device's wait is over
+	vResult               // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
+	vLost                 // the broker drops the device's session
+	vDisrupt              // a further disruption on the timeline (Code: its index in strikes; Dev: -1)
 )
 
 // fleet is the engine's state.
