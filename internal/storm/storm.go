@@ -76,7 +76,8 @@ type Group struct {
 }
 
 // Brokers is what the fleet connects to: the in-process broker (no
-// External), or an external broker behind the fault proxy.
+// External) or a cluster of its nodes, or external brokers, each behind a
+// fault proxy of its own.
 type Brokers struct {
 	External *External `yaml:"external"`
 	// Nodes makes the in-process broker a cluster of that many nodes; every
@@ -86,9 +87,14 @@ type Brokers struct {
 	Admission *Admission `yaml:"admission"`
 }
 
-// External is an external broker: its URL and the TLS files devices use.
+// External is an external broker, or a cluster of them, and the TLS files
+// devices use (every node's).
 type External struct {
-	URL   string `yaml:"url"`
+	URL string `yaml:"url"`
+	// URLs, instead of URL, are a cluster's nodes, node 0 first: every
+	// device lists them all, its home node (its index modulo the nodes)
+	// first, and each node stands behind a fault proxy of its own.
+	URLs  []string `yaml:"urls"`
 	CA    string `yaml:"ca"`
 	Cert  string `yaml:"cert"`
 	Key   string `yaml:"key"`
@@ -232,6 +238,14 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	}
 	if x := f.Brokers.External; x != nil {
 		p.Broker, p.TLSCA, p.TLSCert, p.TLSKey, p.TLSCAKey = x.URL, x.CA, x.Cert, x.Key, x.CAKey
+		switch {
+		case x.URL != "" && len(x.URLs) > 0:
+			return bad("brokers.external: url names one broker and urls a cluster's nodes: write one of them")
+		case x.URL == "" && len(x.URLs) == 0:
+			return bad("brokers.external: name the broker (url) or a cluster's nodes (urls)")
+		case len(x.URLs) > 0:
+			p.Broker, p.Peers = x.URLs[0], x.URLs[1:]
+		}
 		if x.Shard != "" {
 			sh, err := plan.ParseShard(x.Shard)
 			if err != nil {

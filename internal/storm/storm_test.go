@@ -341,3 +341,39 @@ timeline:
 		assert.ErrorContains(t, err, tc.want, tc.text)
 	}
 }
+
+// brokers.external.urls names a cluster you run, node 0 first: each node
+// behind a fault proxy of its own, a pipeline naming each through the
+// environment; url and urls are one broker or a cluster, not both.
+func TestAnExternalClusterFromTheFile(t *testing.T) {
+	text := `fleet: [{devices: 300}]
+brokers: {external: {urls: ["${MQTT_NODE_0}", "${MQTT_NODE_1}", "tcp://10.0.0.11:1883"]}}
+timeline: [{disruption: rolling-restart, gap: 1m}, {at: 5m, disruption: broker-restart, node: 2}]`
+	env := map[string]string{"MQTT_NODE_0": "tcp://10.0.0.9:1883", "MQTT_NODE_1": "tcp://10.0.0.10:1883"}
+	f, err := storm.Read(strings.NewReader(text), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, plan.Agents, p.Engine, why)
+	assert.Equal(t, []string{"tcp://10.0.0.9:1883", "tcp://10.0.0.10:1883", "tcp://10.0.0.11:1883"}, p.Brokers())
+	assert.Equal(t, 3, p.ClusterNodes())
+	assert.True(t, p.Proxied(), "each node's restart is its proxy's outage")
+
+	for _, tc := range []struct{ text, want string }{
+		{`fleet: [{devices: 10}]
+brokers: {external: {url: "tcp://10.0.0.9:1883", urls: ["tcp://10.0.0.10:1883"]}}
+timeline: [{disruption: drop-all}]`, "url names one broker and urls a cluster's nodes"},
+		{`fleet: [{devices: 10}]
+brokers: {nodes: 3, external: {urls: ["tcp://10.0.0.9:1883", "tcp://10.0.0.10:1883"]}}
+timeline: [{disruption: drop-all}]`, "an external cluster names each node's URL instead"},
+		{`fleet: [{devices: 10}]
+brokers: {external: {urls: ["tcp://10.0.0.9:1883", "ssl://10.0.0.10:8883"]}}
+timeline: [{disruption: drop-all}]`, "all over TLS or all not"},
+	} {
+		f, err := read(t, tc.text)
+		require.NoError(t, err, tc.text)
+		_, _, err = f.Plan()
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.ErrorContains(t, err, tc.want, tc.text)
+	}
+}
