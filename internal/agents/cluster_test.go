@@ -78,3 +78,27 @@ func TestAClusterBehindAFaultProxyANode(t *testing.T) {
 	c.Engine = plan.Virtual
 	assert.ErrorContains(t, c.Validate(), "latency breaks the network path, which the virtual engine does not model: the agents engine runs it")
 }
+
+// A throttled restart of every node of a cluster of real brokers, as in
+// the model (TestAThrottledClusterAdmitsAtEachNode): each node admits the
+// limit on its own, 10 connects a second each, so the cluster admits up to
+// three times that and 300 devices need 10 s after the outage at least;
+// node 0 restarted alone sends its 100 devices to node 1, and the run
+// waits for them alone.
+func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
+	c := agentsPlan(plan.ThrottledRestart, "full", 300)
+	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 10, 1
+	r, err := fleetsimtest.InVirtualTime(t, c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered)
+	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, 3*(10.0+1), "no node admits beyond its limit")
+	assert.Greater(t, r.Admitted.PeakPerS1s, 10.0+1, "the nodes admit side by side, not one limit between them")
+	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+10-0.2, "nobody beats the outage plus devices / (nodes x rate)")
+
+	c.Node = node(0)
+	r, err = fleetsimtest.InVirtualTime(t, c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered, "node 0's 100 back; the other 200 never left")
+	assert.Equal(t, 100, r.Recovered())
+	assert.EqualValues(t, 100, r.Nodes[1].Arrivals.Count)
+}

@@ -142,7 +142,7 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 // everyone back and lost nothing.
 func (f *Fleet) outcome(ctx context.Context, rep *report.Report, recoverErr, drainErr error) error {
 	n, recovered := len(f.ids), rep.Recovered()
-	rep.Recovery.AllRecovered = recoverErr == nil && recovered == n
+	rep.Recovery.AllRecovered = recoverErr == nil && rep.Stranded() == 0 // every device up, and every device disrupted back
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())

@@ -271,9 +271,13 @@ func (b *Builder) admitted(dev int, t time.Duration) {
 func (b *Builder) Fill(rep *Report) error {
 	recovered := make([]float64, 0, len(b.recovered))
 	a := &rep.Attempts
+	rep.stranded = 0
 	for i, t := range b.recovered {
-		if t >= 0 {
+		switch {
+		case t >= 0:
 			recovered = append(recovered, t.Seconds())
+		case b.tried[i] > 0:
+			rep.stranded++
 		}
 		a.Total += int64(b.tried[i])
 		a.PerDeviceMax = max(a.PerDeviceMax, int64(b.tried[i]))
@@ -388,7 +392,7 @@ func (b *Builder) fillGroups(rep *Report) error {
 			return err
 		}
 		// a group's verdict, across a timeline, is its recoveries' together
-		gr.Recovery.AllRecovered = gr.recovered == g.Devices
+		gr.Recovery.AllRecovered = gr.stranded == 0
 		rep.Groups = append(rep.Groups, GroupReport{Name: g.Name, Policy: g.Policy, Devices: g.Devices, Labels: g.Labels,
 			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker,
 			Disruptions: gr.Disruptions, Nodes: gr.Nodes})

@@ -86,10 +86,17 @@ type Report struct {
 	eventsStreamed bool             // written to Plan.Events as the run went
 	eventsDropped  bool
 	recovered      int
+	stranded       int
 }
 
 // Recovered is how many devices came back within the run.
 func (r *Report) Recovered() int { return r.recovered }
+
+// Stranded is how many devices tried to come back (made an attempt since
+// the disruption) and never did: none when every device the run disrupted
+// is back, whether or not it disrupted all of them (a disruption of one
+// node of a cluster leaves the others' sessions be).
+func (r *Report) Stranded() int { return r.stranded }
 
 // Events returns the Fleet records the report kept for WriteFiles: none
 // when the run streamed them (Plan.Events) or DropEvents dropped them.

@@ -141,7 +141,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	}
 	rep.Limit, rep.BrokerBackS = report.LimitOf(c.AdmitRate, c.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	rep.Recovery.AllRecovered = finished && rep.Recovered() == c.Devices
+	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0 // every device up, and every device the run disrupted back
 	if !rep.Recovery.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}

@@ -332,3 +332,29 @@ func TestAClusterTimelineRefusesWhatItCannotRun(t *testing.T) {
 		assert.ErrorContains(t, err, tc.want)
 	}
 }
+
+// A throttled restart of a whole cluster brings every node back admitting
+// the limit on its own: three nodes behind 100 connects a second each
+// admit up to three times that in a second, and 3,000 devices take at
+// least 10 s after the outage, not the 30 s one node's limit would take.
+// Node 0 restarted alone, throttled, sends its devices to the nodes still
+// up, which admit them before the limit holds (from node 0's return): a
+// device the disruption left alone is not one the run waits for.
+func TestAThrottledClusterAdmitsAtEachNode(t *testing.T) {
+	c := model(plan.ThrottledRestart, "full", 3000)
+	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 100, 10
+	r, err := run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered)
+	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, 3*(100.0+10), "no node admits beyond its limit")
+	assert.Greater(t, r.Admitted.PeakPerS1s, 100.0+10, "the nodes admit side by side, not one limit between them")
+	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+10-0.2, "nobody beats the outage plus devices / (nodes x rate)")
+
+	c.Node = node(0)
+	r, err = run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered, "node 0's 1,000 back; the other 2,000 never left")
+	assert.Equal(t, 1000, r.Recovered())
+	assert.Less(t, r.Recovery.MaxS, 5.0, "node 0's devices fail over to node 1 at once")
+	assert.EqualValues(t, 1000, r.Nodes[1].Arrivals.Count)
+}
