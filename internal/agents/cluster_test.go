@@ -102,3 +102,17 @@ func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
 	assert.Equal(t, 100, r.Recovered())
 	assert.EqualValues(t, 100, r.Nodes[1].Arrivals.Count)
 }
+
+// A boot storm on a cluster boots each device at its home node, its index
+// modulo the nodes, on both engines.
+func TestABootStormOnAClusterBootsAtHome(t *testing.T) {
+	c := agentsPlan(plan.BootStorm, "fleet-safe", 300)
+	c.Nodes = 3
+	for _, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
+		c.Engine = engine
+		r, err := fleetsimtest.InVirtualTime(t, c)
+		require.NoError(t, err, engine)
+		require.Len(t, r.Nodes, 3, engine)
+		assert.Equal(t, []int64{100, 100, 100}, []int64{r.Nodes[0].Arrivals.Count, r.Nodes[1].Arrivals.Count, r.Nodes[2].Arrivals.Count}, engine)
+	}
+}

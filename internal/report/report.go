@@ -279,21 +279,7 @@ func (r *Report) Summary(w io.Writer) {
 		fmt.Fprintf(w, "admission limit %.0f/s: ideal recovery %.1f s after the return; p99 took %.1f s from the disruption\n",
 			r.Limit.AdmitRate, r.Limit.IdealRecoveryS, rc.P99S)
 	}
-	for _, d := range r.Disruptions {
-		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
-			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
-	}
-	for _, n := range r.Nodes {
-		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s\n", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
-	}
-	if len(r.Disruptions) > 0 {
-		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
-			len(r.Disruptions), r.Verdict)
-	}
-	for _, g := range r.Groups {
-		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
-			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
-	}
+	r.summarizeParts(w)
 	if t := r.TLS; t != nil {
 		fmt.Fprintf(w, "TLS (mutual, ECDSA P-256, no resumption): %.2f ms of broker CPU a handshake, %d handshakes since the disruption: %.1f s of broker CPU\n",
 			t.HandshakeCPUMS, t.Handshakes, t.CPUS)
@@ -345,6 +331,31 @@ func (r *Report) Summary(w io.Writer) {
 	fmt.Fprintln(w)
 	if r.Host.Bound {
 		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", HostBoundLate)
+	}
+}
+
+// summarizeParts writes a line for each of the run's parts judged on its
+// own: each disruption of a timeline, each node of a cluster, each group
+// of a mixed fleet.
+func (r *Report) summarizeParts(w io.Writer) {
+	for _, d := range r.Disruptions {
+		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
+			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
+	}
+	for _, n := range r.Nodes {
+		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
+		if p := n.Proxy; p != nil {
+			fmt.Fprintf(w, "; its proxy let %d through (%d answered), refused %d", p.Admitted, p.Answered, p.Refused)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Disruptions) > 0 {
+		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
+			len(r.Disruptions), r.Verdict)
+	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
+			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
 	}
 }
 
