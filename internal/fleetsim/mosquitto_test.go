@@ -160,9 +160,9 @@ func TestFaultProxiesStormAMosquittoCluster(t *testing.T) {
 	}
 	zero := 0
 	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.Outage, c.Gap = 300, plan.RollingRestart, "fleet-safe", 10*time.Second, 30*time.Second
+	c.Devices, c.Scenario, c.Policy, c.Outage, c.Gap = 300, plan.RollingRestart, "fleet-safe", 10*time.Second, 20*time.Second
 	c.Broker, c.Peers = urls[0], urls[1:]
-	c.Then = []plan.Event{{At: 2 * time.Minute, Scenario: plan.DropAll, Node: &zero}}
+	c.Then = []plan.Event{{At: time.Minute, Scenario: plan.DropAll, Node: &zero}}
 	c.TimeScale = 10 // real time: this asserts counts, which no pace moves
 	before := make([]int, len(nodes))
 	c.Ready = func() {
