@@ -113,13 +113,13 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&f.c.RetryAfter, "retry-after", f.c.RetryAfter, "config-outage: the Retry-After the config server sends; 0: the time left in the fault window, one instant for every device")
 	fs.DurationVar(&f.c.RetryAfterJitter, "retry-after-jitter", f.c.RetryAfterJitter, "config-outage: the devices' bound on the jitter they add to a Retry-After; 0: the firmware's (up to the hint, at most 1 min), negative: none")
 	fs.TextVar(&f.c.Transport, "transport", f.c.Transport, "in-process broker transport: mem, tcp (up to 9,500 devices in one process, more in child processes) or tls (mutual TLS over TCP, a client certificate a device, up to 9,500)")
-	fs.StringVar(&f.c.Broker, "broker", "", "an external broker's URL (tcp://host:port, or ssl://host:port with -ca, -cert, -key) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make")
+	fs.StringVar(&f.c.Broker, "broker", "", "an external broker's URL (tcp://host:port, or ssl://host:port with -ca, -cert, -key) instead of the in-process one: the disruptive scenarios break the path to it through a fault proxy and measure what the proxy let through; observe waits for a disruption you make. Several, comma-separated, are a cluster's nodes, each behind a proxy of its own, every device listing them all, its home node first")
 	fs.StringVar(&f.c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
 	fs.StringVar(&f.c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
 	fs.StringVar(&f.c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
 	fs.StringVar(&f.c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of the -ca CA, to issue every device a client certificate of its own (named by its client ID) instead of -cert")
 	fs.DurationVar(&f.c.Duration, "duration", f.c.Duration, "observe: how long to wait for a disruption")
-	fs.IntVar(&f.c.Nodes, "nodes", 0, "rolling-restart: the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next (either engine; real agents over mem or tcp)")
+	fs.IntVar(&f.c.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes, every device failing over from its home node to the next: the scenario strikes every node at once; rolling-restart strikes them one -gap apart (either engine; real agents over mem or tcp)")
 	fs.DurationVar(&f.c.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
@@ -157,6 +157,9 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 		}
 	}
 	c := f.c
+	if urls := strings.Split(c.Broker, ","); len(urls) > 1 { // a cluster's nodes
+		c.Broker, c.Peers = urls[0], urls[1:]
+	}
 	if f.set["policy"] && !f.set["compare"] {
 		*f.compare = "" // one policy, as asked
 	}

@@ -151,6 +151,8 @@ func TestCommandErrors(t *testing.T) {
 	assert.ErrorContains(t, run(context.Background(), []string{"run", "-shards", "4"}, func(string) string { return "1" }, nil, &out, &out),
 		"external broker", "a shard needs -broker")
 	assert.ErrorContains(t, run(context.Background(), []string{"run", "-scenario", "observe"}, noenv, nil, &out, &out), "-broker")
+	assert.ErrorContains(t, run(context.Background(), []string{"run", "-broker", "tcp://127.0.0.1:1883,127.0.0.1:1884"}, noenv, nil, &out, &out),
+		`broker "127.0.0.1:1884": the fault proxy takes`, "the second of an external cluster's nodes")
 	assert.Error(t, run(context.Background(), []string{"merge"}, noenv, nil, &out, &out))
 }
 

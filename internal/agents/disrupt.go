@@ -15,10 +15,11 @@ import (
 // first disruption until the fleet was back, with every disruption made
 // meanwhile (a timeline's, a rolling restart's node by node).
 type window struct {
-	t0 time.Time
-	at []time.Duration // each disruption's start since t0, unscaled
-	// returned is when the broker was back after the first disruption; a
-	// cluster's node restarts move it to the last node's return.
+	t0     time.Time
+	at     []time.Duration // each disruption's start since t0, unscaled
+	events []plan.Event    // each disruption, as at has them
+	// returned is when the broker was back after the first disruption;
+	// node restarts that follow move it to the last node's return.
 	returned time.Time
 	// ends are the disruptions the fleet's return waits for: while the
 	// broker is down, flaps or sits behind a black hole, nobody is back.
@@ -38,14 +39,14 @@ type owed struct {
 	devices []int
 }
 
-// begin opens a window at now if none is open, and records a disruption
-// beginning now in it; it returns now.
-func (f *Fleet) begin(now time.Time) time.Time {
+// begin opens a window at now if none is open, and records disruption e
+// beginning now in it.
+func (f *Fleet) begin(now time.Time, e plan.Event) {
 	if f.w == nil {
 		f.open(now, true)
 	}
 	f.w.at = append(f.w.at, f.unscale(now.Sub(f.w.t0)))
-	return now
+	f.w.events = append(f.w.events, e)
 }
 
 // open starts a window at t0: the attempts recorded before it (the boot's,
@@ -70,20 +71,35 @@ func (f *Fleet) open(t0 time.Time, forget bool) {
 // AwaitRecovery waits for its end. The first disruption after Start,
 // AwaitUp or the last recovery opens a window, which AwaitRecovery closes
 // and Report reports: every disruption made in it is judged on its own.
-// Disruptions may overlap, as the model's do: the broker is down while any
-// outage lasts.
+// Disruptions may overlap, as the model's do: a node is down while any
+// outage of it lasts.
+//
+// On a cluster, e strikes every node at once, or the node e.Node names
+// alone, whose devices fail over to the others: the fleet's return waits
+// for the end of a disruption of every node (and of any flapping window),
+// not for one node's outage. A rolling restart is its nodes' restarts, one
+// a gap: Run makes them, RestartNode each.
 //
 // e's durations are unscaled; a Flap, Latency or LatencyJitter of 0 is the
-// plan's. A throttled restart brings the broker back admitting the plan's
-// rate, unless a limit is already in force. Observe waits here for the
-// first session lost since the fleet was up, and the window begins there.
+// plan's. A throttled restart brings the nodes back admitting the plan's
+// rate, every node, unless a limit is already in force. Observe waits here
+// for the first session lost since the fleet was up, and the window
+// begins there.
 func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
-	if err := f.faults.Err(); err != nil {
+	if err := f.faultsErr(); err != nil {
+		return err
+	}
+	struck, err := f.struck(e)
+	if err != nil {
 		return err
 	}
 	var noticed []int
-	if f.proxy != nil || f.standby != nil {
-		noticed = f.devlog.ConnectedDevices() // before anyone can notice
+	if len(f.nodes.Proxies) > 0 || f.nodes.Standby != nil {
+		node := plan.AllNodes
+		if e.Node != nil {
+			node = *e.Node
+		}
+		noticed = f.devlog.ConnectedDevices(node) // before anyone can notice
 	}
 	now := time.Now()
 	if e.Scenario == plan.Observe {
@@ -98,12 +114,15 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 			f.open(now, false)
 		}
 	}
-	f.begin(now)
-	back, err := f.carryOut(ctx, e)
+	f.begin(now, e)
+	back, err := f.carryOut(ctx, e, struck)
 	if err != nil {
 		return err
 	}
-	if len(f.w.at) == 1 {
+	switch {
+	case len(f.w.at) == 1:
+		f.w.returned = back
+	case e.Node != nil && back.After(f.w.returned): // node restarts one after another: the cluster whole when the last is back
 		f.w.returned = back
 	}
 	if noticed != nil {
@@ -112,56 +131,106 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 	return nil
 }
 
-// carryOut makes e's disruption at its breaker now, leaving its end to a
-// timer, and returns when the broker is (or will be) back.
-func (f *Fleet) carryOut(ctx context.Context, e plan.Event) (back time.Time, err error) {
+// struck is the nodes e strikes: the one it names, or every one.
+func (f *Fleet) struck(e plan.Event) ([]int, error) {
+	n := len(f.faults)
+	switch {
+	case e.Scenario == plan.RollingRestart:
+		return nil, fmt.Errorf("agents: a rolling restart is its nodes' restarts, one a gap: RestartNode each")
+	case e.Node == nil:
+		all := make([]int, n)
+		for k := range all {
+			all[k] = k
+		}
+		return all, nil
+	case n < 2 || *e.Node < 0 || *e.Node >= n:
+		return nil, fmt.Errorf("agents: no node %d in a cluster of %d", *e.Node, n)
+	}
+	return []int{*e.Node}, nil
+}
+
+// carryOut makes e's disruption at the breakers of the nodes it strikes
+// now, leaving its end to timers, and returns when the broker is (or will
+// be) back.
+func (f *Fleet) carryOut(ctx context.Context, e plan.Event, struck []int) (back time.Time, err error) {
 	now, outage := time.Now(), f.scale(e.Outage)
-	var end <-chan struct{}
+	// The fleet's return waits for a disruption of every node; one node's
+	// devices go elsewhere. A flapping drop still due anywhere, it always
+	// waits for, as the model does.
+	waits := e.Node == nil || e.Scenario == plan.Flapping
+	var ends []<-chan struct{}
+	for _, k := range struck {
+		var end <-chan struct{}
+		switch e.Scenario {
+		case plan.BrokerRestart:
+			end = f.faults[k].Outage(f.breaker(k), outage, nil)
+		case plan.ThrottledRestart:
+			end = f.faults[k].Outage(f.breaker(k), outage, func() error { return f.nodes.AdmitUnlessLimited(f.admission) })
+		case plan.DropAll:
+			f.breaker(k).DropAll()
+		case plan.Flapping:
+			end, err = f.faults[k].Flapping(f.breaker(k), outage, f.scale(cmp.Or(e.Flap, f.p.Flap)))
+		case plan.Blackhole:
+			end = f.faults[k].Blackhole(f.nodes.Proxies[k], outage)
+		case plan.Latency:
+			// The path stays slow for the outage, in the background: the
+			// fleet is measured coming back through it.
+			_, err = f.faults[k].Latency(f.nodes.Proxies[k], outage, f.scale(cmp.Or(e.Latency, f.p.Latency)), f.scale(cmp.Or(e.LatencyJitter, f.p.LatencyJitter)))
+		default:
+			return f.carryOutElsewhere(ctx, e, now)
+		}
+		if err != nil {
+			return now, err
+		}
+		if end != nil {
+			ends = append(ends, end)
+		}
+	}
+	if waits {
+		f.w.ends = append(f.w.ends, ends...)
+	}
+	if len(ends) == 0 {
+		return now, nil
+	}
+	return now.Add(outage), nil
+}
+
+// carryOutElsewhere makes the disruptions that strike no node: the
+// primary's death (failover), the config server's outage, and the user's
+// own (observe).
+func (f *Fleet) carryOutElsewhere(ctx context.Context, e plan.Event, now time.Time) (back time.Time, err error) {
 	switch e.Scenario {
-	case plan.BrokerRestart:
-		end = f.faults.Outage(f.breaker(), outage, nil)
-	case plan.ThrottledRestart:
-		end = f.faults.Outage(f.breaker(), outage, func() error {
-			if f.admitting {
-				return nil
-			}
-			return f.admit(f.admission)
-		})
-	case plan.DropAll:
-		f.breaker().DropAll()
-	case plan.Flapping:
-		end, err = f.faults.Flapping(f.breaker(), outage, f.scale(cmp.Or(e.Flap, f.p.Flap)))
-	case plan.Blackhole:
-		end = f.faults.Blackhole(f.proxy, outage)
-	case plan.Latency:
-		// The path stays slow for the outage, in the background: the fleet
-		// is measured coming back through it.
-		_, err = f.faults.Latency(f.proxy, outage, f.scale(cmp.Or(e.Latency, f.p.Latency)), f.scale(cmp.Or(e.LatencyJitter, f.p.LatencyJitter)))
-		return now, err
 	case plan.Failover:
-		f.breaker().BeginOutage() // for good: the fleet's survivor is the standby
+		f.breaker(0).BeginOutage() // for good: the fleet's survivor is the standby
 		return now, nil
 	case plan.ConfigOutage:
 		return now.Add(f.p.Outage), f.configOutage(ctx, now)
 	case plan.Observe: // the disruption is the user's
 		return now, nil
-	default:
-		return now, fmt.Errorf("agents: %s is not a disruption a live fleet makes", e.Scenario)
 	}
-	if end == nil {
-		return now, err
-	}
-	f.w.ends = append(f.w.ends, end)
-	return now.Add(outage), err
+	return now, fmt.Errorf("agents: %s is not a disruption a live fleet makes", e.Scenario)
 }
 
-// breaker is what the fleet's disruptions act on: the fault proxy when one
-// stands in the devices' path, else the in-process broker.
-func (f *Fleet) breaker() fault.Breaker {
-	if f.proxy != nil {
-		return f.proxy
+// breaker is what the fleet's disruptions of node k act on.
+func (f *Fleet) breaker(k int) fault.Breaker { return f.nodes.Breaker(k) }
+
+// RestartNode takes node k of the cluster down for outage (unscaled) and
+// brings it back, one step of a rolling restart: Disrupt of a broker
+// restart of node k alone. Its sessions end now and their devices fail
+// over to the next node, on their policy's schedule; the fleet's return
+// does not wait for the node's, since its devices go elsewhere.
+func (f *Fleet) RestartNode(ctx context.Context, k int, outage time.Duration) error {
+	return f.Disrupt(ctx, plan.Event{Scenario: plan.BrokerRestart, Outage: outage, Node: &k})
+}
+
+// faultsErr is the first error a disruption's end met at any node.
+func (f *Fleet) faultsErr() error {
+	for k := range f.faults {
+		if err := f.faults[k].Err(); err != nil {
+			return err
+		}
 	}
-	return f.nodes[0]
+	return nil
 }
 
 // errNoWindow is AwaitRecovery's when nothing was disrupted.

@@ -1,49 +1,46 @@
 // Package agents is the engine of real devices, and the live fleet it
 // runs on. A Fleet is device.Agents (paho clients, their store-and-forward
 // publishers and config fetchers) against the in-process test broker, a
-// cluster of its nodes, or any broker through the fault proxy, in scaled
-// real time or, in tests, a synctest bubble; it stays up across
-// disruptions:
+// cluster of its nodes, or any broker (or cluster of brokers) through a
+// fault proxy a node, in scaled real time or, in tests, a synctest bubble;
+// it stays up across disruptions:
 //
 //	Start ─▶ AwaitUp ─▶ Disrupt, Disrupt, ... ─▶ AwaitRecovery ─▶ Report ─▶ Disrupt ... ─▶ Stop
 //
 // Run, the engine, is one client of it: the plan's timeline of
-// disruptions, or a cluster's rolling restart, then one report, each
-// disruption judged on its own. The soak (package experiment) is another:
-// storm after storm on one fleet. The fleet watches its devices through
-// package observer, builds them with package member, and runs a fleet too
-// large for one process's descriptors in child processes (package
-// children).
+// disruptions (a rolling restart among them, node by node), then one
+// report, each disruption judged on its own. The soak (package
+// experiment) is another: storm after storm on one fleet. The fleet
+// connects to the brokers package cluster makes, watches its devices
+// through package observer, builds them with package member, and runs a
+// fleet too large for one process's descriptors in child processes
+// (package children).
 package agents
 
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/agents/children"
+	"github.com/herdguard/herdguard/internal/agents/cluster"
 	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/agents/timedfault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
-	"github.com/herdguard/herdguard/testbroker"
 )
 
 // Fleet is a fleet of real agents kept up across disruptions: its broker
-// (the in-process one, a cluster of its nodes, or an external one behind
-// the fault proxy), its members, and what watches them. Between Start and
+// (the in-process one, a cluster of its nodes, or external ones, each
+// behind a fault proxy of its own), its members, and what watches them. Between Start and
 // Stop it is disrupted and awaited as often as its user likes; each
 // recovery is a window of its own (see Disrupt). Its methods are called
 // from one goroutine, one at a time; its agents run on their own. The zero
@@ -53,9 +50,7 @@ type Fleet struct {
 	ids    []int     // the devices this process runs (a shard's)
 	wiring member.Wiring
 
-	nodes    []*testbroker.Broker // the in-process broker, or a cluster's nodes; none against an external one
-	standby  *testbroker.Broker   // failover: where the fleet goes when the broker dies
-	proxy    *faultproxy.Proxy    // in the devices' path, when the storm breaks the path or the broker is external
+	nodes    *cluster.Cluster // the brokers, what stands in front of them, and how the devices reach them
 	configs  *configserver.Server
 	fetchers []*device.Fetcher
 
@@ -65,17 +60,14 @@ type Fleet struct {
 	children     *children.Children
 	childReports []*report.Report // once released
 
-	admission    fault.Admission // the plan's, scaled: what a throttled restart applies
-	admitting    bool            // an admission limit is in force
-	handshakeCPU time.Duration   // TLS: the broker's CPU for one handshake, measured at setup
-	externalTLS  func(i int) (*tls.Config, error)
-	received     *observer.Received // every message the broker took, by the envelope's rule
-	heapBefore   uint64             // the heap before the members started
-	upAt         time.Time          // when the fleet was last all up
+	admission  fault.Admission    // the plan's, scaled: what a throttled restart applies
+	received   *observer.Received // every message the broker took, by the envelope's rule
+	heapBefore uint64             // the heap before the members started
+	upAt       time.Time          // when the fleet was last all up
 
 	stopMembers context.CancelFunc
-	faults      timedfault.Faults // the disruptions in force, each until its timer ends it
-	w           *window           // the recovery under way, if a disruption opened one
+	faults      []timedfault.Faults // by node: the disruptions in force at it, each until its timer ends it
+	w           *window             // the recovery under way, if a disruption opened one
 	cleanups    []func()
 }
 
@@ -122,7 +114,7 @@ func Start(ctx context.Context, p plan.Plan) (*Fleet, error) {
 // allow.
 func newFleet(p plan.Plan) *Fleet {
 	p = p.WithDefaults()
-	f := &Fleet{p: p, ids: p.Shard.IDs(p.Devices), received: observer.NewReceived()}
+	f := &Fleet{p: p, ids: p.Shard.IDs(p.Devices), received: observer.NewReceived(), faults: make([]timedfault.Faults, p.ClusterNodes())}
 	if p.Policy == plan.PahoDefault && p.TimeScale != 1 {
 		f.warn("paho-default runs on paho's own timers (a constant 1 s start), which cannot be scaled: running it at time scale 1")
 		f.p.TimeScale = 1
@@ -170,29 +162,26 @@ func (f *Fleet) Stop() {
 	if f.children != nil {
 		f.children.Kill()
 	}
-	f.faults.Stop()
+	for k := range f.faults {
+		f.faults[k].Stop()
+	}
 	if f.w != nil && f.w.stopProgress != nil {
 		f.w.stopProgress()
 	}
 	for _, c := range f.cleanups {
 		c()
 	}
-	if f.proxy != nil {
-		_ = f.proxy.Close()
-	}
 	if f.configs != nil {
 		f.configs.Close()
 	}
-	for _, b := range append(f.nodes, f.standby) {
-		if b != nil {
-			b.Close()
-		}
+	if f.nodes != nil {
+		f.nodes.Close()
 	}
 }
 
 // SetAdmission limits the connects the broker (each node of a cluster, or
-// the fault proxy in front of an external broker) admits from now on to a,
-// in unscaled connects a second; the zero Admission lifts the limit.
+// the fault proxy in front of each external broker) admits from now on to
+// a, in unscaled connects a second; the zero Admission lifts the limit.
 func (f *Fleet) SetAdmission(a fault.Admission) error {
 	if a != (fault.Admission{}) {
 		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode}
@@ -200,19 +189,8 @@ func (f *Fleet) SetAdmission(a fault.Admission) error {
 	return f.admit(a)
 }
 
-// admit applies the scaled admission a where the fleet can.
-func (f *Fleet) admit(a fault.Admission) error {
-	f.admitting = a != (fault.Admission{})
-	if len(f.nodes) == 0 {
-		return f.proxy.SetAdmission(a)
-	}
-	for _, b := range f.nodes {
-		if err := b.SetAdmission(a); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// admit applies the scaled admission a at every node, each on its own.
+func (f *Fleet) admit(a fault.Admission) error { return f.nodes.Admit(a) }
 
 // recoverBound is how long a fleet is waited for to come back.
 func (f *Fleet) recoverBound() time.Duration {
@@ -230,16 +208,14 @@ func (f *Fleet) setup() error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case f.p.Broker != "":
-		err = f.setupExternal(&mc)
-	case f.p.Nodes > 1:
-		err = f.setupCluster(&mc)
-	default:
-		err = f.setupBroker(&mc)
-	}
-	if err != nil {
+	if f.nodes, err = cluster.Start(f.p, f.scale(plan.ConnectTimeout), &mc); err != nil {
 		return err
+	}
+	f.obs = f.observer()
+	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
+		if err := f.admit(f.admission); err != nil {
+			return err
+		}
 	}
 	if err := f.setupFaults(&mc); err != nil {
 		return err
@@ -260,8 +236,8 @@ func (f *Fleet) makeMembers(mc member.Config) error {
 			continue
 		}
 		c := f.wiring.For(i)
-		if len(f.nodes) > 1 {
-			c.Broker, c.Failover = f.endpoints(i)
+		if f.nodes.Nodes() > 1 {
+			c.Broker, c.Failover = f.nodes.Endpoints(i)
 		}
 		m, err := member.NewAgent(i, c)
 		if err != nil {
@@ -301,74 +277,29 @@ func (f *Fleet) memberConfig() (member.Config, error) {
 	return mc, nil
 }
 
-// setupBroker starts the in-process broker on the run's transport.
-func (f *Fleet) setupBroker(mc *member.Config) error {
-	bc := testbroker.Config{Transport: testbroker.Memory}
-	switch f.p.Transport {
-	case plan.TCP:
-		bc.Transport = testbroker.TCP
-	case plan.TLS:
-		bc.Transport, bc.MutualTLS = testbroker.TLS, true
+// observer is what the fleet waits on: the in-process brokers' recorders,
+// a session a node holds; or the devices' own word, where no broker alone
+// knows it (failover's two brokers, external ones) or a broker behind a
+// silent path still counts its sessions until its own keepalive gives up.
+func (f *Fleet) observer() observer.Observer {
+	n := f.nodes
+	if len(n.Brokers) == 0 || n.Standby != nil || len(n.Proxies) > 0 {
+		return f.devlog
 	}
-	b, err := testbroker.New(bc)
-	if err != nil {
-		return err
+	var recorders observer.Brokers
+	for _, b := range n.Brokers {
+		recorders = append(recorders, b.Recorder())
 	}
-	f.nodes, f.obs, mc.Broker = []*testbroker.Broker{b}, observer.Brokers{b.Recorder()}, b.URL()
-	switch f.p.Transport {
-	case plan.Mem:
-		mc.Dial = func(int) device.DialFunc { return b.DialContext }
-	case plan.TCP:
-		mc.Dial = member.LoopbackDialer
-	case plan.TLS:
-		if f.handshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
-			return err
-		}
-		certFor := func(i int) (*tls.Config, error) { return b.ClientTLSConfig(deviceID(i)) }
-		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, certFor) }
-	}
-	if f.p.Scenario == plan.BootStorm && f.p.AdmitRate > 0 {
-		return f.admit(f.admission)
-	}
-	return nil
+	return recorders
 }
 
-// setupExternal points the members at an external broker, observed
-// through the devices' own log.
-func (f *Fleet) setupExternal(mc *member.Config) error {
-	f.obs, mc.Broker = f.devlog, f.p.Broker
-	tlsCfg, err := externalTLS(f.p)
-	if err != nil {
-		return err
-	}
-	f.externalTLS = tlsCfg
-	switch {
-	case !isLoopback(f.p.Broker):
-		mc.TLS = tlsCfg
-	case tlsCfg != nil:
-		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, tlsCfg) }
-	default:
-		mc.Dial = member.LoopbackDialer
-	}
-	return nil
-}
-
-// setupFaults sets up what the storm breaks beyond the broker: a standby
-// to fail over to, the fault proxy in the path, the config server.
+// setupFaults sets up what the storm breaks beyond the brokers: the
+// config server; and says what a black hole's keepalive is at this time
+// scale.
 func (f *Fleet) setupFaults(mc *member.Config) error {
 	p := f.p
-	if p.Scenario == plan.Failover {
-		if err := f.setupStandby(mc); err != nil {
-			return err
-		}
-	}
-	if p.Proxied() {
-		if err := f.setupProxy(mc); err != nil {
-			return err
-		}
-		if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
-			f.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
-		}
+	if unscaled := f.unscale(mc.KeepAlive); p.Storm.Has(plan.Blackhole) && unscaled != cmp.Or(p.KeepAlive, 30*time.Second) {
+		f.warn("MQTT counts keepalive in whole seconds: at this time scale the agents' keepalive is %v unscaled", unscaled)
 	}
 	if p.Scenario == plan.ConfigOutage {
 		return f.setupConfigs()
@@ -381,14 +312,14 @@ func (f *Fleet) setupFaults(mc *member.Config) error {
 // fault proxy in front of a broker).
 func (f *Fleet) spawnChildren(url string) error {
 	c := children.Config{Plan: f.p, URL: url, Warn: f.warn}
-	if f.p.Transport == plan.TLS && len(f.nodes) == 1 { // the children issue their devices' certificates from the broker's CA
-		b := f.nodes[0]
+	if f.p.Transport == plan.TLS && len(f.nodes.Brokers) == 1 { // the children issue their devices' certificates from the broker's CA
+		b := f.nodes.Brokers[0]
 		c.CA = func(dir string) (plan.Target, error) {
 			files, err := b.WriteCAFiles(dir)
 			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
 		}
 	}
-	if f.proxy != nil { // their devices' records come back as they happen, as do their sessions spread over a keepalive
+	if len(f.nodes.Proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
 		c.BootSpread = f.unscale(f.wiring.BootSpread)
 		var metrics func(int) device.Metrics
 		if f.p.Metrics != nil {
@@ -403,11 +334,3 @@ func (f *Fleet) spawnChildren(url string) error {
 
 // deviceID is device i's client ID.
 func deviceID(i int) string { return attempt.ClientID(i) }
-
-// isLoopback reports whether a broker URL names this host's loopback
-// address, which the devices reach from their own spread of source
-// addresses.
-func isLoopback(broker string) bool {
-	u, err := url.Parse(broker)
-	return err == nil && u.Hostname() == "127.0.0.1"
-}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
@@ -22,12 +21,14 @@ var ErrNotRecovered = report.ErrNotRecovered
 // value, for Report.
 type Recovery struct {
 	T0 time.Time // the first disruption (observe: the first session lost)
-	// Returned is when the broker was back after the first disruption; a
-	// cluster's node restarts: after the last.
+	// Returned is when the broker was back after the first disruption
+	// (node restarts that follow it: the last), as the plan has it for a
+	// run (plan.FirstReturn).
 	Returned time.Time
 	// At is each disruption's start after T0, unscaled: the window's
-	// recoveries, each judged on its own.
-	At []time.Duration
+	// recoveries, each judged on its own; Disruptions is what each was.
+	At          []time.Duration
+	Disruptions []plan.Event
 	// Until is when the fleet stopped being watched: once everyone was
 	// back and a cap's quiet passed (nobody was left to retry), or when the
 	// wait gave up.
@@ -51,18 +52,13 @@ func (f *Fleet) AwaitRecovery(ctx context.Context) (Recovery, error) {
 		return Recovery{}, errNoWindow
 	}
 	f.w = nil
-	rec := Recovery{T0: w.t0, Returned: w.returned, At: w.at}
+	rec := Recovery{T0: w.t0, Returned: w.returned, At: w.at, Disruptions: w.events}
 	err := f.awaitBack(ctx, w)
 	if w.stopProgress != nil {
 		w.stopProgress()
 	}
 	f.devlog.AwaitSettled(ctx, f.scale(plan.ConnectTimeout)+time.Second)
-	if f.proxy != nil {
-		// The proxy's last connections settle too (a dial to the broker
-		// still under way when the devices were done), so that its counts
-		// are what reached the broker.
-		_ = f.proxy.Recorder().Await(ctx, f.scale(plan.ConnectTimeout)+time.Second, func(k fault.Counts) bool { return k.Pending == 0 })
-	}
+	f.nodes.Settle(ctx, f.scale(plan.ConnectTimeout)+time.Second)
 	rec.Recovered, rec.SessionsLost, rec.Until = err == nil, f.devlog.Losses(), time.Now()
 	if rec.Recovered { // nobody left to retry for a cap after the last came back
 		rec.Until = rec.Until.Add(f.scale(f.p.MaxBackoff))
@@ -79,7 +75,7 @@ func (f *Fleet) awaitBack(ctx context.Context, w *window) error {
 			return ctx.Err()
 		}
 	}
-	if err := f.faults.Err(); err != nil {
+	if err := f.faultsErr(); err != nil {
 		return err
 	}
 	if w.fetched != nil {

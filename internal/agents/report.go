@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"math"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/agents/observer"
@@ -16,7 +17,8 @@ const hostTimerPrecision = 2 * time.Millisecond
 
 // Report is rec's window as the report has it, as the virtual engine
 // reports the same storm: what the devices did and, where the run sees it,
-// what reached the broker (each node of a cluster counted on its own),
+// what reached the broker (each node of a cluster counted on its own, by
+// its proxy where one stands in front of it),
 // from the window's first disruption on, each of its disruptions' recovery
 // judged on its own. It then lets go of the window's records, so that a
 // fleet that lives through storm after storm holds one storm's at most: a
@@ -38,25 +40,25 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 	b := report.NewBuilder(p.Devices, rec.T0, rec.Returned, p.TimeScale, fleetAt, brokerAt, p.Events)
 	b.SplitGroups(p.GroupsOrWhole())
 	b.SplitDisruptions(rec.At)
-	b.SplitNodes(len(f.nodes))
+	b.SplitNodes(p.ClusterNodes())
 	// The proxy knows a connection reached the broker, not whether the
 	// broker accepted it: recovery is the devices' word for it then.
 	b.FleetAdmits = brokerAt == "proxy"
 	b.MinWidth = time.Duration(p.TimeScale * float64(hostTimerPrecision))
 	b.WatchedUntil(rec.Until)
-	f.addFleetSide(b, rep, rec.T0)
+	f.addFleetSide(b, rep, rec)
 	switch {
 	case brokerAt == "proxy":
-		for _, a := range proxySaw(f.proxy, rec.T0) {
+		for _, a := range f.nodes.ProxiesSaw(rec.T0) {
 			b.Add(brokerRecord(b, a))
 		}
 	case brokerAt != "":
 		seen := observer.Brokers{}
-		for _, n := range f.nodes {
+		for _, n := range f.nodes.Brokers {
 			seen = append(seen, n.Recorder())
 		}
-		if f.standby != nil {
-			seen = observer.Brokers{f.standby.Recorder()} // the survivor: where the fleet arrived
+		if f.nodes.Standby != nil {
+			seen = observer.Brokers{f.nodes.Standby.Recorder()} // the survivor: where the fleet arrived
 		}
 		for _, a := range seen.Since(rec.T0) {
 			b.Add(brokerRecord(b, a))
@@ -66,13 +68,15 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 		return nil, err
 	}
 	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, len(f.ids)), b.Back().Seconds()
-	if p.Transport == plan.TLS && len(f.nodes) > 0 {
-		rep.TLS = report.TLSCostOf(f.handshakeCPU, rep.Broker)
+	if p.Transport == plan.TLS && len(f.nodes.Brokers) > 0 {
+		rep.TLS = report.TLSCostOf(f.nodes.HandshakeCPU, rep.Broker)
 	}
-	if f.proxy != nil {
-		k := f.proxy.Recorder().Counts()
-		rep.Proxy = &report.ProxyCounts{Admitted: k.Accepted, Answered: f.proxy.Recorder().Answered(), Refused: k.Refused, Throttled: k.Throttled, Dropped: k.Dropped,
-			Unreachable: k.Unreachable, Overflowed: k.Overflowed}
+	var byNode []report.ProxyCounts
+	rep.Proxy, byNode = f.nodes.ProxyCounts()
+	for k := range rep.Nodes { // a cluster's nodes each behind a proxy of its own
+		if k < len(byNode) {
+			rep.Nodes[k].Proxy = &byNode[k]
+		}
 	}
 	return rep, nil
 }
@@ -81,14 +85,7 @@ func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
 // the brokers received (telemetry counts the whole run).
 func (f *Fleet) forget() {
 	f.devlog.Forget()
-	if f.proxy != nil {
-		f.proxy.Recorder().Reset()
-	}
-	for _, b := range append(f.nodes, f.standby) {
-		if b != nil {
-			b.Recorder().ResetConnections()
-		}
-	}
+	f.nodes.Forget()
 }
 
 // vantage is where the report's two sides are measured, and the transport
@@ -97,28 +94,30 @@ func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
 		return "config-server", "" // every request reaches it
-	case len(f.nodes) == 0 && f.proxy != nil:
+	case len(f.nodes.Brokers) == 0 && len(f.nodes.Proxies) > 0:
 		rep.Transport = "external"
 		return "devices", "proxy"
-	case len(f.nodes) == 0:
+	case len(f.nodes.Brokers) == 0:
 		rep.Transport = "external"
 		return "devices", ""
-	case f.standby != nil:
+	case f.nodes.Standby != nil:
 		return "devices", "standby broker"
 	}
 	return "devices", "broker"
 }
 
-// addFleetSide adds what the devices did since t0: the config server's
-// requests in config-outage, the children's own records where their agents
-// ran beside nobody's proxy, else the devices' log here.
-func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, t0 time.Time) {
+// addFleetSide adds what the devices did since the window's start: the
+// config server's requests in config-outage, the children's own records
+// where their agents ran beside nobody's proxy, else the devices' log
+// here, and how soon they noticed each disruption.
+func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Recovery) {
+	t0 := rec.T0
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
 		for _, a := range f.configAttempts(t0) {
 			b.Add(fleetRecord(b, a))
 		}
-	case len(f.childReports) > 0 && f.proxy == nil: // reported from the same t0
+	case len(f.childReports) > 0 && len(f.nodes.Proxies) == 0: // reported from the same t0
 		for _, cr := range f.childReports {
 			for _, e := range cr.Events() {
 				b.Add(e)
@@ -128,13 +127,45 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, t0 time.Time
 		for _, a := range f.devlog.Since(t0) {
 			b.Add(fleetRecord(b, a))
 		}
-		switch {
-		case f.p.Scenario == plan.BootStorm, f.p.Scenario == plan.Observe: // observe's t0 is the first loss noticed
-		case f.p.Scenario == plan.Blackhole: // noticed through keepalive: the fleet's figure, not the host's lateness
-			rep.Noticed = report.NoticedOf(f.devlog.Noticed(t0), f.p.TimeScale, f.p.Outage)
-		default:
-			b.Noticed(f.devlog.Noticed(t0))
+		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe { // observe's t0 is the first loss noticed
+			f.addNotices(b, rep, rec)
 		}
+	}
+}
+
+// addNotices adds how long the devices took to notice each disruption of
+// the window that ended their sessions, from its own start: the host's
+// lateness (Builder.Noticed), or, after a black hole, which the devices
+// notice only through their keepalive, the fleet's own figure
+// (report.Noticed). A child's window is its parent's first disruption.
+func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Recovery) {
+	events, at := rec.Disruptions, rec.At
+	if len(at) == 0 {
+		events, at = f.p.Timeline()[:1], []time.Duration{0}
+	}
+	starts := make([]time.Time, len(at))
+	for k := range at {
+		starts[k] = rec.T0.Add(f.scale(at[k]))
+	}
+	var host, silent []time.Duration
+	longest := time.Duration(-1)
+	for k, delays := range f.devlog.Noticed(starts) {
+		if events[k].Scenario != plan.Blackhole {
+			host = append(host, delays...)
+			continue
+		}
+		outage := f.scale(events[k].Outage)
+		longest = max(longest, outage)
+		for _, d := range delays {
+			if d >= outage { // noticed only when the path came back: past every black hole's end
+				d = math.MaxInt64
+			}
+			silent = append(silent, d)
+		}
+	}
+	b.Noticed(host)
+	if longest >= 0 {
+		rep.Noticed = report.NoticedOf(silent, f.p.TimeScale, f.unscale(longest))
 	}
 }
 

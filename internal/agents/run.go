@@ -73,20 +73,16 @@ type step struct {
 	do func(ctx context.Context) error
 }
 
-// steps are the plan's disruptions: the first, and the rest of its
-// timeline; or a rolling restart's nodes, one a gap.
+// steps are the plan's disruptions, in order of time: the first, and the
+// rest of its timeline, a rolling restart's node by node, one a gap.
 func (f *Fleet) steps() []step {
-	p := f.p
-	if p.Scenario == plan.RollingRestart {
-		var out []step
-		for k := range f.nodes {
-			out = append(out, step{at: time.Duration(k) * p.Gap, do: func(ctx context.Context) error { return f.RestartNode(ctx, k, p.Outage) }})
-		}
-		return out
-	}
 	var out []step
-	for _, e := range p.Timeline() {
-		out = append(out, step{at: e.At, do: func(ctx context.Context) error { return f.Disrupt(ctx, e) }})
+	for _, s := range f.p.Strikes() {
+		e := s.Event
+		if s.Node != plan.AllNodes {
+			e.Node = &s.Node
+		}
+		out = append(out, step{at: s.At, do: func(ctx context.Context) error { return f.Disrupt(ctx, e) }})
 	}
 	return out
 }
@@ -113,7 +109,11 @@ func (f *Fleet) storm(ctx context.Context) (Recovery, error) {
 			}
 		}
 	}
-	return f.AwaitRecovery(ctx)
+	rec, err := f.AwaitRecovery(ctx)
+	// The broker was first back when the plan says, whatever the host's
+	// timers made of it: the model's instant.
+	rec.Returned = rec.T0.Add(f.scale(f.p.FirstReturn()))
+	return rec, err
 }
 
 // memoryPerDevice is the heap the members added, per device, in KiB.
@@ -142,7 +142,7 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 // everyone back and lost nothing.
 func (f *Fleet) outcome(ctx context.Context, rep *report.Report, recoverErr, drainErr error) error {
 	n, recovered := len(f.ids), rep.Recovered()
-	rep.Recovery.AllRecovered = recoverErr == nil && recovered == n
+	rep.Recovery.AllRecovered = recoverErr == nil && rep.Stranded() == 0 // every device up, and every device disrupted back
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())

@@ -93,7 +93,7 @@ func (f *Fleet) Telemetry() *report.Telemetry {
 		}
 	}
 	received := int64(t.Acknowledged)
-	if len(f.nodes) > 0 {
+	if len(f.nodes.Brokers) > 0 {
 		f.takeReceived()
 		t.ReceivedUnique, t.Duplicates = int(f.received.Unique), int(f.received.Duplicates)
 		received = f.received.Unique
@@ -105,7 +105,7 @@ func (f *Fleet) Telemetry() *report.Telemetry {
 // takeReceived counts, and lets go of, what the in-process brokers
 // received since the last take.
 func (f *Fleet) takeReceived() {
-	for _, b := range f.nodes {
+	for _, b := range f.nodes.Brokers {
 		f.received.Take(b.Recorder().TakePublishes())
 	}
 }

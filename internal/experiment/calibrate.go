@@ -27,6 +27,9 @@ type CalibrationCell struct {
 	// Then is the rest of a timeline (plan.Storm.Then): each disruption's
 	// recovery is compared on its own.
 	Then []plan.Event
+	// Nodes, if > 1, makes the broker a cluster of that many nodes
+	// (plan.Target.Nodes).
+	Nodes int
 }
 
 func (c CalibrationCell) String() string {
@@ -34,8 +37,16 @@ func (c CalibrationCell) String() string {
 	if c.AdmitRate > 0 {
 		s = fmt.Sprintf("%s %s %.0f/s, %s", c.Scenario, c.Mode, c.AdmitRate, c.Policy)
 	}
+	if c.Nodes > 1 {
+		s = fmt.Sprintf("%d nodes: %s", c.Nodes, s)
+	}
 	for _, e := range c.Then {
-		s += fmt.Sprintf(", then %s at %v", e.Scenario, e.At)
+		switch {
+		case e.Node != nil:
+			s += fmt.Sprintf(", then %s of node %d at %v", e.Scenario, *e.Node, e.At)
+		default:
+			s += fmt.Sprintf(", then %s at %v", e.Scenario, e.At)
+		}
 	}
 	if c.TimeScale > 0 {
 		s += fmt.Sprintf(" (agents at %gx)", c.TimeScale)
@@ -186,7 +197,7 @@ func calibrateCell(ctx context.Context, cell CalibrationCell, devices int, timeS
 	c := plan.Default()
 	c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
 	c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
-	c.Then, c.Events = cell.Then, io.Discard
+	c.Then, c.Events, c.Nodes = cell.Then, io.Discard, cell.Nodes
 	if runAgents != nil {
 		cell.TimeScale = 0 // a host's allowance: virtual time needs none
 	}

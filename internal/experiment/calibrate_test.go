@@ -130,3 +130,29 @@ func TestEnginesAgreeOnATimeline(t *testing.T) {
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
 	}
 }
+
+// The engines agree on a cluster's timeline, recovery by recovery: three
+// nodes restarted at once, then node 1 alone at 3 minutes, a rolling
+// restart at 5 (its three node restarts each a recovery of its own), and
+// every node flapping for 20 s at 9. 200 devices, full jitter, 20
+// consecutive seeds (3 under the race detector), held to
+// TestEnginesAgreeOnATimeline's bounds. Measured over seeds 1 to 100 in
+// blocks of 20: every block within them (the largest gap a recovery's p99
+// of 50.37 s against 50.23 s), and 0 of 700 verdicts different. Behind a
+// limit of 20 connects a second at each node (refuse), a throttled restart
+// of the cluster, a drop at node 0 alone and a rolling restart agree on
+// the whole run within 0.3 % but not recovery by recovery: a later
+// recovery of some 70 devices reads its p99 up to 12 % apart in 3 blocks
+// of 5 (both ways), and 22.38 s against 23.56 s over all 100 seeds.
+func TestEnginesAgreeOnAClusterTimeline(t *testing.T) {
+	node1 := 1
+	cells := []experiment.CalibrationCell{
+		{Scenario: plan.BrokerRestart, Policy: "full", Nodes: 3, Then: []plan.Event{
+			{At: 3 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second, Node: &node1},
+			{At: 5 * time.Minute, Scenario: plan.RollingRestart, Outage: 30 * time.Second, Gap: time.Minute},
+			{At: 9 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}},
+	}
+	cal := calibrated(t, cells, 200)
+	require.Len(t, cal.Rows[0].Agents.Recoveries, 6, "the first, node 1's, the rolling restart's three, the flapping")
+	assert.True(t, cal.Rows[0].Agree, "%s: %v", cal.Rows[0].Cell, cal.Rows[0].Apart)
+}

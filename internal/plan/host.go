@@ -30,7 +30,13 @@ const (
 // path: against an external broker for every disruptive scenario, and for
 // the path's own faults (anywhere on the timeline) against any broker.
 func (p Plan) Proxied() bool {
-	return p.Storm.BreaksPath() || p.Scenario.BreaksBroker() && p.Broker != ""
+	return p.Storm.BreaksPath() || p.Storm.BreaksABroker() && p.Broker != ""
+}
+
+// isTLSURL reports whether a broker URL is MQTT over TLS.
+func isTLSURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && IsTLSScheme(u.Scheme)
 }
 
 // ProxyDescriptors is how many descriptors each device costs this process

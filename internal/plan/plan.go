@@ -190,6 +190,9 @@ type Storm struct {
 	Duration time.Duration
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration
+	// Node, if set, is the one node of a cluster the first disruption
+	// strikes; nil strikes every node (see Event.Node).
+	Node *int
 	// Then is the rest of the timeline: further disruptions after the
 	// first, each At after it. Empty: the one disruption.
 	Then []Event
@@ -197,20 +200,30 @@ type Storm struct {
 
 // Event is a disruption on a storm's timeline, At after the first: a
 // broker restart, a throttled restart, a drop of every session, a flapping
-// window, or (real agents only) a black hole or a slow path, lasting
-// Outage. Flap, Latency and LatencyJitter of 0 are the storm's.
+// window, a cluster's rolling restart, or (real agents only) a black hole
+// or a slow path, lasting Outage. Flap, Latency and LatencyJitter of 0 are
+// the storm's.
 type Event struct {
 	At                     time.Duration
 	Scenario               Scenario
 	Outage                 time.Duration
 	Flap                   time.Duration
 	Latency, LatencyJitter time.Duration
+	// Gap is a rolling restart's time from one node's restart to the next.
+	Gap time.Duration
+	// Node, if set, is the one node of a cluster this disruption strikes:
+	// that node alone restarts, drops its sessions, flaps, or sits behind
+	// a black hole or a slow path, and its devices fail over to the
+	// others. Nil strikes every node at once (a rolling restart strikes
+	// them one a gap).
+	Node *int
 }
 
 // Timeline is the storm's disruptions in order: the first at 0, then the
 // rest, each with the storm's flap and latency where it names none.
 func (s Storm) Timeline() []Event {
-	out := []Event{{Scenario: s.Scenario, Outage: s.Outage, Flap: s.Flap, Latency: s.Latency, LatencyJitter: s.LatencyJitter}}
+	out := []Event{{Scenario: s.Scenario, Outage: s.Outage, Flap: s.Flap, Latency: s.Latency, LatencyJitter: s.LatencyJitter,
+		Gap: s.Gap, Node: s.Node}}
 	for _, e := range s.Then {
 		e.Flap, e.Latency, e.LatencyJitter = cmp.Or(e.Flap, s.Flap), cmp.Or(e.Latency, s.Latency), cmp.Or(e.LatencyJitter, s.LatencyJitter)
 		out = append(out, e)
@@ -238,6 +251,29 @@ type Target struct {
 	// failed attempt or a lost session. Each node applies the admission
 	// limit on its own.
 	Nodes int
+	// Peers, with Broker, make an external cluster: the URLs of its nodes
+	// after the first (Broker is node 0). Each node stands behind a fault
+	// proxy of its own, and the devices list them all as an in-process
+	// cluster's (see Nodes); the TLS files are every node's.
+	Peers []string
+}
+
+// ClusterNodes is how many broker nodes the fleet connects to: an
+// external cluster's, the in-process cluster's, or 1.
+func (t Target) ClusterNodes() int {
+	if t.Broker != "" {
+		return 1 + len(t.Peers)
+	}
+	return max(t.Nodes, 1)
+}
+
+// Brokers is every external broker's URL, node 0 first; none for the
+// in-process broker.
+func (t Target) Brokers() []string {
+	if t.Broker == "" {
+		return nil
+	}
+	return append([]string{t.Broker}, t.Peers...)
 }
 
 // Host is where and how fast the run goes.

@@ -21,6 +21,8 @@ func TestPlanRoundTripsThroughJSON(t *testing.T) {
 	p.AdmitRate, p.AdmitBurst, p.AdmitMode = 500, 25, fault.PauseOverLimit
 	p.Shard, p.Broker, p.TLSCAKey = plan.Shard{Index: 1, Count: 3}, "tcp://127.0.0.1:1883", "ca.key"
 	p.BootSpread = 1500 * time.Millisecond
+	node := 2
+	p.Peers, p.Then = []string{"tcp://127.0.0.1:1884"}, []plan.Event{{At: time.Minute, Scenario: plan.RollingRestart, Gap: time.Minute, Node: &node}}
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
 	var q plan.Plan
@@ -139,4 +141,60 @@ func TestGroupsResolveToTheFleetsSettings(t *testing.T) {
 		tc.change(&q.Groups[1])
 		assert.ErrorContains(t, q.Validate(), tc.want)
 	}
+}
+
+// A cluster's timeline as the engines make it: a rolling restart is its
+// nodes' restarts one gap apart, each a disruption of its own, in order of
+// time among the timeline's others.
+func TestStrikesAreTheTimelineNodeByNode(t *testing.T) {
+	one := 1
+	p := plan.Default()
+	p.Nodes, p.Scenario, p.Gap = 3, plan.RollingRestart, time.Minute
+	p.Then = []plan.Event{
+		{At: 90 * time.Second, Scenario: plan.DropAll},
+		{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 10 * time.Second, Node: &one},
+	}
+	require.NoError(t, p.Validate())
+	var got []string
+	for _, s := range p.Strikes() {
+		got = append(got, fmt.Sprintf("%v %s node %d of %d", s.At, s.Event.Scenario, s.Node, s.Of))
+	}
+	assert.Equal(t, []string{"0s broker-restart node 0 of 0", "1m0s broker-restart node 1 of 0", "1m30s drop-all node -1 of 1",
+		"2m0s broker-restart node 2 of 0", "5m0s broker-restart node 1 of 2"}, got)
+	assert.Equal(t, 2*time.Minute+30*time.Second, p.FirstReturn(), "the rolling restart's last node back")
+	assert.Equal(t, 5*time.Minute, p.LastStrike())
+
+	q := plan.Default()
+	q.Then = []plan.Event{{At: time.Minute, Scenario: plan.DropAll}}
+	assert.Equal(t, 30*time.Second, q.FirstReturn())
+	assert.Len(t, q.Strikes(), 2)
+	assert.Equal(t, plan.AllNodes, q.Strikes()[1].Node)
+}
+
+func TestAClusterSaysWhatItCannotRun(t *testing.T) {
+	zero := 0
+	for _, tc := range []struct {
+		change func(*plan.Plan)
+		want   string
+	}{
+		{func(p *plan.Plan) { p.Nodes, p.Scenario = 3, plan.Failover }, "failover is not a cluster's disruption"},
+		{func(p *plan.Plan) { p.Node = &zero }, "timeline[0]: node 0: one node's disruption needs a cluster"},
+		{func(p *plan.Plan) { p.Nodes, p.Broker = 3, "tcp://127.0.0.1:1883" }, "an external cluster names each node's URL instead"},
+		{func(p *plan.Plan) {
+			p.Broker, p.Peers = "tcp://127.0.0.1:1883", []string{"ssl://127.0.0.1:8883"}
+		}, "an external cluster's nodes are all over TLS or all not"},
+		{func(p *plan.Plan) { p.Broker, p.Peers = "tcp://127.0.0.1:1883", []string{"127.0.0.1:1884"} }, `broker "127.0.0.1:1884": the fault proxy takes`},
+		{func(p *plan.Plan) { p.Then = []plan.Event{{At: time.Minute, Scenario: plan.DropAll, Gap: time.Minute}} }, "timeline[1]: gap 1m0s: a gap is a rolling restart's"},
+	} {
+		p := plan.Default()
+		require.NoError(t, p.Validate())
+		tc.change(&p)
+		assert.ErrorContains(t, p.Validate(), tc.want)
+	}
+	p := plan.Default()
+	p.Broker, p.Peers, p.Scenario, p.Gap = "tcp://127.0.0.1:1883", []string{"tcp://127.0.0.1:1884", "tcp://127.0.0.1:1885"}, plan.RollingRestart, time.Minute
+	require.NoError(t, p.Validate())
+	assert.True(t, p.Proxied(), "an external cluster's rolling restart is its nodes' proxies' outages")
+	assert.Equal(t, 3, p.ClusterNodes())
+	assert.Equal(t, []string{"tcp://127.0.0.1:1883", "tcp://127.0.0.1:1884", "tcp://127.0.0.1:1885"}, p.Brokers())
 }

@@ -63,6 +63,14 @@ func (s Storm) BreaksPath() bool {
 	return s.Scenario.BreaksPath() || slices.ContainsFunc(s.Then, func(e Event) bool { return e.Scenario.BreaksPath() })
 }
 
+// BreaksABroker reports whether a disruption of the storm's timeline
+// breaks a broker (a cluster's nodes one by one included): against an
+// external broker, the fault proxy makes it.
+func (s Storm) BreaksABroker() bool {
+	breaks := func(sc Scenario) bool { return sc.BreaksBroker() || sc == RollingRestart }
+	return breaks(s.Scenario) || slices.ContainsFunc(s.Then, func(e Event) bool { return breaks(e.Scenario) })
+}
+
 // BreaksBroker reports whether the scenario is one the fault proxy can
 // make of any broker: it drops sessions or refuses connections.
 func (s Scenario) BreaksBroker() bool {

@@ -13,7 +13,7 @@ import (
 // setting: each part on its own, then what the parts ask of each other
 // and of this host. Every engine checks it before anything starts.
 func (p Plan) Validate() error {
-	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateTimeline, p.validateTarget, p.validateHost} {
+	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateCluster, p.validateTarget, p.validateHost} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -47,32 +47,6 @@ func (p Plan) validateEngine() error {
 		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
 	case p.Proxied():
 		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", p.Scenario)
-	}
-	return nil
-}
-
-// validateTimeline: a cluster runs a rolling restart, of in-process nodes
-// that every device reaches from this process, and a timeline runs on one
-// broker.
-func (p Plan) validateTimeline() error {
-	switch {
-	case p.Nodes < 0 || p.Nodes > 255:
-		return fmt.Errorf("nodes must be 0 to 255, got %d", p.Nodes)
-	case p.Nodes > 1 && p.Broker != "":
-		return fmt.Errorf("a cluster is of in-process nodes: it takes no external broker")
-	case p.Nodes > 1 && p.Transport == TLS:
-		return fmt.Errorf("a cluster over TLS needs its nodes under one CA: not yet; use transport mem or tcp")
-	case p.Nodes > 1 && p.Policy == PahoDefault:
-		return fmt.Errorf("paho-default has no failover of ours to go from node to node: pick a reconnect policy")
-	case p.Nodes > 1 && p.NeedsChildren():
-		return fmt.Errorf("a cluster's agents run in this process, where at most %d TCP devices fit: got %d",
-			cmp.Or(p.TCPPerProcess, MaxTCPDevices), p.Devices)
-	case p.Nodes > 1 && p.Scenario != RollingRestart:
-		return fmt.Errorf("a cluster of %d nodes runs a rolling restart in this version, not %s", p.Nodes, p.Scenario)
-	case p.Scenario == RollingRestart && p.Nodes < 2:
-		return fmt.Errorf("a rolling restart needs a cluster: nodes >= 2, got %d", p.Nodes)
-	case len(p.Then) > 0 && p.Nodes > 1:
-		return fmt.Errorf("a timeline on a cluster is not in this version: one disruption, or one broker")
 	}
 	return nil
 }
@@ -140,8 +114,9 @@ func (s Storm) validate() error {
 }
 
 // followable reports whether a disruption can be one of a timeline's: it
-// breaks the broker or the path, and ends.
-func followable(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() }
+// breaks the broker (a cluster's nodes, at once or one by one) or the
+// path, and ends.
+func followable(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() || s == RollingRestart }
 
 // maxTimeline is the most further disruptions a timeline holds.
 const maxTimeline = 1000
@@ -153,7 +128,7 @@ func (s Storm) validateThen() error {
 		return nil
 	}
 	if !followable(s.Scenario) {
-		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all, flapping, blackhole or latency, not %s", s.Scenario)
+		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all, flapping, blackhole, latency or rolling restart, not %s", s.Scenario)
 	}
 	if len(s.Then) > maxTimeline {
 		return fmt.Errorf("a timeline of %d disruptions: at most %d", len(s.Then)+1, maxTimeline+1)
@@ -162,7 +137,11 @@ func (s Storm) validateThen() error {
 	for i, e := range s.Then {
 		switch {
 		case !followable(e.Scenario):
-			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all, flapping, blackhole or latency can", i+1, e.Scenario)
+			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all, flapping, blackhole, latency or rolling-restart can", i+1, e.Scenario)
+		case e.Scenario == RollingRestart && e.Gap <= 0:
+			return fmt.Errorf("timeline[%d]: rolling restart: the gap between nodes must be > 0, got %v", i+1, e.Gap)
+		case e.Gap != 0 && e.Scenario != RollingRestart:
+			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's; %s takes none", i+1, e.Gap, e.Scenario)
 		case e.At <= last:
 			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)
 		case e.Scenario.HasOutage() && e.Outage <= 0:
@@ -200,8 +179,11 @@ func (p Plan) validateTarget() error {
 		return fmt.Errorf("one client certificate for every device (-cert) or one a device from the CA's key (-ca-key), not both")
 	case p.TLSCAKey != "" && p.TLSCA == "":
 		return fmt.Errorf("-ca-key issues device certificates from the CA: -ca names its certificate")
-	case external && p.Proxied() && !ProxiableBrokerURL(p.Broker):
-		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", p.Broker)
+	case external && p.Proxied() && slices.ContainsFunc(p.Brokers(), func(u string) bool { return !ProxiableBrokerURL(u) }):
+		k := slices.IndexFunc(p.Brokers(), func(u string) bool { return !ProxiableBrokerURL(u) })
+		return fmt.Errorf("broker %q: the fault proxy takes tcp://host:port or ssl://host:port (or mqtt://, mqtts://)", p.Brokers()[k])
+	case len(p.Peers) > 0 && slices.ContainsFunc(p.Peers, func(u string) bool { return isTLSURL(u) != isTLSURL(p.Broker) }):
+		return fmt.Errorf("an external cluster's nodes are all over TLS or all not: %v", p.Brokers())
 	case !external && p.Scenario == Observe:
 		return fmt.Errorf("observe records an external broker: set its URL (-broker tcp://host:port)")
 	case external && p.AdmitRate > 0 && !p.Proxied():

@@ -60,12 +60,15 @@ type Builder struct {
 }
 
 // segment is one disruption's recovery: the arrivals from it to the next,
-// and each device's first admission in that time.
+// and each device's admission in that time that stayed.
 type segment struct {
 	at            time.Duration // since the first disruption
 	fleet, broker stormstats.Histogram
-	recovered     []time.Duration // by device: first admission after at; negative: none
-	tried         []bool          // by device: made an attempt in this segment (lost its session, or had none)
+	// recovered, by device: its last admission from at to the next
+	// disruption, the session still up when the next came or the run
+	// ended (a flapping window drops the first ones); negative: none
+	recovered []time.Duration
+	tried     []bool // by device: made an attempt in this segment (lost its session, or had none)
 }
 
 // subBuilder is one group's builder, over device indexes [lo, lo+devices).
@@ -255,8 +258,8 @@ func (b *Builder) AfterReturn() int64 { return b.afterReturn }
 func (b *Builder) TimeScale() float64 { return b.timeScale }
 
 func (b *Builder) admitted(dev int, t time.Duration) {
-	if sg := b.segment(t); sg != nil && sg.recovered[dev] < 0 {
-		sg.recovered[dev] = t
+	if sg := b.segment(t); sg != nil {
+		sg.recovered[dev] = t // the last so far: the one that stayed, as the run's own recovery counts
 	}
 	b.accepted++
 	b.admissions.Add(t)
@@ -268,9 +271,13 @@ func (b *Builder) admitted(dev int, t time.Duration) {
 func (b *Builder) Fill(rep *Report) error {
 	recovered := make([]float64, 0, len(b.recovered))
 	a := &rep.Attempts
+	rep.stranded = 0
 	for i, t := range b.recovered {
-		if t >= 0 {
+		switch {
+		case t >= 0:
 			recovered = append(recovered, t.Seconds())
+		case b.tried[i] > 0:
+			rep.stranded++
 		}
 		a.Total += int64(b.tried[i])
 		a.PerDeviceMax = max(a.PerDeviceMax, int64(b.tried[i]))
@@ -385,7 +392,7 @@ func (b *Builder) fillGroups(rep *Report) error {
 			return err
 		}
 		// a group's verdict, across a timeline, is its recoveries' together
-		gr.Recovery.AllRecovered = gr.recovered == g.Devices
+		gr.Recovery.AllRecovered = gr.stranded == 0
 		rep.Groups = append(rep.Groups, GroupReport{Name: g.Name, Policy: g.Policy, Devices: g.Devices, Labels: g.Labels,
 			Recovery: gr.Recovery, Attempts: gr.Attempts, Verdict: gr.Verdict, Fleet: gr.Fleet, Broker: gr.Broker,
 			Disruptions: gr.Disruptions, Nodes: gr.Nodes})

@@ -73,7 +73,7 @@ func Merge(shards []*Report) (*Report, error) {
 	if err := b.Fill(m); err != nil {
 		return nil, err
 	}
-	m.Recovery.AllRecovered = all && m.recovered == m.Devices
+	m.Recovery.AllRecovered = all && m.stranded == 0
 	m.Host.WallS, m.Host.MemoryPerDeviceKB = wall, mem/float64(m.Devices)
 	m.Shard = fmt.Sprintf("merged from %d", len(shards))
 	return m, nil

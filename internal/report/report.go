@@ -86,10 +86,17 @@ type Report struct {
 	eventsStreamed bool             // written to Plan.Events as the run went
 	eventsDropped  bool
 	recovered      int
+	stranded       int
 }
 
 // Recovered is how many devices came back within the run.
 func (r *Report) Recovered() int { return r.recovered }
+
+// Stranded is how many devices tried to come back (made an attempt since
+// the disruption) and never did: none when every device the run disrupted
+// is back, whether or not it disrupted all of them (a disruption of one
+// node of a cluster leaves the others' sessions be).
+func (r *Report) Stranded() int { return r.stranded }
 
 // Events returns the Fleet records the report kept for WriteFiles: none
 // when the run streamed them (Plan.Events) or DropEvents dropped them.
@@ -158,6 +165,17 @@ type ProxyCounts struct {
 	Dropped     int `json:"dropped"`
 	Unreachable int `json:"unreachable"`
 	Overflowed  int `json:"overflowed"` // cut off for sending more than faultproxy.MaxHeldBytes while held
+}
+
+// Add adds o's counts to c's: several proxies' together.
+func (c *ProxyCounts) Add(o ProxyCounts) {
+	c.Admitted += o.Admitted
+	c.Answered += o.Answered
+	c.Refused += o.Refused
+	c.Throttled += o.Throttled
+	c.Dropped += o.Dropped
+	c.Unreachable += o.Unreachable
+	c.Overflowed += o.Overflowed
 }
 
 // Noticed is when the devices noticed a silent path.
@@ -273,26 +291,6 @@ func (r *Report) writeRecovery(w io.Writer) {
 	}
 }
 
-// writeParts writes the run's parts: each disruption's recovery, each
-// cluster node's connects, each group's recovery.
-func (r *Report) writeParts(w io.Writer) {
-	for _, d := range r.Disruptions {
-		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
-			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
-	}
-	for _, n := range r.Nodes {
-		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s\n", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
-	}
-	if len(r.Disruptions) > 0 {
-		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
-			len(r.Disruptions), r.Verdict)
-	}
-	for _, g := range r.Groups {
-		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
-			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
-	}
-}
-
 // writePaths writes what the run measured on the way to the broker and
 // back, where it did: TLS, the fault proxy, a silent path noticed, the
 // telemetry.
@@ -359,6 +357,31 @@ func (r *Report) writeHost(w io.Writer) {
 	fmt.Fprintln(w)
 	if r.Host.Bound {
 		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", HostBoundLate)
+	}
+}
+
+// writeParts writes a line for each of the run's parts judged on its
+// own: each disruption of a timeline, each node of a cluster (with its
+// proxy's counts), each group of a mixed fleet.
+func (r *Report) writeParts(w io.Writer) {
+	for _, d := range r.Disruptions {
+		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
+			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
+	}
+	for _, n := range r.Nodes {
+		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
+		if p := n.Proxy; p != nil {
+			fmt.Fprintf(w, "; its proxy let %d through (%d answered), refused %d", p.Admitted, p.Answered, p.Refused)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.Disruptions) > 0 {
+		fmt.Fprintf(w, "the run's verdict is its %d recoveries' together (%s); the series below are the whole run's, disruptions and all\n",
+			len(r.Disruptions), r.Verdict)
+	}
+	for _, g := range r.Groups {
+		fmt.Fprintf(w, "group %s (%s, %d devices): recovery p99 %.1f s, all back: %v; %.1f attempts per device; verdict %s\n",
+			g.Name, g.Policy, g.Devices, g.Recovery.P99S, g.Recovery.AllRecovered, g.Attempts.PerDeviceMean, g.Verdict)
 	}
 }
 
@@ -513,8 +536,9 @@ type GroupReport struct {
 	Nodes       []NodeReport       `json:"nodes,omitempty"`
 }
 
-// DisruptionReport is the recovery from one disruption of a timeline: the
-// devices' first admission after it, and the arrivals until the next.
+// DisruptionReport is the recovery from one disruption of a timeline: each
+// device's admission after it that stayed (its last before the next), and
+// the arrivals until the next.
 type DisruptionReport struct {
 	AtS      float64            `json:"at_s"` // since the first disruption
 	Recovery Recovery           `json:"recovery"`
@@ -527,5 +551,8 @@ type DisruptionReport struct {
 type NodeReport struct {
 	Node     int                 `json:"node"`
 	Arrivals stormstats.Arrivals `json:"arrivals"`
-	hist     *stormstats.Histogram
+	// Proxy is what the node's own fault proxy counted, when each node of
+	// the cluster stands behind one.
+	Proxy *ProxyCounts `json:"proxy,omitempty"`
+	hist  *stormstats.Histogram
 }

@@ -89,3 +89,34 @@ func TestWriteFilesThenReadReportThenMerge(t *testing.T) {
 	_, err = report.Merge(nil)
 	assert.Error(t, err)
 }
+
+// After a flapping window a device's first session is dropped a flap
+// later: each disruption's recovery is the admission that stayed, the
+// last before the next disruption, as the run's own recovery counts.
+func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
+	t0 := time.UnixMilli(1_795_466_393_000)
+	b := report.NewBuilder(4, t0, t0.Add(30*time.Second), 1, "devices", "", nil) // the devices' word for admissions
+	b.SplitDisruptions([]time.Duration{0, time.Minute})
+	for _, r := range []attempt.Record{
+		{T: 31 * time.Second, Device: 0, Outcome: fault.Accepted},
+		{T: 33 * time.Second, Device: 1, Outcome: fault.Accepted},
+		// a flapping window from 60 s: admitted at once, dropped 2 s later
+		{T: 61 * time.Second, Device: 0, Outcome: fault.Accepted},
+		{T: 62 * time.Second, Device: 1, Outcome: fault.Accepted},
+		{T: 80 * time.Second, Device: 0, Outcome: fault.Accepted},
+		{T: 84 * time.Second, Device: 1, Outcome: fault.Accepted},
+		{T: 90 * time.Second, Device: 3, Outcome: fault.Dropped}, // device 2 never left; device 3 never came back
+	} {
+		r.Lag = -1
+		b.Add(r)
+	}
+	b.WatchedUntil(t0.Add(3 * time.Minute))
+	rep := &report.Report{Devices: 4, TimeScale: 1}
+	require.NoError(t, b.Fill(rep))
+	assert.Equal(t, 2, rep.Recovered())
+	assert.Equal(t, 1, rep.Stranded(), "device 3 tried and never came back; device 2 had no reason to")
+	require.Len(t, rep.Disruptions, 2)
+	assert.Equal(t, 33.0, rep.Disruptions[0].Recovery.MaxS)
+	assert.Equal(t, 24.0, rep.Disruptions[1].Recovery.MaxS, "84 s, not the session at 62 s that the window dropped")
+	assert.Equal(t, 84.0, rep.Recovery.MaxS, "the run's: the last session admitted")
+}

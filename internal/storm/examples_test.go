@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,12 +33,17 @@ func TestExamplesMeetTheirExpectations(t *testing.T) {
 			require.NoError(t, err)
 			defer file.Close()
 			// An example that storms your own broker names it as a pipeline
-			// would, ${MQTT_BROKER}: here, mosquitto.
+			// would, ${MQTT_BROKER}, or a cluster's nodes ${MQTT_NODE_0}
+			// on: here, a mosquitto each.
+			brokers := map[string]string{}
 			env := func(name string) string {
-				if name != "MQTT_BROKER" {
+				if name != "MQTT_BROKER" && !strings.HasPrefix(name, "MQTT_NODE_") {
 					return ""
 				}
-				return mosquittotest.Start(t, "").URL()
+				if brokers[name] == "" {
+					brokers[name] = mosquittotest.Start(t, "").URL()
+				}
+				return brokers[name]
 			}
 			f, err := storm.Read(file, env)
 			require.NoError(t, err)

@@ -76,7 +76,8 @@ type Group struct {
 }
 
 // Brokers is what the fleet connects to: the in-process broker (no
-// External), or an external broker behind the fault proxy.
+// External) or a cluster of its nodes, or external brokers, each behind a
+// fault proxy of its own.
 type Brokers struct {
 	External *External `yaml:"external"`
 	// Nodes makes the in-process broker a cluster of that many nodes; every
@@ -86,13 +87,18 @@ type Brokers struct {
 	Admission *Admission `yaml:"admission"`
 }
 
-// External is an external broker: its URL and the TLS files devices use.
+// External is an external broker, or a cluster of them, and the TLS files
+// devices use (every node's).
 type External struct {
-	URL   string `yaml:"url"`
-	CA    string `yaml:"ca"`
-	Cert  string `yaml:"cert"`
-	Key   string `yaml:"key"`
-	CAKey string `yaml:"ca_key"`
+	URL string `yaml:"url"`
+	// URLs, instead of URL, are a cluster's nodes, node 0 first: every
+	// device lists them all, its home node (its index modulo the nodes)
+	// first, and each node stands behind a fault proxy of its own.
+	URLs  []string `yaml:"urls"`
+	CA    string   `yaml:"ca"`
+	Cert  string   `yaml:"cert"`
+	Key   string   `yaml:"key"`
+	CAKey string   `yaml:"ca_key"`
 	// Shard runs slice "i/n" of the fleet's device IDs, for a fleet spread
 	// over several machines against one broker.
 	Shard string `yaml:"shard"`
@@ -117,6 +123,9 @@ type Event struct {
 	RetryAfter    time.Duration  `yaml:"retry_after"`
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration `yaml:"gap"`
+	// Node, on a cluster, is the one node the disruption strikes (0 is
+	// the first); left out, it strikes every node at once.
+	Node *int `yaml:"node"`
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration `yaml:"duration"`
 	// Watch is how long after the disruption the run waits for the fleet
@@ -229,6 +238,14 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	}
 	if x := f.Brokers.External; x != nil {
 		p.Broker, p.TLSCA, p.TLSCert, p.TLSKey, p.TLSCAKey = x.URL, x.CA, x.Cert, x.Key, x.CAKey
+		switch {
+		case x.URL != "" && len(x.URLs) > 0:
+			return bad("brokers.external: url names one broker and urls a cluster's nodes: write one of them")
+		case x.URL == "" && len(x.URLs) == 0:
+			return bad("brokers.external: name the broker (url) or a cluster's nodes (urls)")
+		case len(x.URLs) > 0:
+			p.Broker, p.Peers = x.URLs[0], x.URLs[1:]
+		}
 		if x.Shard != "" {
 			sh, err := plan.ParseShard(x.Shard)
 			if err != nil {
@@ -307,18 +324,24 @@ func (f *File) mix(p *plan.Plan) error {
 // timelineOf sets the plan's storm: its first disruption, and the rest of
 // its timeline.
 func (f *File) timelineOf(p *plan.Plan) error {
+	for k, e := range f.Timeline {
+		if e.Gap != 0 && e.Disruption != plan.RollingRestart {
+			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's, from one node's restart to the next; %s takes none", k, e.Gap, e.Disruption)
+		}
+	}
 	ev := f.Timeline[0]
 	p.Scenario = ev.Disruption
 	set(&p.Outage, ev.Outage)
 	set(&p.Flap, ev.Flap)
 	set(&p.Latency, ev.Latency)
 	set(&p.LatencyJitter, ev.LatencyJitter)
-	p.RetryAfter, p.Bound, p.Gap, p.Duration = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration)
+	p.RetryAfter, p.Bound, p.Gap, p.Duration, p.Node = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration), ev.Node
 	for _, e := range f.Timeline[1:] {
-		if e.RetryAfter != 0 || e.Watch != 0 || e.Gap != 0 || e.Duration != 0 {
-			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency and latency_jitter (%s at %v)", e.Disruption, e.At)
+		if e.RetryAfter != 0 || e.Watch != 0 || e.Duration != 0 {
+			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency, latency_jitter, gap and node (%s at %v)",
+				e.Disruption, e.At)
 		}
-		ev := plan.Event{At: e.At, Scenario: e.Disruption}
+		ev := plan.Event{At: e.At, Scenario: e.Disruption, Gap: e.Gap, Node: e.Node}
 		if e.Disruption.HasOutage() {
 			ev.Outage = plan.Default().Outage // the key's default, as the first disruption's
 		}

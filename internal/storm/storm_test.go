@@ -299,3 +299,81 @@ timeline: [{disruption: drop-all}]
 	assert.True(t, p.HasTelemetry())
 	assert.InDelta(t, 0.35, p.TelemetryRate(), 1e-9)
 }
+
+// A cluster takes a timeline: every node restarted at once, node 1 alone,
+// a rolling restart among the rest, every node flapping; each disruption
+// (the rolling restart's node by node) is a recovery of its own.
+func TestAClusterTimelineFromTheFile(t *testing.T) {
+	f, err := read(t, `
+fleet: [{devices: 3000, policy: fleet-safe}]
+brokers: {nodes: 3}
+timeline:
+  - {disruption: broker-restart, outage: 30s}
+  - {at: 3m, disruption: broker-restart, node: 1, outage: 30s}
+  - {at: 5m, disruption: rolling-restart, gap: 1m, outage: 30s}
+  - {at: 9m, disruption: flapping, outage: 20s}
+`)
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, plan.Agents, p.Engine, why)
+	require.Len(t, p.Then, 3)
+	require.NotNil(t, p.Then[0].Node)
+	assert.Equal(t, 1, *p.Then[0].Node)
+	assert.Nil(t, p.Then[2].Node, "every node")
+	assert.Equal(t, time.Minute, p.Then[1].Gap)
+	assert.Len(t, p.Strikes(), 6)
+
+	for _, tc := range []struct{ text, want string }{
+		{"fleet: [{devices: 10}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: drop-all}, {at: 1m, disruption: broker-restart, node: 3}]",
+			"timeline[1]: node 3: the cluster's nodes are 0 to 2"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all, node: 0}]", "timeline[0]: node 0: one node's disruption needs a cluster"},
+		{"fleet: [{devices: 10}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: drop-all}, {at: 1m, disruption: drop-all, gap: 1m}]",
+			"timeline[1]: gap 1m0s: a gap is a rolling restart's"},
+		{"fleet: [{devices: 10}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}, {at: 2m, disruption: drop-all}]",
+			"timeline[0] and timeline[1]: two disruptions begin at 2m0s"},
+		{"fleet: [{devices: 10}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: config-outage}]", "config-outage is not a cluster's disruption"},
+	} {
+		f, err := read(t, tc.text)
+		require.NoError(t, err, tc.text)
+		_, _, err = f.Plan()
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.ErrorContains(t, err, tc.want, tc.text)
+	}
+}
+
+// brokers.external.urls names a cluster you run, node 0 first: each node
+// behind a fault proxy of its own, a pipeline naming each through the
+// environment; url and urls are one broker or a cluster, not both.
+func TestAnExternalClusterFromTheFile(t *testing.T) {
+	text := `fleet: [{devices: 300}]
+brokers: {external: {urls: ["${MQTT_NODE_0}", "${MQTT_NODE_1}", "tcp://10.0.0.11:1883"]}}
+timeline: [{disruption: rolling-restart, gap: 1m}, {at: 5m, disruption: broker-restart, node: 2}]`
+	env := map[string]string{"MQTT_NODE_0": "tcp://10.0.0.9:1883", "MQTT_NODE_1": "tcp://10.0.0.10:1883"}
+	f, err := storm.Read(strings.NewReader(text), func(k string) string { return env[k] })
+	require.NoError(t, err)
+	p, why, err := f.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, plan.Agents, p.Engine, why)
+	assert.Equal(t, []string{"tcp://10.0.0.9:1883", "tcp://10.0.0.10:1883", "tcp://10.0.0.11:1883"}, p.Brokers())
+	assert.Equal(t, 3, p.ClusterNodes())
+	assert.True(t, p.Proxied(), "each node's restart is its proxy's outage")
+
+	for _, tc := range []struct{ text, want string }{
+		{`fleet: [{devices: 10}]
+brokers: {external: {url: "tcp://10.0.0.9:1883", urls: ["tcp://10.0.0.10:1883"]}}
+timeline: [{disruption: drop-all}]`, "url names one broker and urls a cluster's nodes"},
+		{`fleet: [{devices: 10}]
+brokers: {nodes: 3, external: {urls: ["tcp://10.0.0.9:1883", "tcp://10.0.0.10:1883"]}}
+timeline: [{disruption: drop-all}]`, "an external cluster names each node's URL instead"},
+		{`fleet: [{devices: 10}]
+brokers: {external: {urls: ["tcp://10.0.0.9:1883", "ssl://10.0.0.10:8883"]}}
+timeline: [{disruption: drop-all}]`, "all over TLS or all not"},
+	} {
+		f, err := read(t, tc.text)
+		require.NoError(t, err, tc.text)
+		_, _, err = f.Plan()
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.ErrorContains(t, err, tc.want, tc.text)
+	}
+}

@@ -32,11 +32,11 @@ func (w window) holds(t time.Duration) bool { return t >= w.from && t < w.until 
 // flapsEnd is when the last flapping window ends, plus its sessions'
 // length: no drop is due after it. 0 with none.
 func (bm *brokerModel) flapsEnd() time.Duration {
-	if len(bm.flap) == 0 {
-		return 0
+	end := time.Duration(0)
+	for _, w := range bm.flap {
+		end = max(end, w.until+w.after)
 	}
-	w := bm.flap[len(bm.flap)-1]
-	return w.until + w.after
+	return end
 }
 
 // answer is what the modelled broker does with one attempt.

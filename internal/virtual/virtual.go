@@ -33,11 +33,10 @@ import (
 
 // The kinds of the engine's events.
 const (
-	vDue      uint8 = iota // the device's wait is over
-	vResult                // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
-	vLost                  // the broker drops the device's session
-	vDisrupt               // a further disruption on the timeline (Code: its index in Storm.Then; Dev: -1)
-	vNodeDown              // a rolling restart takes a node down (Code: the node; Dev: -1)
+	vDue     uint8 = iota // the device's wait is over
+	vResult               // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
+	vLost                 // the broker drops the device's session
+	vDisrupt              // a further disruption on the timeline (Code: its index in strikes; Dev: -1)
 )
 
 // fleet is the engine's state.
@@ -62,7 +61,8 @@ type fleet struct {
 	afterReturn int64
 	now         time.Duration
 	t0          time.Duration
-	pending     int // further disruptions still to come
+	strikes     []plan.Strike // the timeline, a rolling restart node by node
+	pending     int           // further disruptions still to come
 	// session counts each device's sessions, where the broker flaps: a
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
@@ -141,7 +141,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	}
 	rep.Limit, rep.BrokerBackS = report.LimitOf(c.AdmitRate, c.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	rep.Recovery.AllRecovered = finished && rep.Recovered() == c.Devices
+	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0 // every device up, and every device the run disrupted back
 	if !rep.Recovery.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
 	}
@@ -175,8 +175,8 @@ func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 // and its broker's nodes.
 func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []device.Timing, ends []int) *fleet {
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(c.Seed, 1<<63))}
-	if len(c.Then) > 0 { // a flapping drop may outlive its session: count them
+		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes()}
+	if len(v.strikes) > 1 && c.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
 		v.session = make([]uint16, c.Devices)
 	}
 	v.nodes = make([]brokerModel, max(c.Nodes, 1))
@@ -209,27 +209,15 @@ func inParallel(n int, f func(i int)) {
 }
 
 // splitDisruptions has the report judge each disruption's recovery on its
-// own, a timeline's or a rolling restart's node by node, and returns when
+// own, a timeline's and a rolling restart's node by node, and returns when
 // the last one comes, after the first.
 func (v *fleet) splitDisruptions() (last time.Duration) {
-	c := v.c
-	if len(c.Then) > 0 {
-		at := []time.Duration{0}
-		for _, e := range c.Then {
-			at = append(at, e.At)
-		}
-		v.b.SplitDisruptions(at)
-		last = c.Then[len(c.Then)-1].At
+	at := make([]time.Duration, len(v.strikes))
+	for k, s := range v.strikes {
+		at[k] = s.At
 	}
-	if c.Scenario == plan.RollingRestart {
-		at := make([]time.Duration, len(v.nodes))
-		for k := range at {
-			at[k] = time.Duration(k) * c.Gap
-		}
-		v.b.SplitDisruptions(at)
-		last = at[len(at)-1]
-	}
-	return last
+	v.b.SplitDisruptions(at)
+	return at[len(at)-1]
 }
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
@@ -269,7 +257,9 @@ func (v *fleet) result(i int, now time.Duration, r device.Result) device.Step {
 }
 
 // setup boots the fleet (online at once, outside boot-storm), arranges the
-// scenario's disruption at t0, and returns when the broker is back.
+// timeline's outages and flapping windows at the nodes they strike, makes
+// its first disruption at t0 and schedules the rest, and returns when the
+// broker (every node) is first back.
 func (v *fleet) setup() (returned time.Duration) {
 	c := v.c
 	v.t0 = time.Second
@@ -289,25 +279,10 @@ func (v *fleet) setup() (returned time.Duration) {
 		v.result(i, 0, device.Result{})
 	})
 	v.up = len(v.devs)
-	returned = v.t0
-	switch c.Scenario {
-	case plan.BrokerRestart, plan.ThrottledRestart:
-		v.broker.down = []window{{from: v.t0, until: v.t0 + c.Outage}}
-		returned = v.t0 + c.Outage
-	case plan.Flapping:
-		v.broker.flap = []window{{from: v.t0, until: v.t0 + c.Outage, after: c.Flap}}
-		returned = v.t0 + c.Outage
-	case plan.RollingRestart:
-		for k := range v.nodes {
-			from := v.t0 + time.Duration(k)*c.Gap
-			v.nodes[k].down = []window{{from: from, until: from + c.Outage}}
-			if k > 0 { // the first node's sessions end below, with the disruption
-				v.q.Push(eventq.Event{At: from, Dev: -1, Kind: vNodeDown, Code: int16(k)})
-				v.pending++
-			}
-		}
-		returned = v.t0 + time.Duration(len(v.nodes)-1)*c.Gap + c.Outage
+	for _, s := range v.strikes {
+		v.arrange(s)
 	}
+	returned = v.t0 + c.FirstReturn()
 	if c.AdmitRate > 0 {
 		from := v.t0
 		if c.Scenario == plan.ThrottledRestart {
@@ -315,18 +290,43 @@ func (v *fleet) setup() (returned time.Duration) {
 		}
 		v.limitNodes(from)
 	}
-	for k, e := range c.Then { // first at its instant (key 0, device -1): it ends the sessions of that instant
-		v.q.Push(eventq.Event{At: v.t0 + e.At, Dev: -1, Kind: vDisrupt, Code: int16(k)})
+	for k, s := range v.strikes[1:] { // first at its instant (key 0, device -1): it ends the sessions of that instant
+		v.q.Push(eventq.Event{At: v.t0 + s.At, Dev: -1, Kind: vDisrupt, Code: int16(k + 1)})
 		v.pending++
 	}
-	if c.Scenario == plan.RollingRestart {
-		v.loseNode(0, v.t0) // the first node's sessions; the others' as their turn comes
-		return returned
-	}
-	for i := range v.devs { // the disruption ends every session at once
-		v.lose(i, v.t0)
-	}
+	v.endSessions(v.strikes[0], v.t0)
 	return returned
+}
+
+// arrange sets a disruption's outage or flapping window at the nodes it
+// strikes, ahead of its time: a paused socket in a node's backlog fails
+// when the node goes down.
+func (v *fleet) arrange(s plan.Strike) {
+	from := v.t0 + s.At
+	for k := range v.nodes {
+		if s.Node != plan.AllNodes && s.Node != k {
+			continue
+		}
+		n := &v.nodes[k]
+		switch s.Event.Scenario {
+		case plan.BrokerRestart, plan.ThrottledRestart:
+			n.down = append(n.down, window{from: from, until: from + s.Event.Outage})
+		case plan.Flapping:
+			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.c.Flap)})
+		}
+	}
+}
+
+// endSessions ends the sessions a disruption ends at now: every device's,
+// or those on the node it strikes.
+func (v *fleet) endSessions(s plan.Strike, now time.Duration) {
+	if s.Node != plan.AllNodes {
+		v.loseNode(s.Node, now)
+		return
+	}
+	for i := range v.devs {
+		v.lose(i, now)
+	}
 }
 
 func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
@@ -443,30 +443,22 @@ func (v *fleet) failOver(i int) {
 	}
 }
 
+// flapsEnd is when the last flapping window at any node ends, plus its
+// sessions' length: no flapping drop is due after it.
+func (v *fleet) flapsEnd() time.Duration {
+	end := time.Duration(0)
+	for k := range v.nodes {
+		end = max(end, v.nodes[k].flapsEnd())
+	}
+	return end
+}
+
 // loseNode ends the sessions on node k at now.
 func (v *fleet) loseNode(k int, now time.Duration) {
 	for i := range v.devs {
 		if v.devs[i].core.Online() && v.nodeOf(i) == k {
 			v.lose(i, now)
 		}
-	}
-}
-
-// disrupt makes a further disruption of the timeline at now: the broker
-// goes down, or flaps, for its outage, and every session ends.
-func (v *fleet) disrupt(e plan.Event, now time.Duration) {
-	v.pending--
-	switch e.Scenario {
-	case plan.BrokerRestart, plan.ThrottledRestart:
-		v.broker.down = append(v.broker.down, window{from: now, until: now + e.Outage})
-		if e.Scenario == plan.ThrottledRestart && v.broker.lim == nil && v.c.AdmitRate > 0 {
-			v.broker.limit(v.c.Admission(), now+e.Outage)
-		}
-	case plan.Flapping:
-		v.broker.flap = append(v.broker.flap, window{from: now, until: now + e.Outage, after: cmp.Or(e.Flap, v.c.Flap)})
-	}
-	for i := range v.devs {
-		v.lose(i, now)
 	}
 }
 
@@ -498,7 +490,7 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.up == len(v.devs) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.broker.flapsEnd(), v.c.Flap)) {
+		if v.up == len(v.devs) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.flapsEnd(), v.c.Flap)) {
 			return true, nil
 		}
 		if v.q.Len() == 0 {
@@ -514,12 +506,9 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 			v.readAhead()
 		}
 		switch e.Kind {
-		case vDisrupt:
-			v.disrupt(v.c.Then[e.Code], e.At)
-			continue
-		case vNodeDown:
+		case vDisrupt: // its outage or flapping is arranged: its sessions end now
 			v.pending--
-			v.loseNode(int(e.Code), e.At)
+			v.endSessions(v.strikes[e.Code], e.At)
 			continue
 		}
 		i := int(e.Dev)

@@ -219,3 +219,142 @@ func TestALaterThrottledRestartIsThrottled(t *testing.T) {
 	_, err = run(c)
 	assert.ErrorContains(t, err, "at most 1001")
 }
+
+// A flapping window on a timeline drops the sessions it admits a flap
+// later: each disruption's recovery is the session that stayed, as the
+// run's whole recovery counts it. A 20 s window read p50 0.5 s and p99
+// 1 s (full jitter), 1.5 and 2 s (the formula) when each recovery took a
+// device's first admission after it; the sessions that stayed came 27.2
+// and 50.2 s (full) and 23.0 and 24.2 s (the formula) after it began.
+func TestARecoveryAfterFlappingIsTheSessionThatStayed(t *testing.T) {
+	for _, policy := range []string{"full", "iotcore"} {
+		c := model(plan.BrokerRestart, policy, 2000)
+		c.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}
+		r, err := run(c)
+		require.NoError(t, err)
+		require.Len(t, r.Disruptions, 2)
+		flap := r.Disruptions[1].Recovery
+		assert.True(t, flap.AllRecovered)
+		assert.GreaterOrEqual(t, flap.P50S, 18.0, "%s: sessions admitted in the window were dropped", policy)
+		assert.InDelta(t, r.Recovery.P50S, 180+flap.P50S, 1e-6, "%s: the run's recovery, from the first disruption", policy)
+		assert.InDelta(t, r.Recovery.P99S, 180+flap.P99S, 1e-6, policy)
+	}
+}
+
+// node is a pointer to node k, as a plan's event names one.
+func node(k int) *int { return &k }
+
+// A cluster takes a timeline: a rolling restart, then node 0 restarted
+// alone, then every node's sessions dropped at once. The rolling restart
+// piles the fleet onto node 0 (TestARollingRestartPilesOntoTheSurvivors);
+// node 0's restart sends all of it to node 1, and the drop to node 2, the
+// next node of every device's list: each node takes exactly that.
+func TestAClusterTakesATimeline(t *testing.T) {
+	c := model(plan.RollingRestart, "fleet-safe", 3000)
+	c.Nodes, c.Gap, c.Outage = 3, time.Minute, 30*time.Second
+	c.Then = []plan.Event{
+		{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second, Node: node(0)},
+		{At: 8 * time.Minute, Scenario: plan.DropAll},
+	}
+	r, err := run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered)
+	require.Len(t, r.Nodes, 3)
+	assert.Equal(t, []int64{3000, 1000 + 3000, 2000 + 3000}, []int64{r.Nodes[0].Arrivals.Count, r.Nodes[1].Arrivals.Count, r.Nodes[2].Arrivals.Count})
+	require.Len(t, r.Disruptions, 5, "each node's restart of the rolling restart, node 0's own, the drop")
+	for k, at := range []float64{0, 60, 120, 300, 480} {
+		d := r.Disruptions[k]
+		assert.Equal(t, at, d.AtS)
+		assert.True(t, d.Recovery.AllRecovered, "disruption at %v s", at)
+	}
+	assert.InDelta(t, 150.0, r.BrokerBackS, 0.001, "the rolling restart's last node back")
+	assert.Less(t, r.Disruptions[4].Recovery.MaxS, 3.0, "a drop: every device back at its next node within fleet-safe's first wait")
+}
+
+// Disruptions of the whole cluster: every node down at once for 30 s
+// (nobody back before the cluster), then a rolling restart at 5 minutes,
+// then every node flapping for 20 s; each recovery judged on its own, the
+// flapping one from the session that stayed, and each reads spread on
+// full jitter in every one of 20 seeds (3 under the race detector, which
+// slows the judge tenfold; make test's stats step runs all 20).
+func TestEveryNodeAtOnceAndARollingRestartLater(t *testing.T) {
+	seeds := uint64(20)
+	if raceDetector {
+		seeds = 3
+	}
+	for seed := range seeds {
+		c := model(plan.BrokerRestart, "full", 1000)
+		c.Nodes, c.Seed = 3, seed
+		c.Then = []plan.Event{
+			{At: 5 * time.Minute, Scenario: plan.RollingRestart, Outage: 30 * time.Second, Gap: time.Minute},
+			{At: 9 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second},
+		}
+		r, err := run(c)
+		require.NoError(t, err)
+		require.True(t, r.Recovery.AllRecovered)
+		require.Len(t, r.Disruptions, 5)
+		assert.Equal(t, []float64{0, 300, 360, 420, 540}, []float64{r.Disruptions[0].AtS, r.Disruptions[1].AtS, r.Disruptions[2].AtS,
+			r.Disruptions[3].AtS, r.Disruptions[4].AtS})
+		assert.GreaterOrEqual(t, r.Disruptions[0].Recovery.P50S, 30.0, "nobody back before the cluster")
+		assert.InDelta(t, 30.0, r.BrokerBackS, 0.001, "every node back after the first disruption")
+		assert.GreaterOrEqual(t, r.Disruptions[4].Recovery.P50S, 18.0, "the sessions the flapping window admitted were dropped")
+		for _, d := range r.Disruptions {
+			assert.True(t, d.Recovery.AllRecovered, "seed %d, disruption at %v s", seed, d.AtS)
+			assert.Equal(t, stormstats.Spread, d.Verdict, "seed %d, disruption at %v s: %s", seed, d.AtS, d.Fleet.Judgement.Reason)
+		}
+		for k, n := range r.Nodes {
+			assert.Positive(t, n.Arrivals.Count, "node %d", k)
+		}
+	}
+}
+
+// What a cluster's timeline cannot say is refused, naming why.
+func TestAClusterTimelineRefusesWhatItCannotRun(t *testing.T) {
+	for _, tc := range []struct {
+		change func(*plan.Plan)
+		want   string
+	}{
+		{func(c *plan.Plan) { c.Nodes = 1 }, "timeline[1]: node 0: one node's disruption needs a cluster"},
+		{func(c *plan.Plan) { c.Then[0].Node = node(3) }, "timeline[1]: node 3: the cluster's nodes are 0 to 2"},
+		{func(c *plan.Plan) { c.Then[0].Scenario = plan.RollingRestart; c.Then[0].Gap = time.Minute }, "rolling-restart takes no node"},
+		{func(c *plan.Plan) { c.Then[0].Gap = time.Minute }, "timeline[1]: gap 1m0s: a gap is a rolling restart's"},
+		{func(c *plan.Plan) {
+			c.Then = append([]plan.Event{{At: 3 * time.Minute, Scenario: plan.RollingRestart, Outage: time.Second, Gap: time.Minute}}, c.Then...)
+		}, "timeline[1] and timeline[2]: two disruptions begin at 5m0s, which makes them one recovery"},
+		{func(c *plan.Plan) { c.Then[0].Scenario = plan.Latency }, "latency breaks the network path, which the virtual engine does not model"},
+	} {
+		c := model(plan.BrokerRestart, "full", 300)
+		c.Nodes = 3
+		c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: time.Second, Node: node(0)}}
+		require.NoError(t, c.Validate())
+		tc.change(&c)
+		_, err := run(c)
+		assert.ErrorContains(t, err, tc.want)
+	}
+}
+
+// A throttled restart of a whole cluster brings every node back admitting
+// the limit on its own: three nodes behind 100 connects a second each
+// admit up to three times that in a second, and 3,000 devices take at
+// least 10 s after the outage, not the 30 s one node's limit would take.
+// Node 0 restarted alone, throttled, sends its devices to the nodes still
+// up, which admit them before the limit holds (from node 0's return): a
+// device the disruption left alone is not one the run waits for.
+func TestAThrottledClusterAdmitsAtEachNode(t *testing.T) {
+	c := model(plan.ThrottledRestart, "full", 3000)
+	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 100, 10
+	r, err := run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered)
+	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, 3*(100.0+10), "no node admits beyond its limit")
+	assert.Greater(t, r.Admitted.PeakPerS1s, 100.0+10, "the nodes admit side by side, not one limit between them")
+	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+10-0.2, "nobody beats the outage plus devices / (nodes x rate)")
+
+	c.Node = node(0)
+	r, err = run(c)
+	require.NoError(t, err)
+	require.True(t, r.Recovery.AllRecovered, "node 0's 1,000 back; the other 2,000 never left")
+	assert.Equal(t, 1000, r.Recovered())
+	assert.Less(t, r.Recovery.MaxS, 5.0, "node 0's devices fail over to node 1 at once")
+	assert.EqualValues(t, 1000, r.Nodes[1].Arrivals.Count)
+}

@@ -34,7 +34,7 @@ type Agent struct {
 func NewAgent(i int, c Config) (*Agent, error) {
 	cfg := device.Config{Broker: c.Broker, Failover: c.Failover, ClientID: attempt.ClientID(i), Timing: c.Timing,
 		Source: rand.NewPCG(c.Seed, uint64(i)), KeepAlive: c.KeepAlive, PingTimeout: c.PingTimeout,
-		ConnectTimeout: c.ConnectTimeout, OnEvent: tellLog(c.Log, i)}
+		ConnectTimeout: c.ConnectTimeout, OnEvent: tellLog(c.Log, i, c.NodeOf)}
 	if c.Dial != nil {
 		cfg.Dial = c.Dial(i)
 	}
@@ -66,10 +66,17 @@ func NewAgent(i int, c Config) (*Agent, error) {
 }
 
 // tellLog is device i's event hook, telling l of its attempts and losses
-// (nil: none). Events come from the agent's one loop, in order.
-func tellLog(l Log, i int) func(device.Event) {
+// (nil: none), and of the node each went to (nodeOf; nil: node 0). Events
+// come from the agent's one loop, in order.
+func tellLog(l Log, i int, nodeOf func(endpoint string) int) func(device.Event) {
 	if l == nil {
 		return nil
+	}
+	node := func(endpoint string) int {
+		if nodeOf == nil {
+			return 0
+		}
+		return nodeOf(endpoint)
 	}
 	var due time.Time // when the wait before the next attempt ends
 	return func(e device.Event) {
@@ -79,13 +86,13 @@ func tellLog(l Log, i int) func(device.Event) {
 		case device.EventConnecting:
 			l.Begin(e.Time, i, e.Time.Sub(due))
 		case device.EventConnected:
-			l.End(i, fault.Accepted, 0)
+			l.End(i, fault.Accepted, 0, node(e.Endpoint))
 		case device.EventAttemptFailed:
 			o, code := fault.Dropped, 0
 			if e.Code != device.NoConnack {
 				o, code = fault.Refused, e.Code
 			}
-			l.End(i, o, code)
+			l.End(i, o, code, node(e.Endpoint))
 		case device.EventLost:
 			l.Lost(e.Time, i)
 		}

@@ -25,13 +25,30 @@ func LoopbackDialer(i int) device.DialFunc {
 // configuration (cfgFor(i)) says. A configuration that cannot be made
 // fails every dial with the reason, and the run says so.
 func LoopbackTLSDialer(i int, cfgFor func(i int) (*tls.Config, error)) device.DialFunc {
+	return LoopbackTLSDialerByName(i, cfgFor, nil)
+}
+
+// LoopbackTLSDialerByName is LoopbackTLSDialer to endpoints that each
+// stand for a broker of its own name (a cluster's nodes behind their
+// proxies): a dial to a URL in names verifies the broker by the name it
+// maps to, whatever the configuration's ServerName.
+func LoopbackTLSDialerByName(i int, cfgFor func(i int) (*tls.Config, error), names map[string]string) device.DialFunc {
 	cfg, err := cfgFor(i)
 	if err != nil {
 		return func(context.Context, *url.URL) (net.Conn, error) { return nil, err }
 	}
+	byURL := map[string]*tls.Config{}
+	for u, name := range names {
+		byURL[u] = cfg.Clone()
+		byURL[u].ServerName = name
+	}
 	local := &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%4))}
 	return func(ctx context.Context, uri *url.URL) (net.Conn, error) {
-		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local}, Config: cfg}
+		c, ok := byURL[uri.String()]
+		if !ok {
+			c = cfg
+		}
+		d := tls.Dialer{NetDialer: &net.Dialer{LocalAddr: local}, Config: c}
 		return d.DialContext(ctx, "tcp", uri.Host)
 	}
 }

@@ -30,7 +30,7 @@ type Member interface {
 // must not block (observer.DeviceLog is one).
 type Log interface {
 	Begin(at time.Time, device int, lag time.Duration) // lag: after the device's own schedule; negative: unknown
-	End(device int, o fault.Outcome, code int)
+	End(device int, o fault.Outcome, code, node int)   // node: the cluster's node it went to (0 with one broker)
 	Lost(at time.Time, device int)
 }
 
@@ -44,6 +44,9 @@ type Config struct {
 	// in turn (device.Config's).
 	Broker   string
 	Failover []string
+	// NodeOf, if set, is which node of a cluster an endpoint's URL reaches,
+	// for the Log (nil: node 0).
+	NodeOf func(endpoint string) int
 	// Dial, if set, is device i's dialer (nil: the agent's own TCP or TLS);
 	// TLS, if set, what device i presents and trusts when Dial is nil.
 	Dial    func(i int) device.DialFunc

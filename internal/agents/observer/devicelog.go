@@ -25,6 +25,7 @@ type DeviceLog struct {
 	attempts  []Sighting
 	losses    []loss
 	connected []bool  // by device index: a device reports each change once
+	node      []uint8 // by device index: the cluster's node its last session was on
 	pending   []int32 // by device index: its attempt in flight, in attempts; -1: none
 	// stream, if set, is told every record as it is made: a child's
 	// agents, reported to the parent running the proxy they go through.
@@ -40,7 +41,7 @@ type loss struct {
 // NewDeviceLog returns the log of a fleet of devices (indexes 0 to
 // devices-1).
 func NewDeviceLog(devices int) *DeviceLog {
-	l := &DeviceLog{connected: make([]bool, devices), pending: make([]int32, devices)}
+	l := &DeviceLog{connected: make([]bool, devices), node: make([]uint8, devices), pending: make([]int32, devices)}
 	for i := range l.pending {
 		l.pending[i] = -1
 	}
@@ -61,8 +62,9 @@ func (l *DeviceLog) Begin(at time.Time, device int, lag time.Duration) {
 }
 
 // End records the outcome of device's attempt in flight (if Begin saw
-// it); a connected device is counted as up.
-func (l *DeviceLog) End(device int, o fault.Outcome, code int) {
+// it), made at a cluster's node (0 with one broker); a connected device is
+// counted as up, on that node.
+func (l *DeviceLog) End(device int, o fault.Outcome, code, node int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := attempt.Record{Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
@@ -75,7 +77,7 @@ func (l *DeviceLog) End(device int, o fault.Outcome, code int) {
 		l.stream.Add(r)
 	}
 	if o == fault.Accepted && !l.connected[device] {
-		l.connected[device] = true
+		l.connected[device], l.node[device] = true, uint8(node)
 		l.up++
 	}
 	l.changed.Notify()
@@ -113,29 +115,40 @@ func (l *DeviceLog) AwaitSettled(ctx context.Context, timeout time.Duration) {
 	})
 }
 
-// Noticed returns how long after t each device that lost its session at
-// or after t took to notice (its first loss since t).
-func (l *DeviceLog) Noticed(t time.Time) []time.Duration {
+// Noticed returns, for each disruption begun at starts[k] (in order of
+// time), how long after it each device that lost its session before the
+// next one began took to notice: its first loss in that time. A device a
+// disruption left alone (one node's, on a cluster) is not in its list.
+func (l *DeviceLog) Noticed(starts []time.Time) [][]time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	seen := map[int]bool{}
-	var out []time.Duration
+	out := make([][]time.Duration, len(starts))
+	seen := make([]map[int]bool, len(starts))
 	for _, x := range l.losses {
-		if !x.at.Before(t) && !seen[x.device] {
-			seen[x.device] = true
-			out = append(out, x.at.Sub(t))
+		k := len(starts) - 1
+		for k >= 0 && x.at.Before(starts[k]) {
+			k--
 		}
+		if k < 0 || seen[k][x.device] {
+			continue
+		}
+		if seen[k] == nil {
+			seen[k] = map[int]bool{}
+		}
+		seen[k][x.device] = true
+		out[k] = append(out[k], x.at.Sub(starts[k]))
 	}
 	return out
 }
 
-// ConnectedDevices lists the devices connected now, by index.
-func (l *DeviceLog) ConnectedDevices() []int {
+// ConnectedDevices lists the devices connected now, by index: to a
+// cluster's node, or to any (node < 0).
+func (l *DeviceLog) ConnectedDevices(node int) []int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []int
 	for i, up := range l.connected {
-		if up {
+		if up && (node < 0 || int(l.node[i]) == node) {
 			out = append(out, i)
 		}
 	}

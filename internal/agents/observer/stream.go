@@ -56,7 +56,7 @@ func (l *DeviceLog) Follow(rd io.Reader, metrics func(i int) device.Metrics) err
 		case attempt.Begun:
 			l.Begin(at, dev, r.Lag)
 		case attempt.Attempt:
-			l.End(dev, r.Outcome, int(r.Code))
+			l.End(dev, r.Outcome, int(r.Code), 0) // a cluster's agents run in its process, not in children
 			if metrics != nil {
 				tellMetrics(metrics(dev), r.Outcome)
 			}
