@@ -1,4 +1,4 @@
-package agents_test
+package cluster_test
 
 import (
 	"testing"
@@ -12,6 +12,12 @@ import (
 )
 
 func node(k int) *int { return &k }
+
+func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
+	c := plan.Default()
+	c.Devices, c.Scenario, c.Policy = devices, scenario, policy
+	return c
+}
 
 // A cluster of real in-process brokers takes a timeline, exactly as the
 // model does (TestAClusterTakesATimeline): a rolling restart piles the
