@@ -112,8 +112,10 @@ func (g *Grid) Passed(policy string) bool {
 	return true
 }
 
-// RunGrid runs every cell of gc. A cell's run stops once it has taken twice
-// as long as it may (it fails then anyway), so that policies that never
+// RunGrid runs every cell of gc. A cell's run stops once its failure is
+// certain (virtual.GiveUp: too many attempts made, or too few devices up
+// to meet its p99 even at the broker's full rate), and at the latest once
+// it has taken twice as long as it may, so that policies that never
 // recover do not hold the grid up.
 func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	if err := gc.validate(); err != nil {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -63,6 +64,9 @@ type fleet struct {
 	t0          time.Duration
 	strikes     []plan.Strike // the timeline, a rolling restart node by node
 	pending     int           // further disruptions still to come
+	// limited is what every node together admits at most, once the
+	// admission limit is in force
+	limited admitting
 	// session counts each device's sessions, where the broker flaps: a
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
@@ -75,7 +79,10 @@ var (
 )
 
 // GiveUp is a grid cell's bounds, as a virtual run can check them while
-// it runs: a run past them fails whatever comes after, and ends there.
+// it runs: a run past them fails whatever comes after, and ends there. A
+// run ends as soon as its failure is certain: too many attempts made
+// already, or too few devices up to reach P99Count by P99By even were
+// every node to admit at its limit's full rate and burst from now on.
 type GiveUp struct {
 	MaxAfterReturn int64         // attempts, all devices together, once the broker is back
 	P99By          time.Duration // since the disruption
@@ -221,6 +228,13 @@ func (v *fleet) splitDisruptions() (last time.Duration) {
 }
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
+
+// admitting is the nodes' admission limits together: from from on, at
+// most rate connects a second and a burst of burst. A zero rate: none.
+type admitting struct {
+	from        time.Duration
+	rate, burst float64
+}
 
 // unit is one device of the model: its reconnect state (the Agent's
 // Machine without the clock, timing and source a fleet shares) beside its
@@ -400,13 +414,32 @@ func (v *fleet) connect(i int, now time.Duration) {
 
 // failed reports whether a grid cell has failed for certain by virtual
 // time at: too many attempts since the return, or fewer than 99 % of the
-// devices back by the time the 99th percentile was due.
+// devices back by the time the 99th percentile is due, or bound to be.
 func (v *fleet) failed(at time.Duration) bool {
 	g := v.giveUp
 	if g == nil {
 		return false
 	}
-	return v.afterReturn > g.MaxAfterReturn || (at-v.t0 > g.P99By && v.up < g.P99Count)
+	if v.afterReturn > g.MaxAfterReturn {
+		return true
+	}
+	if at-v.t0 > g.P99By {
+		return v.up < g.P99Count
+	}
+	return v.mostUp(at, v.t0+g.P99By) < float64(g.P99Count)
+}
+
+// mostUp is the most devices that can be up at until, seen from at: those
+// up now and every token the nodes' buckets can hand out meanwhile (a
+// bucket never holds more than its burst, so in any span it admits at most
+// its burst and its rate times the span). With no limit in force at every
+// node from at on, any number.
+func (v *fleet) mostUp(at, until time.Duration) float64 {
+	l := v.limited
+	if l.rate == 0 || at < l.from {
+		return math.Inf(1)
+	}
+	return float64(v.up) + l.burst + (until-at).Seconds()*l.rate + 1 // 1: a margin for the float sums
 }
 
 // newSession counts a new session of device i's and returns its number,
@@ -422,9 +455,12 @@ func (v *fleet) newSession(i int) int {
 
 // limitNodes applies the admission limit on every node from from.
 func (v *fleet) limitNodes(from time.Duration) {
+	a := v.c.Admission()
 	for k := range v.nodes {
-		v.nodes[k].limit(v.c.Admission(), from)
+		v.nodes[k].limit(a, from)
 	}
+	n := float64(len(v.nodes))
+	v.limited = admitting{from: from, rate: a.Rate * n, burst: float64(max(a.Burst, 1)) * n}
 }
 
 // nodeOf is the node device i's next attempt goes to.

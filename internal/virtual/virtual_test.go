@@ -2,6 +2,7 @@ package virtual_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -357,4 +358,52 @@ func TestAThrottledClusterAdmitsAtEachNode(t *testing.T) {
 	assert.Equal(t, 1000, r.Recovered())
 	assert.Less(t, r.Recovery.MaxS, 5.0, "node 0's devices fail over to node 1 at once")
 	assert.EqualValues(t, 1000, r.Nodes[1].Arrivals.Count)
+}
+
+// A grid cell's run ends once it cannot reach 99 % back by the time its
+// p99 is due, whatever the policy: every cell so cut, run again to the end,
+// misses its p99 bound (the cut is certain, never a guess), and the cut
+// comes for the fleets that come back in waves, well before the bound.
+// The cells are the grid's largest, a million devices behind 500 connects
+// a second, at 1/250 of the fleet and of the rate.
+func TestACellCutEarlyMissesItsP99RunToTheEnd(t *testing.T) {
+	if raceDetector {
+		t.Skip("42 runs of a model on one goroutine: the stats step runs them without the race detector")
+	}
+	const devices, rate, capS = 4000, 2.0, 32.0
+	ideal := devices / rate
+	p99By := time.Duration((60 + 1.2*ideal + capS) * float64(time.Second))
+	cell := func(policy string, seed uint64) plan.Plan {
+		c := model(plan.ThrottledRestart, policy, devices)
+		c.Seed, c.MaxBackoff, c.AdmitRate, c.AdmitBurst = seed, capS*time.Second, rate, 1
+		c.Bound = 2*p99By + capS*time.Second
+		return c
+	}
+	cut := 0
+	for _, policy := range plan.PolicyNames() {
+		if policy == plan.PahoDefault {
+			continue
+		}
+		for seed := uint64(1); seed <= 3; seed++ {
+			c := cell(policy, seed)
+			require.NoError(t, c.Validate())
+			giveUp := &virtual.GiveUp{MaxAfterReturn: math.MaxInt64, P99By: p99By, P99Count: devices * 99 / 100}
+			r, _ := virtual.Run(context.Background(), c, virtual.Options{GiveUp: giveUp})
+			require.NotNil(t, r)
+			if r.Recovery.AllRecovered || r.WatchedS >= p99By.Seconds() {
+				continue // not cut before the bound
+			}
+			t.Logf("%s seed %d: cut at %.0f s, %d up", policy, seed, r.WatchedS, r.Recovered())
+			cut++
+			c.Bound = p99By + time.Second // far enough to see whether its p99 was met
+			whole, _ := virtual.Run(context.Background(), c, virtual.Options{})
+			require.NotNil(t, whole)
+			met := whole.Recovered() >= giveUp.P99Count && whole.Recovery.P99S <= p99By.Seconds()
+			assert.False(t, met, "%s seed %d: cut at %.0f s with %d up, but run to the end its p99 is %.0f s (bound %.0f s)",
+				policy, seed, r.WatchedS, r.Recovered(), whole.Recovery.P99S, p99By.Seconds())
+			assert.Less(t, r.WatchedS, 0.75*p99By.Seconds(), "%s seed %d: cut late", policy, seed)
+		}
+	}
+	assert.GreaterOrEqual(t, cut, 3*3, "the formula, exponential and constant retry in waves: each is cut")
+	t.Logf("%d of the cells cut before their p99 was due", cut)
 }
