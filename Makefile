@@ -63,7 +63,9 @@ soak:
 # truth over 20 seeds a cell, the judge's other known series, and every run
 # with a known verdict, the engines' agreement and the telemetry-loss test
 # over 20 consecutive seeds, the real agents in virtual time; and every
-# page of a durable queue damaged in turn. Every test that calls seeds() is
+# page of a durable queue damaged in turn; and the runs the race detector
+# skips: the virtual engine's golden outputs past 2,000 devices, and every
+# grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
 	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/
