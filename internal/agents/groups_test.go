@@ -38,7 +38,7 @@ func ptr[T any](v T) *T { return &v }
 // Groups may differ in more than their policy, and both engines honour
 // what they can: each group's boot window and retry cap.
 func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
-	c := agentsPlan(plan.BootStorm, "full", 200)
+	c := fleetsimtest.Plan(plan.BootStorm, "full", 200)
 	c.Groups = []plan.Group{{Name: "quick", Devices: 100, BootSpread: 5 * time.Second},
 		{Name: "slow", Devices: 100, BootSpread: 20 * time.Second}}
 	for e, r := range onBothEngines(t, c) {
@@ -48,7 +48,7 @@ func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
 		assert.Less(t, r.Groups[1].Recovery.MaxS, 20.0, e)
 	}
 
-	c = agentsPlan(plan.BrokerRestart, "iotcore", 200)
+	c = fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
 	c.Outage = time.Minute
 	c.Groups = []plan.Group{{Name: "gives up", Devices: 100, RetryCap: ptr(3)}, {Name: "forever", Devices: 100, RetryCap: ptr(reconnect.RetryForever)}}
 	for e, r := range onBothEngines(t, c) {
@@ -63,7 +63,7 @@ func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
 // On real agents a group also keeps its own keepalive and telemetry; the
 // model refuses a group's telemetry, which needs real devices.
 func TestGroupsKeepTheirOwnKeepaliveAndTelemetryOnRealAgents(t *testing.T) {
-	c := agentsPlan(plan.Blackhole, "fleet-safe", 200)
+	c := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 200)
 	c.Outage = 2 * time.Minute
 	c.Groups = []plan.Group{{Name: "chatty", Devices: 100, KeepAlive: 10 * time.Second, PingTimeout: 5 * time.Second, Telemetry: ptr(1.0)},
 		{Name: "quiet", Devices: 100, KeepAlive: 60 * time.Second}}

@@ -12,12 +12,6 @@ import (
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy = devices, scenario, policy
-	return c
-}
-
 // A broker restarted twice, five minutes apart, on real agents: each
 // recovery is judged on its own, exactly as the virtual engine judges it
 // (TestATimelineJudgesEachRecovery), and a fleet on full jitter reads
@@ -25,7 +19,7 @@ func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
 // recoveries, two bursts); the formula's rounds read waves either way.
 func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := agentsPlan(plan.BrokerRestart, "full", 200)
+		c := fleetsimtest.Plan(plan.BrokerRestart, "full", 200)
 		c.Seed = seed
 		c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
 		r, err := fleetsimtest.InVirtualTime(t, c)
@@ -41,7 +35,7 @@ func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 		assert.Equal(t, stormstats.Spread, r.Verdict, "seed %d: separate disruptions are not waves", seed)
 		assert.Equal(t, stormstats.Waves, r.Fleet.Judgement.Verdict, "seed %d: as one series", seed)
 	}
-	c := agentsPlan(plan.BrokerRestart, "iotcore", 200)
+	c := fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
 	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.DropAll}}
 	r, err := fleetsimtest.InVirtualTime(t, c)
 	require.NoError(t, err)
@@ -60,7 +54,7 @@ func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 // 2 restarts, node 0 (back by then) takes the whole fleet.
 func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := agentsPlan(plan.RollingRestart, "fleet-safe", 300)
+		c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
 		c.Seed, c.Nodes, c.Gap, c.Outage = seed, 3, time.Minute, 30*time.Second
 		r, err := fleetsimtest.InVirtualTime(t, c)
 		require.NoError(t, err)
@@ -76,7 +70,7 @@ func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 			assert.True(t, d.Recovery.AllRecovered, "seed %d, node %d", seed, k)
 		}
 	}
-	c := agentsPlan(plan.RollingRestart, "fleet-safe", 30)
+	c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 30)
 	c.Nodes, c.Gap, c.Transport = 3, time.Minute, plan.TLS
 	assert.ErrorContains(t, c.Validate(), "one CA")
 }
@@ -88,7 +82,7 @@ func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 // round trip. The model refuses the same timeline, naming the engine that
 // runs it.
 func TestATimelineBreaksThePathOnRealAgents(t *testing.T) {
-	c := agentsPlan(plan.BrokerRestart, "fleet-safe", 100)
+	c := fleetsimtest.Plan(plan.BrokerRestart, "fleet-safe", 100)
 	c.Then = []plan.Event{
 		{At: 3 * time.Minute, Scenario: plan.Blackhole, Outage: time.Minute},
 		{At: 6 * time.Minute, Scenario: plan.Latency, Outage: 30 * time.Second, Latency: 2 * time.Second, LatencyJitter: 500 * time.Millisecond},

@@ -43,6 +43,15 @@ func InBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
 	return r, err
 }
 
+// Plan is the default plan with devices on policy through scenario: a
+// test's starting point, the engine left to the plan's default (real
+// agents).
+func Plan(scenario plan.Scenario, policy string, devices int) plan.Plan {
+	c := plan.Default()
+	c.Devices, c.Scenario, c.Policy = devices, scenario, policy
+	return c
+}
+
 // Seeds is how many consecutive seeds a statistical test runs on real
 // agents: 20, or 3 under the race detector (which slows them tenfold). A
 // test that calls it is named in make test's stats step, which runs it at 20.

@@ -13,12 +13,6 @@ import (
 
 func node(k int) *int { return &k }
 
-func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy = devices, scenario, policy
-	return c
-}
-
 // A cluster of real in-process brokers takes a timeline, exactly as the
 // model does (TestAClusterTakesATimeline): a rolling restart piles the
 // fleet onto node 0, node 0 restarted alone sends all of it to node 1, and
@@ -26,7 +20,7 @@ func agentsPlan(scenario plan.Scenario, policy string, devices int) plan.Plan {
 // every device's list; each node takes exactly that on every seed.
 func TestAClusterTakesATimelineOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := agentsPlan(plan.RollingRestart, "fleet-safe", 300)
+		c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
 		c.Seed, c.Nodes, c.Gap, c.Outage = seed, 3, time.Minute, 30*time.Second
 		c.Then = []plan.Event{
 			{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second, Node: node(0)},
@@ -60,7 +54,7 @@ func TestAClusterTakesATimelineOnRealAgents(t *testing.T) {
 // goes on to its next node: node 0's to node 1, node 2's (its own and node
 // 1's) to node 0. Each node's proxy counts what its node took.
 func TestAClusterBehindAFaultProxyANode(t *testing.T) {
-	c := agentsPlan(plan.Blackhole, "fleet-safe", 300)
+	c := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 300)
 	c.Nodes, c.Outage, c.Node = 3, time.Minute, node(1)
 	c.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Latency, Outage: 30 * time.Second, Latency: 2 * time.Second}}
 	r, err := fleetsimtest.InVirtualTime(t, c)
@@ -92,7 +86,7 @@ func TestAClusterBehindAFaultProxyANode(t *testing.T) {
 // node 0 restarted alone sends its 100 devices to node 1, and the run
 // waits for them alone.
 func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
-	c := agentsPlan(plan.ThrottledRestart, "full", 300)
+	c := fleetsimtest.Plan(plan.ThrottledRestart, "full", 300)
 	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 10, 1
 	r, err := fleetsimtest.InVirtualTime(t, c)
 	require.NoError(t, err)
@@ -112,7 +106,7 @@ func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
 // A boot storm on a cluster boots each device at its home node, its index
 // modulo the nodes, on both engines.
 func TestABootStormOnAClusterBootsAtHome(t *testing.T) {
-	c := agentsPlan(plan.BootStorm, "fleet-safe", 300)
+	c := fleetsimtest.Plan(plan.BootStorm, "fleet-safe", 300)
 	c.Nodes = 3
 	for _, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
 		c.Engine = engine
