@@ -2,7 +2,7 @@
 // due at virtual times, earliest first.
 //
 // It is a calendar queue, as discrete-event simulators of large
-// populations use: a ring of buckets 4 ms wide covering the next 70
+// populations use: a ring of buckets 17 ms wide covering the next 69
 // seconds, each an unsorted slice until its turn comes, when it is
 // sorted once and read in order; events further ahead wait in a heap until
 // the ring reaches them. A push is an append and a pop a read of the next
@@ -64,9 +64,14 @@ func compare(e, f Event) int {
 }
 
 const (
-	spanBits = 22            // a bucket spans 2^22 ns, about 4 ms: a million-device storm puts tens in each
-	span     = 1 << spanBits //
-	ringBits = 14            // 16,384 buckets: 70.4 s ahead, past a 32 s cap's every wait
+	// a bucket spans 2^24 ns, about 17 ms: a million-device storm puts
+	// hundreds in each, and the buckets being filled share few enough
+	// cache lines to stay in cache (4 ms buckets took the million-device
+	// throttled restart 4.09 s, these 3.31 s, 8 ms ones 3.39 s; means of
+	// 4 runs, interleaved)
+	spanBits = 24
+	span     = 1 << spanBits
+	ringBits = 12 // 4,096 buckets: 68.7 s ahead, past a 32 s cap's every wait
 	ring     = 1 << ringBits
 	// a sort key is an event's time in its bucket, keyBits of its Key,
 	// and placeBits for its place in the bucket (a fleet's burst puts
@@ -87,9 +92,10 @@ type Queue struct {
 	head     int
 	far      Heap // events beyond the ring, until it reaches them
 	n        int
-	keys     []uint64 // sort's
-	keySpare []uint64 // sort's: a crowded bucket's keys are spread into it, and the two swap
-	spare    []Event  // sort's: now is sorted into it, and the two swap
+	keys     []uint64 // sortBucket's
+	keySpare []uint64 // sortBucket's: a crowded bucket's keys are spread into it, and the two swap
+	count    []int32  // sortKeys's: keys by digit
+	chunks   []*chunk // sortBucket's: the bucket's chunks, in order
 	made     int      // chunks made
 }
 
@@ -194,68 +200,68 @@ func (q *Queue) settle() {
 		for q.far.Len() > 0 && q.far.Peek().At < q.start+ring*span { // the ring now reaches them
 			q.add(q.far.Pop())
 		}
-		q.take(q.cur)
-		q.sort()
+		q.sortBucket(q.cur)
 	}
 }
 
-// take moves bucket i's events to now, and frees its chunks.
-func (q *Queue) take(i int) {
+// sortBucket makes bucket i's events now, in order, and frees its
+// chunks. Events in a bucket differ in At by less than a span, so each
+// one's order is mostly one uint64: its time in the bucket, the top 16
+// bits of its Key and its place in the bucket. Sorting those is a sort of
+// integers, with no call per comparison; the events are then read from
+// the chunks in that order, and the few alike in time and those bits put
+// in order by compare among themselves.
+func (q *Queue) sortBucket(i int) {
 	b := &q.ring[i]
+	chunks, keys := q.chunks[:0], q.keys[:0]
 	for c := b.first; c != nil; c = c.next {
 		n := chunkLen
 		if c == b.last {
 			n = b.fill
 		}
-		q.now = append(q.now, c.ev[:n]...)
-		q.free = append(q.free, c)
+		for _, e := range c.ev[:n] {
+			keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&(1<<placeBits-1)))
+		}
+		chunks = append(chunks, c)
 	}
 	*b = bucket{}
 	q.occ[i/64] &^= 1 << (i % 64)
+	now := q.now[:0]
+	if len(keys) > 1<<placeBits { // too many to number: sorted by compare
+		for _, c := range chunks {
+			now = append(now, c.ev[:min(chunkLen, len(keys)-len(now))]...)
+		}
+		slices.SortFunc(now, compare)
+	} else {
+		keys = q.sortKeys(keys)
+		for _, k := range keys {
+			p := k & (1<<placeBits - 1)
+			now = append(now, chunks[p/chunkLen].ev[p%chunkLen])
+		}
+		for i := 0; i < len(keys); { // events alike in the key's bits
+			j := i + 1
+			for j < len(keys) && keys[j]>>placeBits == keys[i]>>placeBits {
+				j++
+			}
+			if j-i > 1 {
+				slices.SortFunc(now[i:j], compare)
+			}
+			i = j
+		}
+	}
+	q.free = append(q.free, chunks...)
+	clear(chunks) // the free list holds them now
+	q.now, q.keys, q.chunks = now, keys, chunks[:0]
 }
 
-// sort puts now in order. Events in a bucket differ in At by less than a
-// span, so each one's order is mostly one uint64: its time in the bucket,
-// the top 16 bits of its Key and its place in the bucket. Sorting those is
-// a sort of integers, with no call per comparison; the few events alike in
-// time and those bits are then put in order by compare among themselves.
-func (q *Queue) sort() {
-	b := q.now
-	if len(b) > 1<<placeBits {
-		slices.SortFunc(b, compare)
-		return
-	}
-	keys := q.keys[:0]
-	for i, e := range b {
-		keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(i))
-	}
-	keys = q.sortKeys(keys)
-	sorted := q.spare[:0]
-	for _, k := range keys {
-		sorted = append(sorted, b[k&(1<<placeBits-1)])
-	}
-	for i := 0; i < len(keys); { // events alike in the key's bits
-		j := i + 1
-		for j < len(keys) && keys[j]>>placeBits == keys[i]>>placeBits {
-			j++
-		}
-		if j-i > 1 {
-			slices.SortFunc(sorted[i:j], compare)
-		}
-		i = j
-	}
-	q.now, q.spare, q.keys = sorted, b[:0], keys
-}
-
-// radixBits is the digit a crowded bucket's keys are first spread by:
-// their time in the bucket to 2 µs, so that each digit's share is a few
-// keys a sort of its own finishes; radixMin is how many keys make a bucket
-// crowded, past which one counting pass and a few small sorts beat a
-// comparison sort of them all (a hundred million devices put thousands in
-// each bucket).
+// radixMin is how many keys make a bucket crowded, past which one
+// counting pass by their top digit (their time in the bucket) and a sort
+// of each digit's few beat a comparison sort of them all; the digit has
+// enough values for about four keys each, at most 2^radixBits (a hundred
+// million devices put hundreds of thousands in each bucket).
 const (
+	radixMin  = 64
 	radixBits = 11
-	radixMin  = 2048
 )
 
 // sortKeys sorts keys, returning them in q.keys's storage or its spare.
@@ -264,26 +270,30 @@ func (q *Queue) sortKeys(keys []uint64) []uint64 {
 		slices.Sort(keys)
 		return keys
 	}
-	var count [1<<radixBits + 1]int32
+	digit := min(bits.Len(uint(len(keys)))-2, radixBits)
+	shift := 64 - digit
+	count := slices.Grow(q.count[:0], 1<<digit+1)[:1<<digit+1]
+	clear(count)
 	for _, k := range keys {
-		count[k>>(64-radixBits)+1]++
+		count[k>>shift+1]++
 	}
 	for d := 1; d < len(count); d++ {
-		count[d] += count[d-1]
+		count[d] += count[d-1] // the first place of digit d
 	}
 	out := slices.Grow(q.keySpare[:0], len(keys))[:len(keys)]
-	next := count // each digit's next place
 	for _, k := range keys {
-		d := k >> (64 - radixBits)
-		out[next[d]] = k
-		next[d]++
+		d := k >> shift
+		out[count[d]] = k
+		count[d]++ // at the end, the place after digit d's last
 	}
-	for d := range 1 << radixBits {
-		if lo, hi := count[d], count[d+1]; hi-lo > 1 {
+	lo := int32(0)
+	for _, hi := range count[:len(count)-1] {
+		if hi-lo > 1 {
 			slices.Sort(out[lo:hi])
 		}
+		lo = hi
 	}
-	q.keySpare = keys
+	q.keySpare, q.count = keys, count
 	return out
 }
 

@@ -85,9 +85,10 @@ func TestTiesBreakByKeyThenDevice(t *testing.T) {
 // A disruption puts a whole fleet's retries in a few buckets: a bucket of
 // 5,000 events, many alike in time and in their Key's top bits, pops in
 // order; so do 20,000 spread over a bucket, as a hundred million devices
-// fill each, some crowding one instant.
+// fill each, some crowding one instant, and the tens to thousands a
+// smaller fleet puts in each.
 func TestACrowdedBucketPopsInOrder(t *testing.T) {
-	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 22}} {
+	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 24}, {63, 1 << 24}, {64, 1 << 24}, {300, 1 << 24}, {3000, 1 << 24}} {
 		crowdedBucketPopsInOrder(t, tc.events, tc.within)
 	}
 }

@@ -18,11 +18,19 @@ import (
 // build feeds records to a Builder of devices disrupted at t0, back at 30 s.
 func build(t *testing.T, devices int, records []attempt.Record) *report.Report {
 	t.Helper()
+	return buildBy(t, devices, records, func(b *report.Builder, rs []attempt.Record) {
+		for _, r := range rs {
+			b.Add(r)
+		}
+	})
+}
+
+// buildBy is build with the records fed by add.
+func buildBy(t *testing.T, devices int, records []attempt.Record, add func(*report.Builder, []attempt.Record)) *report.Report {
+	t.Helper()
 	t0 := time.UnixMilli(1_795_466_393_000)
 	b := report.NewBuilder(devices, t0, t0.Add(30*time.Second), 1, "devices", "broker", nil)
-	for _, r := range records {
-		b.Add(r)
-	}
+	add(b, records)
 	b.WatchedUntil(t0.Add(5 * time.Minute))
 	rep := &report.Report{Scenario: plan.BrokerRestart, Policy: "full", Engine: plan.Virtual, Devices: devices, TimeScale: 1, DisruptionUnixMS: t0.UnixMilli()}
 	require.NoError(t, b.Fill(rep))
@@ -56,6 +64,35 @@ func TestBuilderFiguresComeFromTheRecords(t *testing.T) {
 	require.NotNil(t, rep.Broker)
 	assert.EqualValues(t, devices, rep.Broker.Arrivals.Count, "the broker saw only the last round")
 	assert.Len(t, rep.Events(), 5*devices, "the fleet's records are kept for events.csv; the broker's are not rows")
+}
+
+// A device that retries 70,000 times has every attempt counted, past what
+// a device's two-byte counter holds; fed in batches (as the virtual engine
+// feeds them, reading ahead), the records make the same report as one by
+// one.
+func TestAttemptsAreCountedPastTwoBytes(t *testing.T) {
+	var records []attempt.Record
+	for i := range 80_000 {
+		records = append(records, attempt.Record{T: time.Duration(i) * time.Millisecond, Lag: -1, Device: int32(i % 8 / 7), Outcome: fault.Dropped})
+	}
+	for d := range 3 {
+		records = append(records, attempt.Record{T: 81 * time.Second, Lag: -1, Device: int32(d), Outcome: fault.Accepted},
+			attempt.Record{T: 81 * time.Second, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Side: attempt.Broker})
+	}
+	one := build(t, 3, records)
+	assert.EqualValues(t, 80_003, one.Attempts.Total)
+	assert.EqualValues(t, 70_001, one.Attempts.PerDeviceMax, "device 0: seven in eight of the retries, and its admission")
+	assert.Equal(t, 3, one.Recovered())
+	batched := buildBy(t, 3, records, func(b *report.Builder, rs []attempt.Record) {
+		for len(rs) > 0 {
+			n := min(len(rs), 1000)
+			b.AddBatch(rs[:n])
+			rs = rs[n:]
+		}
+	})
+	assert.Equal(t, one.Attempts, batched.Attempts)
+	assert.Equal(t, one.Recovery, batched.Recovery)
+	assert.Equal(t, one.Fleet, batched.Fleet)
 }
 
 // Independent devices coming back over a minute: spread, across seeds.

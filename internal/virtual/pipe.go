@@ -2,32 +2,42 @@ package virtual
 
 import "github.com/herdguard/herdguard/internal/attempt"
 
-// pipe hands the engine's records to the report's builder on a goroutine
-// of its own, in batches and in order: the builder's counting and the
-// formatting of events.csv then run beside the model, on a second core,
-// rather than between its events. Three batches circulate, so the model
-// waits only when the builder is two batches behind.
+// batchSink takes records a batch at a time, in order: the report's
+// builder, which reads ahead in a batch.
+type batchSink interface {
+	AddBatch([]attempt.Record)
+}
+
+// pipe hands the engine's records to the report's builder in batches and
+// in order, on a goroutine of its own unless inline: the builder's counting
+// and the formatting of events.csv then run beside the model, on a second
+// core, rather than between its events. Three batches circulate, so the
+// model waits only when the builder is two batches behind. Inline, the
+// model hands each batch over itself: the builder still reads a batch's
+// devices' counters ahead.
 type pipe struct {
+	sink  batchSink
 	batch []attempt.Record
-	full  chan []attempt.Record
+	full  chan []attempt.Record // nil: inline, or closed
 	free  chan []attempt.Record
 	done  chan struct{}
 }
 
 const pipeBatch = 8192 // records: 256 KiB, a core's cache
 
-func newPipe(sink attempt.Sink) *pipe {
-	p := &pipe{full: make(chan []attempt.Record, 2), free: make(chan []attempt.Record, 3), done: make(chan struct{})}
+func newPipe(sink batchSink, inline bool) *pipe {
+	p := &pipe{sink: sink, batch: make([]attempt.Record, 0, pipeBatch)}
+	if inline {
+		return p
+	}
+	p.full, p.free, p.done = make(chan []attempt.Record, 2), make(chan []attempt.Record, 3), make(chan struct{})
 	for range 2 {
 		p.free <- make([]attempt.Record, 0, pipeBatch)
 	}
-	p.batch = make([]attempt.Record, 0, pipeBatch)
 	go func() {
 		defer close(p.done)
 		for b := range p.full {
-			for _, r := range b {
-				sink.Add(r)
-			}
+			sink.AddBatch(b)
 			p.free <- b[:0]
 		}
 	}()
@@ -38,21 +48,34 @@ func newPipe(sink attempt.Sink) *pipe {
 func (p *pipe) Add(r attempt.Record) {
 	p.batch = append(p.batch, r)
 	if len(p.batch) == pipeBatch {
-		p.full <- p.batch
-		p.batch = <-p.free
+		p.handOver()
 	}
 }
 
-// close hands over the last records and returns once the builder has
-// taken them all; a nil pipe has none. p takes no records after it.
-func (p *pipe) close() {
-	if p == nil || p.full == nil {
+func (p *pipe) handOver() {
+	if p.full == nil {
+		p.sink.AddBatch(p.batch)
+		p.batch = p.batch[:0]
 		return
 	}
+	p.full <- p.batch
+	p.batch = <-p.free
+}
+
+// close hands over the last records and returns once the builder has
+// taken them all. p takes no records after it.
+func (p *pipe) close() {
 	if len(p.batch) > 0 {
-		p.full <- p.batch
+		if p.full == nil {
+			p.sink.AddBatch(p.batch)
+		} else {
+			p.full <- p.batch
+		}
+		p.batch = p.batch[:0]
 	}
-	close(p.full)
-	<-p.done
-	p.full = nil
+	if p.full != nil {
+		close(p.full)
+		<-p.done
+		p.full = nil
+	}
 }

@@ -55,7 +55,7 @@ type fleet struct {
 	node    []uint8         // by device: the node its next attempt goes to
 	order   *rand.Rand      // tie-breaks, seeded: runs repeat exactly
 	b       *report.Builder // the report's
-	sink    attempt.Sink    // every attempt from t0, as it is made: b, through a pipe
+	sink    *pipe           // every attempt from t0, as it is made, on its way to b
 	back    time.Duration   // since t0: when the broker returned
 	// afterReturn counts the attempts made since back, for the grid's
 	// early end (the builder counts them too, on its own goroutine)
@@ -123,12 +123,8 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	v.back = v.b.Back()
 	bound := c.RecoveryBound(c.Devices)
 	last := v.splitDisruptions() // the last disruption, after the first
-	v.sink = v.b
-	var p *pipe
-	if !o.Inline {
-		p = newPipe(v.b)
-		v.sink = p
-	}
+	p := newPipe(v.b, o.Inline)
+	v.sink = p
 	finished, err := v.run(ctx, v.t0+last+bound)
 	p.close() // the builder has every record
 	if err != nil {
