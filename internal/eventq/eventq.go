@@ -78,6 +78,7 @@ const (
 	// millions in one bucket)
 	keyBits   = 16
 	placeBits = 64 - spanBits - keyBits
+	placeMask = 1<<placeBits - 1
 )
 
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
@@ -92,9 +93,10 @@ type Queue struct {
 	head     int
 	far      Heap // events beyond the ring, until it reaches them
 	n        int
-	keys     []uint64 // sortBucket's
-	keySpare []uint64 // sortBucket's: a crowded bucket's keys are spread into it, and the two swap
-	count    []int32  // sortKeys's: keys by digit
+	keys     []uint64 // the sorts'
+	keySpare []uint64 // sortKeys's: the keys are spread into it, and the two swap
+	count    []int32  // sortKeys's: where each digit's keys end
+	inner    []int32  // sortKeys's: the same within a digit, by the next one
 	chunks   []*chunk // sortBucket's: the bucket's chunks, in order
 	made     int      // chunks made
 }
@@ -220,7 +222,7 @@ func (q *Queue) sortBucket(i int) {
 			n = b.fill
 		}
 		for _, e := range c.ev[:n] {
-			keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&(1<<placeBits-1)))
+			keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&placeMask))
 		}
 		chunks = append(chunks, c)
 	}
@@ -235,7 +237,7 @@ func (q *Queue) sortBucket(i int) {
 	} else {
 		keys = q.sortKeys(keys)
 		for _, k := range keys {
-			p := k & (1<<placeBits - 1)
+			p := k & placeMask
 			now = append(now, chunks[p/chunkLen].ev[p%chunkLen])
 		}
 		for i := 0; i < len(keys); { // events alike in the key's bits
@@ -254,11 +256,12 @@ func (q *Queue) sortBucket(i int) {
 	q.now, q.keys, q.chunks = now, keys, chunks[:0]
 }
 
-// radixMin is how many keys make a bucket crowded, past which one
-// counting pass by their top digit (their time in the bucket) and a sort
-// of each digit's few beat a comparison sort of them all; the digit has
-// enough values for about four keys each, at most 2^radixBits (a hundred
-// million devices put hundreds of thousands in each bucket).
+// radixMin is how many keys to sort make a counting pass by a digit of
+// their time in the bucket, and a sort of each digit's few, beat a
+// comparison sort of them all; the digit has enough values for about four
+// keys each, at most 2^radixBits. A hundred million devices put a million
+// and more in a bucket: the keys of each top digit are then many, and
+// spread by the next digit in turn.
 const (
 	radixMin  = 64
 	radixBits = 11
@@ -270,31 +273,52 @@ func (q *Queue) sortKeys(keys []uint64) []uint64 {
 		slices.Sort(keys)
 		return keys
 	}
-	digit := min(bits.Len(uint(len(keys)))-2, radixBits)
-	shift := 64 - digit
-	count := slices.Grow(q.count[:0], 1<<digit+1)[:1<<digit+1]
+	out := slices.Grow(q.keySpare[:0], len(keys))[:len(keys)]
+	top := digitBits(len(keys))
+	q.count = spreadKeys(keys, out, 0, q.count)
+	lo := int32(0)
+	for _, hi := range q.count {
+		switch run := out[lo:hi]; {
+		case len(run) >= radixMin: // spread back into keys by the next digit, sorted there, and copied
+			q.inner = spreadKeys(run, keys[lo:hi], top, q.inner)
+			sub := int32(0)
+			for _, end := range q.inner {
+				slices.Sort(keys[lo+sub : lo+end])
+				sub = end
+			}
+			copy(run, keys[lo:hi])
+		case len(run) > 1:
+			slices.Sort(run)
+		}
+		lo = hi
+	}
+	q.keySpare = keys
+	return out
+}
+
+// digitBits is the digit n keys are spread by: about four keys a value.
+func digitBits(n int) int { return min(bits.Len(uint(n))-2, radixBits) }
+
+// spreadKeys writes keys to out (as long) in the order of their digit
+// after their top common bits, which are all alike, and returns ends (in
+// ends' storage): the keys of digit d are out[ends[d-1]:ends[d]].
+func spreadKeys(keys, out []uint64, common int, ends []int32) []int32 {
+	digit := digitBits(len(keys))
+	shift, mask := 64-common-digit, uint64(1)<<digit-1
+	count := slices.Grow(ends[:0], 1<<digit+1)[:1<<digit+1]
 	clear(count)
 	for _, k := range keys {
-		count[k>>shift+1]++
+		count[k>>shift&mask+1]++
 	}
 	for d := 1; d < len(count); d++ {
 		count[d] += count[d-1] // the first place of digit d
 	}
-	out := slices.Grow(q.keySpare[:0], len(keys))[:len(keys)]
 	for _, k := range keys {
-		d := k >> shift
+		d := k >> shift & mask
 		out[count[d]] = k
 		count[d]++ // at the end, the place after digit d's last
 	}
-	lo := int32(0)
-	for _, hi := range count[:len(count)-1] {
-		if hi-lo > 1 {
-			slices.Sort(out[lo:hi])
-		}
-		lo = hi
-	}
-	q.keySpare, q.count = keys, count
-	return out
+	return count[:1<<digit]
 }
 
 // next is the first bucket after the current one, in the ring's order,

@@ -1,6 +1,7 @@
 package eventq_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -84,11 +85,12 @@ func TestTiesBreakByKeyThenDevice(t *testing.T) {
 
 // A disruption puts a whole fleet's retries in a few buckets: a bucket of
 // 5,000 events, many alike in time and in their Key's top bits, pops in
-// order; so do 20,000 spread over a bucket, as a hundred million devices
-// fill each, some crowding one instant, and the tens to thousands a
-// smaller fleet puts in each.
+// order; so do the tens to hundreds of thousands a fleet puts in a
+// bucket, spread over it or over a few microseconds, some crowding one
+// instant.
 func TestACrowdedBucketPopsInOrder(t *testing.T) {
-	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 24}, {63, 1 << 24}, {64, 1 << 24}, {300, 1 << 24}, {3000, 1 << 24}} {
+	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 24}, {63, 1 << 24}, {64, 1 << 24}, {300, 1 << 24}, {3000, 1 << 24},
+		{200_000, 1 << 24}, {100_000, 1 << 12}} {
 		crowdedBucketPopsInOrder(t, tc.events, tc.within)
 	}
 }
@@ -114,5 +116,32 @@ func crowdedBucketPopsInOrder(t *testing.T, events, within int) {
 	})
 	for i := range want {
 		require.Equal(t, want[i], q.Pop(), "pop %d", i)
+	}
+}
+
+// A hundred million devices' wave puts about 1.7 million events in each
+// bucket it crosses; a million devices' storm, hundreds: the cost of a
+// pop, push included, with each bucket's sort.
+func BenchmarkCrowdedBucket(b *testing.B) {
+	for _, n := range []int{500, 1_700_000} {
+		b.Run(fmt.Sprintf("events=%d", n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			events := make([]eventq.Event, n)
+			for i := range events {
+				events[i] = eventq.Event{At: time.Duration(rng.Int64N(1 << 24)), Key: rng.Uint32(), Dev: int32(i)}
+			}
+			var q eventq.Queue
+			b.ResetTimer()
+			for round := range b.N {
+				for _, e := range events {
+					e.At += time.Duration(round+1) * time.Second // a bucket ahead of the one just read
+					q.Push(e)
+				}
+				for q.Len() > 0 {
+					q.Pop()
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+		})
 	}
 }
