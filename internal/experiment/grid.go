@@ -252,6 +252,9 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if cell.Scenario == plan.BootStorm {
 		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
 	}
+	if giveUp.Certain > 0 { // ended on the attempts its devices still down were certain to make
+		cell.AttemptsAfterReturn = max(cell.AttemptsAfterReturn, float64(giveUp.Certain)/float64(cell.Devices))
+	}
 	cell.Verdict = string(r.Verdict)
 	cell.WallS = r.Host.WallS
 	var why []string

@@ -71,6 +71,9 @@ type fleet struct {
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
 	touched int // what reading ahead read: kept, so the reads are made
+	// gap is the longest any device waits between attempts while it is
+	// not admitted; 0 where that is not known (see longestGap)
+	gap time.Duration
 }
 
 var (
@@ -80,13 +83,19 @@ var (
 
 // GiveUp is a grid cell's bounds, as a virtual run can check them while
 // it runs: a run past them fails whatever comes after, and ends there. A
-// run ends as soon as its failure is certain: too many attempts made
-// already, or too few devices up to reach P99Count by P99By even were
-// every node to admit at its limit's full rate and burst from now on.
+// run ends as soon as its failure is certain: too few devices up to reach
+// P99Count by P99By even were every node to admit at its limit's full rate
+// and burst from now on, or too many attempts, made already or bound to
+// be. Devices still down retry until admitted, each within the longest
+// gap its timing allows between attempts (longestGap), and the nodes admit
+// no faster than their limits: the fewest attempts still to come follow.
 type GiveUp struct {
 	MaxAfterReturn int64         // attempts, all devices together, once the broker is back
 	P99By          time.Duration // since the disruption
 	P99Count       int           // devices back by then
+	// Certain is set by a run that ended on its attempts: those made
+	// since the return and the fewest still to come, together.
+	Certain int64
 }
 
 // Options are what a study of many runs asks of each. The zero Options
@@ -178,7 +187,7 @@ func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 // and its broker's nodes.
 func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []device.Timing, ends []int) *fleet {
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes()}
+		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes(), gap: longestGap(timings, c.AdmitMode)}
 	if len(v.strikes) > 1 && c.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
 		v.session = make([]uint16, c.Devices)
 	}
@@ -419,6 +428,10 @@ func (v *fleet) failed(at time.Duration) bool {
 	if v.afterReturn > g.MaxAfterReturn {
 		return true
 	}
+	if least := v.leastToCome(at); least > 0 && float64(v.afterReturn)+least > float64(g.MaxAfterReturn)+1 { // 1: a margin for the float sums
+		g.Certain = v.afterReturn + int64(least)
+		return true
+	}
 	if at-v.t0 > g.P99By {
 		return v.up < g.P99Count
 	}
@@ -436,6 +449,80 @@ func (v *fleet) mostUp(at, until time.Duration) float64 {
 		return math.Inf(1)
 	}
 	return float64(v.up) + l.burst + (until-at).Seconds()*l.rate + 1 // 1: a margin for the float sums
+}
+
+// leastToCome is the fewest attempts the devices down at at are certain
+// to make from then on, counted once the broker is back, where the
+// admission limit is in force at every node and the gap between attempts
+// is known; 0 otherwise. In each span of the gap from at, every device
+// still down at its end made an attempt in it, and the nodes can have
+// admitted no more than their burst and their rate over the spans so far.
+func (v *fleet) leastToCome(at time.Duration) float64 {
+	l := v.limited
+	if v.gap == 0 || l.rate == 0 || at < l.from || at-v.t0 < v.back || v.giveUp.MaxAfterReturn == math.MaxInt64 {
+		return 0
+	}
+	down := float64(len(v.devs)-v.up) - l.burst
+	per := l.rate * v.gap.Seconds()  // admitted at most a span
+	spans := math.Ceil(down/per) - 1 // spans with some device still down at their end
+	if spans <= 0 {
+		return 0
+	}
+	return spans*down - per*spans*(spans+1)/2
+}
+
+// longestGap is the longest a device of timings waits between attempts
+// while it is not admitted: its policy's longest wait, the flood guard's
+// longest hold after it, and, where the broker pauses, the connect
+// timeout of an attempt held in its backlog; or, before its first, its
+// boot spread. 0 where a device may stop retrying (a retry cap, a limit on
+// the time spent) or its policy's shape is not one of reconnect's.
+func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration {
+	gap := time.Duration(0)
+	for _, t := range timings {
+		if l := t.Policy.Limits(); l.MaxRetries != reconnect.RetryForever || l.MaxElapsed > 0 {
+			return 0
+		}
+		wait := longestWait(t.Policy.Shape())
+		if wait == 0 {
+			return 0
+		}
+		if g := t.Guard; g != nil {
+			wait += 2 * g.Window / time.Duration(g.Requests) // a slot to wait for, and a slot's jitter (Core.Due)
+		}
+		if mode == fault.PauseOverLimit {
+			wait += plan.ConnectTimeout
+		}
+		gap = max(gap, wait, t.BootSpread)
+	}
+	return gap + time.Second // a margin for rounding
+}
+
+// longestWait is the longest wait a shape draws, whatever its count,
+// previous wait and draw; 0 for a shape not of reconnect's.
+func longestWait(s reconnect.Shape) time.Duration {
+	switch s := s.(type) {
+	case reconnect.IoTCore:
+		if s.JitterAtCap {
+			return s.MaxBackoff + s.Jitter
+		}
+		return s.MaxBackoff
+	case reconnect.Exponential:
+		return s.Max
+	case reconnect.FullJitter:
+		return s.Max
+	case reconnect.EqualJitter:
+		return s.Max
+	case reconnect.Decorrelated:
+		return s.Max
+	case reconnect.FleetSafe:
+		return s.Max
+	case reconnect.Linear:
+		return s.Max
+	case reconnect.Constant:
+		return s.Interval
+	}
+	return 0
 }
 
 // newSession counts a new session of device i's and returns its number,
