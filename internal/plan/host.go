@@ -109,9 +109,9 @@ func IsTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts
 // What a run holds at its peak, resident, per device and on top: measured
 // with /usr/bin/time -f %M on devicesim run -policy fleet-safe -events off
 // (docs/large-fleets.md): real agents on the in-memory transport 2.33 GB
-// at 20,000 devices (about 115 KiB each), the virtual engine 1.06 GB at
+// at 20,000 devices (about 115 KiB each), the virtual engine 1.04 GB at
 // 10,000,000 (about 104 bytes each: a 64-byte device, a 24-byte event, the
-// report's 12 bytes of counters). Rounded up: a refusal should never meet
+// report's 10 bytes of counters). Rounded up: a refusal should never meet
 // a fleet that would have fit by a hair, nor a run die of one that did
 // not.
 const (
