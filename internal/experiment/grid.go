@@ -113,8 +113,8 @@ func (g *Grid) Passed(policy string) bool {
 }
 
 // RunGrid runs every cell of gc. A cell's run stops once its failure is
-// certain (virtual.GiveUp: too many attempts made, or too few devices up
-// to meet its p99 even at the broker's full rate), and at the latest once
+// certain (virtual.GiveUp: too many attempts, made or certain to be made,
+// or too few devices up to meet its p99 even at the broker's full rate), and at the latest once
 // it has taken twice as long as it may, so that policies that never
 // recover do not hold the grid up.
 func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {

@@ -277,7 +277,13 @@ func (c *counts) add(i int) {
 }
 
 // of is device i's count.
-func (c *counts) of(i int) int64 { return int64(c.low[i]) + c.high[i] }
+func (c *counts) of(i int) int64 {
+	n := int64(c.low[i])
+	if n == math.MaxUint16 {
+		n += c.high[i]
+	}
+	return n
+}
 
 // reached adds an attempt as the broker saw it.
 func (b *Builder) reached(r attempt.Record) {

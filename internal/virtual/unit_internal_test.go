@@ -1,10 +1,16 @@
 package virtual
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A device of the model is one cache line on 64-bit platforms: an event
@@ -13,4 +19,32 @@ func TestAUnitIsACacheLine(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) == 8 {
 		assert.Equal(t, uintptr(64), unsafe.Sizeof(unit{}))
 	}
+}
+
+// longestWait is what each policy's shape draws at most, whatever its
+// retry count, previous wait and draw: a cut on the attempts still to
+// come is certain only while it is. Checked on every policy at several
+// caps, on random draws and on the draws nearest 1.
+func TestNoPolicyWaitsLongerThanItsLongestWait(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, name := range plan.PolicyNames() {
+		if name == plan.PahoDefault { // paho's own reconnect: no agent of the model's runs it
+			continue
+		}
+		for _, maxBackoff := range []time.Duration{time.Second, 32 * time.Second, 10 * time.Minute} {
+			shape, err := plan.Shape(name, maxBackoff)
+			require.NoError(t, err)
+			longest := longestWait(shape)
+			require.Positive(t, longest, "%s: a shape of reconnect's", name)
+			for range 20_000 {
+				n, prev := rng.IntN(80), time.Duration(rng.Int64N(int64(20*maxBackoff)))
+				for _, u := range []float64{rng.Float64(), math.Nextafter(1, 0)} {
+					if d := shape.Delay(n, prev, u); d > longest {
+						t.Fatalf("%s cap %v: Delay(%d, %v, %v) = %v, past its longest %v", name, maxBackoff, n, prev, u, d, longest)
+					}
+				}
+			}
+		}
+	}
+	assert.Zero(t, longestWait(nil), "a shape not of reconnect's: no bound")
 }

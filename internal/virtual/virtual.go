@@ -58,7 +58,7 @@ type fleet struct {
 	sink    *pipe           // every attempt from t0, as it is made, on its way to b
 	back    time.Duration   // since t0: when the broker returned
 	// afterReturn counts the attempts made since back, for the grid's
-	// early end (the builder counts them too, on its own goroutine)
+	// early end (the builder counts them too, a batch behind)
 	afterReturn int64
 	now         time.Duration
 	t0          time.Duration
@@ -87,14 +87,16 @@ var (
 // P99Count by P99By even were every node to admit at its limit's full rate
 // and burst from now on, or too many attempts, made already or bound to
 // be. Devices still down retry until admitted, each within the longest
-// gap its timing allows between attempts (longestGap), and the nodes admit
-// no faster than their limits: the fewest attempts still to come follow.
+// gap its timing allows between attempts, and the nodes admit no faster
+// than their limits: the fewest attempts still to come follow. A GiveUp
+// serves one run at a time, which sets Certain.
 type GiveUp struct {
 	MaxAfterReturn int64         // attempts, all devices together, once the broker is back
 	P99By          time.Duration // since the disruption
 	P99Count       int           // devices back by then
 	// Certain is set by a run that ended on its attempts: those made
-	// since the return and the fewest still to come, together.
+	// since the return and the fewest still to come, together; 0 by any
+	// other run.
 	Certain int64
 }
 
@@ -122,6 +124,9 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	timings, ends, err := groupTimings(groups)
 	if err != nil {
 		return nil, err
+	}
+	if o.GiveUp != nil {
+		o.GiveUp.Certain = 0
 	}
 	before := report.HeapInUse()
 	v := newFleet(c, o.GiveUp, start, timings, ends)
@@ -472,10 +477,10 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 }
 
 // longestGap is the longest a device of timings waits between attempts
-// while it is not admitted: its policy's longest wait, the flood guard's
-// longest hold after it, and, where the broker pauses, the connect
-// timeout of an attempt held in its backlog; or, before its first, its
-// boot spread. 0 where a device may stop retrying (a retry cap, a limit on
+// while it is not admitted: its policy's longest wait (or the wait after a
+// credentials refusal, if longer), the flood guard's longest hold after
+// it, and, where the broker pauses, the connect timeout of an attempt held
+// in its backlog; or, before its first, its boot spread. 0 where a device may stop retrying (a retry cap, a limit on
 // the time spent) or its policy's shape is not one of reconnect's.
 func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration {
 	gap := time.Duration(0)
@@ -487,6 +492,7 @@ func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration
 		if wait == 0 {
 			return 0
 		}
+		wait = max(wait, t.CredentialsWait+time.Second) // Core.result: CredentialsWait and up to 1 s
 		if g := t.Guard; g != nil {
 			wait += 2 * g.Window / time.Duration(g.Requests) // a slot to wait for, and a slot's jitter (Core.Due)
 		}

@@ -414,44 +414,59 @@ func TestACellCutEarlyMissesItsP99RunToTheEnd(t *testing.T) {
 // certain, never a guess). The cells are the grid's a million devices
 // behind 500 connects a second, at 1/250 of the fleet and of the rate,
 // whose bound is 1.5 times the attempts a device would make retrying at
-// the cap while it waits for its turn.
+// the cap while it waits for its turn; refused over the limit at three
+// seeds, held (pause) or accepted and dropped (disconnect) at one.
 func TestACellCutOnItsAttemptsMakesMoreRunToTheEnd(t *testing.T) {
 	if raceDetector {
-		t.Skip("54 runs of a model on one goroutine: the stats step runs them without the race detector")
+		t.Skip("90 runs of a model on one goroutine: the stats step runs them without the race detector")
 	}
 	const devices, rate, capS = 4000, 2.0, 32.0
 	ideal := devices / rate
 	budget := int64(1.5 * (1 + ideal/(2*capS)) * devices)
 	cut := 0
-	for _, policy := range plan.PolicyNames() {
-		if policy == plan.PahoDefault {
-			continue
+	for _, mode := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
+		seeds := uint64(1)
+		if mode == fault.RefuseOverLimit {
+			seeds = 3
 		}
-		for seed := uint64(1); seed <= 3; seed++ {
-			c := model(plan.ThrottledRestart, policy, devices)
-			c.Seed, c.MaxBackoff, c.AdmitRate, c.AdmitBurst = seed, capS*time.Second, rate, 1
-			c.Bound = 3 * time.Duration(ideal) * time.Second
-			require.NoError(t, c.Validate())
-			giveUp := &virtual.GiveUp{MaxAfterReturn: budget}
-			r, _ := virtual.Run(context.Background(), c, virtual.Options{GiveUp: giveUp})
-			require.NotNil(t, r)
-			if giveUp.Certain == 0 {
-				continue // not cut on attempts still to come
+		for _, policy := range plan.PolicyNames() {
+			if policy == plan.PahoDefault {
+				continue
 			}
-			made := int64(r.Attempts.AfterReturnPerDeviceMean * devices)
-			t.Logf("%s seed %d: cut at %.0f s, %d attempts made, at least %d certain, %d up", policy, seed, r.WatchedS, made, giveUp.Certain, r.Recovered())
-			assert.LessOrEqual(t, made, budget, "%s seed %d: past the bound already, cut for what was certain", policy, seed)
-			cut++
-			whole, _ := virtual.Run(context.Background(), c, virtual.Options{})
-			require.NotNil(t, whole)
-			all := int64(math.Round(whole.Attempts.AfterReturnPerDeviceMean * devices))
-			assert.Greater(t, all, budget, "%s seed %d: cut with %d certain, but run to the end it made %d (bound %d)",
-				policy, seed, giveUp.Certain, all, budget)
-			if whole.Recovery.AllRecovered { // else it made more after its bound
-				assert.GreaterOrEqual(t, all, giveUp.Certain, "%s seed %d: fewer attempts than were certain", policy, seed)
+			for seed := uint64(1); seed <= seeds; seed++ {
+				cut += cutOnAttempts(t, mode, policy, seed, devices, rate, capS, budget)
 			}
 		}
 	}
 	assert.GreaterOrEqual(t, cut, 2*3, "full and decorrelated jitter retry too often for the bound: each is cut")
 	t.Logf("%d of the cells cut on attempts still to come", cut)
+}
+
+// cutOnAttempts runs one cell of TestACellCutOnItsAttemptsMakesMoreRunToTheEnd
+// and, if it was cut on the attempts still to come, again to the end; it
+// returns 1 if it was cut.
+func cutOnAttempts(t *testing.T, mode fault.AdmissionMode, policy string, seed uint64, devices int, rate, capS float64, budget int64) int {
+	t.Helper()
+	c := model(plan.ThrottledRestart, policy, devices)
+	c.Seed, c.MaxBackoff, c.AdmitRate, c.AdmitBurst, c.AdmitMode = seed, time.Duration(capS)*time.Second, rate, 1, mode
+	c.Bound = 3 * time.Duration(float64(devices)/rate) * time.Second
+	require.NoError(t, c.Validate())
+	giveUp := &virtual.GiveUp{MaxAfterReturn: budget}
+	r, _ := virtual.Run(context.Background(), c, virtual.Options{GiveUp: giveUp})
+	require.NotNil(t, r)
+	if giveUp.Certain == 0 {
+		return 0 // not cut on attempts still to come
+	}
+	made := int64(r.Attempts.AfterReturnPerDeviceMean * float64(devices))
+	t.Logf("%v %s seed %d: cut at %.0f s, %d attempts made, at least %d certain, %d up", mode, policy, seed, r.WatchedS, made, giveUp.Certain, r.Recovered())
+	assert.LessOrEqual(t, made, budget, "%v %s seed %d: past the bound already, cut for what was certain", mode, policy, seed)
+	whole, _ := virtual.Run(context.Background(), c, virtual.Options{})
+	require.NotNil(t, whole)
+	all := int64(math.Round(whole.Attempts.AfterReturnPerDeviceMean * float64(devices)))
+	assert.Greater(t, all, budget, "%v %s seed %d: cut with %d certain, but run to the end it made %d (bound %d)",
+		mode, policy, seed, giveUp.Certain, all, budget)
+	if whole.Recovery.AllRecovered { // else it made more after its bound
+		assert.GreaterOrEqual(t, all, giveUp.Certain, "%v %s seed %d: fewer attempts than were certain", mode, policy, seed)
+	}
+	return 1
 }
