@@ -66,12 +66,7 @@ func (p *pipe) handOver() {
 // taken them all. p takes no records after it.
 func (p *pipe) close() {
 	if len(p.batch) > 0 {
-		if p.full == nil {
-			p.sink.AddBatch(p.batch)
-		} else {
-			p.full <- p.batch
-		}
-		p.batch = p.batch[:0]
+		p.handOver()
 	}
 	if p.full != nil {
 		close(p.full)
