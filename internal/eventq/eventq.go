@@ -4,8 +4,9 @@
 // It is a calendar queue, as discrete-event simulators of large
 // populations use: a ring of buckets 17 ms wide covering the next 69
 // seconds, each an unsorted slice until its turn comes, when it is
-// sorted once and read in order; events further ahead wait in a heap until
-// the ring reaches them. A push is an append and a pop a read of the next
+// sorted once and read in order (a crowded one, if the driver asks, on
+// another core while the one before it is read); events further ahead
+// wait in a heap until the ring reaches them. A push is an append and a pop a read of the next
 // element, where a heap of a million events costs ten levels of cache
 // misses each way; and a fleet idle at its cap for an hour costs only the
 // buckets it skips, 64 to a word of a bitmap. Events pop in exactly the
@@ -85,21 +86,24 @@ const (
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
 // is not safe for concurrent use.
 type Queue struct {
-	ring     []bucket      // by index: the buckets ahead; the current one's events are in now
-	free     []*chunk      // the buckets' storage not in use
-	occ      []uint64      // a bit for each bucket of the ring that holds events
-	cur      int           // the current bucket
-	start    time.Duration // its first instant
-	now      []Event       // its events, sorted from head on
-	head     int
-	far      Heap // events beyond the ring, until it reaches them
-	n        int
-	keys     []uint64 // the sorts'
-	keySpare []uint64 // sortKeys's: the keys are spread into it, and the two swap
-	count    []int32  // sortKeys's: where each digit's keys end
-	inner    []int32  // sortKeys's: the same within a digit, by the next one
-	chunks   []*chunk // sortBucket's: the bucket's chunks, in order
-	made     int      // chunks made
+	// SortAhead sorts the next crowded bucket on a goroutine of its own
+	// while the driver reads the one before it: a driver with a core to
+	// spare gains the sort's time. Events pop in the same order either
+	// way. A Queue dropped with a sort running leaves it to end on its own.
+	SortAhead bool
+	ring      []bucket      // by index: the buckets ahead; the current one's events are in now
+	free      []*chunk      // the buckets' storage not in use
+	occ       []uint64      // a bit for each bucket of the ring that holds events, or is being sorted ahead
+	cur       int           // the current bucket
+	start     time.Duration // its first instant
+	now       []Event       // its events, sorted from head on
+	head      int
+	far       Heap // events beyond the ring, until it reaches them
+	n         int
+	sorter    sorter     // the driver's own
+	late      []Event    // a bucket sorted ahead: the events that came after its sort began
+	ahead     *sortAhead // nil until a sort ahead is first made
+	made      int        // chunks made
 }
 
 // A bucket of the ring is a list of chunks: its storage grows and shrinks
@@ -107,7 +111,8 @@ type Queue struct {
 // its events and no more, whichever buckets they crowd into.
 type bucket struct {
 	first, last *chunk // nil: the bucket is empty
-	fill        int    // events in the last chunk
+	fill        int32  // events in the last chunk
+	n           int32  // events in all
 }
 
 const (
@@ -155,6 +160,7 @@ func (q *Queue) add(e Event) {
 	}
 	b.last.ev[b.fill] = e
 	b.fill++
+	b.n++
 }
 
 // chunk returns an empty chunk.
@@ -203,40 +209,133 @@ func (q *Queue) settle() {
 		for q.far.Len() > 0 && q.far.Peek().At < q.start+ring*span { // the ring now reaches them
 			q.add(q.far.Pop())
 		}
-		q.sortBucket(q.cur)
+		q.load(q.cur)
 	}
 }
 
-// sortBucket makes bucket i's events now, in order, and frees its
-// chunks. Events in a bucket differ in At by less than a span, so each
+// load makes bucket i's events now, in order, sorting them unless they
+// were sorted ahead, and starts the sort of the next crowded bucket.
+func (q *Queue) load(i int) {
+	if a := q.ahead; a != nil && a.busy && a.bucket == i {
+		<-a.done
+		a.busy = false
+		q.recycle(&a.sorter)
+		if q.ring[i].first == nil { // nothing came after its sort began
+			q.now, a.out = a.out, q.now[:0]
+		} else {
+			late := q.sorter.sort(q.late, q.detach(i), q.start)
+			q.recycle(&q.sorter)
+			q.now, q.late = merge(q.now[:0], a.out, late), late[:0]
+		}
+	} else {
+		q.now = q.sorter.sort(q.now, q.detach(i), q.start)
+		q.recycle(&q.sorter)
+	}
+	q.occ[i/64] &^= 1 << (i % 64)
+	q.sortNext()
+}
+
+// aheadMin is the fewest events in a bucket worth sorting on another
+// goroutine: a sort of them takes a few hundred microseconds, the hand-over
+// a few.
+const aheadMin = 4096
+
+// sortAhead is a bucket being sorted on a goroutine of its own, and the
+// buffers that sort uses, kept for the next.
+type sortAhead struct {
+	sorter
+	out    []Event // the bucket's events, in order, once done
+	done   chan struct{}
+	bucket int  // the driver's to read, as busy
+	busy   bool // a sort has begun and not been taken
+}
+
+// sortNext starts the sort of the next bucket holding events, if the
+// Queue sorts ahead, that bucket is crowded and no sort is running. Its
+// events leave the ring; any pushed to it after are merged in when it
+// is loaded.
+func (q *Queue) sortNext() {
+	if !q.SortAhead || q.ahead != nil && q.ahead.busy {
+		return
+	}
+	j, ok := q.next()
+	if !ok || q.ring[j].n < aheadMin {
+		return
+	}
+	if q.ahead == nil {
+		q.ahead = &sortAhead{done: make(chan struct{}, 1)}
+	}
+	a := q.ahead
+	a.bucket, a.busy = j, true
+	b, start := q.detach(j), q.start+time.Duration((j-q.cur)&(ring-1))*span
+	go func() {
+		a.out = a.sort(a.out, b, start)
+		a.done <- struct{}{}
+	}()
+}
+
+// detach takes bucket i's events out of the ring, leaving its bit in occ.
+func (q *Queue) detach(i int) bucket {
+	b := q.ring[i]
+	q.ring[i] = bucket{}
+	return b
+}
+
+// recycle frees the chunks s has sorted.
+func (q *Queue) recycle(s *sorter) {
+	q.free = append(q.free, s.chunks...)
+	clear(s.chunks) // the free list holds them now
+	s.chunks = s.chunks[:0]
+}
+
+// merge appends a and b, each in order, to dst in order.
+func merge(dst, a, b []Event) []Event {
+	for len(a) > 0 && len(b) > 0 {
+		if compare(b[0], a[0]) < 0 {
+			dst, b = append(dst, b[0]), b[1:]
+		} else {
+			dst, a = append(dst, a[0]), a[1:]
+		}
+	}
+	return append(append(dst, a...), b...)
+}
+
+// sorter sorts a bucket's events: the buffers a sort uses, kept for the
+// next, and the chunks of the bucket it last sorted, to be freed.
+type sorter struct {
+	chunks   []*chunk // the bucket's, in order
+	keys     []uint64
+	keySpare []uint64 // sortKeys's: the keys are spread into it, and the two swap
+	count    []int32  // sortKeys's: where each digit's keys end
+	inner    []int32  // sortKeys's: the same within a digit, by the next one
+}
+
+// sort returns bucket b's events (its first instant start) in order, in
+// dst's storage. Events in a bucket differ in At by less than a span, so each
 // one's order is mostly one uint64: its time in the bucket, the top 16
 // bits of its Key and its place in the bucket. Sorting those is a sort of
 // integers, with no call per comparison; the events are then read from
 // the chunks in that order, and the few alike in time and those bits put
 // in order by compare among themselves.
-func (q *Queue) sortBucket(i int) {
-	b := &q.ring[i]
-	chunks, keys := q.chunks[:0], q.keys[:0]
+func (s *sorter) sort(dst []Event, b bucket, start time.Duration) []Event {
+	now, chunks, keys := dst[:0], s.chunks[:0], s.keys[:0]
 	for c := b.first; c != nil; c = c.next {
 		n := chunkLen
 		if c == b.last {
-			n = b.fill
+			n = int(b.fill)
 		}
 		for _, e := range c.ev[:n] {
-			keys = append(keys, uint64(e.At-q.start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&placeMask))
+			keys = append(keys, uint64(e.At-start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&placeMask))
 		}
 		chunks = append(chunks, c)
 	}
-	*b = bucket{}
-	q.occ[i/64] &^= 1 << (i % 64)
-	now := q.now[:0]
 	if len(keys) > 1<<placeBits { // too many to number: sorted by compare
 		for _, c := range chunks {
 			now = append(now, c.ev[:min(chunkLen, len(keys)-len(now))]...)
 		}
 		slices.SortFunc(now, compare)
 	} else {
-		keys = q.sortKeys(keys)
+		keys = s.sortKeys(keys)
 		for _, k := range keys {
 			p := k & placeMask
 			now = append(now, chunks[p/chunkLen].ev[p%chunkLen])
@@ -252,9 +351,8 @@ func (q *Queue) sortBucket(i int) {
 			i = j
 		}
 	}
-	q.free = append(q.free, chunks...)
-	clear(chunks) // the free list holds them now
-	q.now, q.keys, q.chunks = now, keys, chunks[:0]
+	s.chunks, s.keys = chunks, keys
+	return now
 }
 
 // radixMin is how many keys to sort make a counting pass by a digit of
@@ -268,22 +366,22 @@ const (
 	radixBits = 11
 )
 
-// sortKeys sorts keys, returning them in q.keys's storage or its spare.
-func (q *Queue) sortKeys(keys []uint64) []uint64 {
+// sortKeys sorts keys, returning them in s.keys's storage or its spare.
+func (s *sorter) sortKeys(keys []uint64) []uint64 {
 	if len(keys) < radixMin {
 		slices.Sort(keys)
 		return keys
 	}
-	out := slices.Grow(q.keySpare[:0], len(keys))[:len(keys)]
+	out := slices.Grow(s.keySpare[:0], len(keys))[:len(keys)]
 	top := digitBits(len(keys))
-	q.count = spreadKeys(keys, out, 0, q.count)
+	s.count = spreadKeys(keys, out, 0, s.count)
 	lo := int32(0)
-	for _, hi := range q.count {
+	for _, hi := range s.count {
 		switch run := out[lo:hi]; {
 		case len(run) >= radixMin: // spread back into keys by the next digit, sorted there, and copied
-			q.inner = spreadKeys(run, keys[lo:hi], top, q.inner)
+			s.inner = spreadKeys(run, keys[lo:hi], top, s.inner)
 			sub := int32(0)
-			for _, end := range q.inner {
+			for _, end := range s.inner {
 				slices.Sort(keys[lo+sub : lo+end])
 				sub = end
 			}
@@ -293,7 +391,7 @@ func (q *Queue) sortKeys(keys []uint64) []uint64 {
 		}
 		lo = hi
 	}
-	q.keySpare = keys
+	s.keySpare = keys
 	return out
 }
 
@@ -338,15 +436,12 @@ func (q *Queue) next() (int, bool) {
 
 func index(at time.Duration) int { return int(uint64(at)>>spanBits) & (ring - 1) }
 
-// Ahead returns the event k places after the next one, if the queue knows
-// it without work (it is in the bucket being read): a driver reads the
-// state that event will need, so that its cache miss overlaps the work
-// before it.
-func (q *Queue) Ahead(k int) (Event, bool) {
-	if q.head+k < len(q.now) {
-		return q.now[q.head+k], true
-	}
-	return Event{}, false
+// Coming returns the events from place from to place to after the next,
+// as far as the queue knows them without work (they are in the bucket
+// being read): a driver reads the state those events will need, so that
+// its cache misses overlap the work before them.
+func (q *Queue) Coming(from, to int) []Event {
+	return q.now[min(q.head+from, len(q.now)):min(q.head+to, len(q.now))]
 }
 
 // Heap is a 4-ary min-heap of events: shallower than a binary heap, and

@@ -24,6 +24,32 @@ func TestPopReturnsTheEarliestWaiting(t *testing.T) {
 	t.Run("heap", func(t *testing.T) { popsTheEarliestWaiting(t, func() queue { return new(eventq.Heap) }) })
 }
 
+// A queue that sorts crowded buckets ahead pops what a heap pops, while
+// the driver pushes into the bucket being sorted, the ones before and
+// after it and the one being read, or pushes nothing: a storm's buckets
+// of thousands, every other one empty, at many seeds.
+func TestSortingAheadPopsAsAHeap(t *testing.T) {
+	const span = 1 << 24 // a bucket's width
+	for seed := range uint64(10) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		q, h := &eventq.Queue{SortAhead: true}, new(eventq.Heap)
+		push := func(e eventq.Event) { q.Push(e); h.Push(e) }
+		for range 40_000 { // crowded buckets 1, 3, 5 and 7: the first is sorted ahead at once
+			at := span * time.Duration(1+2*rng.IntN(4))
+			push(eventq.Event{At: at + time.Duration(rng.IntN(span)), Key: rng.Uint32() & 0xFFFF0003, Dev: rng.Int32N(1000)})
+		}
+		pushing := rng.IntN(2) == 0 // or only pop
+		for pops := 0; h.Len() > 0; pops++ {
+			want := h.Pop()
+			require.Equal(t, want, q.Pop(), "seed %d, pop %d", seed, pops)
+			if pushing && rng.IntN(8) == 0 && pops < 25_000 {
+				push(eventq.Event{At: want.At + time.Duration(rng.IntN(4*span)), Key: rng.Uint32N(4), Dev: rng.Int32N(1000)})
+			}
+		}
+		require.Zero(t, q.Len())
+	}
+}
+
 type queue interface {
 	Push(eventq.Event)
 	Pop() eventq.Event
