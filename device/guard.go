@@ -21,9 +21,9 @@ func rateOf(g *reconnect.FloodGuardConfig) (limit, burst float64) {
 	return float64(g.Requests) / g.Window.Seconds(), float64(max(g.Burst, 1))
 }
 
-// available is the tokens in the bucket at now (rate.Limiter.advance).
-func (c *Core) available(g *reconnect.FloodGuardConfig, now time.Duration) float64 {
-	limit, burst := rateOf(g)
+// available is the tokens at now in the bucket of a guard of limit and
+// burst (rate.Limiter.advance).
+func (c *Core) available(limit, burst float64, now time.Duration) float64 {
 	if !c.is(guardUsed) {
 		return burst // a new limiter starts full
 	}
@@ -35,8 +35,8 @@ func (c *Core) available(g *reconnect.FloodGuardConfig, now time.Duration) float
 // reserve takes a slot at now and returns how long until it may be used
 // (rate.Limiter.ReserveN(now, 1).DelayFrom(now)).
 func (c *Core) reserve(g *reconnect.FloodGuardConfig, now time.Duration) time.Duration {
-	limit, _ := rateOf(g)
-	tokens := c.available(g, now) - 1
+	limit, burst := rateOf(g)
+	tokens := c.available(limit, burst, now) - 1
 	var wait time.Duration
 	if tokens < 0 {
 		wait = durationFromTokens(-tokens, limit)

@@ -239,7 +239,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline()})
+	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline(), FleetVerdictOnly: true}) // a cell reads the fleet's verdict
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}

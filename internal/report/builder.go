@@ -35,8 +35,12 @@ type Builder struct {
 	// FleetAdmits: recovery is when the devices heard CONNACK 0, although
 	// the broker's side is seen (a proxy sees connections, not CONNACKs).
 	FleetAdmits bool
-	events      *eventLog
-	until       time.Duration // unscaled: how long after the disruption the run watched
+	// FleetVerdictOnly leaves the broker's side unjudged (Report.Broker
+	// nil) for a study that reads only the verdict, which is the fleet's:
+	// judging a side costs as much as the other.
+	FleetVerdictOnly bool
+	events           *eventLog
+	until            time.Duration // unscaled: how long after the disruption the run watched
 
 	// Per device index: attempts made, and the last admitted session (the
 	// one that stayed), from the broker's view when there is one (it admits;
@@ -367,7 +371,7 @@ func (b *Builder) Fill(rep *Report) error {
 	}
 	rep.Verdict = rep.Fleet.Judgement.Verdict
 	rep.Admitted = stormstats.Summarize(&b.admissions)
-	if b.brokerAt != "" {
+	if b.brokerAt != "" && !b.FleetVerdictOnly {
 		s, err := judged(&b.broker, b.brokerAt, m)
 		if err != nil {
 			return err
@@ -421,7 +425,7 @@ func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
 		if d.Fleet, err = judged(&sg.fleet, b.fleetAt, m); err != nil {
 			return err
 		}
-		if b.brokerAt != "" {
+		if b.brokerAt != "" && !b.FleetVerdictOnly {
 			s, err := judged(&sg.broker, b.brokerAt, m)
 			if err != nil {
 				return err

@@ -126,7 +126,7 @@ type Judgement struct {
 // oscillation (its shoulders are as wide as its peak) does not. They start
 // a quarter width away from the window (the step between windows); the
 // quarter widths between may be no denser than the window itself.
-const neighbours = 3
+const neighbours = 3 // scan reads their edges one by one
 
 // zFloor is the least evidence a candidate burst is kept for, before the
 // significance bar is known.
@@ -221,17 +221,16 @@ func scan(counts []int32, narrowest int, m Method) scanResult {
 			// The neighbours start a step away, so that a round the
 			// window straddles by up to a step does not spill into them.
 			before, after := t-step, t+h+step
-			if at(after+neighbours*h)-at(before-neighbours*h) < minN {
+			b3, a3 := at(before-neighbours*h), at(after+neighbours*h)
+			if a3-b3 < minN {
 				continue // too few around to be a test at any bar worth having
 			}
+			// the prefix sums at the neighbours' other edges, each read
+			// once: the neighbours are their differences
+			b0, b1, b2 := at(before), at(before-h), at(before-2*h)
+			a0, a1, a2 := at(after), at(after+h), at(after+2*h)
 			c := at(t+h) - at(t)
-			busiest, sum := int64(0), int64(0)
-			for k := range neighbours {
-				b := at(before-k*h) - at(before-(k+1)*h)
-				a := at(after+(k+1)*h) - at(after+k*h)
-				busiest = max(busiest, b, a)
-				sum += b + a
-			}
+			busiest, sum := max(b0-b1, b1-b2, b2-b3, a1-a0, a2-a1, a3-a2), b0-b3+a3-a0
 			tally[min(c+busiest, tallyCap)]++
 			if float64(c) < m.Contrast*float64(busiest) || c+busiest < minN {
 				continue

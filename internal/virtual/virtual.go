@@ -111,6 +111,9 @@ type Options struct {
 	// a study that runs as many engines at once as there are cores gains
 	// nothing from that but the hand-over between them.
 	Inline bool
+	// FleetVerdictOnly judges only the fleet's arrivals, whose verdict is
+	// the run's: the report has no Broker side.
+	FleetVerdictOnly bool
 }
 
 // Run runs plan c (which the caller has validated) in virtual time. A run
@@ -133,6 +136,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	v.q.SortAhead = !o.Inline // a core beside the builder's: a wave's buckets are sorted there
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
+	v.b.FleetVerdictOnly = o.FleetVerdictOnly
 	v.b.SplitGroups(groups)
 	v.b.SplitNodes(len(v.nodes))
 	v.back = v.b.Back()

@@ -179,6 +179,33 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 	assert.ErrorContains(t, err, "not after the disruption before it")
 }
 
+// A run that judges only the fleet's side is the same run: the same
+// recovery, attempts and verdicts, the disruptions' too, with no broker's
+// side to read.
+func TestAFleetVerdictOnlyRunLeavesOnlyTheBrokerUnjudged(t *testing.T) {
+	c := model(plan.ThrottledRestart, "equal", 2000)
+	c.AdmitRate, c.AdmitBurst = 200, 10
+	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+	require.NoError(t, c.Validate())
+	whole, err := virtual.Run(context.Background(), c, virtual.Options{})
+	require.NoError(t, err)
+	brief, err := virtual.Run(context.Background(), c, virtual.Options{FleetVerdictOnly: true})
+	require.NoError(t, err)
+	require.NotNil(t, whole.Broker)
+	assert.Nil(t, brief.Broker)
+	assert.Equal(t, whole.Recovery, brief.Recovery)
+	assert.Equal(t, whole.Attempts, brief.Attempts)
+	assert.Equal(t, whole.Fleet, brief.Fleet)
+	assert.Equal(t, whole.Verdict, brief.Verdict)
+	require.Len(t, brief.Disruptions, 2)
+	for k, d := range brief.Disruptions {
+		assert.Nil(t, d.Broker)
+		require.NotNil(t, whole.Disruptions[k].Broker)
+		d.Broker = whole.Disruptions[k].Broker
+		assert.Equal(t, whole.Disruptions[k], d)
+	}
+}
+
 // A three-node cluster restarted node by node, a minute apart: each
 // node's sessions fail over to the next node, so the fleet piles onto the
 // survivors. Node 1 takes node 0's third; when node 1 restarts, node 2
