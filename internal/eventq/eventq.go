@@ -356,8 +356,8 @@ func (s *sorter) sort(dst []Event, b bucket, start time.Duration) []Event {
 }
 
 // radixMin is how many keys to sort make a counting pass by a digit of
-// their time in the bucket, and a sort of each digit's few, beat a
-// comparison sort of them all; the digit has enough values for about four
+// their key (the first bits in which they differ), and a sort of each
+// digit's few, beat a comparison sort of them all; the digit has enough values for about four
 // keys each, at most 2^radixBits. A hundred million devices put a million
 // and more in a bucket: the keys of each top digit are then many, and
 // spread by the next digit in turn.
@@ -373,13 +373,12 @@ func (s *sorter) sortKeys(keys []uint64) []uint64 {
 		return keys
 	}
 	out := slices.Grow(s.keySpare[:0], len(keys))[:len(keys)]
-	top := digitBits(len(keys))
-	s.count = spreadKeys(keys, out, 0, s.count)
+	s.count = spreadKeys(keys, out, commonBits(keys), s.count)
 	lo := int32(0)
 	for _, hi := range s.count {
 		switch run := out[lo:hi]; {
 		case len(run) >= radixMin: // spread back into keys by the next digit, sorted there, and copied
-			s.inner = spreadKeys(run, keys[lo:hi], top, s.inner)
+			s.inner = spreadKeys(run, keys[lo:hi], commonBits(run), s.inner)
 			sub := int32(0)
 			for _, end := range s.inner {
 				slices.Sort(keys[lo+sub : lo+end])
@@ -399,11 +398,23 @@ func (s *sorter) sortKeys(keys []uint64) []uint64 {
 // or more past 2^radixBits values.
 func digitBits(n int) int { return min(bits.Len(uint(n))-2, radixBits) }
 
+// commonBits is how many top bits keys all share: a fleet without jitter
+// puts thousands at one instant, alike in every bit of their time, and
+// spreading them by those bits would spread nothing.
+func commonBits(keys []uint64) int {
+	all, some := ^uint64(0), uint64(0)
+	for _, k := range keys {
+		all &= k
+		some |= k
+	}
+	return bits.LeadingZeros64(all ^ some)
+}
+
 // spreadKeys writes keys to out (as long) in the order of their digit
 // after their top common bits, which are all alike, and returns ends (in
 // ends' storage): the keys of digit d are out[ends[d-1]:ends[d]].
 func spreadKeys(keys, out []uint64, common int, ends []int32) []int32 {
-	digit := digitBits(len(keys))
+	digit := min(digitBits(len(keys)), 64-common)
 	shift, mask := 64-common-digit, uint64(1)<<digit-1
 	count := slices.Grow(ends[:0], 1<<digit+1)[:1<<digit+1]
 	clear(count)

@@ -113,10 +113,10 @@ func TestTiesBreakByKeyThenDevice(t *testing.T) {
 // 5,000 events, many alike in time and in their Key's top bits, pops in
 // order; so do the tens to hundreds of thousands a fleet puts in a
 // bucket, spread over it or over a few microseconds, some crowding one
-// instant.
+// instant, or all of them (a fleet without jitter).
 func TestACrowdedBucketPopsInOrder(t *testing.T) {
 	for _, tc := range []struct{ events, within int }{{5000, 1000}, {20_000, 1 << 24}, {63, 1 << 24}, {64, 1 << 24}, {300, 1 << 24}, {3000, 1 << 24},
-		{200_000, 1 << 24}, {100_000, 1 << 12}} {
+		{200_000, 1 << 24}, {100_000, 1 << 12}, {50_000, 1}} {
 		crowdedBucketPopsInOrder(t, tc.events, tc.within)
 	}
 }
