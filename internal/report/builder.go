@@ -444,6 +444,7 @@ func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
 func (b *Builder) fillGroups(rep *Report) error {
 	for _, g := range b.groups {
 		g.b.MinWidth, g.b.FleetAdmits, g.b.lags, g.b.notices = b.MinWidth, b.FleetAdmits, b.lags, b.notices
+		g.b.FleetVerdictOnly = b.FleetVerdictOnly
 		gr := &Report{Devices: g.Devices}
 		if err := g.b.Fill(gr); err != nil {
 			return err

@@ -126,7 +126,9 @@ type Judgement struct {
 // oscillation (its shoulders are as wide as its peak) does not. They start
 // a quarter width away from the window (the step between windows); the
 // quarter widths between may be no denser than the window itself.
-const neighbours = 3 // scan reads their edges one by one
+const neighbours = 3
+
+var _ = [1]int{}[neighbours-3] // scan reads the three each side's edges one by one: it fails to build otherwise
 
 // zFloor is the least evidence a candidate burst is kept for, before the
 // significance bar is known.

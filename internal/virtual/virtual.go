@@ -107,8 +107,9 @@ type Options struct {
 	// fails them.
 	GiveUp *GiveUp
 	// Inline builds the report on the model's own goroutine. Otherwise
-	// the builder runs on a second one, on a second core if there is one;
-	// a study that runs as many engines at once as there are cores gains
+	// the builder runs on a second one, on a second core if there is one,
+	// and the queue sorts its crowded buckets on a third beside it; a
+	// study that runs as many engines at once as there are cores gains
 	// nothing from that but the hand-over between them.
 	Inline bool
 	// FleetVerdictOnly judges only the fleet's arrivals, whose verdict is
@@ -133,7 +134,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	}
 	before := report.HeapInUse()
 	v := newFleet(c, o.GiveUp, start, timings, ends)
-	v.q.SortAhead = !o.Inline // a core beside the builder's: a wave's buckets are sorted there
+	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1 // a core beside the builder's: a wave's buckets are sorted there
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
 	v.b.FleetVerdictOnly = o.FleetVerdictOnly

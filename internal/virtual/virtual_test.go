@@ -180,12 +180,13 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 }
 
 // A run that judges only the fleet's side is the same run: the same
-// recovery, attempts and verdicts, the disruptions' too, with no broker's
-// side to read.
+// recovery, attempts and verdicts, the disruptions' and the groups' too,
+// with no broker's side to read.
 func TestAFleetVerdictOnlyRunLeavesOnlyTheBrokerUnjudged(t *testing.T) {
 	c := model(plan.ThrottledRestart, "equal", 2000)
 	c.AdmitRate, c.AdmitBurst = 200, 10
 	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+	c.Groups = []plan.Group{{Name: "old", Devices: 1500, Policy: "iotcore"}, {Name: "new", Devices: 500, Policy: "equal"}}
 	require.NoError(t, c.Validate())
 	whole, err := virtual.Run(context.Background(), c, virtual.Options{})
 	require.NoError(t, err)
@@ -203,6 +204,13 @@ func TestAFleetVerdictOnlyRunLeavesOnlyTheBrokerUnjudged(t *testing.T) {
 		require.NotNil(t, whole.Disruptions[k].Broker)
 		d.Broker = whole.Disruptions[k].Broker
 		assert.Equal(t, whole.Disruptions[k], d)
+	}
+	require.Len(t, brief.Groups, 2)
+	for k, g := range brief.Groups {
+		assert.Nil(t, g.Broker)
+		assert.Equal(t, whole.Groups[k].Recovery, g.Recovery)
+		assert.Equal(t, whole.Groups[k].Verdict, g.Verdict)
+		require.NotNil(t, whole.Groups[k].Broker)
 	}
 }
 
