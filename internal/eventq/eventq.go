@@ -6,12 +6,12 @@
 // seconds, each an unsorted slice until its turn comes, when it is
 // sorted once and read in order (a crowded one, if the driver asks, on
 // another core while the one before it is read); events further ahead
-// wait in a heap until the ring reaches them. A push is an append and a pop a read of the next
-// element, where a heap of a million events costs ten levels of cache
-// misses each way; and a fleet idle at its cap for an hour costs only the
-// buckets it skips, 64 to a word of a bitmap. Events pop in exactly the
-// order Before defines, so a run's sequence is the same as any other
-// priority queue's.
+// wait in a heap until the ring reaches them. A push is an append and a
+// pop a read of the next element, where a heap of a million events costs
+// ten levels of cache misses each way; and a fleet idle at its cap for an
+// hour costs only the buckets it skips, 64 to a word of a bitmap. Events
+// pop in exactly the order Before defines, so a run's sequence is the
+// same as any other priority queue's.
 package eventq
 
 import (
