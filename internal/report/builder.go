@@ -303,6 +303,12 @@ func (b *Builder) reached(r attempt.Record) {
 	}
 }
 
+// CountsRefusals reports whether b counts the attempts that reached the
+// broker and were not admitted: not when it leaves the broker's side
+// unjudged and has no nodes to count them by. An engine may then leave
+// those records out; the fleet's side has them all.
+func (b *Builder) CountsRefusals() bool { return !b.FleetVerdictOnly || b.nodes != nil }
+
 // Back is when the broker returned, unscaled, since the disruption.
 func (b *Builder) Back() time.Duration { return b.back }
 

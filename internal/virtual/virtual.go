@@ -74,6 +74,14 @@ type fleet struct {
 	// gap is the longest any device waits between attempts while it is
 	// not admitted; 0 where that is not known (see longestGap)
 	gap time.Duration
+	// least is leastToCome's answer while upFor devices are up: it
+	// depends on nothing else that changes, and admissions are rare
+	// beside attempts
+	least float64
+	upFor int
+	// refusals says whether the builder counts what the broker turned
+	// away, or only what it admitted
+	refusals bool
 }
 
 var (
@@ -140,6 +148,7 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	v.b.FleetVerdictOnly = o.FleetVerdictOnly
 	v.b.SplitGroups(groups)
 	v.b.SplitNodes(len(v.nodes))
+	v.refusals = v.b.CountsRefusals()
 	v.back = v.b.Back()
 	bound := c.RecoveryBound(c.Devices)
 	last := v.splitDisruptions() // the last disruption, after the first
@@ -198,7 +207,7 @@ func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 // and its broker's nodes.
 func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []device.Timing, ends []int) *fleet {
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes(), gap: longestGap(timings, c.AdmitMode)}
+		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes(), gap: longestGap(timings, c.AdmitMode), upFor: -1}
 	if len(v.strikes) > 1 && c.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
 		v.session = make([]uint16, c.Devices)
 	}
@@ -396,7 +405,7 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 	if r.T >= v.back {
 		v.afterReturn++
 	}
-	if seen >= 0 {
+	if seen >= 0 && (v.refusals || o == fault.Accepted) {
 		r.T, r.Code, r.Side, r.Node = seen-v.t0, 0, attempt.Broker, uint8(node)
 		v.sink.Add(r)
 	}
@@ -473,13 +482,17 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 	if v.gap == 0 || l.rate == 0 || at < l.from || at-v.t0 < v.back || v.giveUp.MaxAfterReturn == math.MaxInt64 {
 		return 0
 	}
+	if v.upFor == v.up {
+		return v.least
+	}
+	v.upFor, v.least = v.up, 0
 	down := float64(len(v.devs)-v.up) - l.burst
 	per := l.rate * v.gap.Seconds()  // admitted at most a span
 	spans := math.Ceil(down/per) - 1 // spans with some device still down at their end
-	if spans <= 0 {
-		return 0
+	if spans > 0 {
+		v.least = spans*down - per*spans*(spans+1)/2
 	}
-	return spans*down - per*spans*(spans+1)/2
+	return v.least
 }
 
 // longestGap is the longest a device of timings waits between attempts
