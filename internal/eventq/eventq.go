@@ -75,12 +75,6 @@ const (
 	span     = 1 << spanBits
 	ringBits = 12 // 4,096 buckets: 68.7 s ahead, past a 32 s cap's every wait
 	ring     = 1 << ringBits
-	// a sort key is an event's time in its bucket, keyBits of its Key,
-	// and placeBits for its place in the bucket (a fleet's burst puts
-	// millions in one bucket)
-	keyBits   = 16
-	placeBits = 64 - spanBits - keyBits
-	placeMask = 1<<placeBits - 1
 )
 
 // Queue holds events, earliest first. The zero Queue is empty and ready. It
@@ -98,7 +92,8 @@ type Queue struct {
 	start     time.Duration // its first instant
 	now       []Event       // its events, sorted from head on
 	head      int
-	far       Heap // events beyond the ring, until it reaches them
+	far       map[int64]*bucket // events beyond the ring, by era, until it reaches them
+	eras      []int64           // far's eras, earliest first
 	n         int
 	sorter    sorter     // the driver's own
 	late      []Event    // a bucket sorted ahead: the events that came after its sort began
@@ -144,19 +139,24 @@ func (q *Queue) Push(e Event) {
 	case e.At < q.start+ring*span:
 		q.add(e)
 	default:
-		q.far.Push(e)
+		q.farther(e)
 	}
 }
 
 // add puts e in its bucket of the ring, other than the current one.
 func (q *Queue) add(e Event) {
 	i := index(e.At)
-	b := &q.ring[i]
+	if q.put(&q.ring[i], e) {
+		q.occ[i/64] |= 1 << (i % 64)
+	}
+}
+
+// put appends e to b, and reports whether b was empty.
+func (q *Queue) put(b *bucket, e Event) (first bool) {
 	switch {
 	case b.first == nil:
 		b.first = q.chunk()
-		b.last, b.fill = b.first, 0
-		q.occ[i/64] |= 1 << (i % 64)
+		b.last, b.fill, first = b.first, 0, true
 	case b.fill == chunkLen:
 		c := q.chunk()
 		b.last.next, b.last, b.fill = c, c, 0
@@ -164,6 +164,54 @@ func (q *Queue) add(e Event) {
 	b.last.ev[b.fill] = e
 	b.fill++
 	b.n++
+	return first
+}
+
+// An era is half the ring's length of time. Events beyond the ring wait
+// in their era's list, unsorted as a bucket's are, and enter the ring all
+// at once when its first instant reaches the era before theirs: every one
+// of them then falls within the ring, and none is due yet. A fleet booting
+// over half an hour puts a million events there, where a heap would take
+// ten levels of cache misses to pop each.
+const eraBits = spanBits + ringBits - 1
+
+func era(at time.Duration) int64 { return int64(at >> eraBits) }
+
+// entry is when era e enters the ring: when the ring's first instant
+// reaches the era before it.
+func entry(e int64) time.Duration { return time.Duration(e-1) << eraBits }
+
+// farther puts e, beyond the ring, in its era.
+func (q *Queue) farther(e Event) {
+	k := era(e.At)
+	b := q.far[k]
+	if b == nil {
+		if q.far == nil {
+			q.far = make(map[int64]*bucket)
+		}
+		b = new(bucket)
+		q.far[k] = b
+		i, _ := slices.BinarySearch(q.eras, k)
+		q.eras = slices.Insert(q.eras, i, k)
+	}
+	q.put(b, e)
+}
+
+// enter moves the earliest era's events into the ring, whose first
+// instant has reached its entry.
+func (q *Queue) enter() {
+	k := q.eras[0]
+	b := q.far[k]
+	q.eras = q.eras[1:]
+	delete(q.far, k)
+	for c := b.first; c != nil; {
+		for _, e := range c.ev[:b.filled(c)] {
+			q.add(e)
+		}
+		next := c.next
+		q.free = append(q.free, c)
+		c = next
+	}
 }
 
 // chunk returns an empty chunk.
@@ -202,15 +250,17 @@ func (q *Queue) Pop() Event {
 func (q *Queue) settle() {
 	for q.n > 0 && q.head == len(q.now) {
 		q.now, q.head = q.now[:0], 0
-		if next, ok := q.next(); ok {
-			q.start += time.Duration((next-q.cur)&(ring-1)) * span
-			q.cur = next
-		} else { // the ring is empty: jump to the heap's earliest
-			q.start = q.far.Peek().At &^ (span - 1)
+		next, ok := q.next()
+		at := q.start + time.Duration((next-q.cur)&(ring-1))*span // when bucket next begins
+		if len(q.eras) > 0 && (!ok || entry(q.eras[0]) <= at) {   // an era enters first
+			q.start = entry(q.eras[0])
 			q.cur = index(q.start)
-		}
-		for q.far.Len() > 0 && q.far.Peek().At < q.start+ring*span { // the ring now reaches them
-			q.add(q.far.Pop())
+			q.enter()
+			if q.occ[q.cur/64]&(1<<(q.cur%64)) == 0 {
+				continue // its events come later: the next bucket holding some is theirs or the ring's
+			}
+		} else {
+			q.start, q.cur = at, next
 		}
 		q.load(q.cur)
 	}
@@ -321,48 +371,79 @@ type sorter struct {
 }
 
 // sort returns bucket b's events (its first instant start) in order, in
-// dst's storage. Events in a bucket differ in At by less than a span, so each
-// one's order is mostly one uint64: its time in the bucket, the top 16
-// bits of its Key and its place in the bucket. Sorting those is a sort of
-// integers, with no call per comparison; the events are then read from
-// the chunks in that order, and the few alike in time and those bits put
-// in order by compare among themselves.
+// dst's storage. Events in a bucket differ in At by less than a span, so
+// each one's order is mostly one uint64: the bits of its time in the
+// bucket in which the bucket's events differ, as many bits of its Key as
+// fit, and its place in the bucket. Sorting those is a sort of integers,
+// with no call per comparison; the events are then read from the chunks in
+// that order, and the few alike in time and those bits put in order by
+// compare among themselves. A fleet without jitter puts thousands at one
+// instant: their keys are then nearly all Key, and few are alike.
 func (s *sorter) sort(dst []Event, b bucket, start time.Duration) []Event {
 	now, chunks, keys := dst[:0], s.chunks[:0], s.keys[:0]
+	all, some := uint64(span-1), uint64(0) // the bits every event's time has, and any has
 	for c := b.first; c != nil; c = c.next {
-		n := chunkLen
-		if c == b.last {
-			n = int(b.fill)
-		}
-		for _, e := range c.ev[:n] {
-			keys = append(keys, uint64(e.At-start)<<(64-spanBits)|uint64(e.Key>>(32-keyBits))<<placeBits|uint64(len(keys)&placeMask))
+		for _, e := range c.ev[:b.filled(c)] {
+			all &= uint64(e.At - start)
+			some |= uint64(e.At - start)
 		}
 		chunks = append(chunks, c)
 	}
-	if len(keys) > 1<<placeBits { // too many to number: sorted by compare
-		for _, c := range chunks {
-			now = append(now, c.ev[:min(chunkLen, len(keys)-len(now))]...)
+	l := layout(all^some, int(b.n))
+	for _, c := range chunks {
+		for _, e := range c.ev[:b.filled(c)] {
+			keys = append(keys, l.key(e, start, len(keys)))
 		}
-		slices.SortFunc(now, compare)
-	} else {
-		keys = s.sortKeys(keys)
-		for _, k := range keys {
-			p := k & placeMask
-			now = append(now, chunks[p/chunkLen].ev[p%chunkLen])
+	}
+	keys = s.sortKeys(keys)
+	for _, k := range keys {
+		p := k & l.placeMask
+		now = append(now, chunks[p/chunkLen].ev[p%chunkLen])
+	}
+	for i := 0; i < len(keys); { // events alike in the key's bits
+		j := i + 1
+		for j < len(keys) && keys[j]>>l.placeBits == keys[i]>>l.placeBits {
+			j++
 		}
-		for i := 0; i < len(keys); { // events alike in the key's bits
-			j := i + 1
-			for j < len(keys) && keys[j]>>placeBits == keys[i]>>placeBits {
-				j++
-			}
-			if j-i > 1 {
-				slices.SortFunc(now[i:j], compare)
-			}
-			i = j
+		if j-i > 1 {
+			slices.SortFunc(now[i:j], compare)
 		}
+		i = j
 	}
 	s.chunks, s.keys = chunks, keys
 	return now
+}
+
+// filled is how many events chunk c of b holds.
+func (b bucket) filled(c *chunk) int {
+	if c == b.last {
+		return int(b.fill)
+	}
+	return chunkLen
+}
+
+// keyLayout is where a bucket's sort keys put an event's time, Key and
+// place: its time's bits from the highest in which the bucket's events
+// differ, then the top keyBits of its Key, then placeBits for its place.
+type keyLayout struct {
+	timeMask            uint64
+	keyBits, placeBits  int
+	keyShift, placeMask uint64
+}
+
+// layout is the key layout of n events whose times in the bucket differ
+// in the bits of differ.
+func layout(differ uint64, n int) keyLayout {
+	timeBits, placeBits := bits.Len64(differ), bits.Len(uint(n)) // n < 2^31: the three fit
+	keyBits := min(32, 64-timeBits-placeBits)
+	return keyLayout{timeMask: 1<<timeBits - 1, keyBits: keyBits, placeBits: placeBits,
+		keyShift: uint64(keyBits + placeBits), placeMask: 1<<placeBits - 1}
+}
+
+// key is e's sort key at place p. The bits above the differing ones are
+// alike in every event, and left out.
+func (l keyLayout) key(e Event, start time.Duration, p int) uint64 {
+	return uint64(e.At-start)&l.timeMask<<l.keyShift | uint64(e.Key)>>(32-l.keyBits)<<l.placeBits | uint64(p)
 }
 
 // radixMin is how many keys to sort make a counting pass by a digit of

@@ -17,7 +17,8 @@ import (
 // order of pushes: checked against a plain list over interleaved pushes and
 // pops with many ties (as at a disruption), at many seeds. The delays reach
 // from nothing (the bucket being read) through the ring's buckets to hours
-// past it (the heap, and jumps over an idle ring), and an event may be due
+// past it (the eras beyond it, and jumps over an idle ring), some at an
+// era's first instant or either side of it, and an event may be due
 // before the one just popped.
 func TestPopReturnsTheEarliestWaiting(t *testing.T) {
 	t.Run("queue", func(t *testing.T) { popsTheEarliestWaiting(t, func() queue { return new(eventq.Queue) }) })
@@ -51,6 +52,37 @@ func TestSortingAheadPopsAsAHeap(t *testing.T) {
 	}
 }
 
+// Events beyond the ring wait in eras and enter it before they are due: a
+// fleet booting over twenty minutes, a quarter of its events at an era's
+// first instant or either side of it, and retries pushed as it pops, up
+// to two eras ahead, pops what a heap pops, at many seeds.
+func TestErasPopAsAHeap(t *testing.T) {
+	const era = 1 << 35 // half the ring's length
+	near := func(rng *rand.Rand, at time.Duration) time.Duration {
+		if rng.IntN(4) == 0 {
+			return at&^(era-1) + time.Duration(rng.IntN(3)-1) // an era's first instant, or either side
+		}
+		return at
+	}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 13))
+		q, h := new(eventq.Queue), new(eventq.Heap)
+		push := func(e eventq.Event) { q.Push(e); h.Push(e) }
+		for range 20_000 {
+			push(eventq.Event{At: max(near(rng, time.Duration(rng.Int64N(40*era))), 0), Key: rng.Uint32N(4), Dev: rng.Int32N(1000)})
+		}
+		for pops := 0; h.Len() > 0; pops++ {
+			want := h.Pop()
+			require.Equal(t, want, q.Pop(), "seed %d, pop %d", seed, pops)
+			if rng.IntN(4) == 0 && pops < 30_000 {
+				at := max(near(rng, want.At+time.Duration(rng.Int64N(4*era))), want.At)
+				push(eventq.Event{At: at, Key: rng.Uint32N(4), Dev: rng.Int32N(1000)})
+			}
+		}
+		require.Zero(t, q.Len())
+	}
+}
+
 type queue interface {
 	Push(eventq.Event)
 	Pop() eventq.Event
@@ -59,7 +91,8 @@ type queue interface {
 }
 
 func popsTheEarliestWaiting(t *testing.T, newQueue func() queue) {
-	delays := []time.Duration{0, time.Microsecond, time.Millisecond, time.Second, 30 * time.Second, 69 * time.Second, time.Hour}
+	const era = 1 << 35 // half the ring's length
+	delays := []time.Duration{0, time.Microsecond, time.Millisecond, time.Second, 30 * time.Second, 69 * time.Second, 2 * era, time.Hour}
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		q := newQueue()
@@ -86,8 +119,11 @@ func popsTheEarliestWaiting(t *testing.T, newQueue func() queue) {
 			}
 			d := delays[rng.IntN(len(delays))]
 			at := now + time.Duration(rng.Int64N(int64(d)+1))
-			if rng.IntN(50) == 0 {
+			switch rng.IntN(50) {
+			case 0:
 				at = now - time.Duration(rng.IntN(1000)) // before the last popped
+			case 1:
+				at = max(at&^(era-1)+time.Duration(rng.IntN(3)-1), now) // an era's first instant, or either side
 			}
 			e := eventq.Event{At: at, Key: rng.Uint32N(4), Dev: rng.Int32N(100)}
 			q.Push(e)
