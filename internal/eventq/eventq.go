@@ -6,12 +6,12 @@
 // seconds, each an unsorted slice until its turn comes, when it is
 // sorted once and read in order (a crowded one, if the driver asks, on
 // another core while the one before it is read); events further ahead
-// wait in a heap until the ring reaches them. A push is an append and a
-// pop a read of the next element, where a heap of a million events costs
-// ten levels of cache misses each way; and a fleet idle at its cap for an
-// hour costs only the buckets it skips, 64 to a word of a bitmap. Events
-// pop in exactly the order Before defines, so a run's sequence is the
-// same as any other priority queue's.
+// wait, as unsorted, in eras of half its length until the ring reaches
+// them. A push is an append and a pop a read of the next element, where a
+// heap of a million events costs ten levels of cache misses each way; and
+// a fleet idle at its cap for an hour costs only the buckets it skips, 64
+// to a word of a bitmap. Events pop in exactly the order Before defines,
+// so a run's sequence is the same as any other priority queue's.
 package eventq
 
 import (
@@ -548,9 +548,9 @@ func (q *Queue) Coming(from, to int) []Event {
 }
 
 // Heap is a 4-ary min-heap of events: shallower than a binary heap, and
-// its children share cache lines. A Queue keeps the events beyond its ring
-// in one (few, in a storm); on its own it is the plain priority queue a
-// simulator starts from, and the engine's benchmark keeps it as a yardstick.
+// its children share cache lines: the plain priority queue a simulator
+// starts from, which the engine's benchmark and the Queue's tests keep as
+// a yardstick.
 // The zero Heap is empty and ready; it is not safe for concurrent use.
 type Heap []Event
 
