@@ -46,9 +46,16 @@ Commands:
                              brokers admitting 500 to 50,000 connects/s (virtual time)
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
+
+Before any command, -cpuprofile FILE writes a CPU profile of it to FILE.
 `
 
-func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	args, stopProfile, err := cpuProfiled(args)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfile()) }()
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("a command is required")

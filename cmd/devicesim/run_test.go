@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -136,6 +137,29 @@ func TestDelaysAreReproducibleAndFollowThePolicy(t *testing.T) {
 	assert.Contains(t, delays(t, "-policy", "exponential", "-attempts", "2", "-samples", "1"), "2,2000.000")
 	assert.Equal(t, "attempt,delay_ms\n1,0.000\n2,1000.000\n3,2000.000\n4,4000.000\n5,4000.000\n",
 		delays(t, "-policy", "paho-default", "-attempts", "5", "-samples", "1", "-max-backoff", "4s"))
+}
+
+// -cpuprofile before a command profiles it (make pgo's profiles), and the
+// command does what it does without one.
+func TestACommandProfiledWritesItsProfile(t *testing.T) {
+	for _, flag := range []string{"-cpuprofile", "--cpuprofile="} {
+		path := filepath.Join(t.TempDir(), "cpu.prof")
+		args := []string{flag, path}
+		if strings.HasSuffix(flag, "=") {
+			args = []string{flag + path}
+		}
+		var out bytes.Buffer
+		args = append(args, "delays", "-policy", "iotcore", "-attempts", "3", "-samples", "4", "-seed", "7")
+		require.NoError(t, run(context.Background(), args, noenv, nil, &out, &out))
+		assert.Equal(t, delays(t, "-policy", "iotcore", "-attempts", "3", "-samples", "4", "-seed", "7"), out.String())
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.Greater(t, len(b), 2)
+		assert.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a profile is gzipped")
+	}
+	var out bytes.Buffer
+	assert.ErrorContains(t, run(context.Background(), []string{"-cpuprofile"}, noenv, nil, &out, &out), "needs a file")
+	assert.ErrorContains(t, run(context.Background(), []string{"-cpuprofile", filepath.Join(t.TempDir(), "no", "such", "dir")}, noenv, nil, &out, &out), "-cpuprofile")
 }
 
 func TestCommandErrors(t *testing.T) {
