@@ -497,9 +497,9 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 
 // longestGap is the longest a device of timings waits between attempts
 // while it is not admitted: its policy's longest wait (or the wait after a
-// credentials refusal, if longer), the flood guard's longest hold after
-// it, and, where the broker pauses, the connect timeout of an attempt held
-// in its backlog; or, before its first, its boot spread. 0 where a device may stop retrying (a retry cap, a limit on
+// credentials refusal, if longer) and, where the broker pauses, the
+// connect timeout of an attempt held in its backlog, or two of the flood
+// guard's slots if longer; or, before its first, its boot spread. 0 where a device may stop retrying (a retry cap, a limit on
 // the time spent) or its policy's shape is not one of reconnect's.
 func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration {
 	gap := time.Duration(0)
@@ -512,11 +512,15 @@ func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration
 			return 0
 		}
 		wait = max(wait, t.CredentialsWait+time.Second) // Core.result: CredentialsWait and up to 1 s
-		if g := t.Guard; g != nil {
-			wait += 2 * g.Window / time.Duration(g.Requests) // a slot to wait for, and a slot's jitter (Core.Due)
-		}
 		if mode == fault.PauseOverLimit {
 			wait += plan.ConnectTimeout
+		}
+		if g := t.Guard; g != nil {
+			// An attempt leaves the guard's bucket at least empty, and it
+			// refills over the attempt and the wait after it: a wait of a
+			// slot or more finds a token, a shorter one is held for the
+			// rest of the slot and up to a slot's jitter (Core.Due).
+			wait = max(wait, 2*g.Window/time.Duration(g.Requests))
 		}
 		gap = max(gap, wait, t.BootSpread)
 	}
