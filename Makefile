@@ -8,7 +8,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table verdict-mosquitto soak grid calibrate calibrate-host
+.PHONY: test vet race stats arm arm-test bench fuzz sim scale verdict-table verdict-mosquitto soak grid calibrate calibrate-host pgo
 
 # Tests write only under t.TempDir(): make test fails if it leaves a file
 # in the tree (ignored ones included) that was not there before it.
@@ -36,6 +36,24 @@ race:
 grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
+
+# The profile devicesim is compiled by (profile-guided optimization: go build
+# and go run use cmd/devicesim/default.pgo on their own): make grid's two
+# commands and the million- and ten-million-device runs of
+# docs/large-fleets.md, each profiled, merged. Make it again after a change
+# that moves the engine's time.
+PGO_DIR := devicesim-report/pgo
+pgo:
+	mkdir -p $(PGO_DIR)
+	$(GO) run ./cmd/devicesim -cpuprofile $(PGO_DIR)/grid.prof grid -out $(PGO_DIR)/grid
+	$(GO) run ./cmd/devicesim -cpuprofile $(PGO_DIR)/grid-modes.prof grid -admit-mode pause,disconnect -policies fleet-safe,equal -out $(PGO_DIR)/grid-modes
+	$(GO) run ./cmd/devicesim -cpuprofile $(PGO_DIR)/million.prof run -engine virtual -devices 1000000 -scenario throttled-restart \
+	  -policy full -admit-rate 10000 -admit-burst 500 -outage 60s -out $(PGO_DIR)/million
+	$(GO) run ./cmd/devicesim -cpuprofile $(PGO_DIR)/ten-million.prof run -engine virtual -devices 10000000 -policy fleet-safe \
+	  -events off -out $(PGO_DIR)/ten-million
+	$(GO) tool pprof -proto $(PGO_DIR)/grid.prof $(PGO_DIR)/grid-modes.prof $(PGO_DIR)/million.prof $(PGO_DIR)/ten-million.prof \
+	  > $(PGO_DIR)/default.pgo
+	mv $(PGO_DIR)/default.pgo cmd/devicesim/default.pgo
 
 # The model against the code: every cell on both engines, the real agents in
 # virtual time (a synctest bubble, so no host in it), at 2,000 and 10,000
@@ -145,8 +163,9 @@ bench:
 	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
 	# the virtual engine against its floor, a bare event loop of the same model,
-	# on the million-device throttled restart of docs/large-fleets.md
-	$(GO) test -run '^$$' -bench MillionThrottledRestart -benchtime 1x -count 6 ./internal/virtual/ > bench-virtual.out
+	# on the million-device throttled restart of docs/large-fleets.md, both
+	# compiled as devicesim is (its profile-guided optimization)
+	$(GO) test -pgo=cmd/devicesim/default.pgo -run '^$$' -bench MillionThrottledRestart -benchtime 1x -count 6 ./internal/virtual/ > bench-virtual.out
 	$(BENCHSTAT) -col /impl bench-virtual.out
 	# the virtual engine's output at a million devices, byte for byte as before
 	$(GO) test -count=1 -run '^TestVirtualEngineGolden$$' ./internal/virtual/ -args -golden.million
