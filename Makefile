@@ -31,8 +31,9 @@ race:
 
 # Every policy against fleets of 1,000 to a million devices and brokers
 # admitting 500 to 50,000 connects/s, refused over the limit (virtual time;
-# 100-104 s here), then fleet-safe (and equal jitter, the other shape
-# that passes) with the excess held or dropped instead (51-55 s). docs/measurements.md shows both.
+# 75-92 s here), then fleet-safe (and equal jitter, the other shape that
+# passes) with the excess held or dropped instead (44-52 s).
+# docs/measurements.md shows both.
 grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
