@@ -92,8 +92,7 @@ type Queue struct {
 	start     time.Duration // its first instant
 	now       []Event       // its events, sorted from head on
 	head      int
-	far       map[int64]*bucket // events beyond the ring, by era, until it reaches them
-	eras      []int64           // far's eras, earliest first
+	far       []farEra // events beyond the ring, by era, earliest first, until it reaches them
 	n         int
 	sorter    sorter     // the driver's own
 	late      []Event    // a bucket sorted ahead: the events that came after its sort began
@@ -181,29 +180,27 @@ func era(at time.Duration) int64 { return int64(at >> eraBits) }
 // reaches the era before it.
 func entry(e int64) time.Duration { return time.Duration(e-1) << eraBits }
 
+// farEra is an era's events beyond the ring.
+type farEra struct {
+	era int64
+	bucket
+}
+
 // farther puts e, beyond the ring, in its era.
 func (q *Queue) farther(e Event) {
 	k := era(e.At)
-	b := q.far[k]
-	if b == nil {
-		if q.far == nil {
-			q.far = make(map[int64]*bucket)
-		}
-		b = new(bucket)
-		q.far[k] = b
-		i, _ := slices.BinarySearch(q.eras, k)
-		q.eras = slices.Insert(q.eras, i, k)
+	i, found := slices.BinarySearchFunc(q.far, k, func(f farEra, k int64) int { return cmp.Compare(f.era, k) })
+	if !found {
+		q.far = slices.Insert(q.far, i, farEra{era: k})
 	}
-	q.put(b, e)
+	q.put(&q.far[i].bucket, e)
 }
 
 // enter moves the earliest era's events into the ring, whose first
 // instant has reached its entry.
 func (q *Queue) enter() {
-	k := q.eras[0]
-	b := q.far[k]
-	q.eras = q.eras[1:]
-	delete(q.far, k)
+	b := q.far[0].bucket
+	q.far = q.far[1:]
 	for c := b.first; c != nil; {
 		for _, e := range c.ev[:b.filled(c)] {
 			q.add(e)
@@ -252,8 +249,8 @@ func (q *Queue) settle() {
 		q.now, q.head = q.now[:0], 0
 		next, ok := q.next()
 		at := q.start + time.Duration((next-q.cur)&(ring-1))*span // when bucket next begins
-		if len(q.eras) > 0 && (!ok || entry(q.eras[0]) <= at) {   // an era enters first
-			q.start = entry(q.eras[0])
+		if len(q.far) > 0 && (!ok || entry(q.far[0].era) <= at) { // an era enters first
+			q.start = entry(q.far[0].era)
 			q.cur = index(q.start)
 			q.enter()
 			if q.occ[q.cur/64]&(1<<(q.cur%64)) == 0 {

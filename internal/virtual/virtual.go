@@ -499,8 +499,9 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 // while it is not admitted: its policy's longest wait (or the wait after a
 // credentials refusal, if longer) and, where the broker pauses, the
 // connect timeout of an attempt held in its backlog, or two of the flood
-// guard's slots if longer; or, before its first, its boot spread. 0 where a device may stop retrying (a retry cap, a limit on
-// the time spent) or its policy's shape is not one of reconnect's.
+// guard's slots if longer; or, before its first, its boot spread. 0 where
+// a device may stop retrying (a retry cap, a limit on the time spent) or
+// its policy's shape is not one of reconnect's.
 func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration {
 	gap := time.Duration(0)
 	for _, t := range timings {
