@@ -4,11 +4,13 @@ import (
 	"io"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/hugepage"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/prefetch"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -47,7 +49,6 @@ type Builder struct {
 	// a device hears of it a moment later). Negative: not admitted.
 	tried       counts
 	recovered   []time.Duration
-	touched     int // what reading ahead read (AddBatch): kept, so that the reads are made
 	accepted    int64
 	afterReturn int64     // attempts the devices made once the broker was back
 	strangers   int64     // attempts by a client ID that is not one of the fleet's
@@ -239,10 +240,10 @@ func (b *Builder) Add(r attempt.Record) {
 	}
 }
 
-// readAhead is how many records' device counters AddBatch reads at a
-// time, ahead of adding them (as the virtual engine reads its devices'
-// state): a million devices' counters are not in cache, and misses made
-// side by side cost one wait, not one each.
+// readAhead is how many records' device counters AddBatch asks for at a
+// time, ahead of adding them (as the virtual engine asks for its devices'
+// state): a million devices' counters are not in cache, and they arrive
+// while the records before them are added.
 const readAhead = 16
 
 // AddBatch takes records in order, as Add one by one.
@@ -251,7 +252,7 @@ func (b *Builder) AddBatch(rs []attempt.Record) {
 		if k%readAhead == 0 {
 			for _, r := range rs[min(k+readAhead, len(rs)):min(k+2*readAhead, len(rs))] {
 				if dev := int(r.Device); r.Side == attempt.Fleet && dev >= 0 && dev < len(b.tried.low) {
-					b.touched += int(b.tried.low[dev] & 1)
+					prefetch.Line(unsafe.Pointer(&b.tried.low[dev]))
 				}
 			}
 		}
