@@ -626,7 +626,7 @@ func (a *Agent) run(ctx context.Context) {
 	for {
 		switch s.Kind {
 		case KindWait:
-			a.emit(Event{Kind: EventBackingOff, Attempt: s.Attempt, Delay: s.Wait})
+			a.emit(Event{Kind: EventBackingOff, Attempt: int(s.Attempt), Delay: s.Wait})
 			a.waitNanos.Add(int64(s.Wait))
 			if err := reconnect.Sleep(ctx, a.clock, s.Wait); err != nil {
 				final = fmt.Errorf("%w: %v", ErrStopped, err)
@@ -635,7 +635,7 @@ func (a *Agent) run(ctx context.Context) {
 			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
 		case KindConnect:
 			endpoint := a.names[a.endpoint.Load()]
-			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
+			a.emit(Event{Kind: EventConnecting, Attempt: int(s.Attempt), Endpoint: endpoint})
 			a.attempts.Add(1)
 			r := a.connectOnce(ctx)
 			if ctx.Err() != nil {
@@ -645,13 +645,13 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			a.countAttempt(r)
 			if r.Code != 0 || r.Err != nil {
-				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
+				a.emit(Event{Kind: EventAttemptFailed, Attempt: int(s.Attempt), Code: r.Code, Err: r.Err, Endpoint: endpoint})
 				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
 				a.nextEndpoint()
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
-			cause, stopped := a.session(ctx, s.Attempt, a.sessionPresent.Load())
+			cause, stopped := a.session(ctx, int(s.Attempt), a.sessionPresent.Load())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
@@ -660,7 +660,7 @@ func (a *Agent) run(ctx context.Context) {
 			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
 		case KindStop:
 			a.disconnect()
-			a.emit(Event{Kind: EventGaveUp, Attempt: s.Attempt, Err: s.Err})
+			a.emit(Event{Kind: EventGaveUp, Attempt: int(s.Attempt), Err: s.Err})
 			a.log.Error("giving up", "error", s.Err)
 			final = s.Err
 			return

@@ -87,7 +87,7 @@ func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
 	}
 	c.clear(guarded)
 	c.attempts++
-	return Step{Kind: KindConnect, Attempt: int(c.attempts)}
+	return Step{Kind: KindConnect, Attempt: c.attempts}
 }
 
 // Result takes the outcome, at now, of the attempt Due asked for. A Core
@@ -102,7 +102,7 @@ func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, l
 	case r.Code == 0 && r.Err == nil:
 		c.upSince = now
 		c.set(everUp | online)
-		return Step{Kind: KindOnline, Attempt: int(c.attempts)}
+		return Step{Kind: KindOnline, Attempt: c.attempts}
 	case r.Code == 1 || r.Code == 2:
 		return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
 	case r.Code == 4 || r.Code == 5:
@@ -153,9 +153,9 @@ func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration, last 
 }
 
 func (c *Core) waitFor(d time.Duration) Step {
-	return Step{Kind: KindWait, Wait: d, Attempt: int(c.attempts) + 1}
+	return Step{Kind: KindWait, Wait: d, Attempt: c.attempts + 1}
 }
 
 func (c *Core) stop(err error) Step {
-	return Step{Kind: KindStop, Attempt: int(c.attempts), Err: err}
+	return Step{Kind: KindStop, Attempt: c.attempts, Err: err}
 }
