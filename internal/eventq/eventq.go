@@ -23,12 +23,19 @@ import (
 	"github.com/herdguard/herdguard/internal/hugepage"
 )
 
-// Event is something due for one device at a virtual time. Kind and Code
-// are the engine's to interpret.
+// Event is something due for one device at a virtual time. What it is, is
+// the engine's to interpret.
 type Event struct {
 	At   time.Duration // since the engine's epoch
 	Key  uint32        // the tie-break between events due at one instant
 	Dev  int32
+	What What
+}
+
+// What is what an event is, for the engine: a kind and a code. It is a
+// field of its own so that an Event has four, which the compiler keeps in
+// registers: with five, every push and pop went through memory.
+type What struct {
 	Kind uint8
 	Code int16
 }
@@ -44,10 +51,10 @@ func (e Event) Before(f Event) bool {
 		return e.Key < f.Key
 	case e.Dev != f.Dev:
 		return e.Dev < f.Dev
-	case e.Kind != f.Kind:
-		return e.Kind < f.Kind
+	case e.What.Kind != f.What.Kind:
+		return e.What.Kind < f.What.Kind
 	}
-	return e.Code < f.Code
+	return e.What.Code < f.What.Code
 }
 
 func compare(e, f Event) int {
@@ -58,10 +65,10 @@ func compare(e, f Event) int {
 		return cmp.Compare(e.Key, f.Key)
 	case e.Dev != f.Dev:
 		return cmp.Compare(e.Dev, f.Dev)
-	case e.Kind != f.Kind:
-		return cmp.Compare(e.Kind, f.Kind)
+	case e.What.Kind != f.What.Kind:
+		return cmp.Compare(e.What.Kind, f.What.Kind)
 	}
-	return cmp.Compare(e.Code, f.Code)
+	return cmp.Compare(e.What.Code, f.What.Code)
 }
 
 const (

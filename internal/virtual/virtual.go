@@ -331,7 +331,7 @@ func (v *fleet) setup() (returned time.Duration) {
 		v.limitNodes(from)
 	}
 	for k, s := range v.strikes[1:] { // first at its instant (key 0, device -1): it ends the sessions of that instant
-		v.q.Push(eventq.Event{At: v.t0 + s.At, Dev: -1, Kind: vDisrupt, Code: int16(k + 1)})
+		v.q.Push(eventq.Event{At: v.t0 + s.At, Dev: -1, What: eventq.What{Kind: vDisrupt, Code: int16(k + 1)}})
 		v.pending++
 	}
 	v.endSessions(v.strikes[0], v.t0)
@@ -370,7 +370,7 @@ func (v *fleet) endSessions(s plan.Strike, now time.Duration) {
 }
 
 func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
-	v.q.Push(eventq.Event{At: at, Key: v.order.Uint32(), Dev: int32(dev), Kind: kind, Code: int16(code)})
+	v.q.Push(eventq.Event{At: at, Key: v.order.Uint32(), Dev: int32(dev), What: eventq.What{Kind: kind, Code: int16(code)}})
 }
 
 func (v *fleet) lose(i int, now time.Duration) {
@@ -653,24 +653,24 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		if n%readAhead == 0 {
 			v.readAhead()
 		}
-		switch e.Kind {
+		switch e.What.Kind {
 		case vDisrupt: // its outage or flapping is arranged: its sessions end now
 			v.pending--
-			v.endSessions(v.strikes[e.Code], e.At)
+			v.endSessions(v.strikes[e.What.Code], e.At)
 			continue
 		}
 		i := int(e.Dev)
-		switch e.Kind {
+		switch e.What.Kind {
 		case vDue:
 			v.schedule(i, e.At, v.due(i, e.At))
 		case vResult:
-			r := device.Result{Code: int(e.Code)}
-			if e.Code == device.NoConnack {
+			r := device.Result{Code: int(e.What.Code)}
+			if e.What.Code == device.NoConnack {
 				r.Err = errConnectTimeout
 			}
 			v.schedule(i, e.At, v.result(i, e.At, r))
 		case vLost:
-			if v.session == nil || int16(v.session[i]) == e.Code {
+			if v.session == nil || int16(v.session[i]) == e.What.Code {
 				v.lose(i, e.At)
 			}
 		}
