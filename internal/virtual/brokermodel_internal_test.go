@@ -22,7 +22,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 	ask := func(bm *brokerModel, at time.Duration) answer { return bm.connect(at) }
 
 	down := brokerModel{down: []window{{from: s, until: 31 * s}}}
-	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1}, ask(&down, 10*s), "down: the dial is refused, the broker sees nothing")
+	assert.Equal(t, answer{outcome: fault.Dropped, seen: -1}, ask(&down, 10*s), "down: the dial is refused, the broker sees nothing")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 31 * s}, ask(&down, 31*s), "back at the outage's end")
 
 	var refuse brokerModel
@@ -30,7 +30,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 	assert.Equal(t, fault.Accepted, ask(&refuse, 4*s).outcome, "no limit before it applies")
 	assert.Equal(t, fault.Accepted, ask(&refuse, 5*s).outcome)
 	assert.Equal(t, fault.Accepted, ask(&refuse, 5*s).outcome, "the burst")
-	assert.Equal(t, answer{outcome: fault.Refused, code: 3, seen: 5 * s}, ask(&refuse, 5*s), "over the limit: CONNACK 3")
+	assert.Equal(t, answer{outcome: fault.Refused, seen: 5 * s}, ask(&refuse, 5*s), "over the limit: CONNACK 3")
 	assert.Equal(t, fault.Accepted, ask(&refuse, 6*s).outcome, "a token a second")
 
 	var pause brokerModel
@@ -41,7 +41,7 @@ func TestBrokerModelAnswers(t *testing.T) {
 		ask(&pause, 0)
 	}
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 10 * s, after: 10 * s}, ask(&pause, 0), "a wait of exactly the connect timeout is served")
-	assert.Equal(t, answer{outcome: fault.Dropped, code: device.NoConnack, seen: -1, after: plan.ConnectTimeout}, ask(&pause, 0),
+	assert.Equal(t, answer{outcome: fault.Dropped, seen: -1, after: plan.ConnectTimeout}, ask(&pause, 0),
 		"the device gives up first and the broker never sees it")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 11 * s, after: 10 * s}, ask(&pause, s),
 		"a socket given up on gives its token back")
@@ -53,8 +53,12 @@ func TestBrokerModelAnswers(t *testing.T) {
 
 	flap := brokerModel{flap: []window{{from: s, until: 61 * s, after: 2 * s}}}
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 0}, ask(&flap, 0))
-	assert.Equal(t, answer{outcome: fault.Accepted, seen: 30 * s, flaps: true, lostAfter: 2 * s}, ask(&flap, 30*s), "dropped 2 s after it is let in")
+	assert.Equal(t, answer{outcome: fault.Accepted, seen: 30 * s, lostAfter: 2 * s}, ask(&flap, 30*s), "dropped 2 s after it is let in")
 	assert.Equal(t, answer{outcome: fault.Accepted, seen: 61 * s}, ask(&flap, 61*s), "the flapping is over")
+
+	for o, code := range map[fault.Outcome]int{fault.Dropped: device.NoConnack, fault.Refused: 3, fault.Accepted: 0, fault.Throttled: 0} {
+		assert.Equal(t, code, answer{outcome: o}.code(), "the CONNACK code the device reads after %v", o)
+	}
 }
 
 // The broker's bucket takes the same tokens as a rate.Limiter on the same

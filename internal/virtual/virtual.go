@@ -416,22 +416,22 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 func (v *fleet) connect(i int, now time.Duration) {
 	node := v.nodeOf(i)
 	a := v.nodes[node].connect(now)
-	v.record(i, node, now, a.outcome, max(a.code, 0), a.seen)
+	v.record(i, node, now, a.outcome, max(a.code(), 0), a.seen)
 	if a.outcome == fault.Dropped || a.outcome == fault.Refused {
 		v.failOver(i) // the next attempt goes to the next node (a throttled session's loss fails it over below)
 	}
 	switch {
 	case a.after > 0: // a paused socket: the answer comes later
-		v.push(now+a.after, i, vResult, a.code)
+		v.push(now+a.after, i, vResult, a.code())
 	case a.outcome == fault.Dropped:
 		v.schedule(i, now, v.result(i, now, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 	case a.outcome == fault.Refused:
-		v.schedule(i, now, v.result(i, now, device.Result{Code: a.code}))
+		v.schedule(i, now, v.result(i, now, device.Result{Code: a.code()}))
 	case a.outcome == fault.Throttled:
 		v.schedule(i, now, v.result(i, now, device.Result{}))
 		v.lose(i, now)
 	default:
-		if a.flaps {
+		if a.lostAfter > 0 {
 			v.push(now+a.lostAfter, i, vLost, v.newSession(i))
 		}
 		v.schedule(i, now, v.result(i, now, device.Result{}))
