@@ -31,8 +31,8 @@ race:
 
 # Every policy against fleets of 1,000 to a million devices and brokers
 # admitting 500 to 50,000 connects/s, refused over the limit (virtual time;
-# 75-92 s here), then fleet-safe (and equal jitter, the other shape that
-# passes) with the excess held or dropped instead (44-52 s).
+# 55-67 s here), then fleet-safe (and equal jitter, the other shape that
+# passes) with the excess held or dropped instead (29-42 s).
 # docs/measurements.md shows both.
 grid:
 	$(GO) run ./cmd/devicesim grid

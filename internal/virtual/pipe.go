@@ -3,7 +3,7 @@ package virtual
 import "github.com/herdguard/herdguard/internal/attempt"
 
 // batchSink takes records a batch at a time, in order: the report's
-// builder, which reads ahead in a batch.
+// builder, which prefetches ahead in a batch.
 type batchSink interface {
 	AddBatch([]attempt.Record)
 }
