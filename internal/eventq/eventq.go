@@ -543,10 +543,9 @@ func (q *Queue) next() (int, bool) {
 func index(at time.Duration) int { return int(uint64(at)>>spanBits) & (ring - 1) }
 
 // Coming returns the events from place from up to, not including, place
-// to after the next,
-// as far as the queue knows them without work (they are in the bucket
-// being read): a driver reads the state those events will need, so that
-// its cache misses overlap the work before them.
+// to after the next, as far as the queue knows them without work (they
+// are in the bucket being read): a driver prefetches the state those
+// events will need, so that it arrives during the work before them.
 func (q *Queue) Coming(from, to int) []Event {
 	return q.now[min(q.head+from, len(q.now)):min(q.head+to, len(q.now))]
 }

@@ -68,7 +68,7 @@ func TestBuilderFiguresComeFromTheRecords(t *testing.T) {
 
 // A device that retries 70,000 times has every attempt counted, past what
 // a device's two-byte counter holds; fed in batches (as the virtual engine
-// feeds them, reading ahead), the records make the same report as one by
+// feeds them, prefetching ahead), the records make the same report as one by
 // one.
 func TestAttemptsAreCountedPastTwoBytes(t *testing.T) {
 	var records []attempt.Record

@@ -13,8 +13,8 @@ type batchSink interface {
 // and the formatting of events.csv then run beside the model, on a second
 // core, rather than between its events. Three batches circulate, so the
 // model waits only when the builder is two batches behind. Inline, the
-// model hands each batch over itself: the builder still reads a batch's
-// devices' counters ahead.
+// model hands each batch over itself: the builder still prefetches a
+// batch's devices' counters ahead.
 type pipe struct {
 	sink  batchSink
 	batch []attempt.Record

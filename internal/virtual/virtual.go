@@ -351,7 +351,7 @@ func (v *fleet) arrange(s plan.Strike) {
 		switch s.Event.Scenario {
 		case plan.BrokerRestart, plan.ThrottledRestart:
 			n.down = append(n.down, window{from: from, until: from + s.Event.Outage})
-		case plan.Flapping:
+		case plan.Flapping: // its sessions last > 0 (the plan checks): the broker's answer reads 0 as no flap
 			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.c.Flap)})
 		}
 	}
