@@ -95,7 +95,7 @@ func (w *Writer) Flush() error {
 
 // AppendRow appends r's events.csv row, newline included, to b.
 func AppendRow(b []byte, r Record, t0 time.Time, timeScale float64) []byte {
-	b = strconv.AppendFloat(b, r.T.Seconds(), 'f', 4, 64)
+	b = appendSeconds4(b, r.T)
 	b = append(b, ',')
 	b = appendWhoAndHow(b, r, t0.Add(time.Duration(float64(r.T)/timeScale)))
 	if r.Lag >= 0 {
@@ -129,6 +129,23 @@ func appendStreamRow(b []byte, r Record) []byte {
 	b = append(b, ',')
 	b = append(b, r.Kind.String()...)
 	return append(b, '\n')
+}
+
+// appendSeconds4 appends t in seconds to four places, digit for digit as
+// strconv.AppendFloat(b, t.Seconds(), 'f', 4, 64) does, but from integers:
+// that call was a sixth of the work of writing a million-device events.csv.
+// Below 2^45 ns (9.7 hours) t.Seconds() is within 0.004 ns of t, so the
+// two round alike but where t is within a nanosecond of halfway between
+// two places; there, and beyond, it is that call.
+func appendSeconds4(b []byte, t time.Duration) []byte {
+	const place = 100 * time.Microsecond
+	if half := t%place - place/2; t < 0 || t >= 1<<45 || half >= -1 && half <= 1 {
+		return strconv.AppendFloat(b, t.Seconds(), 'f', 4, 64)
+	}
+	k := (t + place/2) / place // in places, rounded
+	b = strconv.AppendInt(b, int64(k/10_000), 10)
+	frac := k % 10_000
+	return append(b, '.', byte('0'+frac/1000), byte('0'+frac/100%10), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 
 // appendFixed appends d in units of unit, with every digit of d below the
