@@ -142,10 +142,7 @@ func appendSeconds4(b []byte, t time.Duration) []byte {
 	if half := t%place - place/2; t < 0 || t >= 1<<45 || half >= -1 && half <= 1 {
 		return strconv.AppendFloat(b, t.Seconds(), 'f', 4, 64)
 	}
-	k := (t + place/2) / place // in places, rounded
-	b = strconv.AppendInt(b, int64(k/10_000), 10)
-	frac := k % 10_000
-	return append(b, '.', byte('0'+frac/1000), byte('0'+frac/100%10), byte('0'+frac/10%10), byte('0'+frac%10))
+	return appendFixed(b, (t+place/2)/place, time.Second/place) // in places, rounded
 }
 
 // appendFixed appends d in units of unit, with every digit of d below the
