@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -61,26 +62,69 @@ func (f *formatFlag) Set(s string) error {
 	return nil
 }
 
+// tzFlag is -tz: the zone of times written without one.
+type tzFlag struct{ loc *time.Location }
+
+func (f *tzFlag) String() string {
+	if f.loc == nil {
+		return ""
+	}
+	return f.loc.String()
+}
+func (f *tzFlag) Set(s string) error {
+	loc, err := time.LoadLocation(s)
+	if err != nil {
+		return fmt.Errorf("want a zone such as UTC, Local or Europe/Berlin: %v", err)
+	}
+	f.loc = loc
+	return nil
+}
+
+const judgeUsage = `usage: devicesim judge [-json] [-expect spread|waves] [-format NAME] [-disruptions T1,T2]
+                      [-pattern REGEXP] [-time-layout LAYOUT] [-tz ZONE] FILE|-
+
+Judges a broker's log, as it is: whether the fleet came back spread out or
+in waves. It reads, finding the format from the lines themselves:
+  mosquitto    its own file (Unix seconds or any log_timestamp_format), and under
+               syslog (RFC 3164, RFC 5424, rsyslog's default), journalctl (short,
+               short-iso, short-iso-precise, short-unix, short-full, -o json),
+               docker or kubectl logs --timestamps, the kubelet's files
+  rabbitmq     its MQTT plugin's log, text or JSON formatter
+  emqx         EMQX 5's log, text or JSON (connects are logged at debug)
+  hivemq       event.log
+  vernemq      console.log, and its tracer's CONNACK lines
+  aws-iot      lifecycle events and AWSIotLogsV2, as JSON lines or a CloudWatch
+               Logs export
+  azure-iot    device connection events (Event Grid, CloudEvents) and the
+               Connections resource logs
+  jsonl, csv, tsv, seconds, unix-ms   times of your own (devicesim's events.csv)
+and any other log with -pattern. Only connects are arrivals: every other line
+is counted by kind. The broker's stop and start lines, or a crowd of sessions
+ended at once, mark disruptions: each recovery is judged on its own.
+Exit status: 0; 1 if the verdict is not the one -expect names; 2 if the input
+cannot be judged (the error names the line, or the format taken and what the
+log held). docs/verdict.md has every format, with a sample line.
+
+`
+
 func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("devicesim judge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-\n\n"+
-			"Judges any arrival log, in the format its first line shows: mosquitto's log as it is\n"+
-			"(its \"New client connected\" lines), JSON lines with a ts, timestamp, @timestamp, time\n"+
-			"or t field, a CSV or TSV whose header names t_s (seconds), unix_ms or a column of\n"+
-			"RFC 3339 times (devicesim's events.csv among them), or one time a line (seconds, or\n"+
-			"Unix ms). It prints the format it took. Exit status: 0, 1 if the verdict is not the\n"+
-			"one -expect names, 2 if the input cannot be read.\n\n")
+		fmt.Fprint(stderr, judgeUsage)
 		fs.PrintDefaults()
 	}
 	// -disruptions is checked before the log is read: a typo costs nothing.
 	asJSON := fs.Bool("json", false, "print one JSON object: verdict, count, synchrony, bursts, arrivals ...")
 	var expect expectFlag
 	fs.Var(&expect, "expect", "exit 1 unless the verdict is this one (spread, waves or inconclusive)")
-	disruptions := fs.String("disruptions", "", "judge each recovery on its own: the disruptions' times, comma-separated, in the log's seconds (Unix seconds for real stamps) or RFC 3339")
+	disruptions := fs.String("disruptions", "", "judge each recovery from these times on: the log's seconds, Unix seconds or RFC 3339, comma-separated")
 	var format formatFlag
 	fs.Var(&format, "format", "read the log as `NAME`: "+strings.Join(arrivallog.FormatNames, ", ")+" (default: detect it)")
+	pattern := fs.String("pattern", "", "any other log: a `REGEXP` an arrival's line matches, with groups (?P<time>...) and (?P<client>...)")
+	layout := fs.String("time-layout", "", "read stamps in this `LAYOUT`: strftime (%Y-%m-%d %H:%M:%S) or Go's (2006-01-02 15:04:05)")
+	var tz tzFlag
+	fs.Var(&tz, "tz", "the `ZONE` of times written without one (default UTC)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -98,6 +142,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return badInput(fmt.Errorf("-disruptions: %w", err))
 		}
 	}
+	o := arrivallog.Options{Format: format.name, Pattern: *pattern, TimeLayout: *layout, Location: tz.loc}
 	name, in := fs.Arg(0), stdin
 	if name != "-" {
 		f, err := os.Open(name)
@@ -105,33 +150,113 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 			return badInput(err)
 		}
 		defer f.Close()
+		if st, err := f.Stat(); err == nil {
+			o.Written = st.ModTime()
+		}
 		in = f
 	}
-	l, err := arrivallog.ParseLog(in, format.name)
+	l, err := arrivallog.ParseLog(in, o)
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
+	w := judgeWriter{l: l, asJSON: *asJSON, expect: &expect, out: stdout}
 	if at != nil {
 		recs, before, err := l.Recoveries(at)
 		if err != nil {
 			return err
 		}
-		return writeRecoveries(l, recs, before, nil, *asJSON, &expect, stdout)
+		return w.recoveries(recs, before, at, nil)
 	}
-	// The log's own word for its disruptions: a broker's start line, the
-	// same devices back again.
+	// The log's own word for its disruptions: a broker's stop line, a
+	// crowd of sessions ended at once, the same devices back again.
 	found, recs, err := l.RecoveriesFound()
 	if err != nil {
 		return err
 	}
 	if found != nil {
-		return writeRecoveries(l, recs, 0, found, *asJSON, &expect, stdout)
+		at := []time.Duration{math.MinInt64}
+		for _, d := range found {
+			at = append(at, d.At)
+		}
+		return w.recoveries(recs, 0, at, found)
 	}
-	return writeJudgement(l, *asJSON, &expect, stdout)
+	return w.judgement()
 }
 
-// writeJudgement judges the log as one series and writes the judgement.
-func writeJudgement(l *arrivallog.Log, asJSON bool, expect *expectFlag, stdout io.Writer) error {
+// judgeWriter writes what judge found, as text or as one JSON object.
+type judgeWriter struct {
+	l      *arrivallog.Log
+	asJSON bool
+	expect *expectFlag
+	out    io.Writer
+}
+
+// lineCounts is what judge says of a log's lines besides its arrivals.
+type lineCounts struct {
+	Format     string              `json:"format"`
+	Skipped    int                 `json:"skipped_lines"`
+	Lines      map[string]int      `json:"lines,omitempty"`
+	Other      map[string]int      `json:"other_lines,omitempty"`
+	Duplicates int                 `json:"duplicate_lines"`
+	Lost       []arrivallog.Note   `json:"lost_lines,omitempty"`
+	GapsS      float64             `json:"lost_spans_s,omitempty"`
+	Devices    *arrivallog.Devices `json:"devices,omitempty"`
+}
+
+func (w *judgeWriter) counts() lineCounts {
+	l := w.l
+	c := lineCounts{Format: l.Format, Skipped: l.Skipped, Other: l.Labels, Duplicates: l.Duplicates, Lost: l.Lost}
+	for _, g := range l.Gaps {
+		c.GapsS += (g.To - g.From).Seconds()
+	}
+	if len(l.Kinds) > 0 {
+		c.Lines = map[string]int{}
+		for k, n := range l.Kinds {
+			c.Lines[k.String()] = n
+		}
+	}
+	if d, ok := l.Devices(math.MinInt64, math.MaxInt64); ok {
+		c.Devices = &d
+	}
+	return c
+}
+
+// header writes the format taken, what the lines were, the devices, and
+// where the log says it lost lines.
+func (w *judgeWriter) header(extra string) {
+	l, out := w.l, w.out
+	fmt.Fprintf(out, "format: %s%s", l.Format, extra)
+	if len(l.Kinds) > 0 {
+		fmt.Fprintf(out, "\nlines: %s", l.KindSummary())
+	} else if l.Skipped > 0 {
+		fmt.Fprintf(out, "; %d lines skipped, not arrivals", l.Skipped)
+	}
+	if l.Duplicates > 0 {
+		fmt.Fprintf(out, "; %s dropped as exact copies of lines before them", plural(l.Duplicates, "duplicate line"))
+	}
+	fmt.Fprintln(out)
+	if d, ok := l.Devices(math.MinInt64, math.MaxInt64); ok && d.Seen > 0 {
+		fmt.Fprintf(out, "devices: %s seen, %.1f arrivals each (the most: %s, %d)\n", commas(d.Seen), d.PerDevice, d.MostID, d.Most)
+	}
+	if len(l.Lost) > 0 {
+		fmt.Fprintf(out, "the log says it lost lines of its own (its counts have holes): line %d: %s", l.Lost[0].Line, l.Lost[0].Text)
+		if len(l.Lost) > 1 {
+			fmt.Fprintf(out, ", and %d more such lines", len(l.Lost)-1)
+		}
+		if len(l.Gaps) > 0 {
+			var lost time.Duration
+			for _, g := range l.Gaps {
+				lost += g.To - g.From
+			}
+			fmt.Fprintf(out, "; judged with the %s it lost every line in (%v in all) taken out", plural(len(l.Gaps), "span"), lost.Round(time.Millisecond))
+		}
+		fmt.Fprintln(out)
+	}
+}
+
+// judgement judges the log as one series and writes the judgement.
+func (w *judgeWriter) judgement() error {
+	l := w.l
 	h, m, prep := l.Histogram()
 	j, err := stormstats.Judge(h, m)
 	if err != nil {
@@ -139,72 +264,120 @@ func writeJudgement(l *arrivallog.Log, asJSON bool, expect *expectFlag, stdout i
 	}
 	j = prep.Qualify(j)
 	a := stormstats.Summarize(h)
-	if asJSON {
-		b, err := json.MarshalIndent(struct {
-			Format  string `json:"format"`
-			Skipped int    `json:"skipped_lines"`
+	if w.asJSON {
+		return w.writeJSON(struct {
+			lineCounts
 			stormstats.Preparation
 			stormstats.Judgement
 			Arrivals stormstats.Arrivals `json:"arrivals"`
-		}{l.Format, l.Skipped, prep, j, a}, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-	} else {
-		fmt.Fprintf(stdout, "format: %s", l.Format)
-		if l.Skipped > 0 {
-			fmt.Fprintf(stdout, "; %d lines skipped, not arrivals", l.Skipped)
-		}
-		fmt.Fprintln(stdout)
-		stormstats.WritePreparation(stdout, "", prep)
-		stormstats.WriteSummary(stdout, "", a, j)
-		if j.Verdict == stormstats.Waves {
-			fmt.Fprintln(stdout, "if some of these bursts are separate disruptions (a broker restarted twice, a cluster node by node) "+
-				"rather than rounds of retries, name them with -disruptions to judge each recovery on its own")
-		}
+		}{w.counts(), prep, j, a}, j.Verdict)
 	}
-	return expect.check(j.Verdict)
+	w.header("")
+	stormstats.WritePreparation(w.out, "", prep)
+	stormstats.WriteSummary(w.out, "", a, j)
+	if j.Verdict == stormstats.Waves {
+		fmt.Fprintln(w.out, "if some of these bursts are separate disruptions (a broker restarted twice, a cluster node by node) "+
+			"rather than rounds of retries, name them with -disruptions to judge each recovery on its own")
+	}
+	return w.expect.check(j.Verdict)
 }
 
-// writeRecoveries writes each recovery's judgement and the log's by them
-// all. found are the disruptions the log showed, when it was not told
-// them (the first recovery then runs from the log's start).
-func writeRecoveries(l *arrivallog.Log, recs []stormstats.Recovery, before int, found []arrivallog.Disruption, asJSON bool, expect *expectFlag, stdout io.Writer) error {
+// recoveryDoc is one recovery as -json writes it.
+type recoveryDoc struct {
+	stormstats.Recovery
+	Devices *arrivallog.Devices `json:"devices,omitempty"`
+}
+
+// recoveries writes each recovery's judgement and the log's by them all.
+// at are the recoveries' starts; found the disruptions the log showed,
+// when it was not told them (the first recovery then runs from the log's
+// start).
+func (w *judgeWriter) recoveries(recs []stormstats.Recovery, before int, at []time.Duration, found []arrivallog.Disruption) error {
+	l := w.l
 	overall := stormstats.Overall(recs)
-	if asJSON {
-		b, err := json.MarshalIndent(struct {
-			Format      string                  `json:"format"`
-			Skipped     int                     `json:"skipped_lines"`
+	docs := make([]recoveryDoc, len(recs))
+	for i, r := range recs {
+		docs[i].Recovery = r
+		to := time.Duration(math.MaxInt64)
+		if i+1 < len(at) {
+			to = at[i+1]
+		}
+		if d, ok := l.Devices(at[i], to); ok {
+			docs[i].Devices = &d
+		}
+	}
+	if w.asJSON {
+		return w.writeJSON(struct {
+			lineCounts
 			Verdict     stormstats.Verdict      `json:"verdict"`
 			BeforeFirst int                     `json:"before_first_disruption"`
 			Found       []arrivallog.Disruption `json:"disruptions_found,omitempty"`
-			Recoveries  []stormstats.Recovery   `json:"recoveries"`
-		}{l.Format, l.Skipped, overall, before, found, recs}, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\n", b)
-		return expect.check(overall)
+			Recoveries  []recoveryDoc           `json:"recoveries"`
+		}{w.counts(), overall, before, found, docs}, overall)
 	}
-	fmt.Fprintf(stdout, "format: %s; %d recoveries", l.Format, len(recs))
+	extra := fmt.Sprintf("; %d recoveries", len(recs))
 	if before > 0 {
-		fmt.Fprintf(stdout, "; %d arrivals before the first disruption, not judged", before)
+		extra += fmt.Sprintf("; %d arrivals before the first disruption, not judged", before)
 	}
-	fmt.Fprintln(stdout)
+	w.header(extra)
 	for i, r := range recs {
 		switch {
 		case found == nil:
-			fmt.Fprintf(stdout, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+			fmt.Fprintf(w.out, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
 		case i == 0:
-			fmt.Fprintf(stdout, "from the log's start at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+			fmt.Fprintf(w.out, "from the log's start at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
 		default:
 			d := found[i-1]
-			fmt.Fprintf(stdout, "after the disruption at %s (line %d: %s):\n", strconv.FormatFloat(d.AtS, 'f', -1, 64), d.Line, d.Why)
+			fmt.Fprintf(w.out, "after the disruption at %s (line %d: %s):\n", strconv.FormatFloat(d.AtS, 'f', -1, 64), d.Line, d.Why)
 		}
-		stormstats.WritePreparation(stdout, "  ", r.Preparation)
-		stormstats.WriteSummary(stdout, "  ", r.Arrivals, r.Judgement)
+		if d := docs[i].Devices; d != nil {
+			writeDevices(w.out, "  ", *d)
+		}
+		stormstats.WritePreparation(w.out, "  ", r.Preparation)
+		stormstats.WriteSummary(w.out, "  ", r.Arrivals, r.Judgement)
 	}
-	fmt.Fprintf(stdout, "overall: %s\n", overall)
-	return expect.check(overall)
+	fmt.Fprintf(w.out, "overall: %s\n", overall)
+	return w.expect.check(overall)
+}
+
+// writeDevices says which devices a recovery brought back, and which it
+// did not.
+func writeDevices(out io.Writer, indent string, d arrivallog.Devices) {
+	fmt.Fprintf(out, "%sdevices: %s arrived, %.1f arrivals each", indent, commas(d.Seen), d.PerDevice)
+	if d.Before > 0 {
+		fmt.Fprintf(out, "; of the %s seen before, %s still out", commas(d.Before), commas(d.StillOut))
+		if len(d.StillOutIDs) > 0 {
+			fmt.Fprintf(out, " (%s", strings.Join(d.StillOutIDs, ", "))
+			if d.StillOut > len(d.StillOutIDs) {
+				fmt.Fprintf(out, " and %s more", commas(d.StillOut-len(d.StillOutIDs)))
+			}
+			fmt.Fprint(out, ")")
+		}
+	}
+	fmt.Fprintln(out)
+}
+
+func (w *judgeWriter) writeJSON(doc any, verdict stormstats.Verdict) error {
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w.out, "%s\n", b)
+	return w.expect.check(verdict)
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return commas(n) + " " + what + "s"
+}
+
+// commas writes n with a comma every three digits.
+func commas(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,7 @@ func TestJudgePrintsTheFormatTaken(t *testing.T) {
 		want     string
 	}{
 		{"plain seconds", rounds(100, 5, 32), nil, "format: seconds\nresolution: stamps on a 1 ms tick"},
-		{"mosquitto's log as it is", mosquittoRounds(100, 5, 32), nil, "format: mosquitto; 502 lines skipped, not arrivals\nresolution: stamps on a 1.0 s tick"},
+		{"mosquitto's log as it is", mosquittoRounds(100, 5, 32), nil, "format: mosquitto\nlines: 500 connect, 1 broker start, 501 other (tcp accept 500, broker running 1)\ndevices: 100 seen, 5.0 arrivals each (the most: dev-0, 5)\nresolution: stamps on a 1.0 s tick"},
 		{"events.csv", "t_s,unix_ms,client_id,outcome,code,lag_ms\n1.0000,1795305094626,dev-1,accepted,0,2.5\n", nil, "format: events.csv\n"},
 		{"tsv behind a BOM", "\xef\xbb\xbft_s\tclient\r\n1\ta\r\n2\tb\r\n", nil, "format: tsv (t_s)\n"},
 		{"JSON lines", `{"ts":1700000000120,"clientid":"a"}` + "\n", nil, "format: jsonl (field ts, Unix ms)\n"},
@@ -125,9 +126,10 @@ func TestJudgeUnknownFormatListsTheNames(t *testing.T) {
 	var e *exitError
 	require.True(t, errors.As(err, &e), "%v", err)
 	assert.Equal(t, 2, e.code)
-	assert.EqualError(t, err, `invalid value "excel" for flag -format: want one of mosquitto, jsonl, csv, tsv, seconds, unix-ms`)
+	names := strings.Join(arrivallog.FormatNames, ", ")
+	assert.EqualError(t, err, `invalid value "excel" for flag -format: want one of `+names)
 	assert.Contains(t, stderr, "-format NAME")
-	assert.Contains(t, stderr, "read the log as NAME: mosquitto, jsonl, csv, tsv, seconds, unix-ms (default: detect it)")
+	assert.Contains(t, stderr, "read the log as NAME: "+names+" (default: detect it)")
 }
 
 func TestJudgeExpectGatesAPipeline(t *testing.T) {
@@ -177,7 +179,7 @@ func TestJudgeBadInputExits2AndWritesNothing(t *testing.T) {
 		"empty file":       {"", empty, "no arrivals"},
 		"unparsable line":  {"1\n2\nthree\n", "-", "line 3"},
 		"no time column":   {"a,b\n1,2\n", "-", "-: line 1: a CSV header needs a t_s, unix_ms or RFC 3339 time column"},
-		"unreadable first": {"\nhello\n", "-", "-: line 2: cannot tell the format from the first line, \"hello\""},
+		"unreadable first": {"\nhello\n", "-", "-: line 2: cannot tell the format from the first lines (the first: \"hello\")"},
 		"-format, not it":  {"1700000000: mosquitto version 2.0.11 running\n", "-format seconds -", "-: line 1: expected a time in seconds"},
 		"missing file":     {"", filepath.Join(t.TempDir(), "nope"), "no such file"},
 		"two files":        {"", "a b", "name one file"},
@@ -261,4 +263,121 @@ func TestJudgeFindsTheLogsOwnDisruptions(t *testing.T) {
 	require.Len(t, got.Found, 1)
 	assert.Equal(t, 1700000600.0, got.Found[0].AtS)
 	assert.Len(t, got.Recoveries, 2)
+}
+
+// Any other log, with -pattern, -time-layout and -tz: the lines that match
+// are the arrivals, at the time their group names, in the zone given.
+func TestJudgeAnyLogWithAPattern(t *testing.T) {
+	var b strings.Builder
+	for k := range 5 {
+		for d := range 100 {
+			at := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC).Add(time.Duration(k*32)*time.Second + time.Duration(d)*time.Millisecond)
+			fmt.Fprintf(&b, "%s gateway accepted device-%d\n%s gateway pinged device-%d\n", at.Format("02.01.2006 15:04:05.000"), d,
+				at.Format("02.01.2006 15:04:05.000"), d)
+		}
+	}
+	out, _, err := judge(t, b.String(), "-json", "-pattern", `^(?P<time>\S+ \S+) gateway accepted (?P<client>\S+)$`,
+		"-time-layout", "%d.%m.%Y %H:%M:%S.%f", "-tz", "Europe/Berlin", "-expect", "waves", "-")
+	require.NoError(t, err, out)
+	var doc struct {
+		Format   string  `json:"format"`
+		Count    int     `json:"count"`
+		Skipped  int     `json:"skipped_lines"`
+		PeriodS  float64 `json:"period_s"`
+		Arrivals struct {
+			StartS float64 `json:"start_s"`
+		} `json:"arrivals"`
+		Devices struct {
+			Seen int `json:"seen"`
+		} `json:"devices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	assert.Equal(t, "pattern; times without a zone read as Europe/Berlin", doc.Format)
+	assert.Equal(t, 500, doc.Count)
+	assert.Equal(t, 500, doc.Skipped, "the lines that do not match")
+	assert.InDelta(t, 32, doc.PeriodS, 0.5)
+	assert.Equal(t, 100, doc.Devices.Seen)
+
+	_, _, err = judge(t, b.String(), "-pattern", `(?P<when>\S+)`, "-")
+	assert.ErrorContains(t, err, "it needs a group named time")
+	_, _, err = judge(t, b.String(), "-time-layout", "%Q", "-")
+	assert.ErrorContains(t, err, "%Q is not a directive")
+	_, _, err = judge(t, b.String(), "-tz", "Mars/Olympus", "-")
+	assert.ErrorContains(t, err, "want a zone such as UTC, Local or Europe/Berlin")
+}
+
+// A broker's log with no connect line exits 2, naming the format it took,
+// the kinds of lines it saw, and what the broker needs to log connects.
+func TestJudgeALogWithoutConnects(t *testing.T) {
+	in := "2024-01-02T03:04:06.394694+00:00 [info] clientid: dev-1, msg: terminate, peername: 10.0.0.1:5000, reason: {shutdown,tcp_closed}\n" +
+		"2024-01-02T03:04:07.454059+00:00 [warning] clientid: dev-2, msg: socket_error, peername: 10.0.0.1:5001, reason: econnreset\n"
+	stdout, _, err := judge(t, in, "-")
+	var e *exitError
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, 2, e.code)
+	assert.EqualError(t, err, "-: no arrivals: 2 lines, read as emqx, and none a connect; 2 disconnect "+
+		"(EMQX logs a connect only at debug: log.file.level = debug, or a trace on the clients)")
+	assert.Empty(t, stdout)
+}
+
+// What the client IDs say: devices seen, arrivals each, and by recovery
+// those that were back before it and are still out; a logger's drop mode
+// is said, and its span taken out.
+func TestJudgeSaysWhoCameBack(t *testing.T) {
+	var b strings.Builder
+	line := func(at time.Time, level, pid, msg string) {
+		fmt.Fprintf(&b, "%s [%s] <0.%s.0> %s\n", at.Format("2006-01-02 15:04:05.000000-07:00"), level, pid, msg)
+	}
+	t0 := time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
+	r := rand.New(rand.NewPCG(9, 9))
+	for d := range 200 {
+		line(t0.Add(time.Duration(r.Float64()*20e9)), "info", fmt.Sprint(1000+d),
+			fmt.Sprintf("accepting MQTT connection <0.%d.0> (10.0.0.1:%d -> 10.0.0.2:1883, client id: dev-%d)", 1000+d, 40000+d, d))
+	}
+	for d := range 200 { // a drop at 100 s: every session ends
+		line(t0.Add(100*time.Second+time.Duration(d)*time.Millisecond), "info", fmt.Sprint(1000+d),
+			fmt.Sprintf("MQTT connection \"10.0.0.1:%d -> 10.0.0.2:1883\" will terminate because peer closed TCP connection", 40000+d))
+	}
+	line(t0.Add(101*time.Second), "notice", "44", "Handler rmq_1_file_1 switched from  async to drop mode")
+	line(t0.Add(101*time.Second+300*time.Millisecond), "notice", "44", "Handler rmq_1_file_1 switched from  drop to async mode")
+	for d := range 190 { // ten never come back
+		line(t0.Add(102*time.Second+time.Duration(20*r.ExpFloat64()*1e9)), "info", fmt.Sprint(2000+d),
+			fmt.Sprintf("accepting MQTT connection <0.%d.0> (10.0.0.1:%d -> 10.0.0.2:1883, client id: dev-%d)", 2000+d, 50000+d, d))
+	}
+	out, _, err := judge(t, b.String(), "-expect", "spread", "-")
+	require.NoError(t, err, out)
+	for _, want := range []string{
+		"format: rabbitmq; 2 recoveries\n",
+		"lines: 390 connect, 200 disconnect, 2 lost-lines note\n",
+		"devices: 200 seen, 1.9 arrivals each",
+		"the log says it lost lines of its own (its counts have holes): line 401: Handler rmq_1_file_1 switched from  async to drop mode; " +
+			"judged with the 1 span it lost every line in (300ms in all) taken out\n",
+		"after the disruption at 1795752100 (line 201: the sessions of 10 devices ended within 9 ms, though they had lasted",
+		"  devices: 190 arrived, 1.0 arrivals each; of the 200 seen before, 10 still out (dev-190, dev-191,",
+	} {
+		assert.Contains(t, out, want)
+	}
+
+	out, _, err = judge(t, b.String(), "-json", "-")
+	require.NoError(t, err, out)
+	var doc struct {
+		Lines      map[string]int `json:"lines"`
+		LostS      float64        `json:"lost_spans_s"`
+		Recoveries []struct {
+			Devices struct {
+				Seen     int      `json:"seen"`
+				Before   int      `json:"seen_before"`
+				StillOut int      `json:"still_out"`
+				IDs      []string `json:"still_out_ids"`
+			} `json:"devices"`
+		} `json:"recoveries"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	assert.Equal(t, map[string]int{"connect": 390, "disconnect": 200, "lost-lines note": 2}, doc.Lines)
+	assert.InDelta(t, 0.3, doc.LostS, 1e-9)
+	require.Len(t, doc.Recoveries, 2)
+	assert.Equal(t, 200, doc.Recoveries[1].Devices.Before)
+	assert.Equal(t, 190, doc.Recoveries[1].Devices.Seen)
+	assert.Equal(t, 10, doc.Recoveries[1].Devices.StillOut)
+	assert.Len(t, doc.Recoveries[1].Devices.IDs, 10)
 }

@@ -36,8 +36,10 @@ Commands:
                              run a storm file; exit 1 if an expectation fails
   devicesim merge -out DIR SHARD_DIR...
                              combine shard reports into one
-  devicesim judge [-json] [-expect spread|waves] [-disruptions T1,T2] FILE|-
-                             judge any arrival log: spread out, or in waves?
+  devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-
+                             judge a broker's log (mosquitto, RabbitMQ, EMQX, HiveMQ,
+                             VerneMQ, AWS IoT, Azure IoT Hub, -pattern): spread out,
+                             or in waves?
   devicesim soak [flags]     one fleet with telemetry through storm after storm:
                              memory, goroutines and messages must all come back
   devicesim calibrate [flags]

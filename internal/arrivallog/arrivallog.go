@@ -1,20 +1,25 @@
-// Package arrivallog reads the arrival logs people have into arrival
-// times for the judgement (internal/stormstats): mosquitto's own log, JSON
-// lines, CSV and TSV with a time column, devicesim's events.csv, and plain
-// columns of seconds or Unix milliseconds, their format detected from the
-// first line. Times are read exactly from their digits, and an error names
-// the line and what was expected there.
+// Package arrivallog reads the logs people have into arrival times for
+// the judgement (internal/stormstats): the logs of the brokers fleets run
+// (mosquitto, RabbitMQ, EMQX, HiveMQ, VerneMQ), as they write them and
+// as syslog, journald, docker and the kubelet carry them; the connection
+// events of AWS IoT Core and Azure IoT Hub; JSON lines; CSV and TSV with a
+// time column; devicesim's events.csv; plain columns of seconds or Unix
+// milliseconds; and any other log through a pattern. The format is found
+// from the lines themselves. Only connects are arrivals: every other line
+// is counted by what it says. Times are read exactly from their digits,
+// and an error names the line and what was expected there.
 //
 // A log that holds several disruptions, judged as one series, reads as
-// waves. Where the log shows them (the broker's stop and start lines, the
-// same devices back after holding their sessions, a crowd of devices never
-// seen before), Log.Disruptions finds them, and Log.Recoveries judges each
-// recovery on its own.
+// waves. Where the log shows them (the broker's stop and start lines, a
+// crowd of sessions ended at once, the same devices back after holding
+// their sessions, a crowd of devices never seen before), Log.Disruptions
+// finds them, and Log.Recoveries judges each recovery on its own.
 package arrivallog
 
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -31,20 +36,20 @@ import (
 // safe to read from several goroutines, not to change while they do.
 type Log struct {
 	// Format is the format taken, as a person would name it: "mosquitto",
-	// "jsonl (field ts, Unix ms)", "csv (t_s)", "tsv (unix_ms)",
-	// "csv (rfc3339 column time)", "events.csv", "seconds", "unix ms" ...
+	// "rabbitmq", "mosquitto under syslog (RFC 3164 stamps ...)",
+	// "aws-iot lifecycle events (JSON lines)", "csv (t_s)", "events.csv",
+	// "seconds", "unix ms" ...
 	Format string
 	// Times holds each arrival's time: since the Unix epoch for the
-	// absolute formats (mosquitto, Unix ms, RFC 3339), as written for
+	// absolute formats (broker logs, Unix ms, RFC 3339), as written for
 	// relative ones (t_s, plain seconds), to the nanosecond as written.
 	Times []time.Duration
 	// Lines holds the line each arrival came from (from 1; a CSV record
-	// spanning lines, the first).
+	// spanning lines, the first; an element of a JSON document, the line
+	// it starts on).
 	Lines []int32
 	// Clients holds the client ID of each arrival where the format carries
-	// one (mosquitto, a CSV's client_id, clientid, client or device column,
-	// a JSON line's clientid, client_id, clientId or client field; "" where
-	// a line lacks it); nil when none does.
+	// one ("" where a line lacks it); nil when none does.
 	Clients []string
 	// Lags holds devicesim's lag_ms column (milliseconds), one value per
 	// row that has one: not one per arrival (a refused dial has none).
@@ -54,29 +59,88 @@ type Log struct {
 	// it does not, and every arrival counts as admitted.
 	Refused []bool
 	// Skipped counts the lines that were not arrivals and not a CSV
-	// header: blank lines, # comments, mosquitto's other lines.
+	// header: blank lines, # comments, every line of another kind.
 	Skipped int
+	// Kinds counts the lines of each kind other than a connect, and
+	// Labels the lines of KindOther by what they were ("tcp accept",
+	// "subscribe", "refusal reason" ...). Only the formats that say what
+	// a line was fill them.
+	Kinds  map[Kind]int
+	Labels map[string]int
+	// Duplicates counts the lines dropped as exact copies of one read
+	// before: a log shipper's at-least-once delivery.
+	Duplicates int
+	// Lost lists the lines where the log says it lost lines of its own
+	// (a logger in drop mode, a rate limit): its counts have holes there.
+	Lost []Note
+	// Gaps are the spans in which the log says its logger dropped every
+	// line (OTP's drop mode, from its switch to drop mode to its switch
+	// back): judged with them taken out, so that a hole is not read as
+	// the quiet between bursts.
+	Gaps []Gap
 
-	// What mosquitto's other lines say about disruptions (Disruptions).
+	// What the other lines say about disruptions (Log.Disruptions).
 	brokers []brokerLine
 	ends    []sessionEnd
 }
 
+// Gap is a span of the log's time in which it lost every line.
+type Gap struct {
+	From, To time.Duration
+	Line     int // where it began
+}
+
+// Note is a line the summary points to.
+type Note struct {
+	Line int    `json:"line"`
+	Text string `json:"text"`
+}
+
+// Options says how ParseLog reads a log. The zero value detects the
+// format and reads times without a zone as UTC.
+type Options struct {
+	// Format is one of FormatNames; "" detects it.
+	Format string
+	// Pattern, when set, is a regular expression (Go's syntax) that an
+	// arrival's line matches, with a named group "time" and optionally
+	// one named "client"; every other line is skipped.
+	Pattern string
+	// TimeLayout reads stamps this reader does not know by itself, in
+	// strftime (%Y-%m-%d %H:%M:%S, as mosquitto's log_timestamp_format)
+	// or Go's reference time (2006-01-02 15:04:05).
+	TimeLayout string
+	// Location is the zone of times written without one; nil is UTC.
+	Location *time.Location
+	// Written is when the log was written, as far as the caller knows
+	// (the file's modification time): the year of syslog's stamps, which
+	// have none, and the day of stamps that are a time of day alone. The
+	// zero value is now.
+	Written time.Time
+}
+
 // FormatNames are the formats ParseLog can be told to take:
 //
-//   - mosquitto: mosquitto's log as it writes it, each line stamped with
-//     Unix seconds ("1700000000: ") or, with log_timestamp_format
-//     %Y-%m-%dT%H:%M:%S, an ISO time (read as UTC); its "New client
-//     connected from ... as ID (p2, c1, k30)." lines are the arrivals, every
-//     other line is skipped
-//   - jsonl: one JSON object a line, its time in the first of ts,
-//     timestamp, @timestamp, time or t that the first line has: a number
-//     (Unix ms above 1e11, seconds otherwise) or an RFC 3339 string
+//   - mosquitto: mosquitto's log, with its own stamp (Unix seconds or any
+//     log_timestamp_format) and under syslog, journald or a container
+//     runtime; its "New client connected" lines are the arrivals
+//   - rabbitmq: RabbitMQ's log, text or JSON, with its MQTT plugin's
+//     "accepting MQTT connection" (3.12 on: "Accepted MQTT connection")
+//   - emqx: EMQX 5's log, text or JSON: at debug, the CONNACK each
+//     client is sent
+//   - hivemq: HiveMQ's event.log (and hivemq.log's start and stop)
+//   - vernemq: VerneMQ's console.log and its tracer's CONNACK lines
+//   - aws-iot: AWS IoT Core's lifecycle events (connected, disconnected)
+//     and its CloudWatch logs (Connect, Disconnect), as JSON lines or a
+//     CloudWatch Logs export
+//   - azure-iot: Azure IoT Hub's device connection events (Event Grid or
+//     CloudEvents schema) and its Connections resource logs
+//   - jsonl: one JSON object a line, its time in ts, timestamp,
+//     @timestamp, time or t, each an arrival unless it says otherwise
 //   - csv, tsv: a header naming t_s (seconds), unix_ms, or a column of
-//     RFC 3339 times (time, timestamp, ts or @timestamp)
+//     times (time, timestamp, ts or @timestamp)
 //   - seconds: one time in seconds a line (12.25, 1700000000)
 //   - unix-ms: one time in Unix milliseconds a line (1700000000123)
-var FormatNames = []string{"mosquitto", "jsonl", "csv", "tsv", "seconds", "unix-ms"}
+var FormatNames = []string{"mosquitto", "rabbitmq", "emqx", "hivemq", "vernemq", "aws-iot", "azure-iot", "jsonl", "csv", "tsv", "seconds", "unix-ms"}
 
 // ParseError is a line of an arrival log that could not be read.
 type ParseError struct {
@@ -88,11 +152,16 @@ func (e *ParseError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, 
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // ErrNoArrivals is returned by ParseLog and ReadArrivals for a log with no
-// arrival in it (wrapped, with what the log held instead).
+// arrival in it (wrapped, with the format taken and what the log held
+// instead).
 var ErrNoArrivals = errors.New("no arrivals")
 
 // ErrUnknownFormat is returned by ParseLog for a format not in FormatNames.
 var ErrUnknownFormat = errors.New("unknown format")
+
+// ErrBadPattern is returned by ParseLog for an Options.Pattern that is
+// not a regular expression with a "time" group.
+var ErrBadPattern = errors.New("bad pattern")
 
 // ErrLineTooLong is a *ParseError's Err for a line longer than
 // MaxLineBytes: no arrival log has one.
@@ -102,51 +171,32 @@ var ErrLineTooLong = fmt.Errorf("longer than %d MiB", MaxLineBytes>>20)
 // far beyond any arrival log's, short of what exhausts memory.
 const MaxLineBytes = 16 << 20
 
-// ParseLog reads an arrival log in format, one of FormatNames, or, when
-// format is "", in the format its first line (not blank, not a # comment)
-// shows. Everywhere a UTF-8 byte-order mark, CRLF line ends, blank lines
-// and lines starting with # are fine. Times are read exactly from their
-// digits, never through a float64: "12.3" is 12.3 s to the nanosecond.
-// Digits beyond the nanosecond are rounded to the nearest, ties to even
-// (an RFC 3339 time's are cut, as time.Parse does). A time must lie within
-// 285 years either side of 0.
+// ParseLog reads an arrival log as Options say: in o.Format, or in the
+// format its first lines show (a broker's log may open with lines of
+// every kind; detection reads past them). Everywhere a UTF-8 byte-order
+// mark, CRLF line ends, blank lines and lines starting with # are fine.
+// Times are read exactly from their digits, never through a float64:
+// "12.3" is 12.3 s to the nanosecond. A time must lie within 285 years
+// either side of 0.
+//
+// Only the lines that say a session was accepted are arrivals: the others
+// are counted by kind (Log.Kinds), and those that end a session or stop
+// the broker tell Log.Disruptions where the log's disruptions were. Exact
+// copies of a line read before are dropped and counted.
 //
 // A line it cannot read is a *ParseError naming what was expected there; a
-// log with no arrival, ErrNoArrivals; a format it does not know,
-// ErrUnknownFormat. No Log is returned with an error.
-func ParseLog(r io.Reader, format string) (*Log, error) {
-	if format != "" && !isFormatName(format) {
-		return nil, fmt.Errorf("%w %q: want one of %s (or none, to detect it)", ErrUnknownFormat, format, strings.Join(FormatNames, ", "))
+// log with no arrival, ErrNoArrivals naming the format taken and what the
+// log held instead; a format it does not know, ErrUnknownFormat. No Log is
+// returned with an error.
+func ParseLog(r io.Reader, o Options) (*Log, error) {
+	if o.Format != "" && !isFormatName(o.Format) {
+		return nil, fmt.Errorf("%w %q: want one of %s (or none, to detect it)", ErrUnknownFormat, o.Format, strings.Join(FormatNames, ", "))
 	}
-	lr := &lineReader{br: bufio.NewReaderSize(r, 1<<16)}
-	l := &Log{}
-	first, ok := lr.content(l)
-	if !ok {
-		if lr.err != nil {
-			return nil, lr.err
-		}
-		return nil, noArrivals(l, lr.n)
+	p, err := newParser(o)
+	if err != nil {
+		return nil, err
 	}
-	firstLine := lr.n
-	if format == "" {
-		var err error
-		if format, err = detectFormat(first); err != nil {
-			return nil, &ParseError{Line: firstLine, Err: err}
-		}
-	}
-	p := newLineParser(format)
-	for text, ok := first, true; ok; text, ok = lr.content(l) {
-		if err := p.parse(l, lr, text); err != nil {
-			return nil, err
-		}
-	}
-	if lr.err != nil {
-		return nil, lr.err
-	}
-	if len(l.Times) == 0 {
-		return nil, noArrivals(l, lr.n)
-	}
-	return l, nil
+	return p.run(&lineReader{br: bufio.NewReaderSize(r, 1<<16)})
 }
 
 func plural(n int, what string) string {
@@ -157,19 +207,6 @@ func plural(n int, what string) string {
 }
 
 func isFormatName(s string) bool { return slices.Contains(FormatNames, s) }
-
-// noArrivals says what a log without arrivals held.
-func noArrivals(l *Log, lines int) error {
-	switch {
-	case lines == 0:
-		return fmt.Errorf("%w: the log is empty", ErrNoArrivals)
-	case l.Format == "":
-		return fmt.Errorf("%w: %s, all blank or # comments", ErrNoArrivals, plural(lines, "line"))
-	case strings.HasPrefix(l.Format, "mosquitto"):
-		return fmt.Errorf("%w: %s, none mosquitto's \"New client connected from ...\"", ErrNoArrivals, plural(lines, "line"))
-	}
-	return fmt.Errorf("%w: %s with no row after its header", ErrNoArrivals, l.Format)
-}
 
 // lineReader reads a log's lines, of any length up to MaxLineBytes, and
 // counts them.
@@ -234,21 +271,6 @@ func (lr *lineReader) next() ([]byte, bool) {
 	return line, true
 }
 
-// content returns the next line that is neither blank nor a # comment,
-// counting those it passes in l.Skipped.
-func (lr *lineReader) content(l *Log) ([]byte, bool) {
-	for {
-		line, ok := lr.next()
-		if !ok {
-			return nil, false
-		}
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] != '#' {
-			return line, true
-		}
-		l.Skipped++
-	}
-}
-
 // foreignEncoding recognises, on a first line, the files that are not
 // text a line reader can read.
 func foreignEncoding(line []byte) error {
@@ -288,7 +310,7 @@ func ReadArrivals(r io.Reader) (*stormstats.Histogram, stormstats.Method, error)
 // ReadArrivalsFormat is ReadArrivals for a log in format, one of
 // FormatNames ("": detect it).
 func ReadArrivalsFormat(r io.Reader, format string) (*stormstats.Histogram, stormstats.Method, error) {
-	l, err := ParseLog(r, format)
+	l, err := ParseLog(r, Options{Format: format})
 	if err != nil {
 		return nil, stormstats.Method{}, err
 	}
@@ -303,7 +325,44 @@ func ReadArrivalsFormat(r io.Reader, format string) (*stormstats.Histogram, stor
 // looked for, nor, when the log has devicesim's lag_ms column, narrower
 // than twice its 99th percentile, as a run does. l.Times is left as it was.
 func (l *Log) Histogram() (*stormstats.Histogram, stormstats.Method, stormstats.Preparation) {
-	return stormstats.Prepare(slices.Clone(l.Times), l.Lines, l.method())
+	return stormstats.Prepare(l.closeGaps(slices.Clone(l.Times)), l.Lines, l.method())
+}
+
+// closeGaps takes the log's gaps out of times: each time after a gap
+// moves back by its length, one within it to its start. Times need not be
+// sorted.
+func (l *Log) closeGaps(times []time.Duration) []time.Duration {
+	if len(l.Gaps) == 0 {
+		return times
+	}
+	gaps := slices.Clone(l.Gaps)
+	slices.SortFunc(gaps, func(a, b Gap) int { return cmp.Compare(a.From, b.From) })
+	// Where gaps overlap, one.
+	merged := gaps[:1]
+	for _, g := range gaps[1:] {
+		last := &merged[len(merged)-1]
+		if g.From <= last.To {
+			last.To = max(last.To, g.To)
+			continue
+		}
+		merged = append(merged, g)
+	}
+	cut := make([]time.Duration, len(merged)+1) // the length of the gaps before each
+	for i, g := range merged {
+		cut[i+1] = cut[i] + g.To - g.From
+	}
+	for i, t := range times {
+		k, _ := slices.BinarySearchFunc(merged, t, func(g Gap, t time.Duration) int { return cmp.Compare(g.From, t) })
+		// merged[k-1] is the last gap starting before t
+		switch {
+		case k == 0:
+		case t < merged[k-1].To:
+			times[i] = merged[k-1].From - cut[k-1]
+		default:
+			times[i] = t - cut[k]
+		}
+	}
+	return times
 }
 
 // method is stormstats.DefaultMethod, with devicesim's lag_ms column taken

@@ -16,7 +16,11 @@ var (
 	secondsColumns = []string{"t_s"}
 	millisColumns  = []string{"unix_ms"}
 	stampColumns   = []string{"time", "timestamp", "ts", "@timestamp"}
-	clientColumns  = []string{"client_id", "clientid", "client", "device"}
+	clientColumns  = []string{"client_id", "clientid", "client", "device", "clientId", "deviceId"}
+	// A row with a message column (a Logs Insights export's @message) is
+	// what its message says; with an event column, what that names.
+	messageColumns = []string{"@message", "message", "msg", "log"}
+	eventColumns   = []string{"event", "eventType", "event_type", "type", "action"}
 )
 
 type csvParser struct {
@@ -29,24 +33,28 @@ type csvParser struct {
 	client  int // -1: none
 	lag     int // -1: none
 	outcome int // -1: none
+	message int // -1: none
+	event   int // -1: none
 	stamps  stamps
-	events  bool // devicesim's events.csv
+	j       *jsonReader // the rows' JSON messages
+	events  bool        // devicesim's events.csv
 	fields  []string
 	pending []byte // a record spanning lines
 }
 
-func (p *csvParser) parse(l *Log, lr *lineReader, text []byte) error {
+func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
+	l := ps.log
 	if p.header == nil {
-		return p.readHeader(l, lr.n, text)
+		return p.readHeader(ps, src.n, text)
 	}
-	line, record := lr.n, text
+	line, record := src.n, text
 	if csvQuoteOpen(text, p.delim, false) {
 		p.pending = append(p.pending[:0], text...)
 		for open := true; open; {
-			next, ok := lr.next()
+			next, ok := src.next()
 			switch {
-			case !ok && lr.err != nil:
-				return lr.err
+			case !ok && src.err() != nil:
+				return src.err()
 			case !ok:
 				return &ParseError{Line: line, Err: errors.New("a quoted field that starts on this line is never closed")}
 			case len(p.pending)+1+len(next) > MaxLineBytes:
@@ -89,6 +97,9 @@ func (p *csvParser) parse(l *Log, lr *lineReader, text []byte) error {
 	if p.client >= 0 && p.client < len(p.fields) {
 		client = strings.Clone(p.fields[p.client])
 	}
+	if p.message >= 0 || p.event >= 0 {
+		return p.classify(ps, line, t, client, record)
+	}
 	l.add(t, line, client, p.client >= 0)
 	if p.outcome >= 0 {
 		refused := p.outcome < len(p.fields) && !strings.EqualFold(p.fields[p.outcome], "accepted")
@@ -97,7 +108,8 @@ func (p *csvParser) parse(l *Log, lr *lineReader, text []byte) error {
 	return nil
 }
 
-func (p *csvParser) readHeader(l *Log, line int, text []byte) error {
+func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
+	l := ps.log
 	p.header = splitRecord(string(text), p.delim, nil)
 	col := func(names []string) int {
 		for _, name := range names {
@@ -122,9 +134,44 @@ func (p *csvParser) readHeader(l *Log, line int, text []byte) error {
 	}
 	p.column = p.header[p.time]
 	p.client, p.lag, p.outcome = col(clientColumns), col([]string{"lag_ms"}), col([]string{"outcome"})
+	p.message, p.event = col(messageColumns), col(eventColumns)
+	if p.message >= 0 || p.event >= 0 {
+		ps.rec.dedupe = true
+	}
+	p.stamps.clock = newClock(ps.o.Location, ps.written)
 	p.events = p.kind == stampSeconds && p.lag >= 0 && p.name == "csv"
 	l.Format = p.format()
 	return nil
+}
+
+// classify reads a row that says what it was: its message (a JSON event,
+// or a broker's line) or its event column.
+func (p *csvParser) classify(ps *parser, line int, t time.Duration, client string, record []byte) error {
+	if p.message >= 0 && p.message < len(p.fields) {
+		msg := []byte(p.fields[p.message])
+		if p.j == nil {
+			p.j = newJSONReader(ps)
+		}
+		if len(msg) > 0 && msg[0] == '{' {
+			return p.j.line(ps, line, msg, t, record)
+		}
+		e, times, _, known, err := p.j.inner(msg, "", lineTimes{env: t, envTimed: true}, "")
+		if err != nil {
+			return &ParseError{Line: line, Err: err}
+		}
+		if !known {
+			ps.log.Skipped++
+			return nil
+		}
+		return ps.rec.record(e, times, line, record)
+	}
+	e := entry{kind: KindConnect, client: client}
+	if p.event < len(p.fields) {
+		if e.kind = keywordKind(p.fields[p.event]); e.kind == KindOther {
+			e.label = p.fields[p.event]
+		}
+	}
+	return ps.rec.record(e, lineTimes{own: t, ownTimed: true, ownDigits: 9}, line, record)
 }
 
 // format names the format taken: "csv (t_s)", "tsv (unix_ms)",

@@ -1,7 +1,9 @@
 package arrivallog
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -30,6 +32,12 @@ import (
 //     say this: each round behind an admission limit admits devices it has
 //     not shown before.
 //
+//   - sessions ended at once: a crowd of devices whose sessions end
+//     together (within seconds, as a broker's drop or its keepalive after
+//     a partition ends them) though they began at different times. Rounds
+//     of a flapping link end sessions as they began them: their ends are
+//     no narrower than their starts, and are not a disruption.
+//
 // A log of times alone carries none of these; -disruptions names them.
 
 // heldSession is how long a session must have lasted for its device's next
@@ -40,6 +48,12 @@ import (
 // time to the next arrival, which a retry schedule capped above a minute
 // can also reach.
 const heldSession = time.Minute
+
+// ownEnds is how long after a disruption the ends of sessions begun
+// before it are its own (a broker's drop logged client by client, a
+// keepalive noticing a partition at 1.5 times its period), not a new
+// disruption's.
+const ownEnds = 2 * time.Minute
 
 // Disruption is a moment the log itself shows its fleet losing the broker.
 type Disruption struct {
@@ -88,7 +102,7 @@ func (l *Log) Disruptions() []Disruption {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmpDuration(l.Times[a], l.Times[b]) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(l.Times[a], l.Times[b]) })
 	f := newFinder(l, l.Times[order[0]])
 	for _, i := range order {
 		f.brokerLines(i)
@@ -121,13 +135,29 @@ type finder struct {
 	// only in a crowd that follows a minute without one, so that the first
 	// arrivals, and a trickle, are not a new disruption
 	lastNew, crowd time.Duration
+
+	// Sessions ending: the recent ends of distinct clients (within a
+	// minute)
+	ending    []ending
+	endedOnce map[string]bool // clients whose session, begun before the log, has ended
+	unchecked int             // ends since the crowd was last looked at
+	tick      time.Duration   // the log's stamps' tick
+}
+
+// ending is a session's end, with when it began where the log says.
+type ending struct {
+	at, start time.Duration
+	known     bool // start is known: the log shows the session's arrival
+	line      int32
+	client    string
 }
 
 func newFinder(l *Log, first time.Duration) *finder {
 	f := &finder{l: l, brokers: slices.Clone(l.brokers), ends: slices.Clone(l.ends), newcomers: l.Refused != nil,
-		since: first, last: map[string]int{}, ended: map[string]time.Duration{}, lastNew: first, crowd: -1}
-	slices.SortStableFunc(f.brokers, func(a, b brokerLine) int { return cmpDuration(a.at, b.at) })
-	slices.SortStableFunc(f.ends, func(a, b sessionEnd) int { return cmpDuration(a.at, b.at) })
+		since: first, last: map[string]int{}, ended: map[string]time.Duration{}, lastNew: first, crowd: -1,
+		endedOnce: map[string]bool{}, tick: stormstats.DetectTick(l.Times)}
+	slices.SortStableFunc(f.brokers, func(a, b brokerLine) int { return cmp.Compare(a.at, b.at) })
+	slices.SortStableFunc(f.ends, func(a, b sessionEnd) int { return cmp.Compare(a.at, b.at) })
 	if l.Clients != nil {
 		distinct := map[string]struct{}{}
 		for _, c := range l.Clients {
@@ -140,10 +170,12 @@ func newFinder(l *Log, first time.Duration) *finder {
 	return f
 }
 
-// disrupted notes a disruption found: what follows is its recovery.
+// disrupted notes a disruption found: what follows is its recovery, and
+// the sessions still ending around it are its own.
 func (f *finder) disrupted(d Disruption) {
 	f.found = append(f.found, d)
 	f.since, f.returns, f.crowd = d.At, f.returns[:0], -1 // newcomers still arriving are this disruption's
+	f.ending = f.ending[:0]
 }
 
 // brokerLines reads the broker's start and stop lines before arrival i:
@@ -171,13 +203,96 @@ func (f *finder) brokerLines(i int) {
 // sessionEnds reads the lines before arrival i saying a session ended.
 func (f *finder) sessionEnds(i int) {
 	for ; f.e < len(f.ends) && before(f.ends[f.e].at, f.ends[f.e].line, f.l.Times[i], f.l.Lines[i]); f.e++ {
-		c := f.ends[f.e].client
-		if _, open := f.last[c]; open {
-			if _, seen := f.ended[c]; !seen {
-				f.ended[c] = f.ends[f.e].at
+		end := f.ends[f.e]
+		c := end.client
+		p, open := f.last[c]
+		_, closed := f.ended[c]
+		if open && !closed {
+			f.ended[c] = end.at
+		}
+		// A session begun before the last disruption, ending soon after it, is its own.
+		own := len(f.found) > 0 && end.at-f.since < ownEnds
+		switch {
+		case open && !closed:
+			if own && f.l.Times[p] < f.since {
+				continue
 			}
+			f.ending = append(f.ending, ending{at: end.at, start: f.l.Times[p], known: true, line: end.line, client: c})
+		case !open && !f.endedOnce[c]: // a session begun before the log
+			f.endedOnce[c] = true
+			if own {
+				continue
+			}
+			f.ending = append(f.ending, ending{at: end.at, line: end.line, client: c})
+		default:
+			continue // a session whose end was logged already
+		}
+		f.endCrowd(end.at)
+	}
+}
+
+// endCrowd looks, after a session ended at t, for a crowd of ends: need
+// distinct devices' sessions ended within a minute, and the latest need
+// of them together, though they had lasted different times: the spread of
+// the middle half of their lengths is at least 4 times the span of their
+// ends, plus two ticks, and a tenth of their median length. A drop ends
+// sessions however long they had lasted; a flapping link ends each about
+// as long after it began as the next, give or take the broker's time to
+// accept and log them (4 % of the flap here, on RabbitMQ at 6x).
+func (f *finder) endCrowd(t time.Duration) {
+	k := 0
+	for k < len(f.ending) && t-f.ending[k].at > heldSession {
+		k++
+	}
+	f.ending = f.ending[k:]
+	if f.need == 0 || len(f.ending) < f.need {
+		return
+	}
+	// Looked at every need/8 ends: a crowd still shows, and a million
+	// devices' ends cost O(n log need), not O(n need).
+	if f.unchecked++; f.unchecked < max(1, f.need/8) {
+		return
+	}
+	f.unchecked = 0
+	crowd := f.ending[len(f.ending)-f.need:]
+	span := crowd[len(crowd)-1].at - crowd[0].at
+	lengths := make([]time.Duration, len(crowd))
+	for j, e := range crowd {
+		lengths[j] = e.at - e.start
+		if !e.known {
+			lengths[j] = math.MaxInt64 // begun before the log showed it
 		}
 	}
+	slices.Sort(lengths)
+	q1, median, q3 := lengths[len(lengths)/4], lengths[len(lengths)/2], lengths[3*len(lengths)/4]
+	spread := time.Duration(math.MaxInt64)
+	if q3 != math.MaxInt64 {
+		spread = q3 - q1
+	}
+	if spread < 4*span+2*f.tick || median != math.MaxInt64 && spread < median/10 || crowd[0].at <= f.since {
+		return
+	}
+	d := crowd[0]
+	f.disrupted(Disruption{At: d.at, AtS: d.at.Seconds(), Line: int(d.line), Why: fmt.Sprintf(
+		"the sessions of %d devices ended within %s, though they had lasted %s", len(crowd), humanSpan(span), humanLengths(q1, q3))})
+}
+
+func humanSpan(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// humanLengths says how long the middle half of the sessions had lasted.
+func humanLengths(q1, q3 time.Duration) string {
+	if q3 == math.MaxInt64 {
+		if q1 == math.MaxInt64 {
+			return "since before the log began"
+		}
+		return fmt.Sprintf("from %s to since before the log began", humanSpan(q1))
+	}
+	return fmt.Sprintf("from %s to %s (the middle half of them)", humanSpan(q1), humanSpan(q3))
 }
 
 // arrival reads arrival i: a device back after a held session, or a
@@ -249,16 +364,6 @@ func whyBack(arrivals []comeback) string {
 // accepted reports whether arrival i was admitted: true unless the log
 // says otherwise (devicesim's outcome column).
 func (l *Log) accepted(i int) bool { return l.Refused == nil || !l.Refused[i] }
-
-func cmpDuration(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // RecoveriesFound judges each recovery on its own at the disruptions the
 // log shows (Disruptions), the first from the log's start; nil, nil when

@@ -57,7 +57,7 @@ func (b brokerLog) only(prefix string) brokerLog {
 
 func recoveriesFound(t *testing.T, log string) ([]arrivallog.Disruption, []stormstats.Recovery) {
 	t.Helper()
-	l, err := arrivallog.ParseLog(strings.NewReader(log), "")
+	l, err := arrivallog.ParseLog(strings.NewReader(log), arrivallog.Options{})
 	require.NoError(t, err)
 	found, recs, err := l.RecoveriesFound()
 	require.NoError(t, err)
@@ -105,7 +105,7 @@ func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
 			assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d, %s", seed, name)
 			assert.Equal(t, stormstats.Spread, stormstats.Overall(recs))
 		}
-		l, err := arrivallog.ParseLog(strings.NewReader(b.String()), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(b.String()), arrivallog.Options{})
 		require.NoError(t, err)
 		h, m, _ := l.Histogram()
 		j, err := stormstats.Judge(h, m)

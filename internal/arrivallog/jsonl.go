@@ -3,68 +3,503 @@ package arrivallog
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
-// JSON lines: one object a line, the time in the first field of
-// jsonTimeFields that the first line has, the client in the first of
-// jsonClientFields that a line has.
+// JSON: one object a line (JSON lines), or a document holding arrays of
+// them (a CloudWatch Logs export, an Event Grid delivery, Azure's
+// {"records": [...]}). Each object says what it is by its own fields:
+//
+//   - journald (journalctl -o json): __REALTIME_TIMESTAMP and MESSAGE, a
+//     broker's line inside
+//   - docker's json-file: log, stream and time, a broker's line inside
+//   - a CloudWatch Logs event: timestamp and message (a JSON event or a
+//     line), with ingestionTime, logStreamName or eventId
+//   - AWS IoT Core's lifecycle events: eventType connected, disconnected,
+//     connect_failed, subscribed, unsubscribed; clientId; timestamp (ms)
+//   - AWS IoT Core's CloudWatch logs (AWSIotLogsV2): eventType Connect,
+//     Disconnect ..., status Success or Failure
+//   - Azure IoT Hub: eventType (Event Grid) or type (CloudEvents)
+//     Microsoft.Devices.DeviceConnected or DeviceDisconnected, and the
+//     Connections resource logs' operationName deviceConnect or
+//     deviceDisconnect
+//   - a broker's JSON log (RabbitMQ's log.file.formatter = json, EMQX's
+//     formatter = json, VerneMQ's): its msg
+//   - any other: its time in the first of jsonTimeFields it has, an event
+//     in event, eventType, type, action or status where it has one, and
+//     otherwise an arrival.
 var (
-	jsonTimeFields   = []string{"ts", "timestamp", "@timestamp", "time", "t"}
-	jsonClientFields = []string{"clientid", "client_id", "clientId", "client"}
+	jsonTimeFields   = []string{"ts", "timestamp", "@timestamp", "time", "t", "eventTime", "date", "datetime"}
+	jsonClientFields = []string{"clientid", "client_id", "clientId", "client", "deviceId", "device_id", "device"}
+	jsonEventFields  = []string{"event", "eventType", "event_type", "type", "action", "operation", "operationName"}
 )
 
-type jsonParser struct {
-	field  string // the time field, from the first line
-	stamps stamps
+// jsonReader reads JSON objects as JSON lines, inside a document, or as
+// the message of a text envelope.
+type jsonReader struct {
+	text     *textReader        // a broker's line inside journald's or docker's object
+	stamps   map[string]*stamps // each time field's form, from its first value
+	dialects map[string]int     // objects of each kind, for the format's name
+	generic  string             // the time field a generic object's time came from
+	doc      bool
 }
 
-func (p *jsonParser) parse(l *Log, lr *lineReader, text []byte) error {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(text, &obj); err != nil || obj == nil {
-		return &ParseError{Line: lr.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(bytes.TrimSpace(text)))}
-	}
-	if p.field == "" {
-		for _, f := range jsonTimeFields {
-			if _, ok := obj[f]; ok {
-				p.field = f
-				break
+func newJSONReader(p *parser) *jsonReader {
+	p.rec.dedupe = true
+	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written), stamps: map[string]*stamps{},
+		dialects: map[string]int{}}
+}
+
+// parse reads one line of JSON lines: an object, or an array of them.
+func (j *jsonReader) parse(p *parser, src *source, text []byte) error {
+	t := bytes.TrimSpace(text)
+	if t[0] == '[' {
+		var objs []map[string]json.RawMessage
+		if err := json.Unmarshal(t, &objs); err != nil {
+			return &ParseError{Line: src.n, Err: fmt.Errorf("expected a JSON array of objects, got %q", excerpt(t))}
+		}
+		for _, obj := range objs {
+			if err := j.object(p, src.n, obj, nil, 0, false); err != nil {
+				return err
 			}
 		}
-		if p.field == "" {
-			return &ParseError{Line: lr.n, Err: fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
-				orList(jsonTimeFields), listNames(slices.Sorted(maps.Keys(obj))))}
-		}
+		return nil
 	}
-	raw, ok := obj[p.field]
-	if !ok {
-		return &ParseError{Line: lr.n, Err: fmt.Errorf("expected a time in field %q, as on line %d; this one has: %s",
-			p.field, p.stamps.first, listNames(slices.Sorted(maps.Keys(obj))))}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(t, &obj); err != nil || obj == nil {
+		return &ParseError{Line: src.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
 	}
-	v, ok := jsonScalar(raw)
-	if !ok {
-		return &ParseError{Line: lr.n, Err: fmt.Errorf("expected %s in field %q, got %s", stampExpected, p.field, excerpt([]byte(raw)))}
+	return j.object(p, src.n, obj, t, 0, false)
+}
+
+// line reads a JSON message that a text envelope stamped at env.
+func (j *jsonReader) line(p *parser, n int, msg []byte, env time.Duration, raw []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(msg, &obj); err != nil || obj == nil {
+		p.log.Skipped++
+		return nil
 	}
-	t, err := p.stamps.read(v, lr.n)
+	return j.object(p, n, obj, raw, env, true)
+}
+
+// object reads one object, whose envelope (if any) stamped it at env.
+func (j *jsonReader) object(p *parser, n int, obj map[string]json.RawMessage, raw []byte, env time.Duration, envTimed bool) error {
+	e, t, dialect, known, err := j.classify(p, n, obj, env, envTimed)
 	if err != nil {
-		return &ParseError{Line: lr.n, Err: fmt.Errorf("field %q: %w", p.field, err)}
+		return &ParseError{Line: n, Err: err}
 	}
-	if len(l.Times) == 0 {
-		l.Format = fmt.Sprintf("jsonl (field %s, %s)", p.field, p.stamps.kind)
+	if !known {
+		p.log.Skipped++
+		return nil
 	}
-	client, hasClient := "", false
-	for _, f := range jsonClientFields {
-		if raw, ok := obj[f]; ok {
-			client, _ = jsonScalar(raw)
-			hasClient = true
-			break
+	if e.kind != KindOther {
+		j.dialects[dialect]++
+	}
+	if !t.ownTimed && !t.envTimed && e.kind == KindConnect {
+		return &ParseError{Line: n, Err: fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
+			orList(jsonTimeFields), listNames(slices.Sorted(maps.Keys(obj))))}
+	}
+	if raw == nil {
+		raw = canonical(obj)
+	}
+	return p.rec.record(e, t, n, raw)
+}
+
+// classify says what an object is. known false: an object of a kind that
+// carries nothing to count (a journald entry of another program's).
+func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (
+	e entry, t lineTimes, dialect string, known bool, err error) {
+	t.env, t.envTimed = env, envTimed
+	if envTimed {
+		t.envDigits = 9
+	}
+	// Envelopes with a broker's line inside.
+	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
+		msg := journalMessage(obj["MESSAGE"])
+		at, err := parseDecimal(us, 3)
+		if err != nil {
+			return e, t, "", false, fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, excerpt(us))
+		}
+		ident, _ := scalar(obj, "SYSLOG_IDENTIFIER")
+		return j.inner(msg, ident, lineTimes{env: time.Duration(at), envTimed: true, envDigits: 6}, "journalctl -o json")
+	}
+	if msg, ok := scalar(obj, "log"); ok {
+		if ts, ok := scalar(obj, "time"); ok {
+			at, err := j.read(p, "time", ts, n)
+			if err != nil {
+				return e, t, "", false, err
+			}
+			return j.inner([]byte(strings.TrimRight(msg, "\r\n")), "", lineTimes{env: at, envTimed: true, envDigits: 9}, "docker's json-file")
 		}
 	}
-	l.add(t, lr.n, client, hasClient)
-	return nil
+	if msg, ok := scalar(obj, "message"); ok && hasAny(obj, "ingestionTime", "logStreamName", "eventId") {
+		if ms, ok := scalar(obj, "timestamp"); ok {
+			at, err := parseDecimal(ms, 6)
+			if err != nil {
+				return e, t, "", false, fmt.Errorf(`timestamp: expected Unix ms, got %q`, excerpt(ms))
+			}
+			var inner map[string]json.RawMessage
+			if json.Unmarshal([]byte(msg), &inner) == nil && inner != nil {
+				e, t, dialect, known, err = j.classify(p, n, inner, time.Duration(at), true)
+				return e, t, dialect, known, err
+			}
+			return j.inner([]byte(msg), "", lineTimes{env: time.Duration(at), envTimed: true, envDigits: 3}, "a CloudWatch Logs export")
+		}
+	}
+	// Cloud services' events.
+	if ev, ok := scalar(obj, "eventType"); ok {
+		if kind, known := awsLifecycle[ev]; known {
+			e = entry{kind: kind, broker: "aws-iot", client: first(obj, "clientId", "clientid")}
+			if kind == KindOther {
+				e.label = ev
+			}
+			return j.timed(p, n, obj, e, t, "aws-iot lifecycle events", "timestamp")
+		}
+		if _, hasStatus := obj["status"]; hasStatus && awsLogEvent(ev) {
+			status, _ := scalar(obj, "status")
+			e = entry{broker: "aws-iot", client: first(obj, "clientId", "clientid")}
+			switch {
+			case ev == "Connect" && status == "Success":
+				e.kind = KindConnect
+			case ev == "Connect":
+				e.kind = KindRefused
+			case ev == "Disconnect":
+				e.kind = KindDisconnect
+			default:
+				e.label = ev
+			}
+			return j.timedUTC(p, n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")
+		}
+	}
+	if ev, ok := scalarAny(obj, "eventType", "type"); ok && strings.HasPrefix(ev, "Microsoft.Devices.") {
+		e = entry{broker: "azure-iot", client: azureDevice(obj)}
+		switch ev {
+		case "Microsoft.Devices.DeviceConnected":
+			e.kind = KindConnect
+		case "Microsoft.Devices.DeviceDisconnected":
+			e.kind = KindDisconnect
+		default:
+			e.label = strings.TrimPrefix(ev, "Microsoft.Devices.")
+		}
+		return j.timed(p, n, obj, e, t, "azure-iot device connection events", "eventTime", "time")
+	}
+	if op, ok := scalar(obj, "operationName"); ok && (op == "deviceConnect" || op == "deviceDisconnect") {
+		e = entry{broker: "azure-iot", client: azureDevice(obj), kind: KindDisconnect}
+		if op == "deviceConnect" {
+			e.kind = KindConnect
+			if level, _ := scalar(obj, "level"); strings.EqualFold(level, "Error") {
+				e.kind = KindRefused
+			}
+		}
+		return j.timed(p, n, obj, e, t, "azure-iot Connections logs", "time")
+	}
+	if op, ok := scalar(obj, "opType"); ok && (op == "deviceConnected" || op == "deviceDisconnected") {
+		e = entry{broker: "azure-iot", client: first(obj, "deviceId", "iothub-connection-device-id"), kind: KindDisconnect}
+		if op == "deviceConnected" {
+			e.kind = KindConnect
+		}
+		return j.timed(p, n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")
+	}
+	// A broker's JSON log.
+	if msg, ok := scalar(obj, "msg"); ok {
+		pid, _ := scalar(obj, "pid")
+		known := false
+		if e, known = classifyMessage([]byte(msg), pid, ""); !known {
+			client, _ := scalar(obj, "clientid")
+			packet, _ := scalar(obj, "packet")
+			reason, _ := scalar(obj, "reason")
+			e, known = classifyEMQX(emqxFields{msg: msg, clientid: client, packet: packet, reason: reason})
+			if known && e.label == "other" {
+				e, known = genericMessage(msg, obj)
+			}
+		}
+		if known {
+			if e.client == "" {
+				e.client = first(obj, jsonClientFields...)
+			}
+			d := "jsonl"
+			if e.broker != "" {
+				d = e.broker
+			}
+			return j.timed(p, n, obj, e, t, d, jsonTimeFields...)
+		}
+	}
+	// Anything else.
+	e = entry{kind: KindConnect, client: first(obj, jsonClientFields...)}
+	if ev, ok := scalarAny(obj, jsonEventFields...); ok {
+		e.kind = keywordKind(ev)
+		if e.kind == KindOther {
+			e.label = ev
+		}
+	} else if msg, ok := scalarAny(obj, "msg", "message"); ok {
+		e, _ = genericMessage(msg, obj)
+	}
+	return j.timed(p, n, obj, e, t, "jsonl", jsonTimeFields...)
+}
+
+// inner reads a broker's line inside an envelope's object.
+func (j *jsonReader) inner(msg []byte, ident string, t lineTimes, dialect string) (entry, lineTimes, string, bool, error) {
+	tl := j.text.read(msg)
+	if !tl.known && ident == "systemd" {
+		tl.e, tl.known = classifySystemd(string(tl.msg))
+	}
+	t.own, t.ownTimed, t.ownDigits = tl.at, tl.timed, tl.digits
+	if tl.stampErr != nil && tl.e.kind == KindConnect {
+		return tl.e, t, "", false, tl.stampErr
+	}
+	if tl.e.broker != "" {
+		dialect = tl.e.broker + " under " + dialect
+	}
+	return tl.e, t, dialect, tl.known, nil
+}
+
+// timed reads the object's time from the first of fields it has.
+func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e entry, t lineTimes, dialect string, fields ...string) (
+	entry, lineTimes, string, bool, error) {
+	if dialect == "jsonl" && j.generic != "" {
+		fields = []string{j.generic} // a log of its own: its first line's field
+	}
+	for _, f := range fields {
+		raw, ok := obj[f]
+		if !ok {
+			continue
+		}
+		v, ok := jsonScalar(raw)
+		if !ok {
+			return e, t, "", false, fmt.Errorf("expected %s in field %q, got %s", stampExpected, f, excerpt([]byte(raw)))
+		}
+		at, err := j.read(p, f, v, n)
+		if err != nil {
+			return e, t, "", false, fmt.Errorf("field %q: %w", f, err)
+		}
+		t.own, t.ownTimed, t.ownDigits = at, true, j.stamps[f].digits(v)
+		if dialect == "jsonl" && j.generic == "" {
+			j.generic = f
+		}
+		return e, t, dialect, true, nil
+	}
+	if e.kind == KindConnect && !t.envTimed {
+		if j.generic != "" {
+			return e, t, "", false, fmt.Errorf("expected a time in field %q, as on line %d; this one has: %s",
+				j.generic, j.stamps[j.generic].first, listNames(slices.Sorted(maps.Keys(obj))))
+		}
+		return e, t, "", false, fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
+			orList(fields), listNames(slices.Sorted(maps.Keys(obj))))
+	}
+	return e, t, dialect, true, nil
+}
+
+// timedUTC is timed for a service that writes UTC without saying so (AWS
+// IoT's CloudWatch logs: "2017-08-10 15:37:23.476").
+func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, e entry, t lineTimes, dialect, field string) (
+	entry, lineTimes, string, bool, error) {
+	v, ok := scalar(obj, field)
+	if !ok {
+		return j.timed(p, n, obj, e, t, dialect, field)
+	}
+	c, k, ok := scanStamp([]byte(v))
+	if !ok || k != len(v) {
+		return j.timed(p, n, obj, e, t, dialect, field)
+	}
+	at, err := newClock(time.UTC, p.written).at(c)
+	if err != nil {
+		return e, t, "", false, fmt.Errorf("field %q: %w", field, err)
+	}
+	t.own, t.ownTimed, t.ownDigits = at, true, c.digits
+	return e, t, dialect, true, nil
+}
+
+// read reads a time field's value, in the form its first value had.
+func (j *jsonReader) read(p *parser, field, v string, n int) (time.Duration, error) {
+	s := j.stamps[field]
+	if s == nil {
+		s = &stamps{clock: newClock(p.o.Location, p.written)}
+		j.stamps[field] = s
+	}
+	return s.read(v, n)
+}
+
+// name names the format taken from the objects' kinds.
+func (j *jsonReader) name(p *parser) string {
+	best, n := "", 0
+	for d, c := range j.dialects {
+		if c > n || c == n && d < best {
+			best, n = d, c
+		}
+	}
+	container := "JSON lines"
+	if j.doc {
+		container = "a JSON document"
+	}
+	switch {
+	case best == "" || best == "jsonl":
+		if j.generic != "" {
+			if s := j.stamps[j.generic]; s != nil {
+				return withAssumed(fmt.Sprintf("jsonl (field %s, %s)", j.generic, s.kind), s.clock)
+			}
+		}
+		return "jsonl"
+	case strings.Contains(best, " under "):
+		return best
+	}
+	return best + " (" + container + ")"
+}
+
+func withAssumed(name string, k *clock) string {
+	if a := k.assumed(); a != "" {
+		return name + "; " + a
+	}
+	return name
+}
+
+// awsLifecycle are the eventTypes of AWS IoT Core's lifecycle events
+// (docs.aws.amazon.com/iot/latest/developerguide/life-cycle-events.html).
+var awsLifecycle = map[string]Kind{"connected": KindConnect, "disconnected": KindDisconnect, "connect_failed": KindRefused,
+	"subscribed": KindOther, "unsubscribed": KindOther}
+
+// awsLogEvent recognises an eventType of AWS IoT's CloudWatch logs
+// (docs.aws.amazon.com/iot/latest/developerguide/cwl-format.html).
+func awsLogEvent(ev string) bool {
+	switch ev {
+	case "Connect", "Disconnect", "Publish-In", "Publish-Out", "Subscribe", "Unsubscribe", "Queued", "DeleteConnection",
+		"GetRetainedMessage", "ListRetainedMessage", "Ping", "Connection.AuthNError":
+		return true
+	}
+	return false
+}
+
+// azureDevice is the device an Azure event names: data.deviceId (and its
+// module), properties.deviceId (a JSON string or an object), or the
+// subject's devices/ID.
+func azureDevice(obj map[string]json.RawMessage) string {
+	for _, key := range []string{"data", "properties"} {
+		raw, ok := obj[key]
+		if !ok {
+			continue
+		}
+		var inner map[string]json.RawMessage
+		if json.Unmarshal(raw, &inner) != nil {
+			var s string
+			if json.Unmarshal(raw, &s) != nil || json.Unmarshal([]byte(s), &inner) != nil {
+				continue
+			}
+		}
+		if id, ok := scalar(inner, "deviceId"); ok {
+			if m, ok := scalar(inner, "moduleId"); ok && m != "" {
+				return id + "/" + m
+			}
+			return id
+		}
+	}
+	if s, ok := scalar(obj, "subject"); ok {
+		if id, found := strings.CutPrefix(s, "devices/"); found {
+			return id
+		}
+	}
+	return first(obj, "deviceId")
+}
+
+// keywordKind reads an event field's value: connected, client.connected,
+// DeviceConnected, connect_failed, offline ...
+func keywordKind(v string) Kind {
+	l := strings.ToLower(v)
+	switch {
+	case strings.Contains(l, "disconnect"), strings.Contains(l, "offline"), strings.Contains(l, "connection_lost"),
+		strings.Contains(l, "connectionlost"):
+		return KindDisconnect
+	case strings.Contains(l, "connect") && (strings.Contains(l, "fail") || strings.Contains(l, "refus") ||
+		strings.Contains(l, "reject") || strings.Contains(l, "denied")):
+		return KindRefused
+	case strings.Contains(l, "connect"), l == "online":
+		return KindConnect
+	}
+	return KindOther
+}
+
+// genericMessage reads a msg or message field that is, all of it, an
+// event's name ("connected", "client disconnected"); any other message is
+// a line of another kind.
+func genericMessage(msg string, obj map[string]json.RawMessage) (entry, bool) {
+	norm := strings.NewReplacer("_", " ", ".", " ", "-", " ").Replace(strings.ToLower(strings.TrimSpace(msg)))
+	e := entry{client: first(obj, jsonClientFields...)}
+	switch norm {
+	case "connected", "client connected", "device connected", "session created", "connect", "online":
+		e.kind = KindConnect
+	case "disconnected", "client disconnected", "device disconnected", "connection lost", "disconnect", "offline":
+		e.kind = KindDisconnect
+	case "connect failed", "connection refused", "authentication failed", "client connect failed":
+		e.kind = KindRefused
+	default:
+		e.label = "other"
+	}
+	return e, true
+}
+
+// canonical writes an object's members in the order of their keys: the
+// same object, the same bytes, to know a copy by.
+func canonical(obj map[string]json.RawMessage) []byte {
+	var b []byte
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		b = append(append(append(b, k...), 0), obj[k]...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// scalar is a field's value where it is a string or a number.
+func scalar(obj map[string]json.RawMessage, key string) (string, bool) {
+	raw, ok := obj[key]
+	if !ok {
+		return "", false
+	}
+	return jsonScalar(raw)
+}
+
+func scalarAny(obj map[string]json.RawMessage, keys ...string) (string, bool) {
+	for _, k := range keys {
+		if v, ok := scalar(obj, k); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// first is the first of keys that the object has as a string or number.
+func first(obj map[string]json.RawMessage, keys ...string) string {
+	v, _ := scalarAny(obj, keys...)
+	return v
+}
+
+func hasAny(obj map[string]json.RawMessage, keys ...string) bool {
+	for _, k := range keys {
+		if _, ok := obj[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// journalMessage is journald's MESSAGE: a string, or an array of its
+// bytes where it is not UTF-8.
+func journalMessage(raw json.RawMessage) []byte {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []byte(s)
+	}
+	var b []byte
+	var nums []int
+	if json.Unmarshal(raw, &nums) == nil {
+		for _, c := range nums {
+			b = append(b, byte(c))
+		}
+	}
+	return b
 }
 
 // jsonScalar is a JSON string's value or a number's digits; ok false for
@@ -82,4 +517,181 @@ func jsonScalar(raw json.RawMessage) (string, bool) {
 		return string(raw), true
 	}
 	return "", false
+}
+
+// readDocument reads a JSON document: objects, arrays of them, and
+// objects that hold such arrays (events, records, results, value), in any
+// layout over lines. Arrays are read as they stream past, so that an
+// export of millions of events is never held whole.
+func (p *parser) readDocument(r io.Reader) error {
+	lc := &lineCounter{r: r}
+	w := &docWalker{p: p, j: newJSONReader(p), dec: json.NewDecoder(lc), lc: lc}
+	w.j.doc = true
+	p.lp = w.j
+	for {
+		tok, err := w.dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return w.syntax(err)
+		}
+		if err := w.value(tok); err != nil {
+			return err
+		}
+	}
+}
+
+// docWalker reads a JSON document's values.
+type docWalker struct {
+	p   *parser
+	j   *jsonReader
+	dec *json.Decoder
+	lc  *lineCounter
+}
+
+// containerKeys hold the arrays of events a document wraps them in:
+// CloudWatch Logs' events, Azure's records, Logs Insights' results.
+var containerKeys = map[string]bool{"events": true, "records": true, "Records": true, "results": true, "value": true, "items": true}
+
+func (w *docWalker) syntax(err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		return &ParseError{Line: w.lc.line(w.dec.InputOffset()), Err: errors.New("the JSON document ends before its arrays and objects close")}
+	}
+	return &ParseError{Line: w.lc.line(w.dec.InputOffset()), Err: fmt.Errorf("expected a JSON document (or JSON lines): %v", err)}
+}
+
+// value reads the value that tok starts: an object is an event unless it
+// holds arrays of them; an array's objects are events, or, as Logs
+// Insights writes a row, {"field": ..., "value": ...} pairs of one.
+func (w *docWalker) value(tok json.Token) error {
+	switch tok {
+	case json.Delim('{'):
+		line := w.lc.line(w.dec.InputOffset() - 1)
+		obj, container, err := w.object()
+		if err != nil || container {
+			return err
+		}
+		return w.j.object(w.p, line, obj, nil, 0, false)
+	case json.Delim('['):
+		var row map[string]json.RawMessage
+		rowLine := 0
+		for w.dec.More() {
+			t, err := w.dec.Token()
+			if err != nil {
+				return w.syntax(err)
+			}
+			if t != json.Delim('{') {
+				if err := w.value(t); err != nil {
+					return err
+				}
+				continue
+			}
+			line := w.lc.line(w.dec.InputOffset() - 1)
+			obj, container, err := w.object()
+			if err != nil {
+				return err
+			}
+			if container {
+				continue
+			}
+			if f, ok := scalar(obj, "field"); ok && len(obj) == 2 && obj["value"] != nil {
+				if row == nil {
+					row, rowLine = map[string]json.RawMessage{}, line
+				}
+				row[f] = obj["value"]
+				continue
+			}
+			if err := w.j.object(w.p, line, obj, nil, 0, false); err != nil {
+				return err
+			}
+		}
+		if _, err := w.dec.Token(); err != nil { // ]
+			return w.syntax(err)
+		}
+		if row != nil {
+			return w.j.object(w.p, rowLine, row, nil, 0, false)
+		}
+	}
+	return nil // a scalar: nothing to count
+}
+
+// object reads an object's members after its {. container true: it held
+// arrays of events, which were read.
+func (w *docWalker) object() (map[string]json.RawMessage, bool, error) {
+	obj := map[string]json.RawMessage{}
+	container := false
+	for w.dec.More() {
+		kt, err := w.dec.Token()
+		if err != nil {
+			return nil, false, w.syntax(err)
+		}
+		key, _ := kt.(string)
+		if !containerKeys[key] {
+			var raw json.RawMessage
+			if err := w.dec.Decode(&raw); err != nil {
+				return nil, false, w.syntax(err)
+			}
+			obj[key] = raw
+			continue
+		}
+		t, err := w.dec.Token()
+		if err != nil {
+			return nil, false, w.syntax(err)
+		}
+		switch t {
+		case json.Delim('['):
+			container = true
+			if err := w.value(t); err != nil {
+				return nil, false, err
+			}
+		case json.Delim('{'):
+			inner, innerContainer, err := w.object()
+			if err != nil {
+				return nil, false, err
+			}
+			container = container || innerContainer
+			raw, _ := json.Marshal(inner)
+			obj[key] = raw
+		default:
+			raw, _ := json.Marshal(t)
+			obj[key] = raw
+		}
+	}
+	if _, err := w.dec.Token(); err != nil { // }
+		return nil, false, w.syntax(err)
+	}
+	return obj, container, nil
+}
+
+// lineCounter counts the lines of what a JSON decoder reads, so that an
+// offset it gives can be named by its line.
+type lineCounter struct {
+	r     io.Reader
+	read  int64   // bytes read so far
+	nl    []int64 // offsets of the newlines not yet asked about
+	below int     // newlines before the offsets in nl
+}
+
+func (c *lineCounter) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	for i, x := range b[:n] {
+		if x == '\n' {
+			c.nl = append(c.nl, c.read+int64(i))
+		}
+	}
+	c.read += int64(n)
+	return n, err
+}
+
+// line is the line (from 1) an offset is on; offsets asked about must
+// not go back.
+func (c *lineCounter) line(off int64) int {
+	k := 0
+	for k < len(c.nl) && c.nl[k] < off {
+		k++
+	}
+	c.below += k
+	c.nl = c.nl[k:]
+	return c.below + 1
 }

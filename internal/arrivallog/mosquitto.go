@@ -2,117 +2,116 @@ package arrivallog
 
 import (
 	"bytes"
-	"fmt"
 	"strconv"
 	"strings"
-	"time"
 )
 
-// mosquitto: the log as mosquitto writes it by default (log_dest file or
-// stderr, log_timestamp true):
+// mosquitto's messages, as 2.0 (src/loop.c, handle_connect.c, net.c,
+// mosquitto.c, send_connack.c) and 1.6 write them, after its stamp:
 //
 //	1700000000: New connection from 127.0.0.1:57648 on port 1883.
 //	1700000000: New client connected from 127.0.0.1:57648 as dev-1 (p2, c1, k30).
-//	1700000000: New client connected from 127.0.0.1:57668 as dev-3 (p2, c1, k30, u'fleet').
+//	1700000000: New client connected from 127.0.0.1:57668 as dev-3 (p5, c1, k30, u'fleet').
 //	1700000003: Client dev-1 closed its connection.
+//	1700000004: Client <unknown> disconnected, not authorised.
+//	1700000005: mosquitto version 2.0.11 terminating
 //
 // A session is an arrival when mosquitto has accepted its CONNECT: the
 // "New client connected" line, not "New connection" (a TCP connection,
-// which may never send one). Bridges ("New bridge connected") are not the
-// fleet's and are skipped with every other line.
-
+// which may never send one). Bridges are not the fleet's.
 const mosquittoArrival = "New client connected from "
 
-type mosquittoParser struct{}
-
-func (p *mosquittoParser) parse(l *Log, lr *lineReader, text []byte) error {
-	if l.Format == "" {
-		l.Format = "mosquitto"
-	}
-	stamp, msg, stamped := cutMosquittoStamp(bytes.TrimSpace(text))
-	if !bytes.HasPrefix(msg, []byte(mosquittoArrival)) {
-		l.Skipped++
-		if stamped {
-			p.other(l, lr.n, stamp, string(msg))
+func classifyMosquitto(s string) (entry, bool) {
+	e := entry{broker: "mosquitto"}
+	switch {
+	case strings.HasPrefix(s, mosquittoArrival):
+		e.kind, e.client = KindConnect, cleanClient(mosquittoClientID(s[len(mosquittoArrival):]))
+		return e, true
+	case strings.HasPrefix(s, "New connection from "):
+		e.label = "tcp accept"
+		return e, true
+	case strings.HasPrefix(s, "New bridge connected from "), strings.HasPrefix(s, "Connecting bridge "):
+		e.label = "bridge"
+		return e, true
+	case strings.HasPrefix(s, "mosquitto version "):
+		switch {
+		case strings.HasSuffix(s, " starting"):
+			e.kind, e.label = KindStart, s
+		case strings.HasSuffix(s, " terminating"):
+			e.kind, e.label = KindStop, s
+		default:
+			e.label = "broker running"
 		}
-		return nil
+		return e, true
+	case strings.HasPrefix(s, "Client connection from "): // max_connections, tcpd, a TLS handshake
+		e.kind = KindRefused
+		return e, true
+	case strings.HasPrefix(s, "Sending CONNACK to "):
+		if rc, client, ok := mosquittoConnack(s[len("Sending CONNACK to "):]); ok && rc != 0 {
+			e.kind, e.client = KindRefused, cleanClient(client)
+		} else {
+			e.label = "CONNACK"
+		}
+		return e, true
 	}
-	if !stamped {
-		return &ParseError{Line: lr.n, Err: fmt.Errorf("expected mosquitto's time stamp (such as \"1700000000: \") before %q: "+
-			"judging needs log_timestamp true, mosquitto's default", excerpt(msg))}
+	if client, kind, ok := mosquittoSessionEnd(s); ok {
+		e.kind, e.client = kind, cleanClient(client)
+		return e, true
 	}
-	t, err := mosquittoTime(stamp)
-	if err != nil {
-		return &ParseError{Line: lr.n, Err: err}
-	}
-	if len(l.Times) == 0 && isISOStamp(stamp) {
-		l.Format = "mosquitto (ISO times, read as UTC)"
-	}
-	l.add(t, lr.n, mosquittoClientID(string(msg[len(mosquittoArrival):])), true)
-	return nil
+	return e, false
 }
 
-// other keeps what a line that is not an arrival says about disruptions:
-// the broker starting or stopping, or a client's session ending (Log.Disruptions). A
-// stamp it cannot read leaves the line skipped and nothing more.
-func (p *mosquittoParser) other(l *Log, n int, stamp []byte, msg string) {
-	if strings.HasPrefix(msg, "mosquitto version ") {
-		starts, stops := strings.HasSuffix(msg, " starting"), strings.HasSuffix(msg, " terminating")
-		if t, err := mosquittoTime(stamp); err == nil && (starts || stops) {
-			l.brokers = append(l.brokers, brokerLine{at: t, line: int32(n), stops: stops, text: msg})
-		}
-		return
+// mosquittoConnack reads "dev-1 (0, 5)": the client (or its address) and
+// the return code.
+func mosquittoConnack(rest string) (rc int, client string, ok bool) {
+	i := strings.LastIndex(rest, " (")
+	if i < 0 || !strings.HasSuffix(rest, ")") {
+		return 0, "", false
 	}
-	if client, ok := mosquittoSessionEnd(msg); ok {
-		if t, err := mosquittoTime(stamp); err == nil {
-			l.ends = append(l.ends, sessionEnd{at: t, line: int32(n), client: client})
-		}
+	_, code, found := strings.Cut(rest[i+2:len(rest)-1], ", ")
+	if !found {
+		return 0, "", false
 	}
+	rc, err := strconv.Atoi(code)
+	return rc, rest[:i], err == nil
 }
 
-func isISOStamp(stamp []byte) bool { return len(stamp) == 19 && stamp[4] == '-' }
-
-// mosquittoTime reads a stamp cutMosquittoStamp found.
-func mosquittoTime(stamp []byte) (time.Duration, error) {
-	if isISOStamp(stamp) {
-		t, err := parseISOTime(string(stamp))
-		return t, expected("mosquitto's ISO time stamp (such as 2024-01-02T03:04:05)", stamp, err)
+// mosquittoSessionEnd reads a line saying a session ended, or that a
+// connect was refused, and the client it names: "Client ID closed its
+// connection.", "Client ID disconnected.", "Client ID has exceeded
+// timeout, disconnecting.", "Client ID disconnected due to ...", "Client
+// ID disconnected, not authorised." (refused), "Socket error on client ID,
+// disconnecting." (1.6), "Bad socket read/write on client ID: ...".
+func mosquittoSessionEnd(msg string) (client string, kind Kind, ok bool) {
+	if rest, found := strings.CutPrefix(msg, "Socket error on client "); found {
+		client, ok = strings.CutSuffix(rest, ", disconnecting.")
+		return client, KindDisconnect, ok
 	}
-	return parseSeconds(stamp)
-}
-
-// cutMosquittoStamp splits a mosquitto line into its stamp, Unix seconds
-// (1700000000) or ISO (2024-01-02T03:04:05), and its message; stamped false
-// when it has none (msg is then all of it).
-func cutMosquittoStamp(line []byte) (stamp, msg []byte, stamped bool) {
-	i := bytes.Index(line, []byte(": "))
-	if i <= 0 {
-		return nil, line, false
+	if rest, found := strings.CutPrefix(msg, "Bad socket read/write on client "); found {
+		if i := strings.LastIndex(rest, ": "); i > 0 {
+			return rest[:i], KindDisconnect, true
+		}
+		return "", KindDisconnect, false
 	}
-	stamp = line[:i]
-	unix := true
-	for _, c := range stamp {
-		unix = unix && c >= '0' && c <= '9'
+	rest, found := strings.CutPrefix(msg, "Client ")
+	if !found {
+		return "", KindOther, false
 	}
-	iso := len(stamp) == 19 && stamp[4] == '-' && stamp[7] == '-' && (stamp[10] == 'T' || stamp[10] == ' ') && stamp[13] == ':'
-	if !unix && !iso {
-		return nil, line, false
+	if client, found := strings.CutSuffix(rest, " disconnected, not authorised."); found {
+		return client, KindRefused, true
 	}
-	return stamp, line[i+2:], true
-}
-
-// isMosquittoLine recognises a line of mosquitto's log: stamped, or one of
-// its first or its connection lines without a stamp.
-func isMosquittoLine(line []byte) bool {
-	if _, _, stamped := cutMosquittoStamp(line); stamped {
-		return true
-	}
-	for _, p := range []string{"mosquitto version ", "New connection from ", mosquittoArrival} {
-		if bytes.HasPrefix(line, []byte(p)) {
-			return true
+	for _, end := range []string{" closed its connection.", " has exceeded timeout, disconnecting.",
+		" already connected, closing old connection.", " been disconnected by administrative action.", " disconnected."} {
+		if client, found := strings.CutSuffix(rest, end); found && client != "" {
+			return client, KindDisconnect, true
 		}
 	}
-	return false
+	for _, marker := range []string{" disconnected due to ", " disconnected: "} {
+		if i := strings.LastIndex(rest, marker); i > 0 {
+			return rest[:i], KindDisconnect, true
+		}
+	}
+	return "", KindOther, false
 }
 
 // mosquittoClientID finds the client ID in the end of an arrival line,
@@ -167,24 +166,19 @@ func isConnectFlags(s string) bool {
 	return true
 }
 
-// mosquittoSessionEnd reads the client ID from a line of mosquitto's saying
-// a session ended ("Client ID closed its connection.", "Client ID
-// disconnected.", "Client ID has exceeded timeout, disconnecting.",
-// "Socket error on client ID, disconnecting.", "Client ID already
-// connected, closing old connection."); ok false for any other line.
-func mosquittoSessionEnd(msg string) (client string, ok bool) {
-	if rest, ok := strings.CutPrefix(msg, "Socket error on client "); ok {
-		return strings.CutSuffix(rest, ", disconnecting.")
-	}
-	rest, ok := strings.CutPrefix(msg, "Client ")
-	if !ok {
-		return "", false
-	}
-	for _, marker := range []string{" closed its connection.", " has exceeded timeout, disconnecting.",
-		" already connected, closing old connection.", " been disconnected by administrative action.", " disconnected"} {
-		if i := strings.LastIndex(rest, marker); i > 0 {
-			return rest[:i], true
+// mosquittoMessageAt finds where a mosquitto message starts in a line whose
+// stamp the reader could not read (a log_timestamp_format of the user's
+// own): after the first ": " that a message it knows follows. -1: none.
+func mosquittoMessageAt(line []byte) int {
+	for i := 0; ; {
+		j := bytes.Index(line[i:], []byte(": "))
+		if j < 0 || i+j > 64 { // strftime's output is short
+			return -1
 		}
+		at := i + j + 2
+		if _, ok := classifyMosquitto(string(line[at:])); ok {
+			return at
+		}
+		i = at
 	}
-	return "", false
 }

@@ -30,7 +30,7 @@ func ExampleParseLog() {
 1700000002: New connection from 10.0.3.18:40112 on port 1883.
 1700000002: New client connected from 10.0.3.18:40112 as dev-18 (p5, c1, k60, u'fleet').
 `
-	l, err := arrivallog.ParseLog(strings.NewReader(log), "")
+	l, err := arrivallog.ParseLog(strings.NewReader(log), arrivallog.Options{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -47,7 +47,7 @@ func ExampleParseLog() {
 
 // An error names the line and what was expected there.
 func ExampleParseLog_error() {
-	_, err := arrivallog.ParseLog(strings.NewReader("t_s,client_id\n1.5,dev-1\nsoon,dev-2\n"), "")
+	_, err := arrivallog.ParseLog(strings.NewReader("t_s,client_id\n1.5,dev-1\nsoon,dev-2\n"), arrivallog.Options{})
 	fmt.Println(err)
 	// Output:
 	// line 3: t_s: expected a time in seconds (such as 1700000000 or 12.25), got "soon"
@@ -57,7 +57,7 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 	f, err := os.Open(filepath.Join("testdata", "mosquitto.log"))
 	require.NoError(t, err)
 	defer f.Close()
-	l, err := arrivallog.ParseLog(f, "")
+	l, err := arrivallog.ParseLog(f, arrivallog.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, &arrivallog.Log{
 		Format:  "mosquitto",
@@ -84,7 +84,7 @@ func TestParseLogFormats(t *testing.T) {
 		// mosquitto
 		"mosquitto, ISO stamps": {in: "2024-01-02T03:04:05: mosquitto version 2.0.11 running\n" +
 			"2024-01-02T03:04:06: New client connected from 127.0.0.1:57690 as dev-1 (p2, c1, k30).\n",
-			want: arrivallog.Log{Format: "mosquitto (ISO times, read as UTC)", Times: []time.Duration{sinceEpoch(1704164646, 0)},
+			want: arrivallog.Log{Format: "mosquitto (ISO times); times without a zone read as UTC (-tz names another zone)", Times: []time.Duration{sinceEpoch(1704164646, 0)},
 				Lines: []int32{2}, Clients: []string{"dev-1"}, Skipped: 1}},
 		"mosquitto, one line not cut": {in: "1700000000: New client connected from 127.0.0.1:53522 as dev-17 (p2, c1, k30).\n",
 			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{1}, Clients: []string{"dev-17"}}},
@@ -170,7 +170,7 @@ func TestParseLogFormats(t *testing.T) {
 		"-format mosquitto on lines without its stamp": {in: "junk\n1700000000: New client connected from a:1 as c (p2, c1, k30).\n", format: "mosquitto",
 			want: arrivallog.Log{Format: "mosquitto", Times: []time.Duration{sinceEpoch(1700000000, 0)}, Lines: []int32{2}, Clients: []string{"c"}, Skipped: 1}},
 	} {
-		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), arrivallog.Options{Format: tc.format})
 		require.NoError(t, err, name)
 		assert.Equal(t, &tc.want, exported(l), name)
 	}
@@ -188,7 +188,7 @@ func TestParseLogAcceptsWhatWasRejected(t *testing.T) {
 		"Unix milliseconds, plain text": {"1700000000120\n", "unix ms"},
 		"a # comment":                   {"# t_s\n1\n", "seconds"},
 	} {
-		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), arrivallog.Options{})
 		require.NoError(t, err, name)
 		assert.Equal(t, tc.format, l.Format, name)
 	}
@@ -207,16 +207,16 @@ func TestParseLogLongLines(t *testing.T) {
 		"a 2 MiB CSV record":  "t_s,note\n1,\"" + strings.Repeat("a\n", 1<<20) + "\"\n2,\n",
 		"a 2 MiB mosquito ID": "1700000000: New client connected from a:1 as " + long + " (p2, c1, k30).\n1700000001: Client x closed its connection.\n",
 	} {
-		l, err := arrivallog.ParseLog(strings.NewReader(in), "")
+		l, err := arrivallog.ParseLog(strings.NewReader(in), arrivallog.Options{})
 		require.NoError(t, err, name)
 		assert.NotEmpty(t, l.Times, name)
 	}
-	l, err := arrivallog.ParseLog(strings.NewReader("t_s,client\n1,"+long+"\n"), "")
+	l, err := arrivallog.ParseLog(strings.NewReader("t_s,client\n1,"+long+"\n"), arrivallog.Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []string{long}, l.Clients, "the whole of it")
 
 	tooLong := "1\n2\n" + strings.Repeat("3", arrivallog.MaxLineBytes+1) + "\n4\n"
-	_, err = arrivallog.ParseLog(strings.NewReader(tooLong), "")
+	_, err = arrivallog.ParseLog(strings.NewReader(tooLong), arrivallog.Options{})
 	var pe *arrivallog.ParseError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line)
@@ -254,8 +254,8 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 			`line 4: time: expected an RFC 3339 time (such as 2024-01-02T03:04:05.25Z), got "1700000000" (as on line 2)`},
 		"a time column of neither": {"timestamp,x\nyesterday,1\n", "",
 			`line 2: timestamp: expected a time: Unix seconds or milliseconds (such as 1700000000 or 1700000000123) or RFC 3339 (such as 2024-01-02T03:04:05.25Z), got "yesterday"`},
-		"JSON without a time field": {`{"level":"info","msg":"up"}` + "\n", "",
-			"line 1: a JSON line needs a time field, one of ts, timestamp, @timestamp, time or t; this one has: level, msg"},
+		"JSON without a time field": {`{"level":"info","clientid":"a"}` + "\n", "",
+			"line 1: a JSON line needs a time field, one of ts, timestamp, @timestamp, time, t, eventTime, date or datetime; this one has: clientid, level"},
 		"JSON, a later line without it": {`{"ts":1}` + "\n" + `{"ts":2}` + "\n" + `{"time":3,"x":1}` + "\n", "",
 			`line 3: expected a time in field "ts", as on line 1; this one has: time, x`},
 		"JSON, not an object": {`{"ts":1}` + "\n" + `{"ts":2` + "\n", "", `line 2: expected a JSON object (JSON lines: one a line), got "{\"ts\":2"`},
@@ -263,14 +263,14 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 			`line 1: expected a time: Unix seconds or milliseconds (such as 1700000000 or 1700000000123) or RFC 3339 (such as 2024-01-02T03:04:05.25Z) in field "ts", got null`},
 		"JSON, ms then seconds": {`{"ts":1700000000120}` + "\n" + `{"ts":"2024-01-02T03:04:05Z"}` + "\n", "",
 			`line 2: field "ts": expected a time in Unix milliseconds (such as 1700000000123), got "2024-01-02T03:04:05Z" (as on line 1)`},
-		"a JSON array": {"[\n" + `{"ts":1}` + "\n]\n", "",
-			"line 1: a JSON array; expected JSON lines, one object a line (jq -c '.[]' turns one into the other)"},
+		"a JSON document cut short": {"[\n" + `{"ts":1},` + "\n" + `{"ts":2` + "\n", "",
+			"line 3: the JSON document ends before its arrays and objects close"},
 		"mosquitto, no stamp": {"mosquitto version 2.0.11 running\nNew client connected from a:1 as b (p2, c1, k30).\n", "",
-			`line 2: expected mosquitto's time stamp (such as "1700000000: ") before "New client connected from a:1 as b (p2, c1, k30).": judging needs log_timestamp true, mosquitto's default`},
+			`line 2: expected a time stamp before "New client connected from a:1 as b (p2, c1, k30).": judging needs the time of each connect (mosquitto: log_timestamp true, its default)`},
 		"mosquitto, a stamp too far": {"99999999999: New client connected from a:1 as b (p2, c1, k30).\n", "",
-			`line 1: expected a time in seconds (such as 1700000000 or 12.25), got "99999999999": more than 285 years from 0`},
+			`line 1: the time stamp "99999999999": more than 285 years from 0`},
 		"mosquitto, a bad ISO stamp": {"2024-13-02T03:04:05: New client connected from a:1 as b (p2, c1, k30).\n", "",
-			`line 1: expected mosquitto's ISO time stamp (such as 2024-01-02T03:04:05), got "2024-13-02T03:04:05"`},
+			`line 1: cannot read the time stamp "2024-13-02T03:04:05": name its layout with -time-layout (as mosquitto's log_timestamp_format, such as %Y-%m-%d %H:%M:%S)`},
 		"-format seconds on mosquitto": {"1700000000: mosquitto version 2.0.11 running\n", "seconds",
 			`line 1: expected a time in seconds (such as 1700000000 or 12.25), got "1700000000: mosquitto version 2.0.11 running"`},
 		"-format jsonl on a CSV": {"t_s\n1\n", "jsonl", `line 1: expected a JSON object (JSON lines: one a line), got "t_s"`},
@@ -278,7 +278,7 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 			`line 1: the file is UTF-16 text (as a spreadsheet's "Unicode text"); save it as UTF-8 (CSV UTF-8, say)`},
 		"gzip": {"\x1f\x8b\x08\x00", "", "line 1: the file is gzip-compressed; decompress it first (zcat FILE | devicesim judge -)"},
 	} {
-		_, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
+		_, err := arrivallog.ParseLog(strings.NewReader(tc.in), arrivallog.Options{Format: tc.format})
 		var pe *arrivallog.ParseError
 		require.True(t, errors.As(err, &pe), "%s: %v", name, err)
 		assert.EqualError(t, err, tc.want, name)
@@ -287,26 +287,28 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 
 // What the first line looked like, and the formats there are.
 func TestParseLogDetectionError(t *testing.T) {
-	_, err := arrivallog.ParseLog(strings.NewReader("\n# the log\nhello world\n1\n"), "")
+	_, err := arrivallog.ParseLog(strings.NewReader("\n# the log\nhello world\n1\n"), arrivallog.Options{})
 	var pe *arrivallog.ParseError
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line, "the first line with something on it")
-	for _, want := range []string{`"hello world"`, "mosquitto's log", "JSON lines", "CSV or TSV header", "one time a line",
-		"the formats: mosquitto, jsonl, csv, tsv, seconds, unix-ms"} {
+	for _, want := range []string{`"hello world"`, "a broker's log", "JSON lines", "CSV or TSV header", "one time a line",
+		"the formats: " + strings.Join(arrivallog.FormatNames, ", "), "-pattern"} {
 		assert.Contains(t, err.Error(), want)
 	}
 }
 
 func TestParseLogNoArrivals(t *testing.T) {
 	for name, tc := range map[string]struct{ in, format, want string }{
-		"empty":                      {"", "", "no arrivals: the log is empty"},
-		"blank lines":                {"\n\r\n  \n", "", "no arrivals: 3 lines, all blank or # comments"},
-		"a BOM alone":                {"\xef\xbb\xbf", "", "no arrivals: 1 line, all blank or # comments"},
-		"header only":                {"t_s,unix_ms\n# nothing yet\n", "", "no arrivals: csv (t_s) with no row after its header"},
-		"a mosquitto log, no client": {"1700000000: mosquitto version 2.0.11 running\n", "", `no arrivals: 1 line, none mosquitto's "New client connected from ..."`},
-		"-format mosquitto on a CSV": {"t_s\n1\n", "mosquitto", `no arrivals: 2 lines, none mosquitto's "New client connected from ..."`},
+		"empty":       {"", "", "no arrivals: the log is empty"},
+		"blank lines": {"\n\r\n  \n", "", "no arrivals: 3 lines, all blank or # comments"},
+		"a BOM alone": {"\xef\xbb\xbf", "", "no arrivals: 1 line, all blank or # comments"},
+		"header only": {"t_s,unix_ms\n# nothing yet\n", "", "no arrivals: csv (t_s) with no row after its header"},
+		"a mosquitto log, no client": {"1700000000: mosquitto version 2.0.11 running\n", "",
+			"no arrivals: 1 line, read as mosquitto, and none a connect; 1 other (broker running 1) (mosquitto logs connects with connection_messages true, its default, at log_type notice)"},
+		"-format mosquitto on a CSV": {"t_s\n1\n", "mosquitto",
+			"no arrivals: 2 lines, read as mosquitto, and none a connect; no line of a kind it knows (mosquitto logs connects with connection_messages true, its default, at log_type notice)"},
 	} {
-		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), tc.format)
+		l, err := arrivallog.ParseLog(strings.NewReader(tc.in), arrivallog.Options{Format: tc.format})
 		assert.Nil(t, l, name)
 		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, name)
 		assert.EqualError(t, err, tc.want, name)
@@ -314,11 +316,11 @@ func TestParseLogNoArrivals(t *testing.T) {
 }
 
 func TestParseLogUnknownFormat(t *testing.T) {
-	_, err := arrivallog.ParseLog(strings.NewReader("1\n"), "excel")
+	_, err := arrivallog.ParseLog(strings.NewReader("1\n"), arrivallog.Options{Format: "excel"})
 	assert.ErrorIs(t, err, arrivallog.ErrUnknownFormat)
-	assert.EqualError(t, err, `unknown format "excel": want one of mosquitto, jsonl, csv, tsv, seconds, unix-ms (or none, to detect it)`)
+	assert.EqualError(t, err, `unknown format "excel": want one of `+strings.Join(arrivallog.FormatNames, ", ")+` (or none, to detect it)`)
 	for _, name := range arrivallog.FormatNames {
-		_, err := arrivallog.ParseLog(strings.NewReader(""), name)
+		_, err := arrivallog.ParseLog(strings.NewReader(""), arrivallog.Options{Format: name})
 		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, "%s is known", name)
 	}
 }
@@ -326,7 +328,7 @@ func TestParseLogUnknownFormat(t *testing.T) {
 // A reader that fails is the reader's error, not a line's.
 func TestParseLogReaderError(t *testing.T) {
 	broken := errors.New("disk on fire")
-	_, err := arrivallog.ParseLog(&failingReader{data: "t_s\n1\n2", err: broken}, "")
+	_, err := arrivallog.ParseLog(&failingReader{data: "t_s\n1\n2", err: broken}, arrivallog.Options{})
 	assert.ErrorIs(t, err, broken)
 }
 
@@ -470,7 +472,7 @@ func FuzzParseLog(f *testing.F) {
 		if i := int(k) % (len(arrivallog.FormatNames) + 1); i > 0 {
 			format = arrivallog.FormatNames[i-1]
 		}
-		l, err := arrivallog.ParseLog(bytes.NewReader(in), format)
+		l, err := arrivallog.ParseLog(bytes.NewReader(in), arrivallog.Options{Format: format})
 		if err != nil {
 			if l != nil {
 				t.Fatal("a log returned with an error")

@@ -53,7 +53,7 @@ func (l *Log) Recoveries(at []time.Duration) (recs []stormstats.Recovery, before
 	}
 	method := l.method()
 	for k := range at {
-		h, m, p := stormstats.Prepare(parts[k], lines[k], method)
+		h, m, p := stormstats.Prepare(l.closeGaps(parts[k]), lines[k], method)
 		j, err := stormstats.Judge(h, m)
 		if err != nil {
 			return nil, 0, err

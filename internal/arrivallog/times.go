@@ -3,6 +3,7 @@ package arrivallog
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -235,9 +236,11 @@ type stampKind int
 
 const (
 	stampUnknown stampKind = iota
-	stampRFC3339
+	stampRFC3339           // any time stamp scanStamp reads, RFC 3339 the most common
 	stampSeconds
 	stampMillis
+	stampMicros
+	stampNanos
 )
 
 func (k stampKind) String() string {
@@ -248,29 +251,67 @@ func (k stampKind) String() string {
 		return "seconds"
 	case stampMillis:
 		return "Unix ms"
+	case stampMicros:
+		return "Unix µs"
+	case stampNanos:
+		return "Unix ns"
 	}
 	return "unknown"
 }
 
-// stamps reads a column or field of times that may be numbers (Unix ms
-// above 1e11, seconds otherwise) or RFC 3339 strings, all like the first.
+// numberKind is the unit a Unix time is written in, by its magnitude:
+// seconds up to 1e11 (the year 5138), then ms, µs and ns.
+func numberKind[T string | []byte](v T) stampKind {
+	n, err := parseDecimal(v, 0)
+	switch {
+	case errors.Is(err, errTooFar), n > 1e17 || n < -1e17:
+		return stampNanos
+	case n > 1e14 || n < -1e14:
+		return stampMicros
+	case n > 1e11 || n < -1e11:
+		return stampMillis
+	}
+	return stampSeconds
+}
+
+// stamps reads a column or field of times that may be numbers (Unix
+// seconds, ms, µs or ns, by magnitude) or stamps (RFC 3339 and the other
+// forms scanStamp reads), all like the first.
 type stamps struct {
 	kind  stampKind
-	first int // the line of the first
+	first int    // the line of the first
+	clock *clock // for stamps without a zone; nil: UTC
+}
+
+// digits is how finely the last value read was written: the digits after
+// the second.
+func (s *stamps) digits(v string) int {
+	f := fractionDigits([]byte(v))
+	switch s.kind {
+	case stampMillis:
+		return min(9, 3+f)
+	case stampMicros:
+		return min(9, 6+f)
+	case stampNanos:
+		return 9
+	case stampRFC3339:
+		if c, _, ok := scanStamp([]byte(strings.TrimSpace(v))); ok {
+			return c.digits
+		}
+	}
+	return f
 }
 
 func (s *stamps) read(v string, line int) (time.Duration, error) {
 	if s.kind == stampUnknown {
 		switch _, err := parseDecimal(v, 0); {
 		case err == nil || errors.Is(err, errTooFar):
-			s.kind = stampSeconds
-			if isUnixMillis(v) {
-				s.kind = stampMillis
-			}
-		case len(v) >= 19 && v[4] == '-':
-			s.kind = stampRFC3339
+			s.kind = numberKind(v)
 		default:
-			return 0, fmt.Errorf("expected %s, got %q", stampExpected, excerpt(v))
+			if _, err := s.text(v); err != nil {
+				return 0, fmt.Errorf("expected %s, got %q", stampExpected, excerpt(v))
+			}
+			s.kind = stampRFC3339
 		}
 		s.first = line
 	}
@@ -281,12 +322,41 @@ func (s *stamps) read(v string, line int) (time.Duration, error) {
 		t, err = parseSeconds(v)
 	case stampMillis:
 		t, err = parseMillis(v)
+	case stampMicros:
+		var n int64
+		n, err = parseDecimal(v, 3)
+		t, err = time.Duration(n), expected("a time in Unix µs (such as 1700000000123456)", v, err)
+	case stampNanos:
+		var n int64
+		n, err = parseDecimal(v, 0)
+		t, err = time.Duration(n), expected("a time in Unix ns", v, err)
 	default:
-		t, err = parseISOTime(v)
-		err = expected(rfc3339Expected, v, err)
+		t, err = s.text(v)
 	}
 	if err != nil && line != s.first {
 		err = fmt.Errorf("%w (as on line %d)", err, s.first)
 	}
 	return t, err
+}
+
+// text reads a stamp that is text, all of it.
+func (s *stamps) text(v string) (time.Duration, error) {
+	b := []byte(strings.TrimSpace(v))
+	c, n, ok := scanStamp(b)
+	if !ok || n != len(b) || c.unix {
+		if t, err := parseISOTime(v); err == nil { // 2024-01-02T03:04:05.25z and its like
+			return t, nil
+		}
+		return 0, expected(rfc3339Expected, v, errNotNumber)
+	}
+	k := s.clock
+	if k == nil {
+		k = newClock(time.UTC, time.Now())
+		s.clock = k
+	}
+	t, err := k.at(c)
+	if err != nil {
+		return 0, expected(rfc3339Expected, v, err)
+	}
+	return t, nil
 }

@@ -67,6 +67,23 @@ func (h *Histogram) AddN(t time.Duration, k int) {
 	h.n += int64(k)
 }
 
+// reserve makes room at once for arrivals from lo to hi, in an empty
+// histogram: a caller that knows its arrivals' span spares the copies of
+// growing to it.
+func (h *Histogram) reserve(lo, hi time.Duration) {
+	if h.counts != nil || hi < lo {
+		return
+	}
+	if h.res == 0 {
+		h.res = FinestResolution
+	}
+	first, last := floorDiv(int64(lo), int64(h.res)), floorDiv(int64(hi), int64(h.res))
+	if last-first+1 > MaxBins {
+		return // bins of twice the width, as grow makes them
+	}
+	h.lo, h.counts = first, make([]uint32, last-first+1)
+}
+
 // grow makes room for bin i: more bins while the span fits in MaxBins,
 // otherwise bins of twice the width. It reports whether bin indexes kept
 // their meaning (false: recompute them at the new width).

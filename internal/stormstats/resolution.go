@@ -328,6 +328,9 @@ func Prepare(times []time.Duration, lines []int32, m Method) (*Histogram, Method
 		p.TickS, p.ResolvableS = tick.Seconds(), Resolvable(tick).Seconds()
 	}
 	h := &Histogram{}
+	if len(kept) > 0 {
+		h.reserve(slices.Min(kept), slices.Max(kept))
+	}
 	for _, t := range kept {
 		h.Add(t)
 	}

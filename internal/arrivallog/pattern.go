@@ -1,0 +1,67 @@
+package arrivallog
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// pattern is -pattern: a line matching it is an arrival, at its time
+// group, of its client group.
+type pattern struct {
+	text           string
+	re             *regexp.Regexp
+	timeAt, client int
+}
+
+func newPattern(text string) (*pattern, error) {
+	re, err := regexp.Compile(text)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPattern, err)
+	}
+	pt := &pattern{text: text, re: re, timeAt: re.SubexpIndex("time"), client: re.SubexpIndex("client")}
+	if pt.timeAt < 0 {
+		return nil, fmt.Errorf(`%w %q: it needs a group named time, (?P<time>...), around the arrival's time`, ErrBadPattern, text)
+	}
+	return pt, nil
+}
+
+func (pt *pattern) parse(p *parser, src *source, text []byte) error {
+	l := p.log
+	m := pt.re.FindSubmatchIndex(text)
+	if m == nil || m[2*pt.timeAt] < 0 {
+		l.Skipped++
+		return nil
+	}
+	stamp := text[m[2*pt.timeAt]:m[2*pt.timeAt+1]]
+	var t time.Duration
+	var err error
+	k := p.patternClock()
+	if p.layout != nil {
+		t, err = p.layout.parse(string(stamp), k)
+	} else if c, n, ok := scanStamp(stamp); ok && n == len(stamp) {
+		t, err = k.at(c)
+	} else {
+		err = fmt.Errorf("cannot read the time %q: name its layout with -time-layout", excerpt(stamp))
+	}
+	if err != nil {
+		return &ParseError{Line: src.n, Err: err}
+	}
+	client, has := "", pt.client >= 0
+	if has && m[2*pt.client] >= 0 {
+		client = string(text[m[2*pt.client]:m[2*pt.client+1]])
+	}
+	l.add(t, src.n, client, has)
+	l.Format = "pattern"
+	if a := k.assumed(); a != "" {
+		l.Format += "; " + a
+	}
+	return nil
+}
+
+func (p *parser) patternClock() *clock {
+	if p.pclock == nil {
+		p.pclock = newClock(p.o.Location, p.written)
+	}
+	return p.pclock
+}

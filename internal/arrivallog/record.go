@@ -1,0 +1,229 @@
+package arrivallog
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"strings"
+	"time"
+)
+
+// noTime marks an event without a second stamp.
+const noTime = time.Duration(math.MinInt64)
+
+// recorder keeps what each line said in the Log: arrivals, the ends of
+// sessions and the broker's own starts and stops (for Disruptions), the
+// counts of every kind, and the exact copies it dropped.
+type recorder struct {
+	l      *Log
+	dedupe bool
+	seen   map[uint64]struct{}
+	seed   maphash.Seed
+	// conns maps a connection a line named (RabbitMQ's process) to the
+	// client its accepting line named, until its session ends
+	conns   map[string]string
+	brokers map[string]int // events of each broker's, for the format's name
+	lines   map[string]int // lines of each broker's, events or not
+	forced  string         // -format that names a broker: the others' lines are skipped
+
+	// Where a line carries two stamps (an envelope's and the broker's
+	// own), the second: the envelope's is taken for every line where it
+	// is finer and agrees with the broker's (finish).
+	alt, endAlt, brokerAlt []time.Duration
+	both, agree, same      int
+	lastAlt                time.Duration
+	envDigits, ownDigits   int
+	open                   *Gap // a span of dropped lines not yet closed
+	envOnly                int  // lines timed by their envelope alone
+	envTaken               bool // finish took the envelope's stamps
+}
+
+func newRecorder(l *Log, forced string) *recorder {
+	return &recorder{l: l, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed(), conns: map[string]string{},
+		brokers: map[string]int{}, lines: map[string]int{}, forced: forced, lastAlt: noTime}
+}
+
+// stamps are the times a line carries: its own (the broker's) and its
+// envelope's, with the digits each was written to.
+type lineTimes struct {
+	own, env             time.Duration
+	ownTimed, envTimed   bool
+	ownDigits, envDigits int
+}
+
+// when is the time to record for a line, and the other stamp where it
+// had two; the agreement of the two is counted for the events.
+func (rc *recorder) when(s lineTimes, event bool) (at, alt time.Duration, timed bool, digits int) {
+	switch {
+	case s.ownTimed && s.envTimed:
+		if event {
+			rc.both++
+			tick := time.Duration(math.Pow10(9 - min(s.ownDigits, 9)))
+			if d := s.env - s.own; d >= -500*time.Millisecond && d < tick+2*time.Second {
+				rc.agree++
+			}
+			if s.env == rc.lastAlt {
+				rc.same++
+			}
+			rc.lastAlt = s.env
+			rc.envDigits, rc.ownDigits = max(rc.envDigits, s.envDigits), max(rc.ownDigits, s.ownDigits)
+		}
+		return s.own, s.env, true, max(s.ownDigits, s.envDigits)
+	case s.ownTimed:
+		return s.own, noTime, true, s.ownDigits
+	case s.envTimed:
+		if event {
+			rc.envOnly++
+		}
+		return s.env, noTime, true, s.envDigits
+	}
+	return 0, noTime, false, 0
+}
+
+// record keeps what a line said. A connect without a time is an error;
+// other lines without one are counted and no more. An exact copy of a
+// line read before is dropped where it cannot be another event: a
+// connect (its line names the client's port, or its session), or any
+// line stamped to the millisecond or finer. Lines on a whole-second
+// stamp that name no session ("Client <unknown> disconnected, not
+// authorised.") repeat as events do.
+func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
+	l := rc.l
+	at, alt, timed, digits := rc.when(t, e.kind != KindOther)
+	if rc.forced != "" && e.broker != "" && e.broker != rc.forced && e.kind != KindLost {
+		l.Skipped++
+		return nil
+	}
+	if rc.dedupe && e.kind != KindOther && (e.kind == KindConnect || digits >= 3) {
+		h := maphash.Bytes(rc.seed, raw)
+		if _, dup := rc.seen[h]; dup {
+			l.Duplicates++
+			l.Skipped++
+			return nil
+		}
+		rc.seen[h] = struct{}{}
+	}
+	if e.broker != "" {
+		rc.lines[e.broker]++
+		if e.kind != KindOther {
+			rc.brokers[e.broker]++
+		}
+	}
+	if l.Kinds == nil {
+		l.Kinds, l.Labels = map[Kind]int{}, map[string]int{}
+	}
+	l.Kinds[e.kind]++
+	if e.kind != KindConnect {
+		l.Skipped++
+	}
+	switch e.kind {
+	case KindConnect:
+		if !timed {
+			return &ParseError{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, excerpt(raw))}
+		}
+		l.add(at, line, strings.Clone(e.client), true) // not the line it came from
+		rc.alt = append(rc.alt, alt)
+		if e.conn != "" {
+			rc.conns[e.conn] = e.client
+		}
+	case KindDisconnect:
+		client := e.client
+		if e.conn != "" {
+			if c, ok := rc.conns[e.conn]; ok {
+				if client == "" {
+					client = c
+				}
+				delete(rc.conns, e.conn)
+			}
+		}
+		if timed && client != "" {
+			l.ends = append(l.ends, sessionEnd{at: at, line: int32(line), client: strings.Clone(client)})
+			rc.endAlt = append(rc.endAlt, alt)
+		}
+	case KindStart, KindStop:
+		if timed {
+			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.kind == KindStop, text: e.label})
+			rc.brokerAlt = append(rc.brokerAlt, alt)
+		}
+	case KindLost:
+		if e.gap >= 0 {
+			l.Lost = append(l.Lost, Note{Line: line, Text: excerpt(e.label)})
+		}
+		if timed {
+			rc.gap(e.gap, at, line)
+		}
+	case KindOther:
+		label := e.label
+		if label == "" {
+			label = "other"
+		}
+		l.Labels[label]++
+	}
+	return nil
+}
+
+// gap opens (+1) or closes (-1) a span in which the logger dropped lines.
+func (rc *recorder) gap(g int8, at time.Duration, line int) {
+	l := rc.l
+	switch {
+	case g > 0 && rc.open == nil:
+		l.Gaps = append(l.Gaps, Gap{From: at, To: at, Line: line})
+		rc.open = &l.Gaps[len(l.Gaps)-1]
+	case g < 0 && rc.open != nil:
+		rc.open.To = max(at, rc.open.From)
+		rc.open = nil
+	}
+}
+
+// finish takes the envelope's stamps for every line that had two, where
+// they are finer than the broker's own and agree with them: to within the
+// broker's tick (and 2 s), at 99 % of the lines, and no more than 5 % of
+// them the same as the line's before (a writer's buffer flushed at once
+// gives its lines one time). It returns whether it did.
+func (rc *recorder) finish() bool {
+	if rc.envTaken {
+		return true
+	}
+	if rc.both == 0 || rc.envDigits <= rc.ownDigits || float64(rc.agree) < 0.99*float64(rc.both) ||
+		float64(rc.same) > 0.05*float64(rc.both) {
+		return false
+	}
+	l := rc.l
+	for i, a := range rc.alt {
+		if a != noTime {
+			l.Times[i] = a
+		}
+	}
+	for i, a := range rc.endAlt {
+		if a != noTime {
+			l.ends[i].at = a
+		}
+	}
+	for i, a := range rc.brokerAlt {
+		if a != noTime {
+			l.brokers[i].at = a
+		}
+	}
+	rc.envTaken = true
+	return true
+}
+
+// mainBroker is the broker most of the log's events were written by, or
+// failing events, its lines; the broker -format named, if any.
+func (rc *recorder) mainBroker() string {
+	if rc.forced != "" {
+		return rc.forced
+	}
+	for _, m := range []map[string]int{rc.brokers, rc.lines} {
+		best, n := "", 0
+		for b, c := range m {
+			if c > n || c == n && b < best {
+				best, n = b, c
+			}
+		}
+		if best != "" {
+			return best
+		}
+	}
+	return ""
+}

@@ -1,0 +1,473 @@
+package arrivallog
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// A log line's time stamp, as brokers, syslog, journald, docker and
+// kubectl write it, is read by scanStamp into its civil parts; a clock
+// turns those into a time, supplying what the text left out: the zone
+// (-tz), the year (syslog's "Nov 27 03:12:00") or the whole date (a time
+// of day alone).
+//
+// The forms read, each optionally in [brackets]:
+//
+//	1700000000  1700000000.123  1704164645123456     Unix s, ms, µs or ns, by magnitude
+//	2026-11-27T03:12:00.123456+01:00                  ISO 8601 / RFC 3339: T or space,
+//	2026-11-27 03:12:00,123 +0100   2026/11/27 ...    fraction after . or ,, zone Z, ±hh:mm,
+//	                                                  ±hhmm, ±hh or a name (UTC, CET ...)
+//	Nov 27 03:12:00  Nov  7 03:12:00.123456           syslog (RFC 3164), no year
+//	Fri Nov 27 03:12:00 2026   Fri 2026-11-27 03:12:00 CET   ctime, journalctl short-full
+//	03:12:00.123                                      a time of day alone
+type civil struct {
+	unix   bool          // a Unix number: at is the time, nothing else is set
+	far    bool          // a Unix number beyond 285 years from 0
+	at     time.Duration // since the epoch (unix only)
+	year   int           // 0: not written
+	month  int           // 0: no date written
+	day    int
+	hour   int
+	min    int
+	sec    int
+	nanos  int
+	digits int // fraction digits written: 0 whole seconds, 3 ms, 6 µs, 9 ns
+	zone   zoneKind
+	offset int // seconds east of UTC, where zone is zoneOffset
+}
+
+type zoneKind uint8
+
+const (
+	zoneNone   zoneKind = iota // local to whoever wrote it: the clock's -tz
+	zoneOffset                 // written: Z, +01:00, UTC, CET ...
+)
+
+// scanStamp reads a time stamp at the start of s and returns its parts and
+// the bytes it took (a closing bracket included); ok false when s does not
+// start with one.
+func scanStamp(s []byte) (c civil, n int, ok bool) {
+	open := len(s) > 0 && s[0] == '['
+	i := 0
+	if open {
+		i = 1
+	}
+	j, ok := scanStampBody(s, i, &c)
+	if !ok {
+		return civil{}, 0, false
+	}
+	if open {
+		if j >= len(s) || s[j] != ']' {
+			return civil{}, 0, false
+		}
+		j++
+	}
+	return c, j, true
+}
+
+func scanStampBody(s []byte, i int, c *civil) (int, bool) {
+	switch {
+	case i < len(s) && isDigit(s[i]):
+		d := digitsAt(s, i)
+		switch {
+		case d == 4 && i+4 < len(s) && (s[i+4] == '-' || s[i+4] == '/'):
+			return scanISO(s, i, c)
+		case d == 2 && i+2 < len(s) && s[i+2] == ':':
+			return scanClock(s, i, c)
+		}
+		return scanUnix(s, i, c)
+	case monthAt(s, i) > 0:
+		return scanSyslog(s, i, c)
+	case weekdayAt(s, i) && i+4 < len(s) && s[i+3] == ' ':
+		k := i + 4
+		if monthAt(s, k) > 0 { // ctime: Fri Nov 27 03:12:00 [ZONE] 2026
+			j, ok := scanSyslog(s, k, c)
+			if !ok {
+				return 0, false
+			}
+			if j+5 <= len(s) && s[j] == ' ' && digitsAt(s, j+1) == 4 {
+				c.year = atoi(s[j+1 : j+5])
+				j += 5
+			}
+			return j, true
+		}
+		if digitsAt(s, k) == 4 { // journalctl short-full: Fri 2026-11-27 03:12:00 CET
+			return scanISO(s, k, c)
+		}
+	}
+	return 0, false
+}
+
+// scanUnix reads a Unix time: seconds, ms, µs or ns by magnitude, with an
+// optional fraction, read exactly.
+func scanUnix(s []byte, i int, c *civil) (int, bool) {
+	j := i + digitsAt(s, i)
+	if j < len(s) && s[j] == '.' && digitsAt(s, j+1) > 0 {
+		j += 1 + digitsAt(s, j+1)
+	}
+	if j < len(s) && (isLetter(s[j]) || s[j] == '-' && j+1 < len(s) && isDigit(s[j+1])) {
+		return 0, false // a word or a range that starts with a digit
+	}
+	num := s[i:j]
+	scale := 9 // seconds
+	switch v, err := parseDecimal(num, 0); {
+	case errors.Is(err, errTooFar) || v > 1e17:
+		scale = 0 // ns
+	case v > 1e14:
+		scale = 3 // µs
+	case v > 1e11:
+		scale = 6 // ms
+	case err != nil:
+		return 0, false
+	}
+	v, err := parseDecimal(num, scale)
+	if errors.Is(err, errTooFar) {
+		c.unix, c.far = true, true
+		return j, true
+	}
+	if err != nil {
+		return 0, false
+	}
+	c.unix, c.at, c.zone = true, time.Duration(v), zoneOffset
+	c.digits = fractionDigits(num) + 9 - scale
+	if c.digits > 9 {
+		c.digits = 9
+	}
+	return j, true
+}
+
+func fractionDigits(num []byte) int {
+	for k, b := range num {
+		if b == '.' {
+			return len(num) - k - 1
+		}
+	}
+	return 0
+}
+
+// scanISO reads 2026-11-27[T ]03:12:00[.frac][zone], or with slashes.
+func scanISO(s []byte, i int, c *civil) (int, bool) {
+	sep := s[i+4]
+	if !(digitsAt(s, i+5) == 2 && i+7 < len(s) && s[i+7] == sep && digitsAt(s, i+8) == 2) {
+		return 0, false
+	}
+	c.year, c.month, c.day = atoi(s[i:i+4]), atoi(s[i+5:i+7]), atoi(s[i+8:i+10])
+	j := i + 10
+	if j >= len(s) || !(s[j] == 'T' || s[j] == 't' || s[j] == ' ' || s[j] == '_') {
+		return 0, false
+	}
+	j, ok := scanClock(s, j+1, c)
+	if !ok || !validDate(c.year, c.month, c.day) {
+		return 0, false
+	}
+	return scanZone(s, j, c), true
+}
+
+// scanClock reads 03:12:00[.frac] (and, alone, a zone after it).
+func scanClock(s []byte, i int, c *civil) (int, bool) {
+	if !(digitsAt(s, i) == 2 && i+5 < len(s) && s[i+2] == ':' && digitsAt(s, i+3) == 2 && s[i+5] == ':' && digitsAt(s, i+6) == 2) {
+		return 0, false
+	}
+	c.hour, c.min, c.sec = atoi(s[i:i+2]), atoi(s[i+3:i+5]), atoi(s[i+6:i+8])
+	if c.hour > 24 || c.min > 59 || c.sec > 60 || c.hour == 24 && (c.min > 0 || c.sec > 0) {
+		return 0, false
+	}
+	j := i + 8
+	if j+1 < len(s) && (s[j] == '.' || s[j] == ',') && isDigit(s[j+1]) {
+		d := digitsAt(s, j+1)
+		frac := s[j+1 : j+1+d]
+		c.digits = min(d, 9)
+		for k := range 9 {
+			c.nanos *= 10
+			if k < d {
+				c.nanos += int(frac[k] - '0')
+			}
+		}
+		j += 1 + d
+	}
+	if c.month == 0 {
+		return scanZone(s, j, c), true
+	}
+	return j, true
+}
+
+// scanSyslog reads Nov 27 03:12:00[.frac] (the day padded with a space
+// or a zero).
+func scanSyslog(s []byte, i int, c *civil) (int, bool) {
+	c.month = monthAt(s, i)
+	j := i + 3
+	if j >= len(s) || s[j] != ' ' {
+		return 0, false
+	}
+	j++
+	if j < len(s) && s[j] == ' ' {
+		j++
+	}
+	d := digitsAt(s, j)
+	if d < 1 || d > 2 {
+		return 0, false
+	}
+	c.day = atoi(s[j : j+d])
+	j += d
+	if j >= len(s) || s[j] != ' ' || c.day < 1 || c.day > 31 {
+		return 0, false
+	}
+	month := c.month
+	c.month = -1 // a date without its year: scanClock reads no zone
+	j, ok := scanClock(s, j+1, c)
+	c.month = month
+	if !ok {
+		return 0, false
+	}
+	return scanZone(s, j, c), true
+}
+
+// scanZone reads a zone after a time, if one is there: Z, +01:00, +0100,
+// +01, or, after a space, a name (UTC, GMT, CET ...) or an offset.
+func scanZone(s []byte, j int, c *civil) int {
+	if j >= len(s) {
+		return j
+	}
+	switch b := s[j]; {
+	case b == 'Z' || b == 'z':
+		if j+1 == len(s) || !isLetter(s[j+1]) {
+			c.zone, c.offset = zoneOffset, 0
+			return j + 1
+		}
+	case b == '+' || b == '-':
+		if k, off, ok := scanOffset(s, j); ok {
+			c.zone, c.offset = zoneOffset, off
+			return k
+		}
+	case b == ' ':
+		if j+1 < len(s) && (s[j+1] == '+' || s[j+1] == '-') {
+			if k, off, ok := scanOffset(s, j+1); ok && k-j-1 >= 5 { // " +0100", not " -" before a message
+				c.zone, c.offset = zoneOffset, off
+				return k
+			}
+		}
+		k := j + 1
+		for k < len(s) && s[k] >= 'A' && s[k] <= 'Z' {
+			k++
+		}
+		if off, ok := zoneNames[string(s[j+1:k])]; ok && (k == len(s) || !isLetter(s[k])) {
+			c.zone, c.offset = zoneOffset, off
+			if k+1 < len(s) && (s[k] == '+' || s[k] == '-') { // UTC+01:00
+				if e, o, ok := scanOffset(s, k); ok {
+					c.offset += o
+					k = e
+				}
+			}
+			return k
+		}
+	}
+	return j
+}
+
+// scanOffset reads ±hh:mm, ±hhmm or ±hh at s[j].
+func scanOffset(s []byte, j int) (end, offset int, ok bool) {
+	sign := 1
+	if s[j] == '-' {
+		sign = -1
+	}
+	k := j + 1
+	if digitsAt(s, k) < 2 {
+		return 0, 0, false
+	}
+	h, m := atoi(s[k:k+2]), 0
+	switch {
+	case k+4 < len(s)+1 && k+2 < len(s) && s[k+2] == ':' && digitsAt(s, k+3) == 2:
+		m = atoi(s[k+3 : k+5])
+		k += 5
+	case digitsAt(s, k) == 4:
+		m = atoi(s[k+2 : k+4])
+		k += 4
+	case digitsAt(s, k) == 2:
+		k += 2
+	default:
+		return 0, 0, false
+	}
+	if h > 18 || m > 59 {
+		return 0, 0, false
+	}
+	return k, sign * (h*3600 + m*60), true
+}
+
+// zoneNames are the zone abbreviations a stamp may carry (journalctl's
+// short-full, ctime, date(1)): those that name one offset.
+var zoneNames = map[string]int{
+	"UTC": 0, "GMT": 0, "UT": 0, "WET": 0, "WEST": 3600, "BST": 3600, "CET": 3600, "CEST": 7200, "MET": 3600,
+	"MEST": 7200, "EET": 7200, "EEST": 10800, "MSK": 10800, "EST": -5 * 3600, "EDT": -4 * 3600, "CST": -6 * 3600,
+	"CDT": -5 * 3600, "MST": -7 * 3600, "MDT": -6 * 3600, "PST": -8 * 3600, "PDT": -7 * 3600, "AKST": -9 * 3600,
+	"AKDT": -8 * 3600, "HST": -10 * 3600, "JST": 9 * 3600, "KST": 9 * 3600, "HKT": 8 * 3600, "SGT": 8 * 3600,
+	"AWST": 8 * 3600, "ACST": 34200, "ACDT": 37800, "AEST": 10 * 3600, "AEDT": 11 * 3600, "NZST": 12 * 3600,
+	"NZDT": 13 * 3600,
+}
+
+var monthNames = [...]string{"Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"}
+
+// monthAt is the month (1-12) whose English abbreviation starts s[i:], 0
+// for none.
+func monthAt(s []byte, i int) int {
+	if i+3 > len(s) {
+		return 0
+	}
+	for m, name := range monthNames {
+		if string(s[i:i+3]) == name {
+			return m + 1
+		}
+	}
+	return 0
+}
+
+func weekdayAt(s []byte, i int) bool {
+	if i+3 > len(s) {
+		return false
+	}
+	switch string(s[i : i+3]) {
+	case "Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun":
+		return true
+	}
+	return false
+}
+
+func isDigit(b byte) bool  { return b >= '0' && b <= '9' }
+func isLetter(b byte) bool { return b|0x20 >= 'a' && b|0x20 <= 'z' }
+
+// digitsAt counts the digits at s[i:].
+func digitsAt(s []byte, i int) int {
+	n := 0
+	for i+n < len(s) && isDigit(s[i+n]) {
+		n++
+	}
+	return n
+}
+
+// atoi reads a few digits that are known to be digits.
+func atoi(s []byte) int {
+	v := 0
+	for _, b := range s {
+		v = v*10 + int(b-'0')
+	}
+	return v
+}
+
+func validDate(y, m, d int) bool {
+	if m < 1 || m > 12 || d < 1 {
+		return false
+	}
+	return d <= time.Date(y, time.Month(m)+1, 0, 0, 0, 0, 0, time.UTC).Day()
+}
+
+// clock turns stamps into times since the epoch: in loc where the stamp
+// names no zone, in the year (and on the day) the log is taken to run in
+// where it names none, rolling on when the stamps do (December to
+// January, or a time of day that goes back by half a day).
+type clock struct {
+	loc *time.Location
+	// ref is when the log was written, as far as the reader knows (the
+	// file's modification time, or now): the year and day of stamps that
+	// lack them
+	ref time.Time
+
+	year, month int // the year taken, and the last month seen, for stamps without one
+	day         time.Time
+	lastOfDay   time.Duration
+	yearless    bool // a stamp lacked its year
+	dateless    bool // a stamp lacked its date
+	zoneless    bool // a stamp lacked its zone
+	written     bool // a stamp carried its zone (or was Unix time)
+	started     bool
+	dayStarted  bool
+	firstYear   int
+}
+
+func newClock(loc *time.Location, ref time.Time) *clock {
+	if loc == nil {
+		loc = time.UTC
+	}
+	return &clock{loc: loc, ref: ref}
+}
+
+// errTime is a stamp whose parts are not a time (a day past the month's
+// end).
+var errTime = errors.New("not a time")
+
+// at is the time a stamp names.
+func (k *clock) at(c civil) (time.Duration, error) {
+	if c.far {
+		return 0, errTooFar
+	}
+	if c.unix {
+		k.written = true
+		return c.at, nil
+	}
+	loc := k.loc
+	if c.zone == zoneOffset {
+		loc = time.FixedZone("", c.offset)
+		k.written = true
+	} else {
+		k.zoneless = true
+	}
+	year, month, day := c.year, c.month, c.day
+	switch {
+	case month == 0: // a time of day alone
+		k.dateless = true
+		tod := time.Duration(c.hour)*time.Hour + time.Duration(c.min)*time.Minute + time.Duration(c.sec)*time.Second
+		if !k.dayStarted {
+			r := k.ref.In(loc)
+			k.day, k.dayStarted = time.Date(r.Year(), r.Month(), r.Day(), 0, 0, 0, 0, loc), true
+		} else if tod < k.lastOfDay-12*time.Hour {
+			k.day = k.day.AddDate(0, 0, 1)
+		}
+		k.lastOfDay = tod
+		year, month, day = k.day.Year(), int(k.day.Month()), k.day.Day()
+	case year == 0: // syslog: no year
+		k.yearless = true
+		if !k.started {
+			r := k.ref.In(loc)
+			k.year = r.Year()
+			if month > int(r.Month()) { // a December log read in January
+				k.year--
+			}
+			k.started, k.firstYear = true, k.year
+		} else if month < k.month-6 {
+			k.year++
+		}
+		k.month = month
+		year = k.year
+		if !validDate(year, month, day) {
+			return 0, fmt.Errorf("%w: day %d of %s %d", errTime, day, time.Month(month), year)
+		}
+	}
+	t := time.Date(year, time.Month(month), day, c.hour, c.min, c.sec, c.nanos, loc)
+	sec := t.Unix()
+	if sec > maxNanos/1e9 || sec < -maxNanos/1e9 {
+		return 0, errTooFar
+	}
+	return time.Duration(sec)*time.Second + time.Duration(t.Nanosecond()), nil
+}
+
+// assumed says what the clock supplied that the stamps left out, for the
+// format's name: "" when they said it all.
+func (k *clock) assumed() string {
+	var parts []string
+	if k.zoneless {
+		name := k.loc.String()
+		if k.loc == time.UTC {
+			name = "UTC (-tz names another zone)"
+		}
+		parts = append(parts, "times without a zone read as "+name)
+	}
+	switch {
+	case k.dateless:
+		parts = append(parts, fmt.Sprintf("times of day from %s on", k.ref.In(k.loc).Format("2006-01-02")))
+	case k.yearless && k.year != k.firstYear:
+		parts = append(parts, fmt.Sprintf("years %d to %d assumed", k.firstYear, k.year))
+	case k.yearless:
+		parts = append(parts, fmt.Sprintf("year %d assumed", k.year))
+	}
+	return strings.Join(parts, "; ")
+}
