@@ -73,7 +73,10 @@ type Config struct {
 	AllowPlaintext bool
 
 	// TLS is used for ssl:// (tls://, mqtts://) brokers: CA pool and, for
-	// mutual TLS, the device certificate. See LoadTLS.
+	// mutual TLS, the device certificate. See LoadTLS. Whatever it says,
+	// the agent speaks TLS 1.2 or later (a lower MinVersion is raised on a
+	// copy) and verifies the broker: New refuses InsecureSkipVerify and a
+	// MaxVersion below 1.2.
 	TLS *tls.Config
 	// Dial, if set, opens connections instead of TCP/TLS (the test broker's
 	// in-memory transport, a proxy). An endpoint counts as TLS by its scheme
@@ -87,6 +90,17 @@ type Config struct {
 	// EventPacketTooLarge and to Metrics, and the agent reconnects on the
 	// policy's schedule.
 	MaxIncomingPacket int
+	// IncomingQueue and IncomingQueueBytes bound the messages waiting for
+	// their handlers, the one being handled included (0 means
+	// DefaultIncomingQueue, 32, and DefaultIncomingQueueBytes, 1 MiB; one
+	// message is always taken, whatever its size). Handlers run one at a
+	// time, in the order the messages arrived; past these bounds the agent
+	// reads no more from the broker (TCP's back-pressure) until a handler
+	// catches up, and Stats.BackPressure, and BackPressureCounter, count the
+	// time held so. A handler held longer than KeepAlive + PingTimeout ends
+	// the session: the agent reads no PINGRESP meanwhile.
+	IncomingQueue      int
+	IncomingQueueBytes int
 
 	// KeepAlive is the MQTT keepalive (0 means 30 s): after that long
 	// without traffic the agent sends a PINGREQ. PingTimeout is how long it
@@ -97,6 +111,7 @@ type Config struct {
 	// last being how often paho checks. A fleet's sessions start at
 	// different times, so their pings, and the moments they notice, are
 	// spread over a keepalive.
+	// KeepAlive is sent in whole seconds, at most 65,535 (MQTT's two bytes).
 	KeepAlive   time.Duration
 	PingTimeout time.Duration
 	// ConnectTimeout bounds one connect attempt (0 means 10 s; paho fails
@@ -141,8 +156,16 @@ func (c Config) LogValue() slog.Value {
 		}
 		attrs = append(attrs, slog.String("failover", strings.Join(fs, ", ")))
 	}
-	return slog.GroupValue(append(attrs, slog.String("client_id", c.ClientID), slog.Bool("username_set", c.Username != ""),
-		slog.Bool("password_set", c.Password != ""), slog.Bool("client_certificate", c.TLS != nil && len(c.TLS.Certificates) > 0),
+	user, pass, from := c.Username != "", c.Password != "", "none"
+	if u, err := url.Parse(c.Broker); err == nil && u.User != nil {
+		_, inURL := u.User.Password()
+		user, pass, from = user || u.User.Username() != "", pass || inURL, "broker_url"
+	} else if user || pass {
+		from = "config"
+	}
+	return slog.GroupValue(append(attrs, slog.String("client_id", c.ClientID), slog.Bool("username_set", user),
+		slog.Bool("password_set", pass), slog.String("credentials_from", from),
+		slog.Bool("client_certificate", c.TLS != nil && len(c.TLS.Certificates) > 0),
 		slog.Bool("allow_plaintext", c.AllowPlaintext))...)
 }
 
@@ -219,9 +242,10 @@ type PacketTooLargeCounter interface {
 type AttemptOutcome uint8
 
 const (
-	AttemptAccepted AttemptOutcome = iota // CONNACK 0: a session
-	AttemptRefused                        // a CONNACK with a non-zero code
-	AttemptFailed                         // no CONNACK: refused dial, timeout, reset
+	AttemptAccepted      AttemptOutcome = iota // CONNACK 0: a session
+	AttemptRefused                             // a CONNACK with a non-zero code
+	AttemptFailed                              // no CONNACK: refused dial, timeout, reset
+	AttemptProtocolError                       // a CONNACK that is not MQTT 3.1.1's (ProtocolError)
 )
 
 func (o AttemptOutcome) String() string {
@@ -232,6 +256,8 @@ func (o AttemptOutcome) String() string {
 		return "refused"
 	case AttemptFailed:
 		return "failed"
+	case AttemptProtocolError:
+		return "protocol-error"
 	}
 	return fmt.Sprintf("AttemptOutcome(%d)", uint8(o))
 }
@@ -243,12 +269,17 @@ type Stats struct {
 	Losses   int64         // sessions lost
 	Attempts int64         // connect attempts made
 	Waiting  time.Duration // time spent waiting before attempts
+	// BackPressure is the time the agent read nothing from the broker
+	// because its handlers were behind (Config.IncomingQueue).
+	BackPressure time.Duration
 }
 
-// Handler receives a message on a subscribed topic. It runs on its own
-// goroutine per message, so calls may overlap and it must be safe for
-// concurrent use; a panic in it is recovered and reported. Subscribe refuses
-// a nil Handler.
+// Handler receives a message on a subscribed topic. Handlers run on the
+// agent's delivery goroutine, one message at a time, in the order the
+// messages arrived; a QoS 1 message is acknowledged once its handler
+// returns. A panic in one is recovered and reported. A slow handler holds
+// the messages after it (Config.IncomingQueue). Subscribe refuses a nil
+// Handler.
 type Handler func(topic string, payload []byte)
 
 type subscription struct {
@@ -282,6 +313,9 @@ type Agent struct {
 
 	connects, losses, attempts, waitNanos atomic.Int64
 
+	inbox     *inbox        // made by Start: messages on their way to the handlers
+	delivered chan struct{} // closed when the inbox's goroutine ends
+
 	mu      sync.Mutex
 	subs    map[string]subscription
 	up      chan struct{} // closed while connected
@@ -301,8 +335,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.TLS != nil && cfg.TLS.InsecureSkipVerify {
-		return nil, fmt.Errorf("%w: Config.TLS skips verifying the broker: anyone on the path could stand in for it", ErrInvalid)
+	if cfg.TLS, err = strictTLS("Config.TLS", cfg.TLS); err != nil {
+		return nil, err
 	}
 	if err := withDefaults(&cfg); err != nil {
 		return nil, err
@@ -312,7 +346,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1), endpoints: endpoints,
-		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{})}
+		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{}), delivered: make(chan struct{})}
 	for _, u := range endpoints {
 		a.names = append(a.names, u.String())
 	}
@@ -341,6 +375,19 @@ func withDefaults(cfg *Config) error {
 	}
 	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
 		return fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", ErrInvalid)
+	}
+	if cfg.KeepAlive > MaxKeepAlive {
+		// paho keeps 16 bits of it: 65,536 s would go out as 0, keepalive off.
+		return fmt.Errorf("%w: KeepAlive %v is over MQTT's %v", ErrInvalid, cfg.KeepAlive, MaxKeepAlive)
+	}
+	if cfg.IncomingQueue < 0 || cfg.IncomingQueueBytes < 0 {
+		return fmt.Errorf("%w: IncomingQueue and IncomingQueueBytes must be >= 0", ErrInvalid)
+	}
+	if cfg.IncomingQueue == 0 {
+		cfg.IncomingQueue = DefaultIncomingQueue
+	}
+	if cfg.IncomingQueueBytes == 0 {
+		cfg.IncomingQueueBytes = DefaultIncomingQueueBytes
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 30 * time.Second
@@ -373,7 +420,9 @@ func (a *Agent) pahoOptions() *paho.ClientOptions {
 		SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
 		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
-		SetOrderMatters(false). // handlers on their own goroutines: a slow one cannot stall paho
+		SetOrderMatters(true).    // each message handed to the inbox in order, by paho's reading goroutine
+		SetAutoAckDisabled(true). // a QoS 1 message acknowledged once its handler has it
+
 		SetCustomOpenConnectionFn(a.open).
 		SetConnectionLostHandler(func(_ paho.Client, err error) {
 			select {
@@ -413,13 +462,24 @@ func isTLS(raw string) bool {
 }
 
 // redact returns a broker URL fit for a log: the password masked, or a
-// placeholder if it does not parse (its text might hold one).
+// placeholder if it does not parse or has an '@' outside its user info
+// (its text might hold a password).
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
 	}
+	if strayAt(u) {
+		return "(URL with a stray '@')"
+	}
 	return u.Redacted()
+}
+
+// strayAt says whether u has an '@' outside its user info, as
+// ssl://u:pw/x@host has: url.Parse takes u for the host and pw for its
+// port, and the password would reach logs and DNS.
+func strayAt(u *url.URL) bool {
+	return strings.ContainsRune(u.Opaque+u.Host+u.Path+u.RawPath+u.RawQuery+u.Fragment, '@')
 }
 
 // parseURL parses one endpoint; its error never quotes the URL, which may
@@ -435,7 +495,7 @@ func parseURL(field, raw string) (*url.URL, error) {
 		return nil, fmt.Errorf("%w: %s is not a valid URL%s", ErrInvalid, field, detail)
 	}
 	if u.Host == "" {
-		return nil, fmt.Errorf("%w: %s %s has no host", ErrInvalid, field, redactQuery(u))
+		return nil, fmt.Errorf("%w: %s has no host: write it as scheme://host:port", ErrInvalid, field) // what it has instead might be a secret
 	}
 	return u, nil
 }
@@ -454,6 +514,10 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		u, err := parseURL(field, raw)
 		if err != nil {
 			return nil, err
+		}
+		if strayAt(u) {
+			return nil, fmt.Errorf("%w: %s has an '@' outside its user info: if a password is in it, "+
+				"write it as scheme://user:password@host, or set Username and Password", ErrInvalid, field)
 		}
 		if cfg.Dial == nil && !supportedScheme(u.Scheme) {
 			return nil, fmt.Errorf("%w: %s scheme %q needs a Config.Dial", ErrInvalid, field, u.Scheme)
@@ -529,14 +593,18 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.started = true
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.runCtx = ctx
+	a.inbox = newInbox(a.cfg.IncomingQueue, a.cfg.IncomingQueueBytes, a.clock, ctx.Done(), a.heldBack)
+	go func() { defer close(a.delivered); a.inbox.run(a.deliver) }()
 	go a.run(ctx)
 	return nil
 }
 
 // Stop ends the session: it disconnects and waits, until ctx's deadline, for
-// the loop to finish. It returns ctx.Err() if the deadline came first. A
-// connect attempt in progress is cut short (its socket closed), so Stop does
-// not wait out ConnectTimeout against a broker that never answers.
+// the loop to finish, and for a handler running to return. It returns
+// ctx.Err() if the deadline came first. A connect attempt in progress is cut
+// short (its socket closed), so Stop does not wait out ConnectTimeout
+// against a broker that never answers; messages still queued for the
+// handlers are dropped unacknowledged.
 func (a *Agent) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	cancel, started := a.cancel, a.started
@@ -545,12 +613,14 @@ func (a *Agent) Stop(ctx context.Context) error {
 		return nil
 	}
 	cancel()
-	select {
-	case <-a.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for _, done := range []chan struct{}{a.done, a.delivered} {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err() // a handler that never returns holds the delivery goroutine
+		}
 	}
+	return nil
 }
 
 // Done is closed when the agent's loop has ended; Err then says why.
@@ -589,8 +659,14 @@ func (a *Agent) Connected() bool {
 
 // Stats returns the counters.
 func (a *Agent) Stats() Stats {
-	return Stats{Connects: a.connects.Load(), Losses: a.losses.Load(), Attempts: a.attempts.Load(),
+	s := Stats{Connects: a.connects.Load(), Losses: a.losses.Load(), Attempts: a.attempts.Load(),
 		Waiting: time.Duration(a.waitNanos.Load())}
+	a.mu.Lock()
+	if a.inbox != nil {
+		s.BackPressure = a.inbox.heldFor()
+	}
+	a.mu.Unlock()
+	return s
 }
 
 // SetPolicy switches the reconnect policy from the next wait on (a validated
@@ -619,7 +695,9 @@ func (a *Agent) run(ctx context.Context) {
 	defer func() {
 		a.mu.Lock()
 		a.err = final
+		cancel := a.cancel
 		a.mu.Unlock()
+		cancel() // the loop may end on its own (gave up, refused): the delivery goroutine ends with it
 		close(a.done)
 	}()
 	s := a.step(func(m *Machine) Step { return m.Start(a.clock.Now()) })
@@ -709,6 +787,8 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	}
 	if v := a.oversized(); v != nil {
 		cause = v // paho's own error says only that a read failed
+	} else if pe := a.brokeProtocol(); pe != nil {
+		cause = pe
 	}
 	a.losses.Add(1)
 	a.emit(Event{Kind: EventLost, Err: cause})
@@ -735,11 +815,28 @@ func (a *Agent) oversized() *PacketTooLargeError {
 	return v
 }
 
+// brokeProtocol reports the current connection's protocol error, if it
+// had one, in the log once per connection.
+func (a *Agent) brokeProtocol() *ProtocolError {
+	w := a.wire.Load()
+	if w == nil {
+		return nil
+	}
+	v := w.protocolError()
+	if v != nil && w.reported.CompareAndSwap(false, true) {
+		a.log.Warn("the broker broke MQTT 3.1.1; connection closed", "error", v)
+	}
+	return v
+}
+
 // countAttempt tells Metrics an attempt's outcome.
 func (a *Agent) countAttempt(r Result) {
 	m := a.cfg.Metrics
+	var pe *ProtocolError
 	switch {
 	case m == nil:
+	case errors.As(r.Err, &pe):
+		m.Attempt(AttemptProtocolError)
 	case r.Code == 0 && r.Err == nil:
 		m.Attempt(AttemptAccepted)
 	case r.Code != NoConnack && r.Code != 0:
@@ -808,6 +905,12 @@ func (a *Agent) connectOnce(ctx context.Context) Result {
 	if v := a.oversized(); v != nil && err != nil {
 		return Result{Code: NoConnack, Err: v}
 	}
+	if v := a.brokeProtocol(); v != nil {
+		if err == nil {
+			a.client.Disconnect(0) // paho called it a session: the wire says otherwise
+		}
+		return Result{Code: NoConnack, Err: v}
+	}
 	switch {
 	case err == nil && code > 0:
 		// The zombie: paho calls it connected, the broker refused it.
@@ -856,22 +959,52 @@ func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler H
 
 func (a *Agent) subscribe(ctx context.Context, topic string, s subscription) error {
 	tok := a.client.Subscribe(topic, s.qos, func(_ paho.Client, msg paho.Message) {
-		defer func() {
-			if r := recover(); r != nil {
-				err := fmt.Errorf("device: handler for %q panicked: %v", msg.Topic(), r)
-				a.log.Error("handler panicked", "topic", msg.Topic(), "panic", r)
-				a.emit(Event{Kind: EventHandlerPanic, Err: err})
-			}
-		}()
-		s.handler(msg.Topic(), msg.Payload())
+		var gone <-chan struct{}
+		if w := a.wire.Load(); w != nil {
+			gone = w.closed // the message came on it: paho reads one connection at a time
+		}
+		a.inbox.put(delivery{handler: s.handler, msg: msg}, gone)
 	})
 	select {
 	case <-tok.Done():
-		return tok.Error()
+		if err := tok.Error(); err != nil {
+			return err
+		}
+		if st, ok := tok.(*paho.SubscribeToken); ok && st.Result()[topic] == 0x80 {
+			return fmt.Errorf("%w: %s", ErrSubscriptionRefused, topic)
+		}
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
+
+// deliver runs a message's handler, then acknowledges the message.
+func (a *Agent) deliver(d delivery) {
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				err := fmt.Errorf("device: handler for %q panicked: %v", d.msg.Topic(), r)
+				a.log.Error("handler panicked", "topic", d.msg.Topic(), "panic", r)
+				a.emit(Event{Kind: EventHandlerPanic, Err: err})
+			}
+		}()
+		d.handler(d.msg.Topic(), d.msg.Payload())
+	}()
+	d.msg.Ack() // a panicking handler's message too: sent again, it would panic again
+}
+
+// heldBack tells Metrics of a hold of the incoming queue.
+func (a *Agent) heldBack(d time.Duration) {
+	if m, ok := a.cfg.Metrics.(BackPressureCounter); ok {
+		m.BackPressure(d)
+	}
+}
+
+// ErrSubscriptionRefused is Subscribe's error when the broker answered the
+// subscription with SUBACK 0x80 (failure). It stays registered: every
+// reconnect tries it again.
+var ErrSubscriptionRefused = errors.New("device: subscription refused by the broker")
 
 func (a *Agent) restoreSubscriptions() {
 	a.mu.Lock()

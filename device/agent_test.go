@@ -221,10 +221,11 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		require.NoError(t, r.broker.Refuse(0x87, "dev-1"))
 		r.advanceWait()
 		f := r.next(device.EventAttemptFailed)
-		assert.Equal(t, 0x87, f.Code)
-		var ce *device.ConnackError
-		require.ErrorAs(t, f.Err, &ce)
-		assert.Equal(t, 0x87, ce.Code, "the code as the broker sent it")
+		assert.Equal(t, device.NoConnack, f.Code, "no CONNACK MQTT 3.1.1 knows")
+		var pe *device.ProtocolError
+		require.ErrorAs(t, f.Err, &pe)
+		assert.ErrorIs(t, f.Err, device.ErrProtocol)
+		assert.EqualError(t, f.Err, "device: the broker broke MQTT 3.1.1 (packet type 2): CONNACK return code 135 (0x87), unknown to MQTT 3.1.1")
 		assert.False(t, r.agent.Connected())
 		r.broker.Unrefuse("dev-1")
 		r.advanceWait()
@@ -380,6 +381,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		// sent as 0 s, which would turn keepalive off: a silent path never noticed
 		"keepalive under a second": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: 500 * time.Millisecond},
 		"bad ping timeout":         {Broker: "tcp://127.0.0.1:1883", ClientID: "x", PingTimeout: -1},
+		// paho sends it in 16 bits: 65536 s would arrive as 0, 200000 h as 21,504 s
+		"keepalive over 16 bits": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: device.MaxKeepAlive + time.Second},
+		"keepalive of 200000h":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: 200000 * time.Hour},
 	} {
 		_, err := device.New(c)
 		assert.ErrorIs(t, err, device.ErrInvalid, name)
@@ -631,6 +635,10 @@ func TestTransportRulesKeepCredentialsOffTheWire(t *testing.T) {
 		"credentials twice":              {Broker: "ssl://u:" + secret + "@b:8883", Password: "other"},
 		"unparsable URL with a password": {Broker: "tcp://u:" + secret + "@b :1883"},
 		"bad port after a password":      {Broker: "ssl://u:" + secret + "@b:88x3"},
+		"a password before a slash":      {Broker: "ssl://u:1234/" + secret + "@b:8883"},
+		"a password in a failover path":  {Broker: "ssl://b:8883", Failover: []string{"ssl://c:8883/" + secret + "@d"}},
+		"no scheme":                      {Broker: "u:" + secret + "@b"},
+		"no scheme, no user":             {Broker: secret + "@b:8883"},
 		"mixed even when allowed":        {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}, Password: secret, AllowPlaintext: true},
 	} {
 		c.ClientID = "x"
@@ -662,4 +670,18 @@ func TestConfigLogsEveryEndpointsTLSAndNoSecret(t *testing.T) {
 	assert.NotContains(t, logs.String(), "s3cret")
 	assert.Contains(t, logs.String(), "config.broker=ssl://u:xxxxx@b:8883 config.broker_tls=true")
 	assert.Contains(t, logs.String(), `config.failover="mqtts://c:8883 (tls)"`)
+
+	for cfg, want := range map[string]string{
+		"ssl://u:s3cret-pw@b:8883":      "config.username_set=true config.password_set=true config.credentials_from=broker_url",
+		"ssl://b:8883":                  "config.username_set=false config.password_set=false config.credentials_from=none",
+		"ssl://u:1234/s3cret-pw@b:8883": "config.broker=\"(URL with a stray '@')\"",
+	} {
+		logs.Reset()
+		log.Info("starting", "config", device.Config{Broker: cfg, ClientID: "x"})
+		assert.NotContains(t, logs.String(), "s3cret")
+		assert.Contains(t, logs.String(), want)
+	}
+	logs.Reset()
+	log.Info("starting", "config", device.Config{Broker: "ssl://b:8883", Username: "u", Password: "s3cret-pw", ClientID: "x"})
+	assert.Contains(t, logs.String(), "config.username_set=true config.password_set=true config.credentials_from=config")
 }

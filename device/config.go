@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -29,10 +30,38 @@ var (
 	// ErrRedirectRefused: the config server redirected to plain http or to
 	// another host. The round ends at once; nothing from there is applied.
 	ErrRedirectRefused = errors.New("device: config redirect refused")
+	// ErrWeakTLS: the config server answered over TLS older than 1.2, or
+	// without its certificate verified (a Client's RoundTripper that the
+	// Fetcher could not look into). Nothing it sent is read.
+	ErrWeakTLS = errors.New("device: config connection below TLS 1.2 or unverified")
 )
 
 // MaxConfigBytes bounds a configuration document.
 const MaxConfigBytes = 1 << 20
+
+// maxConfigHeaderBytes bounds the default client's response headers
+// (net/http's own default is 10 MiB).
+const maxConfigHeaderBytes = 64 << 10
+
+// MaxETagBytes bounds the ETag a device keeps and sends back. Servers use
+// a hash or a version, far shorter; a longer one, or one with bytes an
+// ETag may not hold, is not kept (the next fetch is unconditional).
+const MaxETagBytes = 256
+
+// validETag says whether an ETag is one to keep: at most MaxETagBytes of
+// visible ASCII (RFC 9110's etagc, less obs-text, and without the quotes
+// some servers leave out).
+func validETag(e string) bool {
+	if len(e) > MaxETagBytes {
+		return false
+	}
+	for i := 0; i < len(e); i++ {
+		if e[i] < 0x21 || e[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
 
 // Duration is a time.Duration written in JSON as a Go duration string ("30s").
 // The zero Duration is 0, which a RemoteConfig reads as unset. It is a plain
@@ -135,16 +164,17 @@ func (c RemoteConfig) Policy() (*reconnect.Policy, error) {
 		MaxBackoff: time.Duration(c.Reconnect.MaxBackoff)}, reconnect.Limits{MaxRetries: reconnect.RetryForever})
 }
 
-// parseConfig decodes and checks a document.
+// parseConfig decodes and checks a document: strictly (checkStrict),
+// then within b.
 func parseConfig(body []byte, b Bounds) (RemoteConfig, error) {
+	if err := checkStrict(body); err != nil {
+		return RemoteConfig{}, fmt.Errorf("%w: %v", ErrConfigInvalid, err)
+	}
 	var c RemoteConfig
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
 		return RemoteConfig{}, fmt.Errorf("%w: %v", ErrConfigInvalid, err)
-	}
-	if dec.More() {
-		return RemoteConfig{}, fmt.Errorf("%w: trailing data after the document", ErrConfigInvalid)
 	}
 	if err := b.Check(c); err != nil {
 		return RemoteConfig{}, err
@@ -167,18 +197,58 @@ type ConfigStore interface {
 
 // FileStore is a ConfigStore in one file, replaced atomically on Save. The
 // zero FileStore has no Path and is not usable: Load finds nothing and Save
-// fails. It keeps no state but Path, and each Save renames a whole file into
-// place, so it is safe for concurrent use.
-type FileStore struct{ Path string }
+// fails. It keeps no state but Path and Dir, and each Save renames a whole
+// file into place, so it is safe for concurrent use.
+//
+// The file is opened through its directory's handle, never through a
+// symbolic link, without waiting on a FIFO or a device; Load refuses,
+// before reading it, a file that is not regular, belongs to another user
+// or has more than one link (an error wrapping ErrNotPrivate).
+type FileStore struct {
+	// Path is the file; with Dir set, its name within Dir.
+	Path string
+	// Dir, when set, is the directory Path is in, held open (the
+	// agent's data directory): the file is opened through it, so that no
+	// link or rename of the directory's path can point it elsewhere. The
+	// FileStore does not close it.
+	Dir *os.File
+}
+
+// ErrNotPrivate is wrapped by a FileStore's error for a file, or a data
+// directory, that is not the device's own: another user's, a link, a FIFO
+// or a device, or a file with more than one link. Nothing in it was read,
+// changed or renamed.
+var ErrNotPrivate = datadir.ErrNotPrivate
 
 type storedConfig struct {
 	ETag string          `json:"etag"`
 	Doc  json.RawMessage `json:"doc"`
 }
 
-// Load reads the file, refusing a symlink in its place.
+// dir is the directory the file is in, and its name there; done lets the
+// directory go if dir opened it.
+func (s FileStore) dir() (dir *os.File, name string, done func(), err error) {
+	if s.Dir != nil {
+		return s.Dir, s.Path, func() {}, nil
+	}
+	d, name, err := datadir.OpenParent(s.Path)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return d, name, func() { d.Close() }, nil
+}
+
+// Load reads the file: nil when there is none.
 func (s FileStore) Load() ([]byte, string, error) {
-	f, err := os.OpenFile(s.Path, os.O_RDONLY|oNoFollow, 0)
+	dir, name, done, err := s.dir()
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("device: config store: %w", err)
+	}
+	defer done()
+	f, err := datadir.OpenFile(dir, name, os.O_RDONLY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", nil
 	}
@@ -192,27 +262,29 @@ func (s FileStore) Load() ([]byte, string, error) {
 	}
 	var sc storedConfig
 	if err := json.Unmarshal(b, &sc); err != nil {
-		return nil, "", fmt.Errorf("device: config store %s: %w", s.Path, err)
+		return nil, "", fmt.Errorf("device: config store %s: %w", f.Name(), err)
 	}
 	return sc.Doc, sc.ETag, nil
 }
 
 // Save writes a new file, mode 0600 whatever the umask, and renames it
-// into place: a symlink at Path is replaced, never followed.
+// into place: whatever was at Path is replaced, never followed.
 func (s FileStore) Save(doc []byte, etag string) error {
 	b, err := json.Marshal(storedConfig{ETag: etag, Doc: doc})
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(s.Path), ".config-*")
+	dir, name, done, err := s.dir()
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // after a successful rename this is a no-op
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
+	defer done()
+	tmp, err := datadir.CreateTemp(dir, ".config-")
+	if err != nil {
 		return err
 	}
+	tmpName := filepath.Base(tmp.Name())
+	defer datadir.Remove(dir, tmpName) // after a successful rename this finds nothing
 	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		return err
@@ -224,7 +296,7 @@ func (s FileStore) Save(doc []byte, etag string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), s.Path)
+	return datadir.Rename(dir, tmpName, name)
 }
 
 // FetcherConfig configures a Fetcher. URL is required: the zero
@@ -239,6 +311,8 @@ type FetcherConfig struct {
 	// TLS is used for https (nil: the system pool): a private CA's pool
 	// and, for mutual TLS, the device certificate, as for the broker (see
 	// LoadTLS). It applies to the default client only: set it or Client.
+	// As for the broker, TLS is 1.2 or later and InsecureSkipVerify is
+	// refused.
 	TLS *tls.Config
 	// AllowPlaintext accepts an http:// URL (a lab, a server on the same
 	// host): anyone on the path could then rewrite the device's settings
@@ -246,7 +320,12 @@ type FetcherConfig struct {
 	AllowPlaintext bool
 	// Client, if set, makes the requests (nil: a client with a 30 s timeout).
 	// Whichever client is used, a redirect is followed only to https (or,
-	// with AllowPlaintext, to the URL's own scheme) on the URL's own host.
+	// with AllowPlaintext, to the URL's own scheme) on the URL's own host,
+	// and TLS is 1.2 or later with the server verified: NewFetcher refuses
+	// a Client whose *http.Transport skips verification, raises a lower
+	// MinVersion on a copy of it, and a response over a weaker connection
+	// (from a RoundTripper it cannot look into) is refused unread; the
+	// request, with any token in URL, has gone out over it by then.
 	Client *http.Client
 	// Retry times a round's retries as reconnect.Do does: its Policy (nil:
 	// IoTCore, 1 s base, 1000 ms jitter, 32 s cap, 5 retries: 1, 2, 4, 8,
@@ -281,6 +360,7 @@ type FetcherConfig struct {
 type Fetcher struct {
 	cfg    FetcherConfig
 	shown  string // the URL as logs and errors show it
+	https  bool   // the URL is https: so must every answer be
 	bounds Bounds
 	log    *slog.Logger
 	clock  reconnect.Clock
@@ -291,7 +371,10 @@ type Fetcher struct {
 	etag    string
 }
 
-// NewFetcher validates cfg and loads the stored configuration, if any.
+// NewFetcher validates cfg and loads the stored configuration, if any. A
+// stored file that is not the device's own (an error wrapping
+// ErrNotPrivate) fails it: the device neither reads nor replaces it. One
+// it cannot read or parse is logged, and the device starts without it.
 func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.URL == "" {
 		return nil, fmt.Errorf("%w: FetcherConfig.URL is required", ErrInvalid)
@@ -306,8 +389,6 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 			"use https, or set AllowPlaintext", ErrInvalid, redactQuery(u))
 	case u.Scheme != "http" && u.Scheme != "https":
 		return nil, fmt.Errorf("%w: FetcherConfig.URL scheme %q (https)", ErrInvalid, u.Scheme)
-	case cfg.TLS != nil && cfg.TLS.InsecureSkipVerify:
-		return nil, fmt.Errorf("%w: FetcherConfig.TLS skips verifying the server: anyone on the path could serve the configuration", ErrInvalid)
 	case cfg.TLS != nil && cfg.Client != nil:
 		return nil, fmt.Errorf("%w: FetcherConfig.TLS applies to the default client; set the TLS of your Client's transport instead", ErrInvalid)
 	}
@@ -317,8 +398,15 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Retry.Clock != nil || cfg.Retry.Source != nil {
 		return nil, fmt.Errorf("%w: FetcherConfig.Retry's Clock and Source are the fetcher's: set FetcherConfig.Clock and Source", ErrInvalid)
 	}
+	if cfg.TLS, err = strictTLS("FetcherConfig.TLS", cfg.TLS); err != nil {
+		return nil, err
+	}
+	if cfg.Client, err = strictClient(cfg.Client); err != nil {
+		return nil, err
+	}
 	if cfg.Client == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = maxConfigHeaderBytes
 		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		if cfg.TLS != nil {
 			tr.TLSClientConfig = cfg.TLS.Clone()
@@ -341,7 +429,7 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.FirstSpread == 0 {
 		cfg.FirstSpread = 10 * time.Second
 	}
-	f := &Fetcher{cfg: cfg, shown: redactQuery(u), bounds: DefaultBounds, log: cfg.Logger, clock: cfg.Clock, src: cfg.Source}
+	f := &Fetcher{cfg: cfg, shown: redactQuery(u), https: u.Scheme == "https", bounds: DefaultBounds, log: cfg.Logger, clock: cfg.Clock, src: cfg.Source}
 	if cfg.Bounds != nil {
 		f.bounds = *cfg.Bounds
 	}
@@ -357,13 +445,15 @@ func NewFetcher(cfg FetcherConfig) (*Fetcher, error) {
 	if cfg.Store != nil {
 		doc, etag, err := cfg.Store.Load()
 		switch {
+		case errors.Is(err, ErrNotPrivate):
+			return nil, err // someone else's file in the device's place: not read, not replaced
 		case err != nil:
 			f.log.Warn("stored config unreadable; starting without it", "error", err)
 		case doc != nil:
 			if c, err := parseConfig(doc, f.bounds); err != nil {
 				f.log.Warn("stored config rejected; starting without it", "error", err)
 			} else {
-				f.current, f.etag = &c, etag
+				f.current, f.etag = &c, f.keptETag(etag)
 			}
 		}
 	}
@@ -404,7 +494,7 @@ func (f *Fetcher) Fetch(ctx context.Context) error {
 		return f.get(ctx, etag)
 	})
 	if err != nil {
-		if errors.Is(err, ErrConfigTooLarge) || errors.Is(err, ErrRedirectRefused) {
+		if errors.Is(err, ErrConfigTooLarge) || errors.Is(err, ErrRedirectRefused) || errors.Is(err, ErrWeakTLS) {
 			f.reject(err)
 		}
 		return err
@@ -456,6 +546,9 @@ func (f *Fetcher) get(ctx context.Context, etag string) (*configAnswer, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if err := checkConnection(resp.TLS, f.https); err != nil {
+		return nil, reconnect.Permanent(err)
+	}
 	if err := reconnect.CheckResponse(resp, f.clock.Now()); err != nil {
 		return nil, err
 	}
@@ -472,7 +565,17 @@ func (f *Fetcher) get(ctx context.Context, etag string) (*configAnswer, error) {
 	if len(body) > MaxConfigBytes {
 		return nil, reconnect.Permanent(ErrConfigTooLarge)
 	}
-	return &configAnswer{body: body, etag: resp.Header.Get("ETag")}, nil
+	return &configAnswer{body: body, etag: f.keptETag(resp.Header.Get("ETag"))}, nil
+}
+
+// keptETag is e if it is valid, else "" (logged): a config with an ETag
+// not worth keeping is applied and stored all the same.
+func (f *Fetcher) keptETag(e string) string {
+	if validETag(e) {
+		return e
+	}
+	f.log.Warn("config ETag ignored: over MaxETagBytes or not visible ASCII", "bytes", len(e), "max", MaxETagBytes)
+	return ""
 }
 
 // apply puts a new document in force, if it is valid, and stores it.

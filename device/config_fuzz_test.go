@@ -18,6 +18,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"reconnect":{"base":"1ms","jitter":"0s","max_backoff":"1ms"}}`,
 		`{"heartbeat_interval":30}`, `{"reconect":{}}`, `{} {}`, `{"heartbeat_interval":"9223372036854775807ns"}`,
 		`null`, `[]`, `{"reconnect":null}`, `{"reconnect":{"base":"-1s"}}`,
+		`{"heartbeat_interval":"30s","HEARTBEAT_INTERVAL":"5s"}`, `{"settings":{"a":1,"a":2}}`, `{"heartbeat_interval":"30s"}}`,
+		`{"settings":{"k":"\u212a","K":1}}`, `{"settings":{"x":[[[[{"y":null}]]]]}}`,
 	} {
 		f.Add([]byte(s))
 	}

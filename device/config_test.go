@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,6 +226,40 @@ func TestBadDocumentsKeepLastGoodConfig(t *testing.T) {
 		"unknown key": func(s *configserver.Server) {
 			s.SetConfig("dev-1", []byte(`{"reconect":{}}`))
 		},
+		// encoding/json would take each of these: the last of two keys
+		// wins, keys match in any case, a trailing } goes unread, and null
+		// is the zero config.
+		"strict: a key twice": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":"30s","heartbeat_interval":"5s"}`))
+		},
+		"strict: keys differing only in case": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":"30s","Heartbeat_Interval":"5s"}`))
+		},
+		"strict: a key in another case": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"HEARTBEAT_INTERVAL":"5s"}`))
+		},
+		"strict: a nested key in another case": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"reconnect":{"Base":"1s","jitter":"1s","max_backoff":"64s"}}`))
+		},
+		"strict: a settings key twice": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"settings":{"mode":"a","mode":"b"}}`))
+		},
+		"strict: a trailing brace": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":"5s"}}`))
+		},
+		"strict: a second document": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"heartbeat_interval":"5s"} {}`))
+		},
+		"strict: null": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`null`))
+		},
+		"strict: a null key": func(s *configserver.Server) {
+			s.SetConfig("dev-1", []byte(`{"reconnect":null}`))
+		},
+		"strict: nested too deep": func(s *configserver.Server) {
+			deep := strings.Repeat(`{"a":`, 40) + "1" + strings.Repeat("}", 40)
+			s.SetConfig("dev-1", []byte(`{"settings":{"x":`+deep+`}}`))
+		},
 	}
 	for name, breakIt := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -289,4 +324,54 @@ func TestFetcherRejectsBadConfig(t *testing.T) {
 	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", AllowPlaintext: true, Retry: reconnect.Retry{Clock: fakeclock.New(t0)}})
 	assert.ErrorIs(t, err, device.ErrInvalid)
 	assert.ErrorContains(t, err, "set FetcherConfig.Clock and Source")
+}
+
+// An ETag is kept only if it is short and visible ASCII: a server that
+// sends a long one has its config applied and stored all the same, the
+// stored config survives a restart, and the next fetch is unconditional.
+// One whose headers run past 64 KiB is refused whole, and the last good
+// config stays.
+func TestALongETagIsNotKept(t *testing.T) {
+	var etag atomic.Pointer[string]
+	var conditional atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("If-None-Match") != "" {
+			conditional.Add(1)
+		}
+		w.Header().Set("ETag", *etag.Load())
+		_, _ = w.Write([]byte(goodDoc))
+	}))
+	t.Cleanup(srv.Close)
+	store := device.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
+	once, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 0})
+	require.NoError(t, err)
+	fetcher := func() *device.Fetcher {
+		f, err := device.NewFetcher(device.FetcherConfig{URL: srv.URL, AllowPlaintext: true, Store: store, Source: rand.NewPCG(1, 1),
+			Retry: reconnect.Retry{Policy: once}})
+		require.NoError(t, err)
+		return f
+	}
+	for _, long := range []string{`"` + strings.Repeat("e", device.MaxETagBytes-1) + `"`, "\"a\tb\"", `"` + strings.Repeat("e", 4<<10) + `"`} {
+		etag.Store(&long)
+		f := fetcher()
+		require.NoError(t, f.Fetch(context.Background()))
+		require.NoError(t, f.Fetch(context.Background()))
+		_, ok := fetcher().Current()
+		assert.True(t, ok, "the stored config survives a restart")
+	}
+	assert.Equal(t, int32(0), conditional.Load(), "no ETag was kept to send back")
+
+	fine := `"v1"`
+	etag.Store(&fine)
+	f := fetcher()
+	require.NoError(t, f.Fetch(context.Background()))
+	require.NoError(t, f.Fetch(context.Background()))
+	assert.Equal(t, int32(1), conditional.Load(), "a short one is sent back")
+
+	huge := `"` + strings.Repeat("e", 4<<20) + `"`
+	etag.Store(&huge)
+	err = f.Fetch(context.Background())
+	require.ErrorContains(t, err, "server response headers exceeded")
+	_, ok := fetcher().Current()
+	assert.True(t, ok, "the last good config stays")
 }

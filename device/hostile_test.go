@@ -107,8 +107,12 @@ func stream(c net.Conn, b []byte) {
 }
 
 // quiet answers like a well-behaved broker that has nothing to say: a
-// CONNACK 0, and a SUBACK for each SUBSCRIBE.
-func quiet(c net.Conn) {
+// CONNACK 0, and a SUBACK granting each SUBSCRIBE.
+func quiet(c net.Conn) { answerSubscribes(c, 0) }
+
+// answerSubscribes sends a CONNACK 0, then answers each SUBSCRIBE with a
+// SUBACK of code for its one topic.
+func answerSubscribes(c net.Conn, code byte) {
 	if connack(c) != nil {
 		return
 	}
@@ -118,9 +122,7 @@ func quiet(c net.Conn) {
 			return
 		}
 		if sub, ok := p.(*packets.SubscribePacket); ok {
-			ack := packets.NewControlPacket(packets.Suback).(*packets.SubackPacket)
-			ack.MessageID, ack.ReturnCodes = sub.MessageID, make([]byte, len(sub.Topics))
-			if ack.Write(c) != nil {
+			if _, err := c.Write([]byte{0x90, 3, byte(sub.MessageID >> 8), byte(sub.MessageID), code}); err != nil {
 				return
 			}
 		}
@@ -285,4 +287,109 @@ func TestMaxIncomingPacketIsValidated(t *testing.T) {
 		_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", MaxIncomingPacket: n})
 		assert.Error(t, err, n)
 	}
+}
+
+// A CONNACK paho v1.5.1 would take for a session (one longer than two
+// bytes, one with reserved bits set, a code MQTT 3.1.1 does not know, a
+// first packet that is no CONNACK) is a protocol error: the attempt does
+// not count as connected, the event and the metric say why, and the next
+// attempt waits the policy's delay. Thirty of them in a row count no
+// connect.
+func TestALyingCONNACKIsAProtocolError(t *testing.T) {
+	for name, tc := range map[string]struct {
+		bytes []byte
+		why   string
+	}{
+		"three bytes, code 0x80": {[]byte{0x20, 3, 0, 0x80, 0}, "a CONNACK of 3 bytes, not 2"},
+		"reserved header flags":  {[]byte{0x21, 2, 0, 0}, "the first packet is of type 2, flags 0x1, not a CONNACK"},
+		"reserved ack flags":     {[]byte{0x20, 2, 0x02, 0}, "a CONNACK with reserved flags 0x2"},
+		"code 6":                 {[]byte{0x20, 2, 0, 6}, "CONNACK return code 6 (0x6), unknown to MQTT 3.1.1"},
+		"MQTT 5's 0x97":          {[]byte{0x20, 2, 0, 0x97}, "CONNACK return code 151 (0x97), unknown to MQTT 3.1.1"},
+		"a PUBLISH first":        {[]byte{0x30, 5, 0, 1, 'a', 'h', 'i'}, "the first packet is of type 3, flags 0x0, not a CONNACK"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			const lies = 30
+			r := newHostileRig(t, func(n int, c net.Conn) {
+				if n <= lies {
+					_, _ = c.Write(tc.bytes)
+					return
+				}
+				quiet(c)
+			}, nil)
+			var waits []time.Duration
+			for range lies {
+				waits = append(waits, r.advanceWait())
+				f := r.next(device.EventAttemptFailed)
+				assert.ErrorIs(t, f.Err, device.ErrProtocol)
+				assert.ErrorContains(t, f.Err, tc.why)
+				assert.Equal(t, device.NoConnack, f.Code)
+			}
+			r.advanceWait()
+			r.next(device.EventConnected)
+			assert.Equal(t, int64(1), r.agent.Stats().Connects, "none of the lies counted as connected")
+			r.metrics.mu.Lock()
+			assert.Equal(t, lies, r.metrics.outcomes[device.AttemptProtocolError])
+			assert.Equal(t, 1, r.metrics.outcomes[device.AttemptAccepted])
+			r.metrics.mu.Unlock()
+			for k, w := range waits[1:] {
+				assert.GreaterOrEqual(t, w, min(time.Duration(1<<min(k, 5))*time.Second, 32*time.Second),
+					"attempt %d waited the policy's delay: no lie resets the backoff", k+2)
+			}
+		})
+	}
+}
+
+// A SUBACK MQTT 3.1.1 does not know (a return code, reserved flags, no
+// return code at all) ends the session as a protocol error; the agent
+// reconnects on the policy's schedule.
+func TestASUBACKWithAnUnknownCodeIsAProtocolError(t *testing.T) {
+	for name, tc := range map[string]struct {
+		suback func(id uint16) []byte
+		want   string
+	}{
+		"an unknown code": {func(id uint16) []byte { return []byte{0x90, 3, byte(id >> 8), byte(id), 0x87} },
+			"SUBACK return code 135 (0x87), unknown to MQTT 3.1.1"},
+		"reserved flags": {func(id uint16) []byte { return []byte{0x92, 3, byte(id >> 8), byte(id), 0x01} },
+			"a SUBACK with reserved flags 0x2"},
+		"no return code": {func(id uint16) []byte { return []byte{0x90, 2, byte(id >> 8), byte(id)} },
+			"a SUBACK of 2 bytes, with no return code"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newHostileRig(t, func(n int, c net.Conn) {
+				if n > 1 {
+					quiet(c)
+					return
+				}
+				if connack(c) != nil {
+					return
+				}
+				p, err := packets.ReadPacket(c)
+				if err != nil {
+					return
+				}
+				_, _ = c.Write(tc.suback(p.(*packets.SubscribePacket).MessageID))
+				_, _ = io.Copy(io.Discard, c)
+			}, nil)
+			r.bootAndConnect()
+			ctx, cancel := context.WithCancel(context.Background())
+			subscribed := make(chan error, 1)
+			go func() { subscribed <- r.agent.Subscribe(ctx, "cmd/dev-1", 1, func(string, []byte) {}) }()
+			lost := r.next(device.EventLost)
+			cancel() // paho leaves the SUBSCRIBE's token pending on a lost connection
+			<-subscribed
+			assert.ErrorIs(t, lost.Err, device.ErrProtocol)
+			assert.ErrorContains(t, lost.Err, tc.want)
+			r.advanceWait()
+			r.next(device.EventConnected)
+		})
+	}
+}
+
+// A SUBACK 0x80 is the broker refusing the subscription: Subscribe says so.
+func TestARefusedSubscriptionIsAnError(t *testing.T) {
+	r := newHostileRig(t, func(n int, c net.Conn) { answerSubscribes(c, 0x80) }, nil)
+	r.bootAndConnect()
+	err := r.agent.Subscribe(context.Background(), "cmd/dev-1", 1, func(string, []byte) {})
+	assert.ErrorIs(t, err, device.ErrSubscriptionRefused)
+	assert.True(t, r.agent.Connected(), "a refused subscription is no protocol error")
 }

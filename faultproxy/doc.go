@@ -19,7 +19,10 @@
 // connection's bytes are kept to be passed on when its turn comes, up to
 // MaxHeldBytes (64 KiB, far above a device's MQTT CONNECT): a client that
 // sends more while held is reset, recorded as Overflowed, and logged to
-// Config.Logger. What a black hole swallows is read and thrown away.
+// Config.Logger. The hold as a whole is bounded too: at most Config.MaxHeld
+// connections wait at once (one more is refused), and their bytes together
+// at most Config.MaxHeldTotal (the client that would go over is cut off as
+// Overflowed). What a black hole swallows is read and thrown away.
 //
 // The proxy knows only as much MQTT as it needs to name a connection: the
 // client ID of a CONNECT that passes in the clear. TLS passes through end to

@@ -28,6 +28,14 @@ var _ fault.Breaker = (*Proxy)(nil)
 // sending without end while held, can grow the proxy's memory.
 const MaxHeldBytes = 64 << 10
 
+// The defaults of Config.MaxHeld and Config.MaxHeldTotal: room for a fleet
+// of ten thousand held at once with their CONNECTs, and a bound on what a
+// crowd of clients that send without end can make the proxy keep.
+const (
+	DefaultMaxHeld      = 10000
+	DefaultMaxHeldTotal = 16 << 20
+)
+
 // ErrInvalid is wrapped by every error about a bad argument.
 var ErrInvalid = errors.New("faultproxy: invalid argument")
 
@@ -55,8 +63,16 @@ type Config struct {
 	Seed uint64
 	// Now is the clock attempts are stamped with (nil: time.Now).
 	Now func() time.Time
-	// Logger hears of clients the proxy cuts off for its own protection
-	// (Overflowed); nil discards.
+	// MaxHeld bounds the connections held at once for their turn
+	// (PauseOverLimit); one more is refused, as a full accept queue would
+	// (0: DefaultMaxHeld).
+	MaxHeld int
+	// MaxHeldTotal bounds the bytes kept of all held connections together
+	// (0: DefaultMaxHeldTotal); the client whose bytes would take the total
+	// over it is cut off, as one over MaxHeldBytes is.
+	MaxHeldTotal int
+	// Logger hears of clients the proxy cuts off or turns away for its own
+	// protection (Overflowed, or refused with the hold full); nil discards.
 	Logger *slog.Logger
 }
 
@@ -83,6 +99,9 @@ type Proxy struct {
 	pending    map[net.Conn]struct{} // accepted, not yet linked: held, hanging or being dialled upstream
 	hanging    map[net.Conn]struct{} // opened into the current black hole
 	blackholed map[*link]struct{}    // links open when the current black hole began
+	held       int                   // connections waiting for their turn
+	holdFull   bool                  // the last one was turned away for it; logged once until one leaves
+	heldBytes  atomic.Int64          // what all held connections sent, kept to be passed on
 
 	wg sync.WaitGroup
 }
@@ -92,8 +111,15 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == nil {
 		return nil, fmt.Errorf("%w: Config.Upstream is required", ErrInvalid)
 	}
-	if cfg.DialTimeout < 0 {
-		return nil, fmt.Errorf("%w: DialTimeout %v < 0", ErrInvalid, cfg.DialTimeout)
+	if cfg.DialTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldTotal < 0 {
+		return nil, fmt.Errorf("%w: DialTimeout %v, MaxHeld %d and MaxHeldTotal %d must be >= 0",
+			ErrInvalid, cfg.DialTimeout, cfg.MaxHeld, cfg.MaxHeldTotal)
+	}
+	if cfg.MaxHeld == 0 {
+		cfg.MaxHeld = DefaultMaxHeld
+	}
+	if cfg.MaxHeldTotal == 0 {
+		cfg.MaxHeldTotal = DefaultMaxHeldTotal
 	}
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 10 * time.Second
@@ -229,6 +255,18 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 		case fault.PauseOverLimit:
 			reservation = p.limiter.ReserveN(now, 1)
 			wait = reservation.DelayFrom(now)
+			if wait > 0 && p.held >= p.cfg.MaxHeld {
+				reservation.Cancel()
+				if !p.holdFull {
+					p.holdFull = true
+					p.cfg.Logger.Warn("hold full: turning connections away until one leaves", "max_held", p.cfg.MaxHeld)
+				}
+				refuse()
+				return true
+			}
+			if wait > 0 {
+				p.held++
+			}
 		}
 	}
 	p.pending[c] = struct{}{}
@@ -268,27 +306,50 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 	defer p.wg.Done()
 	var early []byte
 	if wait > 0 {
-		got, end := holdFor(c, wait)
-		switch end {
-		case gaveUp:
-			reservation.Cancel()
-			p.forget(c)
-			_ = c.Close()
-			p.rec.decide(seq, fault.Dropped, p.cfg.Now())
-			return
-		case overflowed:
-			reservation.Cancel()
-			p.forget(c)
-			resetConn(c) // what it sent is thrown away: the stream cannot resume
-			p.rec.sniff(seq, got, p.cfg.Now())
-			id, _ := ConnectClientID(got)
-			p.cfg.Logger.Warn("held connection sent more than the proxy keeps; cut off",
-				"seq", seq, "client", id, "max_held_bytes", MaxHeldBytes)
-			p.rec.decide(seq, fault.Overflowed, p.cfg.Now())
+		got, ok := p.waitTurn(seq, c, wait, reservation)
+		if !ok {
 			return
 		}
 		early = got
 	}
+	l := p.pass(seq, c, early)
+	p.heldBytes.Add(-int64(len(early))) // passed on, or thrown away
+	if l != nil {
+		l.run()
+	}
+}
+
+// waitTurn holds c until its turn; ok is false if it did not last that
+// long, and then nothing of it is held any more.
+func (p *Proxy) waitTurn(seq int, c net.Conn, wait time.Duration, reservation *rate.Reservation) (got []byte, ok bool) {
+	got, end := p.holdFor(c, wait)
+	p.mu.Lock()
+	p.held--
+	p.holdFull = false
+	p.mu.Unlock()
+	if end == turnCame {
+		return got, true
+	}
+	p.heldBytes.Add(-int64(len(got)))
+	reservation.Cancel()
+	p.forget(c)
+	if end == gaveUp {
+		_ = c.Close()
+		p.rec.decide(seq, fault.Dropped, p.cfg.Now())
+		return nil, false
+	}
+	resetConn(c) // what it sent is thrown away: the stream cannot resume
+	p.rec.sniff(seq, got, p.cfg.Now())
+	id, _ := ConnectClientID(got)
+	p.cfg.Logger.Warn("held connection sent more than the proxy keeps; cut off",
+		"seq", seq, "client", id, "max_held_bytes", MaxHeldBytes, "max_held_total", p.cfg.MaxHeldTotal)
+	p.rec.decide(seq, fault.Overflowed, p.cfg.Now())
+	return nil, false
+}
+
+// pass dials the broker for c, sends it what c sent while held, and links
+// the two; nil if the path broke meanwhile (c is then closed and decided).
+func (p *Proxy) pass(seq int, c net.Conn, early []byte) *link {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.DialTimeout)
 	up, err := p.cfg.Upstream(ctx)
 	cancel()
@@ -296,7 +357,7 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 		p.forget(c)
 		resetConn(c)
 		p.rec.decide(seq, fault.Unreachable, p.cfg.Now())
-		return
+		return nil
 	}
 	if len(early) > 0 {
 		p.rec.sniff(seq, early, p.cfg.Now())
@@ -305,7 +366,7 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 			_ = up.Close()
 			resetConn(c)
 			p.rec.decide(seq, fault.Unreachable, p.cfg.Now())
-			return
+			return nil
 		}
 	}
 	l := &link{p: p, seq: seq, device: c, broker: up, sniffed: len(early) > 0}
@@ -317,12 +378,12 @@ func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate
 		resetConn(c)
 		_ = up.Close()
 		p.rec.decide(seq, fault.Dropped, p.cfg.Now())
-		return
+		return nil
 	}
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
 	p.rec.decide(seq, fault.Accepted, p.cfg.Now())
-	l.run()
+	return l
 }
 
 // holdEnd is how a hold ended.
@@ -331,13 +392,14 @@ type holdEnd int
 const (
 	turnCame   holdEnd = iota
 	gaveUp             // the device closed first
-	overflowed         // the device sent more than MaxHeldBytes
+	overflowed         // the device sent more than MaxHeldBytes, or than the hold's total leaves
 )
 
 // holdFor keeps c waiting for d, reading what it sends meanwhile. got
-// never exceeds MaxHeldBytes: the read that would take it over ends the
-// hold, its bytes unkept.
-func holdFor(c net.Conn, d time.Duration) (got []byte, end holdEnd) {
+// never exceeds MaxHeldBytes, nor the held total MaxHeldTotal: the read
+// that would take either over ends the hold, its bytes unkept. What got
+// holds is counted in heldBytes; the caller gives it back.
+func (p *Proxy) holdFor(c net.Conn, d time.Duration) (got []byte, end holdEnd) {
 	deadline := time.Now().Add(d)
 	buf := make([]byte, 512)
 	for {
@@ -346,6 +408,10 @@ func holdFor(c net.Conn, d time.Duration) (got []byte, end holdEnd) {
 		}
 		n, err := c.Read(buf)
 		if len(got)+n > MaxHeldBytes {
+			return got, overflowed
+		}
+		if p.heldBytes.Add(int64(n)) > int64(p.cfg.MaxHeldTotal) {
+			p.heldBytes.Add(-int64(n))
 			return got, overflowed
 		}
 		got = append(got, buf[:n]...)
@@ -460,7 +526,8 @@ func (p *Proxy) EndOutage() error {
 // resets the connection (RefuseOverLimit), holds it, bytes and all, until a
 // token is free (PauseOverLimit: what the client sends meanwhile is kept,
 // up to MaxHeldBytes, and a client that sends more is reset and recorded as
-// Overflowed), or reads its CONNECT and closes (DisconnectOverLimit).
+// Overflowed; with Config.MaxHeld waiting, the next is refused), or reads
+// its CONNECT and closes (DisconnectOverLimit).
 func (p *Proxy) SetAdmission(a fault.Admission) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

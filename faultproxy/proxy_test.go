@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -575,4 +576,82 @@ func TestMutualTLSPassesThroughEndToEnd(t *testing.T) {
 	assert.Equal(t, "dev-tls", b.Recorder().Attempts()[0].ClientID, "the broker authenticated the device itself")
 	p.DropAll()
 	c.awaitLost(t)
+}
+
+// holdOne dials the proxy in memory, to be held for its turn, with a
+// deadline set before the proxy may close it (a closed pipe takes none).
+func holdOne(t *testing.T, p *faultproxy.Proxy) net.Conn {
+	t.Helper()
+	c, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	require.NoError(t, c.SetDeadline(time.Now().Add(bound)))
+	return c
+}
+
+// The hold keeps at most MaxHeld connections: the next is refused, once
+// logged, and a place comes free when a held client leaves.
+func TestHoldIsCappedInConnections(t *testing.T) {
+	var log lockedBuffer
+	_, p := setup(t, faultproxy.Config{MaxHeld: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	require.NoError(t, p.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Mode: fault.PauseOverLimit}))
+	require.NoError(t, newClient(t, p, "takes the burst", nil).connect(t))
+
+	first := holdOne(t, p)
+	holdOne(t, p)
+	for range 3 {
+		_, err := p.Dial(context.Background())
+		require.ErrorIs(t, err, faultproxy.ErrRefused, "a third held at once")
+	}
+	assert.Equal(t, 1, strings.Count(log.String(), "hold full"), "logged once, not per refusal")
+
+	require.NoError(t, first.Close())
+	await(t, p, func(k fault.Counts) bool { return k.Dropped == 1 })
+	holdOne(t, p) // its place
+	_, err := p.Dial(context.Background())
+	require.ErrorIs(t, err, faultproxy.ErrRefused)
+	assert.Equal(t, fault.Counts{Attempts: 8, Pending: 2, Accepted: 1, Refused: 4, Dropped: 1}, p.Recorder().Counts())
+	assert.Equal(t, 2, strings.Count(log.String(), "hold full"), "full again after a place came free")
+}
+
+// All held connections together keep at most MaxHeldTotal bytes: the
+// client whose bytes would go over is cut off, though it is under
+// MaxHeldBytes itself, and what a client that leaves had sent is given
+// back. An in-memory write returns once the proxy has read it, and one
+// connection's bytes are counted before its next read: a's second write
+// returning means its first is counted, whatever the scheduler does.
+func TestHoldIsCappedInBytes(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{MaxHeldTotal: 32 << 10})
+	require.NoError(t, p.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Mode: fault.PauseOverLimit}))
+	require.NoError(t, newClient(t, p, "takes the burst", nil).connect(t))
+
+	a, b := holdOne(t, p), holdOne(t, p)
+	for _, n := range []int{16 << 10, 1} { // 16 KiB counted, the last byte perhaps not yet
+		_, err := a.Write(make([]byte, n))
+		require.NoError(t, err)
+	}
+	_, err := b.Write(make([]byte, 16<<10-1))
+	require.NoError(t, err, "at most 32 KiB together")
+	_, err = b.Write([]byte{0, 0})
+	require.NoError(t, err, "the bytes over it are read")
+	_, err = b.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "and the client that took the total over is cut off")
+	await(t, p, func(k fault.Counts) bool { return k.Overflowed == 1 })
+
+	require.NoError(t, a.Close())
+	await(t, p, func(k fault.Counts) bool { return k.Dropped == 1 })
+	c := holdOne(t, p)
+	for _, n := range []int{32<<10 - 1, 1} { // a cut off on the first would fail the second
+		_, err = c.Write(make([]byte, n))
+		require.NoError(t, err, "what the two had kept was given back")
+	}
+	assert.Equal(t, fault.Counts{Attempts: 4, Pending: 1, Accepted: 1, Overflowed: 1, Dropped: 1}, p.Recorder().Counts())
+}
+
+func TestHoldCapsMustNotBeNegative(t *testing.T) {
+	for _, cfg := range []faultproxy.Config{{MaxHeld: -1}, {MaxHeldTotal: -1}} {
+		cfg.Upstream = faultproxy.Upstream("127.0.0.1:1")
+		_, err := faultproxy.New(cfg)
+		require.ErrorIs(t, err, faultproxy.ErrInvalid)
+	}
 }

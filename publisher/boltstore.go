@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/publisher/internal/boltcheck"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -64,7 +66,18 @@ type BoltOptions struct {
 	// LockTimeout is how long OpenBoltStore waits for another process to
 	// release the store before failing with ErrStoreInUse (0: 1 s).
 	LockTimeout time.Duration
+	// Dir, when set, is the directory the store is in, held open (the
+	// device's data directory): OpenBoltStore's path is then the store's
+	// name within it, and the file is opened (and moved aside) through it,
+	// so that no link or rename of the directory's path can point it
+	// elsewhere. OpenBoltStore does not close it.
+	Dir *os.File
 }
+
+// ErrNotPrivate is wrapped by OpenBoltStore's error for a store file that
+// is not the device's own: another user's, a link, a FIFO or a device, or a
+// file with more than one link. Nothing in it was read, changed or moved.
+var ErrNotPrivate = datadir.ErrNotPrivate
 
 // BoltStore is a durable Store in one go.etcd.io/bbolt file: it survives the
 // process being killed and the device rebooting. Each Append and Remove is a
@@ -81,7 +94,9 @@ type BoltStore struct {
 	closed  bool
 }
 
-// OpenBoltStore opens the store at path, creating it if there is none. The
+// OpenBoltStore opens the store at path (with BoltOptions.Dir, a name in
+// it), creating it if there is none: the device's own regular file, opened
+// through its directory, never through a link (see ErrNotPrivate). The
 // file is checked, page by page, before bbolt reads it (see boltcheck.go):
 // bbolt crashes the process on some damaged pages rather than failing. Its
 // results:
@@ -92,6 +107,8 @@ type BoltStore struct {
 //     or kept with a new epoch). Report it and carry on.
 //   - (nil, error wrapping ErrStoreInUse): another process holds the store
 //     (a lock not released within LockTimeout). Nothing was changed.
+//   - (nil, error wrapping ErrNotPrivate): the file is not the device's
+//     own. Nothing was read, changed or moved.
 //   - (nil, other error): invalid options, a path that cannot hold a store
 //     (a directory, no permission) or a failure to read or write it.
 //     Nothing was moved.
@@ -102,7 +119,17 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = time.Second
 	}
-	f, err := openLocked(path, opts.LockTimeout)
+	dir, name := opts.Dir, path
+	if dir == nil {
+		d, base, err := datadir.OpenParent(path)
+		if err != nil {
+			return nil, fmt.Errorf("publisher: store %s: %w", path, err)
+		}
+		defer d.Close()
+		dir, name = d, base
+	}
+	path = filepath.Join(dir.Name(), name)
+	f, err := openLocked(dir, name, opts.LockTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -134,13 +161,14 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 	// Damaged. The lock on f is held until the file is renamed, so no
 	// other process reads it meanwhile; one that was waiting for it finds
 	// the file moved and opens the new one (openLocked).
-	moved := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000000000"))
-	rerr := os.Rename(path, moved)
+	movedName := fmt.Sprintf("%s.corrupt-%s", name, time.Now().UTC().Format("20060102T150405.000000000"))
+	moved := filepath.Join(dir.Name(), movedName)
+	rerr := datadir.Rename(dir, name, movedName)
 	f.Close()
 	if rerr != nil {
 		return nil, fmt.Errorf("publisher: store %s damaged (%v) and could not be moved aside: %w", path, err, rerr)
 	}
-	nf, err2 := openLocked(path, opts.LockTimeout)
+	nf, err2 := openLocked(dir, name, opts.LockTimeout)
 	if err2 != nil {
 		return nil, err2
 	}
@@ -151,18 +179,16 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 	return s, &CorruptStoreError{Path: path, MovedTo: moved, Err: err}
 }
 
-// openLocked opens (or creates) path and takes its lock. A file moved
-// aside while this process waited for its lock is let go, and the file now
-// at path is opened instead.
-func openLocked(path string, timeout time.Duration) (*os.File, error) {
+// openLocked opens (or creates) name in dir, the device's own regular
+// file (datadir.OpenFile), and takes its lock. A file moved aside while
+// this process waited for its lock is let go, and the file now at name is
+// opened instead.
+func openLocked(dir *os.File, name string, timeout time.Duration) (*os.File, error) {
+	path := filepath.Join(dir.Name(), name)
 	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|oNoFollow, 0o600)
+		f, err := datadir.OpenFile(dir, name, os.O_RDWR|os.O_CREATE, 0o600)
 		if err != nil {
-			return nil, err
-		}
-		if err := private(f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("publisher: store %s: %w", path, err)
+			return nil, fmt.Errorf("publisher: store: %w", err)
 		}
 		if err := lockFile(f, timeout); err != nil {
 			f.Close()
@@ -171,7 +197,7 @@ func openLocked(path string, timeout time.Duration) (*os.File, error) {
 			}
 			return nil, fmt.Errorf("publisher: locking store %s: %w", path, err)
 		}
-		if sameFile(f, path) {
+		if datadir.SameFile(dir, name, f) {
 			return f, nil
 		}
 		f.Close()
@@ -179,15 +205,6 @@ func openLocked(path string, timeout time.Duration) (*os.File, error) {
 			return nil, fmt.Errorf("publisher: store %s keeps being replaced", path)
 		}
 	}
-}
-
-// private makes f 0600 whatever the umask (or an older version) made it.
-func private(f *os.File) error {
-	fi, err := f.Stat()
-	if err != nil || fi.Mode().Perm() == 0o600 {
-		return err
-	}
-	return f.Chmod(0o600)
 }
 
 // openBolt hands bbolt the checked, locked file f and prepares the store:

@@ -26,11 +26,3 @@ func lockFile(f *os.File, timeout time.Duration) error {
 		time.Sleep(50 * time.Millisecond) // bbolt polls at the same pace
 	}
 }
-
-// sameFile reports whether f is still the file at path: a process that
-// waited for the lock may hold a file another process has since moved.
-func sameFile(f *os.File, path string) bool {
-	a, err1 := f.Stat()
-	b, err2 := os.Stat(path)
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
-}

@@ -10,9 +10,3 @@ import (
 // lockFile does nothing where syscall.Flock is missing: bbolt still locks
 // the file when it opens it, but the check before runs unlocked there.
 func lockFile(*os.File, time.Duration) error { return nil }
-
-func sameFile(f *os.File, path string) bool {
-	a, err1 := f.Stat()
-	b, err2 := os.Stat(path)
-	return err1 == nil && err2 == nil && os.SameFile(a, b)
-}

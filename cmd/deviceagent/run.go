@@ -11,13 +11,13 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -32,11 +32,15 @@ type options struct {
 	password, passwordFile               string
 	ca, cert, key                        string
 	configURL, dataDir, topic, events    string
+	data                                 *datadir.Dir // dataDir, held open while the agent runs
 	heartbeat, bootSpread, stopTimeout   time.Duration
 	keepAlive, pingTimeout               time.Duration
 	maxPacket                            byteSize
-	allowPlaintext                       bool
+	allowPlaintext, allowLargePackets    bool
+	allowOpenSecrets                     bool
 	logLevel                             string
+	fromEnv                              map[string]bool // the flags the environment set
+	passwordFrom                         string          // where the password came from, for the log
 }
 
 // envName is the environment variable a flag falls back to.
@@ -55,11 +59,11 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
-	if err := fillFromEnv(fs, getenv); err != nil {
+	var err error
+	if o.fromEnv, err = fillFromEnv(fs, getenv); err != nil {
 		return nil, err
 	}
-	var err error
-	if o.password, err = password(o.passwordFile, getenv); err != nil {
+	if o.password, o.passwordFrom, err = password(o.passwordFile, o.allowOpenSecrets, getenv); err != nil {
 		return nil, err
 	}
 	if err := o.validate(); err != nil {
@@ -100,7 +104,8 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.allowPlaintext, "allow-plaintext", false, "allow credentials to a tcp:// broker and the configuration from an http:// URL, which anyone on the path can read or change (logged)")
 	fs.StringVar(&o.ca, "ca", "", "PEM file of the CA that signs the broker and the config server (default: the system's)")
 	fs.StringVar(&o.cert, "cert", "", "PEM device certificate, for mutual TLS with the broker and the config server")
-	fs.StringVar(&o.key, "key", "", "PEM device key, for mutual TLS")
+	fs.StringVar(&o.key, "key", "", "PEM device key, for mutual TLS; refused if group or others may read it")
+	fs.BoolVar(&o.allowOpenSecrets, "allow-open-secret-files", false, "use a -key or -password-file that group or others may read or write (logged)")
 	fs.StringVar(&o.configURL, "config-url", "", "https URL of this device's JSON configuration; redirects only to https on the same host")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration and the telemetry queue); made 0700, refused if another user owns it")
 	fs.StringVar(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
@@ -108,26 +113,28 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
 	fs.DurationVar(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
-	fs.DurationVar(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive; with -ping-timeout, how soon a silent path (a NAT that forgot the connection) is noticed")
+	fs.DurationVar(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive, 1s to 65535s; with -ping-timeout, how soon a silent path (a NAT that forgot the connection) is noticed")
 	fs.DurationVar(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
-	fs.Var(&o.maxPacket, "max-packet", "the largest MQTT packet the device reads, such as 256KiB or 1MiB: a bigger one closes the connection before it is read")
+	fs.Var(&o.maxPacket, "max-packet", "the largest MQTT packet the device reads, such as 256KiB or 1MiB, at most 16MiB: a bigger one closes the connection before it is read")
+	fs.BoolVar(&o.allowLargePackets, "allow-large-packets", false, "allow -max-packet above 16MiB, up to MQTT's 268435455 bytes: a broker, or anyone on a plaintext path, can make the device hold that much")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	return fs
 }
 
 // fillFromEnv sets each flag the command line left unset from its
-// environment variable. It is read after parsing, never as a default, so
-// usage text cannot print it. A URL flag that carries a password is
-// refused.
-func fillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
+// environment variable, and returns which it set. It is read after
+// parsing, never as a default, so usage text cannot print it. A URL flag
+// that might carry a password is refused.
+func fillFromEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	for _, name := range []string{"broker", "failover"} {
-		if set[name] && hasPassword(fs.Lookup(name).Value.String()) {
-			return fmt.Errorf("-%s carries a password: flags show in process listings; "+
-				"set the URL in %s or the password in HERDGUARD_PASSWORD or -password-file", name, envName(name))
+		if set[name] && mayHoldPassword(fs.Lookup(name).Value.String()) {
+			return nil, fmt.Errorf("-%s has an '@', so it may carry a password, and flags show in process listings; "+
+				"set the URL in %s, or the password in HERDGUARD_PASSWORD or -password-file", name, envName(name))
 		}
 	}
+	fromEnv := map[string]bool{}
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
 		v := getenv(envName(f.Name))
@@ -137,8 +144,9 @@ func fillFromEnv(fs *flag.FlagSet, getenv func(string) string) error {
 		if err := f.Value.Set(v); err != nil {
 			envErr = fmt.Errorf("-%s: %s is not valid: %v", f.Name, envName(f.Name), err)
 		}
+		fromEnv[f.Name] = true
 	})
-	return envErr
+	return fromEnv, envErr
 }
 
 // validate checks what the agent cannot run without.
@@ -154,48 +162,98 @@ func (o *options) validate() error {
 		return fmt.Errorf("-boot-spread must be a positive duration, got %v", o.bootSpread)
 	case o.stopTimeout <= 0:
 		return fmt.Errorf("-stop-timeout must be a positive duration, got %v", o.stopTimeout)
-	case o.keepAlive < time.Second:
-		return fmt.Errorf("-keepalive must be at least 1s (MQTT counts it in seconds), got %v", o.keepAlive)
+	case o.keepAlive < time.Second || o.keepAlive > device.MaxKeepAlive:
+		return fmt.Errorf("-keepalive must be from 1s to 65535s (MQTT counts it in seconds, in 16 bits), got %v", o.keepAlive)
+	case int(o.maxPacket) > maxPacketUnlessAllowed && !o.allowLargePackets:
+		return fmt.Errorf("-max-packet %v is over 16MiB: a broker, or anyone on a plaintext path, could make the device hold that much "+
+			"for one packet; set -allow-large-packets if the device can afford it", &o.maxPacket)
 	case o.pingTimeout <= 0:
 		return fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
 	}
 	return nil
 }
 
-// hasPassword says whether any of the comma-separated URLs holds a
-// password (as user:password@host).
-func hasPassword(urls string) bool {
-	for _, raw := range strings.Split(urls, ",") {
-		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				return true
-			}
-		} else if err != nil && strings.Contains(raw, "@") {
-			return true // unparsable, and perhaps a password in it: do not take the risk
-		}
-	}
-	return false
+// mayHoldPassword says whether a URL flag's value might carry a password:
+// whether it has an '@', escaped or not, anywhere. However its URLs are
+// spelt (ssl://u:pw@host, ssl://u:pw/x@host, a comma in the password),
+// user info needs one, and no broker URL needs one anywhere else.
+func mayHoldPassword(urls string) bool {
+	return strings.Contains(urls, "@") || strings.Contains(strings.ToUpper(urls), "%40")
 }
+
+// maxSecretFile bounds what is read of -password-file: MQTT's password
+// field holds at most 65,535 bytes.
+const maxSecretFile = 64 << 10
 
 // password reads the MQTT password from the environment or from file (one
-// line; a trailing newline is not part of it).
-func password(file string, getenv func(string) string) (string, error) {
+// line; a trailing newline is not part of it), and says where it came
+// from.
+func password(file string, allowOpen bool, getenv func(string) string) (pw, from string, err error) {
 	env := getenv("HERDGUARD_PASSWORD")
 	if file == "" {
-		return env, nil
+		if env == "" {
+			return "", "", nil
+		}
+		return env, "HERDGUARD_PASSWORD", nil
 	}
 	if env != "" {
-		return "", errors.New("-password-file and HERDGUARD_PASSWORD are both set: use one")
+		return "", "", errors.New("-password-file and HERDGUARD_PASSWORD are both set: use one")
 	}
-	b, err := os.ReadFile(file)
+	f, err := openNoWait(file)
 	if err != nil {
-		return "", fmt.Errorf("-password-file: %w", err)
+		return "", "", fmt.Errorf("-password-file: %w", err)
 	}
-	return strings.TrimRight(string(b), "\r\n"), nil
+	defer f.Close()
+	if err := privateSecret("-password-file", f, allowOpen); err != nil {
+		return "", "", err
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+2))
+	if err != nil {
+		return "", "", fmt.Errorf("-password-file: %w", err)
+	}
+	pw = strings.TrimRight(string(b), "\r\n")
+	if len(pw) > maxSecretFile-1 {
+		return "", "", fmt.Errorf("-password-file %s holds more than MQTT's 65535-byte password", file)
+	}
+	return pw, "-password-file " + file, nil
 }
 
-// maxPacketFlag is the largest -max-packet: MQTT's largest packet.
-const maxPacketFlag = 1<<28 - 1
+// privateSecret refuses a secret file that is not a regular file, or that
+// group or others may read or write, unless allowOpen (then it is only
+// logged, by the caller). It checks the file it was handed, as opened.
+func privateSecret(flagName string, f *os.File, allowOpen bool) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", flagName, err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s %s is not a regular file", flagName, f.Name())
+	case fi.Mode().Perm()&0o077 != 0 && !allowOpen:
+		return fmt.Errorf("%s %s is mode %04o: group or others may read it; chmod 600 it, or set -allow-open-secret-files",
+			flagName, f.Name(), fi.Mode().Perm())
+	}
+	return nil
+}
+
+// openSecrets names the secret files group or others may read, for the
+// log of a run that allowed them.
+func (o *options) openSecrets() []string {
+	var open []string
+	for _, file := range []string{o.key, o.passwordFile} {
+		if fi, err := os.Stat(file); file != "" && err == nil && fi.Mode().Perm()&0o077 != 0 {
+			open = append(open, file)
+		}
+	}
+	return open
+}
+
+// maxPacketFlag is the largest -max-packet: MQTT's largest packet;
+// maxPacketUnlessAllowed the largest without -allow-large-packets.
+const (
+	maxPacketFlag          = 1<<28 - 1
+	maxPacketUnlessAllowed = 16 << 20
+)
 
 // byteSize is a flag for a size in bytes, with an optional KiB or MiB.
 type byteSize int
@@ -220,7 +278,7 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n <= 0 || n > maxPacketFlag/mult { // int is 32 bits on ARM: no product may overflow
-		return fmt.Errorf("want a size from %d bytes to 256MiB, such as 262144, 256KiB or 1MiB", device.MinIncomingPacket)
+		return fmt.Errorf("want a size from %d to %d bytes (MQTT's largest packet), such as 262144, 256KiB or 1MiB", device.MinIncomingPacket, maxPacketFlag)
 	}
 	*b = byteSize(n * mult)
 	return nil
@@ -245,10 +303,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
+	o.logCredentials(log)
 	if o.dataDir != "" { // kept across reboots: the last good config and the telemetry queue
-		if err := ownDataDir(o.dataDir, log); err != nil {
-			return err
+		d, err := datadir.Open(o.dataDir, log.Warn)
+		if err != nil {
+			return fmt.Errorf("-data-dir: %w", err)
 		}
+		defer d.Close()
+		o.data = d
 	}
 	hb := &heartbeat{interval: o.heartbeat}
 	var wg sync.WaitGroup
@@ -302,6 +364,17 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
 		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
 		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
+	if o.key != "" {
+		f, err := openNoWait(o.key)
+		if err != nil {
+			return nil, cfg, fmt.Errorf("-key: %w", err)
+		}
+		err = privateSecret("-key", f, o.allowOpenSecrets)
+		f.Close()
+		if err != nil {
+			return nil, cfg, err
+		}
+	}
 	if o.ca != "" || o.cert != "" || o.key != "" {
 		trust, err := device.LoadTLS(o.ca, o.cert, o.key)
 		if err != nil {
@@ -319,6 +392,31 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 	return agent, cfg, nil
 }
 
+// logCredentials says where the credentials came from, never what they
+// are, and which secret files others may read, if that was allowed.
+func (o *options) logCredentials(log *slog.Logger) {
+	user, pass := "none", o.passwordFrom
+	switch {
+	case o.username != "" && o.fromEnv["username"]:
+		user = envName("username")
+	case o.username != "":
+		user = "-username"
+	}
+	if u, err := url.Parse(o.broker); err == nil && u.User != nil {
+		user = envName("broker") // a flag with user info was refused
+		if _, ok := u.User.Password(); ok {
+			pass = envName("broker")
+		}
+	}
+	if pass == "" {
+		pass = "none"
+	}
+	log.Info("credentials", "username_from", user, "password_from", pass, "client_certificate", o.cert != "")
+	if open := o.openSecrets(); len(open) > 0 {
+		log.Warn("-allow-open-secret-files: group or others may read these", "files", strings.Join(open, ", "))
+	}
+}
+
 // newFetcher makes the fetcher of the device's configuration, trusting
 // what the broker is trusted by, and applies the last good configuration
 // from before the reboot, if the data directory keeps one.
@@ -331,8 +429,8 @@ func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbea
 			hb.set(time.Duration(c.HeartbeatInterval))
 		}
 	}}
-	if o.dataDir != "" {
-		fc.Store = device.FileStore{Path: filepath.Join(o.dataDir, "config.json")}
+	if o.data != nil {
+		fc.Store = device.FileStore{Dir: o.data.File(), Path: "config.json"}
 	}
 	fetcher, err := device.NewFetcher(fc)
 	if err != nil {
@@ -348,7 +446,7 @@ func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbea
 // found damaged (and moved aside) is also told to the fleet's operators as
 // an event, since a device's log is rarely read.
 func newPublisher(o *options, agent *device.Agent, log *slog.Logger) (*publisher.Publisher, error) {
-	store, damage, err := openQueue(o.dataDir, log)
+	store, damage, err := openQueue(o.data, log)
 	if err != nil {
 		return nil, err
 	}
@@ -439,15 +537,16 @@ func (h *heartbeat) run(ctx context.Context, pub *publisher.Publisher, topic str
 	}
 }
 
-// openQueue opens the telemetry queue: durable in dataDir if given, else in
-// memory. A damaged queue file is moved aside (or kept with a new epoch),
-// logged and returned as damage; the agent goes on. A queue another process
-// holds is an error: two agents must not share a data directory.
-func openQueue(dataDir string, log *slog.Logger) (publisher.Store, *publisher.CorruptStoreError, error) {
-	if dataDir == "" {
+// openQueue opens the telemetry queue: durable in the data directory if
+// there is one, else in memory. A damaged queue file is moved aside (or kept
+// with a new epoch), logged and returned as damage; the agent goes on. A
+// queue another process holds is an error: two agents must not share a data
+// directory; so is one that is not the agent's own (publisher.ErrNotPrivate).
+func openQueue(data *datadir.Dir, log *slog.Logger) (publisher.Store, *publisher.CorruptStoreError, error) {
+	if data == nil {
 		return &publisher.MemoryStore{}, nil, nil
 	}
-	s, err := publisher.OpenBoltStore(filepath.Join(dataDir, "queue.db"), publisher.BoltOptions{})
+	s, err := publisher.OpenBoltStore("queue.db", publisher.BoltOptions{Dir: data.File()})
 	var damage *publisher.CorruptStoreError
 	if errors.As(err, &damage) {
 		log.Error("telemetry queue was damaged", "error", err, "moved_to", damage.MovedTo)

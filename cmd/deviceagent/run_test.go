@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -109,10 +110,23 @@ func TestRunWithMutualTLSFromFiles(t *testing.T) {
 	defer b.Close()
 	files, err := b.WriteClientFiles(t.TempDir(), "dev-tls")
 	require.NoError(t, err)
-	stop, _ := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-tls", "-heartbeat", "20ms", "-boot-spread", "1ms",
-		"-ca", files.CA, "-cert", files.Cert, "-key", files.Key})
+	args := []string{"-broker", b.URL(), "-client-id", "dev-tls", "-heartbeat", "20ms", "-boot-spread", "1ms",
+		"-ca", files.CA, "-cert", files.Cert, "-key", files.Key}
+	stop, logs := startRun(t, args)
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))
 	require.NoError(t, stop())
+	assert.Contains(t, logs.String(), "client_certificate=true")
+
+	// A key group or others may read is refused before anything
+	// connects, unless a flag allows it, and then the log says so.
+	require.NoError(t, os.Chmod(files.Key, 0o640))
+	err = run(context.Background(), args, noEnv, &bytes.Buffer{})
+	require.ErrorContains(t, err, "-key "+files.Key+" is mode 0640")
+	assert.Equal(t, 1, b.Recorder().Counts().Attempts, "the refused run never connected")
+	stop, logs = startRun(t, append(args, "-allow-open-secret-files"))
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Accepted >= 2 }))
+	require.NoError(t, stop())
+	assert.Contains(t, logs.String(), `level=WARN msg="-allow-open-secret-files: group or others may read these" device=dev-tls files=`+files.Key)
 }
 
 func TestRunAppliesAndStoresRemoteConfig(t *testing.T) {
@@ -145,7 +159,12 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		"bad heartbeat": {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-heartbeat", "0s"}, nil, "-heartbeat"},
 		"bad env":       {[]string{"-broker", "tcp://x:1", "-client-id", "a"}, map[string]string{"HERDGUARD_BOOT_SPREAD": "soon"}, "-boot-spread"},
 		"bad level":     {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-log-level", "loud"}, nil, "-log-level"},
-		"half a cert":   {[]string{"-broker", "ssl://x:1", "-client-id", "a", "-cert", "c.pem"}, nil, "key"},
+		// paho sends the keepalive in 16 bits: 65536s would arrive as 0.
+		"keepalive over 16 bits": {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-keepalive", "65536s"}, nil, "from 1s to 65535s"},
+		"keepalive of 200000h":   {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-keepalive", "200000h"}, nil, "from 1s to 65535s"},
+		"max packet over 16MiB":  {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-max-packet", "16385KiB"}, nil, "-allow-large-packets"},
+		"max packet over MQTT's": {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-max-packet", "256MiB", "-allow-large-packets"}, nil, "268435455 bytes"},
+		"half a cert":            {[]string{"-broker", "ssl://x:1", "-client-id", "a", "-cert", "c.pem"}, nil, "key"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -153,6 +172,25 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
 		})
+	}
+}
+
+// The bounds are inclusive, and what an error names as an example parses.
+func TestSizesAndKeepaliveAtTheirBounds(t *testing.T) {
+	for _, args := range [][]string{
+		{"-keepalive", "65535s"}, {"-keepalive", "1s"}, {"-max-packet", "16MiB"},
+		{"-max-packet", "268435455", "-allow-large-packets"}, {"-max-packet", "64"},
+	} {
+		_, err := parse(append([]string{"-broker", "tcp://x:1", "-client-id", "a"}, args...), noEnv, &bytes.Buffer{})
+		assert.NoError(t, err, "%v", args)
+	}
+	var b byteSize
+	err := b.Set("256MiB")
+	require.Error(t, err)
+	examples := regexp.MustCompile(`\d+(KiB|MiB)?`).FindAllString(err.Error(), -1)
+	require.Len(t, examples, 5)
+	for _, v := range examples {
+		assert.NoError(t, b.Set(v), "the error names %s", v)
 	}
 }
 

@@ -48,16 +48,35 @@ func TestUsageAndErrorsShowNoSecret(t *testing.T) {
 		"the password as flag=":   {[]string{"--password=pw-SECRET-flag"}, "", "-password-file"},
 		"credentials twice":       {nil, "", "credentials both"},
 		"plaintext broker":        {nil, "HERDGUARD_PASSWORD", "not TLS"},
-		"a password in -broker":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@broker.example:8883"}, "", "-broker carries a password"},
-		"a password in -failover": {[]string{"-failover", "ssl://dev:url-SECRET-pass@other:8883"}, "", "-failover carries a password"},
-		"unparsable broker URL":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@bro ker:8883"}, "", "carries a password"},
+		"a password in -broker":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@broker.example:8883"}, "", "-broker has an '@'"},
+		"a password in -failover": {[]string{"-failover", "ssl://dev:url-SECRET-pass@other:8883"}, "", "-failover has an '@'"},
+		"unparsable broker URL":   {[]string{"-broker", "ssl://dev:url-SECRET-pass@bro ker:8883"}, "", "may carry a password"},
+		// Spellings that split or parse into no user info, the password
+		// elsewhere: after a comma, before a slash, escaped.
+		"a comma in the password": {[]string{"-failover", "ssl://u:zz,url-SECRET-pass@other:8883"}, "", "-failover has an '@'"},
+		"a slash in the password": {[]string{"-broker", "ssl://u:1234/url-SECRET-pass@broker:8883"}, "", "-broker has an '@'"},
+		"an escaped at":           {[]string{"-broker", "ssl://u:url-SECRET-pass%40broker:8883"}, "", "-broker has an '@'"},
+		"a password in a query":   {[]string{"-broker", "ssl://broker:8883/?u=dev@x&p=url-SECRET-pass"}, "", "-broker has an '@'"},
+		"a URL without a scheme":  {[]string{"-broker", "url-SECRET-pass@broker:8883"}, "", "-broker has an '@'"},
 		"mixed failover":          {[]string{"-failover", "tcp://other:1883"}, "HERDGUARD_PASSWORD", "must not change the transport"},
 		"plain http config":       {[]string{"-broker", "ssl://b:8883"}, "", "plain http"},
 		"both password sources":   {[]string{"-password-file", "/nonexistent"}, "", "both set"},
+		"an open password file":   {[]string{"-password-file", "OPEN"}, "HERDGUARD_PASSWORD", "is mode 0644"},
+		"a password directory":    {[]string{"-password-file", "DIR"}, "HERDGUARD_PASSWORD", "not a regular file"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := maps.Clone(hostile)
 			delete(env, c.unset)
+			for i, a := range c.args {
+				switch a {
+				case "OPEN": // a password file anyone may read
+					c.args[i] = filepath.Join(t.TempDir(), "password")
+					require.NoError(t, os.WriteFile(c.args[i], []byte("pw-SECRET-file\n"), 0o600))
+					require.NoError(t, os.Chmod(c.args[i], 0o644))
+				case "DIR":
+					c.args[i] = t.TempDir()
+				}
+			}
 			switch name {
 			case "plain http config":
 				env["HERDGUARD_CONFIG_URL"] = "http://cfg.example/c?token=cfg-SECRET-token"
@@ -98,11 +117,14 @@ func TestRunLogsNoSecret(t *testing.T) {
 	for name, c := range map[string]struct {
 		args []string
 		env  map[string]string
+		from string // where the log says the credentials came from
 	}{
 		"password from the environment": {[]string{"-broker", b.URL(), "-username", "dev"},
-			map[string]string{"HERDGUARD_PASSWORD": "pw-SECRET-env"}},
-		"password from a file":   {[]string{"-broker", b.URL(), "-username", "dev", "-password-file", pwFile}, nil},
-		"credentials in the URL": {nil, map[string]string{"HERDGUARD_BROKER": withCreds}},
+			map[string]string{"HERDGUARD_PASSWORD": "pw-SECRET-env"}, "username_from=-username password_from=HERDGUARD_PASSWORD"},
+		"password from a file": {[]string{"-broker", b.URL(), "-password-file", pwFile}, map[string]string{"HERDGUARD_USERNAME": "dev"},
+			`username_from=HERDGUARD_USERNAME password_from="-password-file ` + pwFile + `"`},
+		"credentials in the URL": {nil, map[string]string{"HERDGUARD_BROKER": withCreds},
+			"username_from=HERDGUARD_BROKER password_from=HERDGUARD_BROKER"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"-client-id", "dev-s", "-ca", files.CA, "-heartbeat", "20ms", "-boot-spread", "1ms",
@@ -117,6 +139,7 @@ func TestRunLogsNoSecret(t *testing.T) {
 			stop()
 			require.NoError(t, <-done)
 			assert.Contains(t, logs.String(), "tls=true", "the endpoint's TLS is logged")
+			assert.Contains(t, logs.String(), c.from)
 			assertNoSecret(t, "the log", logs.String())
 		})
 	}

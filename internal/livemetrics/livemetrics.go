@@ -28,7 +28,7 @@ type Fleet struct {
 	recovered atomic.Int64
 	disrupted atomic.Int64 // unix nanoseconds of the last disruption, 0 before
 	back      atomic.Pointer[[]atomic.Bool]
-	attempts  [3]prometheus.Counter // by device.AttemptOutcome
+	attempts  [4]prometheus.Counter // by device.AttemptOutcome
 	lost      prometheus.Counter
 	tooLarge  prometheus.Counter
 }
@@ -48,9 +48,9 @@ func NewFleet() *Fleet {
 	gauge("herdguard_disruption_timestamp_seconds", "When the last disruption began (Unix time; 0 before any).",
 		func() float64 { return float64(f.disrupted.Load()) / 1e9 })
 	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "herdguard_connect_attempts_total",
-		Help: "Connect attempts by outcome: accepted (CONNACK 0), refused (another CONNACK code), failed (no CONNACK: a refused dial, a timeout, a reset)."},
+		Help: "Connect attempts by outcome: accepted (CONNACK 0), refused (another CONNACK code), failed (no CONNACK: a refused dial, a timeout, a reset), protocol-error (a CONNACK or SUBACK that breaks MQTT 3.1.1)."},
 		[]string{"outcome"})
-	for o := device.AttemptAccepted; o <= device.AttemptFailed; o++ {
+	for o := device.AttemptAccepted; o <= device.AttemptProtocolError; o++ {
 		f.attempts[o] = attempts.WithLabelValues(o.String())
 	}
 	f.lost = prometheus.NewCounter(prometheus.CounterOpts{Name: "herdguard_sessions_lost_total", Help: "Sessions lost (the connection failed or the broker ended it; not an agent stopped)."})

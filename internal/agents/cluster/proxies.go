@@ -68,7 +68,11 @@ func (c *Cluster) proxies(p plan.Plan, dialTimeout time.Duration, mc *member.Con
 	for k, raw := range upstream {
 		// Each proxy's latency jitter a source of its own: the run's seed,
 		// the node in its upper half.
-		cfg := faultproxy.Config{DialTimeout: dialTimeout, Seed: p.Seed + uint64(k)<<32}
+		// Room to hold the whole fleet at once, each with a TLS hello or
+		// a CONNECT (2 KiB is ample): the caps are for clients the run
+		// does not know.
+		cfg := faultproxy.Config{DialTimeout: dialTimeout, Seed: p.Seed + uint64(k)<<32,
+			MaxHeld: max(p.Devices, faultproxy.DefaultMaxHeld), MaxHeldTotal: max(p.Devices<<11, faultproxy.DefaultMaxHeldTotal)}
 		if inMemory {
 			b := c.Brokers[k]
 			cfg.Upstream = func(ctx context.Context) (net.Conn, error) {

@@ -1,5 +1,0 @@
-//go:build !unix
-
-package device
-
-const oNoFollow = 0

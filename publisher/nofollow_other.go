@@ -1,5 +1,0 @@
-//go:build !unix
-
-package publisher
-
-const oNoFollow = 0
