@@ -13,6 +13,7 @@ require (
 	github.com/stretchr/testify v1.11.1
 	go.etcd.io/bbolt v1.4.3
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.36.0
 	golang.org/x/term v0.35.0
 	golang.org/x/time v0.14.0
 	gonum.org/v1/plot v0.15.2
@@ -38,7 +39,6 @@ require (
 	golang.org/x/image v0.24.0 // indirect
 	golang.org/x/net v0.44.0 // indirect
 	golang.org/x/sync v0.17.0 // indirect
-	golang.org/x/sys v0.36.0 // indirect
 	golang.org/x/text v0.29.0 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
