@@ -153,8 +153,9 @@ ifneq ($(wildcard cmd/deviceagent/*.go),)
 	  GOOS=linux GOARCH=arm GOARM=7 $(GO) test -c -o $$dir/deviceagent-arm.test ./cmd/deviceagent || exit 1; \
 	  echo "HERDGUARD_AGENT_UNDER='$(QEMU) deviceagent-arm.test' $(GO) test -count=1 -run '^TestSIGKILLLoop' ./cmd/deviceagent"; \
 	  HERDGUARD_AGENT_UNDER="$(QEMU) $$dir/deviceagent-arm.test" $(GO) test -count=1 -run '^TestSIGKILLLoop' ./cmd/deviceagent
-	@# the data directory's and the secret files' refusals fork nothing: the 32-bit test itself under qemu
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) -run 'DataDir|Planted|FIFO|Symlink|SecretFiles' ./cmd/deviceagent
+	@# the refusals (data directory, secret files, flags) fork nothing: the 32-bit test itself under qemu
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) \
+	  -run 'DataDir|Planted|FIFO|Symlink|SecretFiles|Sizes|FlagErrors|UsageAndErrors|MutualTLSFromFiles|RunLogsNoSecret' ./cmd/deviceagent
 endif
 endif
 
