@@ -15,8 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -33,7 +31,18 @@ var (
 	// paho v1.5.1 completes such a publish when it resends it on the next
 	// connection of a persistent session, before any PUBACK. The message may
 	// or may not have arrived: publish it again (package publisher does).
+	// On MQTT 5 it is a publish whose connection ended before its PUBACK
+	// and whose session did not survive to resend it (paho.golang waits
+	// for the resend's PUBACK when it does).
 	ErrUnconfirmed = errors.New("device: publish not confirmed by a PUBACK on its connection")
+	// ErrPublishRefused: an MQTT 5 broker answered a QoS 1 publish with a
+	// PUBACK reason code of 0x80 or more (not authorized, quota exceeded,
+	// ...). The message did not arrive.
+	ErrPublishRefused = errors.New("device: publish refused by the broker")
+	// ErrTooLargeForBroker: the publish is over the Maximum Packet Size the
+	// MQTT 5 broker named in its CONNACK; it was not sent (the broker would
+	// have ended the session for it).
+	ErrTooLargeForBroker = errors.New("device: publish over the broker's maximum packet size")
 )
 
 // DialFunc opens a connection to broker, an endpoint of Config's, for one
@@ -51,6 +60,10 @@ type DialFunc func(ctx context.Context, broker *url.URL) (net.Conn, error)
 // them if they do not change, but a Source must not be shared.
 type Config struct {
 	Broker string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
+	// Protocol is the MQTT version the agent speaks (the zero value,
+	// MQTT311). MQTT 5 needs a build without the nomqtt5 tag; everything
+	// this Config says holds on either.
+	Protocol Protocol
 	// Failover lists more endpoints, in the same forms as Broker. After a
 	// failed attempt or a lost session the next attempt goes to the next
 	// endpoint in turn (Broker, Failover[0], ..., Broker again); a session
@@ -127,6 +140,23 @@ type Config struct {
 	// message only when Publish succeeds still loses nothing.
 	PersistentSession bool
 
+	// SessionExpiry is how long an MQTT 5 broker keeps a PersistentSession
+	// after its connection ends (0 means a day); the broker may grant less,
+	// and the agent takes what it grants. MQTT 3.1.1 has no such field.
+	SessionExpiry time.Duration
+	// RedirectDomains names where an MQTT 5 broker may send the device with
+	// 0x9C (use another server) or 0x9D (server moved) and a Server
+	// Reference, beyond the hosts of Broker and Failover: "example.com"
+	// allows example.com and every name under it. A reference elsewhere is
+	// refused (EventRedirectRefused) and the next attempt goes where it
+	// would have gone. A redirected attempt keeps the endpoint's scheme
+	// (TLS stays TLS, verified against the new host's name), credentials
+	// and the policy's wait.
+	RedirectDomains []string
+	// MaxRedirects bounds the references followed in a row without a
+	// session (0 means 3): a broker cannot keep the device hopping.
+	MaxRedirects int
+
 	// Timing is the reconnect timing (nil: DefaultTiming()). A fleet may share one.
 	Timing *Timing
 	// Clock is the source of time (nil: reconnect.SystemClock).
@@ -145,7 +175,8 @@ type Config struct {
 // LogValue keeps credentials out of any log that prints a Config: URLs
 // are redacted, and each endpoint says whether it is TLS.
 func (c Config) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("broker", redact(c.Broker)), slog.Bool("broker_tls", isTLS(c.Broker))}
+	attrs := []slog.Attr{slog.String("broker", redact(c.Broker)), slog.Bool("broker_tls", isTLS(c.Broker)),
+		slog.String("mqtt", c.Protocol.String())}
 	if len(c.Failover) > 0 {
 		fs := make([]string, len(c.Failover))
 		for i, f := range c.Failover {
@@ -175,23 +206,25 @@ func (c Config) LogValue() slog.Value {
 type EventKind uint8
 
 const (
-	EventConnecting     EventKind = iota + 1 // a connect attempt starts (Attempt)
-	EventConnected                           // the session is up (Attempt)
-	EventAttemptFailed                       // a connect attempt failed (Attempt, Code, Err)
-	EventLost                                // the session ended (Err)
-	EventBackingOff                          // waiting before the next attempt (Attempt, Delay)
-	EventGaveUp                              // the agent stopped retrying (Err)
-	EventConfigApplied                       // a new configuration is in force
-	EventConfigRejected                      // a configuration was refused (Err); the last good one stays
-	EventHandlerPanic                        // a subscription handler panicked (Err); the agent carries on
-	EventPacketTooLarge                      // a packet over MaxIncomingPacket closed the connection (Err: *PacketTooLargeError)
+	EventConnecting      EventKind = iota + 1 // a connect attempt starts (Attempt)
+	EventConnected                            // the session is up (Attempt)
+	EventAttemptFailed                        // a connect attempt failed (Attempt, Code, Err)
+	EventLost                                 // the session ended (Err)
+	EventBackingOff                           // waiting before the next attempt (Attempt, Delay)
+	EventGaveUp                               // the agent stopped retrying (Err)
+	EventConfigApplied                        // a new configuration is in force
+	EventConfigRejected                       // a configuration was refused (Err); the last good one stays
+	EventHandlerPanic                         // a subscription handler panicked (Err); the agent carries on
+	EventPacketTooLarge                       // a packet over MaxIncomingPacket closed the connection (Err: *PacketTooLargeError)
+	EventRedirected                           // an MQTT 5 broker named another server; the next attempt goes there (Endpoint)
+	EventRedirectRefused                      // an MQTT 5 broker named a server the Config does not allow, or one too many (Err)
 )
 
 var eventNames = map[EventKind]string{
 	EventConnecting: "connecting", EventConnected: "connected", EventAttemptFailed: "attempt-failed",
 	EventLost: "lost", EventBackingOff: "backing-off", EventGaveUp: "gave-up",
 	EventConfigApplied: "config-applied", EventConfigRejected: "config-rejected", EventHandlerPanic: "handler-panic",
-	EventPacketTooLarge: "packet-too-large",
+	EventPacketTooLarge: "packet-too-large", EventRedirected: "redirected", EventRedirectRefused: "redirect-refused",
 }
 
 func (k EventKind) String() string { return eventNames[k] }
@@ -292,24 +325,27 @@ type subscription struct {
 // reports its state through channels and a non-blocking event callback. Its
 // methods are safe for concurrent use. The zero value is not usable: use New.
 type Agent struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  reconnect.Clock
-	client paho.Client
-	m      *Machine
-	mMu    sync.Mutex // guards m against SetPolicy from config updates
+	cfg   Config
+	log   *slog.Logger
+	clock reconnect.Clock
+	proto protocol // the MQTT version spoken: paho (3.1.1) or paho.golang (5)
+	m     *Machine
+	mMu   sync.Mutex // guards m against SetPolicy from config updates
 
-	endpoints []*url.URL                // Broker, then Failover (without credentials)
-	names     []string                  // the endpoints as logged
-	endpoint  atomic.Int32              // the one the next attempt goes to
-	wire      atomic.Pointer[guardConn] // the current attempt's connection
-	lost      chan error
+	endpoints []*url.URL   // Broker, then Failover (without credentials)
+	names     []string     // the endpoints as logged
+	endpoint  atomic.Int32 // the one the next attempt goes to
+	// redirected, if set, is where an MQTT 5 broker sent the device: the
+	// next attempt goes there instead, and the session made there stays.
+	redirected atomic.Pointer[url.URL]
+	hops       int                       // references followed since the last session (the loop's alone)
+	wire       atomic.Pointer[guardConn] // the current attempt's connection
+	lost       chan error
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
 	// resend rather than by a PUBACK.
-	conns          atomic.Uint64
-	sessionPresent atomic.Bool     // the last accepted CONNACK's flag
-	runCtx         context.Context // set by Start before the loop; ends attempts
+	conns  atomic.Uint64
+	runCtx context.Context // set by Start before the loop; ends attempts
 
 	connects, losses, attempts, waitNanos atomic.Int64
 
@@ -359,7 +395,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) {
 		a.log.Warn("credentials will cross the network in the clear (AllowPlaintext)", "endpoints", strings.Join(a.names, ", "))
 	}
-	a.client = paho.NewClient(a.pahoOptions())
+	if a.proto, err = newProtocol(a); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -382,6 +420,23 @@ func withDefaults(cfg *Config) error {
 	}
 	if cfg.IncomingQueue < 0 || cfg.IncomingQueueBytes < 0 {
 		return fmt.Errorf("%w: IncomingQueue and IncomingQueueBytes must be >= 0", ErrInvalid)
+	}
+	switch {
+	case cfg.Protocol != MQTT311 && cfg.Protocol != MQTT5:
+		return fmt.Errorf("%w: unknown Protocol %d", ErrInvalid, cfg.Protocol)
+	case cfg.SessionExpiry < 0 || cfg.MaxRedirects < 0:
+		return fmt.Errorf("%w: SessionExpiry and MaxRedirects must be >= 0", ErrInvalid)
+	}
+	for _, d := range cfg.RedirectDomains {
+		if d == "" || strings.ContainsAny(d, "/:@ *") || strings.HasPrefix(d, ".") {
+			return fmt.Errorf("%w: RedirectDomains entry %q is not a domain name (example.com)", ErrInvalid, d)
+		}
+	}
+	if cfg.SessionExpiry == 0 {
+		cfg.SessionExpiry = 24 * time.Hour
+	}
+	if cfg.MaxRedirects == 0 {
+		cfg.MaxRedirects = 3
 	}
 	if cfg.IncomingQueue == 0 {
 		cfg.IncomingQueue = DefaultIncomingQueue
@@ -409,34 +464,6 @@ func withDefaults(cfg *Config) error {
 		cfg.Timing = &t
 	}
 	return nil
-}
-
-// pahoOptions is the paho client the agent drives: paho's own reconnect and
-// retry off, since every connect's timing is the agent's.
-func (a *Agent) pahoOptions() *paho.ClientOptions {
-	cfg := &a.cfg
-	opts := paho.NewClientOptions().AddBroker(a.endpoints[0].String()).SetClientID(cfg.ClientID).
-		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
-		SetAutoReconnect(false).SetConnectRetry(false).
-		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
-		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
-		SetOrderMatters(true).    // each message handed to the inbox in order, by paho's reading goroutine
-		SetAutoAckDisabled(true). // a QoS 1 message acknowledged once its handler has it
-
-		SetCustomOpenConnectionFn(a.open).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			select {
-			case a.lost <- err:
-			default:
-			}
-		})
-	if cfg.Username != "" {
-		opts.SetUsername(cfg.Username)
-	}
-	if cfg.Password != "" {
-		opts.SetPassword(cfg.Password)
-	}
-	return opts
 }
 
 func supportedScheme(s string) bool {
@@ -552,34 +579,6 @@ func security(u *url.URL) string {
 		return "TLS"
 	}
 	return "plaintext"
-}
-
-// open is paho's connection function: dial, and watch for the CONNACK.
-// Stopping the agent aborts the dial, its own or Config.Dial's (through its
-// context), and closes a connection still in its handshake (see
-// connectOnce).
-func (a *Agent) open(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
-	ctx := a.runCtx
-	u := a.endpoints[a.endpoint.Load()] // paho knows only the first
-	var conn net.Conn
-	var err error
-	if a.cfg.Dial != nil {
-		dctx, cancel := context.WithTimeout(ctx, o.ConnectTimeout)
-		conn, err = a.cfg.Dial(dctx, u)
-		cancel()
-	} else {
-		conn, err = dialURL(ctx, u, o.ConnectTimeout, a.cfg.TLS)
-	}
-	if err != nil {
-		return nil, err
-	}
-	s := newGuardConn(conn, a.cfg.MaxIncomingPacket)
-	a.wire.Store(s)
-	if err := ctx.Err(); err != nil { // stopped while dialling: connectOnce may have missed this conn
-		conn.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // Start launches the session loop; the first attempt waits inside the boot
@@ -712,12 +711,12 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
 		case KindConnect:
-			endpoint := a.names[a.endpoint.Load()]
+			endpoint := a.targetName()
 			a.emit(Event{Kind: EventConnecting, Attempt: int(s.Attempt), Endpoint: endpoint})
 			a.attempts.Add(1)
-			r := a.connectOnce(ctx)
+			r := a.proto.connect(ctx)
 			if ctx.Err() != nil {
-				a.disconnect()
+				a.proto.disconnect()
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
@@ -725,19 +724,25 @@ func (a *Agent) run(ctx context.Context) {
 			if r.Code != 0 || r.Err != nil {
 				a.emit(Event{Kind: EventAttemptFailed, Attempt: int(s.Attempt), Code: r.Code, Err: r.Err, Endpoint: endpoint})
 				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
-				a.nextEndpoint()
+				if !a.followRedirect(r.Err) {
+					a.nextEndpoint()
+				}
+			} else {
+				a.hops = 0
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
-			cause, stopped := a.session(ctx, int(s.Attempt), a.sessionPresent.Load())
+			cause, stopped := a.session(ctx, int(s.Attempt), a.proto.sessionPresent())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
-			a.nextEndpoint()
+			if !a.followRedirect(cause) {
+				a.nextEndpoint()
+			}
 			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
 		case KindStop:
-			a.disconnect()
+			a.proto.disconnect()
 			a.emit(Event{Kind: EventGaveUp, Attempt: int(s.Attempt), Err: s.Err})
 			a.log.Error("giving up", "error", s.Err)
 			final = s.Err
@@ -759,14 +764,14 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	a.mu.Lock()
 	close(a.up)
 	a.mu.Unlock()
-	endpoint := a.names[a.endpoint.Load()]
+	endpoint := a.targetName()
 	if m := a.cfg.Metrics; m != nil {
 		m.SessionUp()
 		defer func() { m.SessionDown(!stopped) }()
 	}
 	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed, Endpoint: endpoint})
 	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint,
-		"tls", tlsScheme(a.endpoints[a.endpoint.Load()].Scheme))
+		"tls", tlsScheme(a.target().Scheme))
 
 	select {
 	case cause = <-a.lost:
@@ -782,7 +787,7 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	}
 	a.mu.Unlock()
 	if stopped {
-		a.disconnect()
+		a.proto.disconnect()
 		return nil, true
 	}
 	if v := a.oversized(); v != nil {
@@ -846,99 +851,32 @@ func (a *Agent) countAttempt(r Result) {
 	}
 }
 
-// nextEndpoint sends the next attempt to the next endpoint in turn.
+// nextEndpoint sends the next attempt to the next endpoint in turn (and
+// no longer where a broker redirected the last).
 func (a *Agent) nextEndpoint() {
+	a.redirected.Store(nil)
 	a.endpoint.Store((a.endpoint.Load() + 1) % int32(len(a.endpoints)))
 }
 
-// paho's answers to a Connect made while its status has not settled: a failed
-// connect's token completes before its status returns to disconnected, and
-// after a zombie CONNACK its own teardown can race the agent's Disconnect.
-const (
-	statusNotDisconnected = "status can only transition to connecting from disconnected"
-	statusStillConnected  = "status is already connected or reconnecting"
-)
-
-// connectOnce makes one attempt and reads its outcome, trusting the CONNACK
-// byte on the wire over paho's token. If ctx ends first the attempt is cut
-// short: its socket is closed, which fails paho's handshake at once, and
-// connectOnce still waits for paho to finish with it, so no paho goroutine
-// outlives the agent and a connect that won the race is disconnected by the
-// caller.
-func (a *Agent) connectOnce(ctx context.Context) Result {
-	select { // a loss report from an earlier session is stale now
+// newAttempt readies the agent for a connect attempt: a loss reported of
+// an earlier session is stale, and the attempt is counted before it can
+// complete anything (a resend may complete older publishes).
+func (a *Agent) newAttempt() {
+	select {
 	case <-a.lost:
 	default:
 	}
-	a.conns.Add(1) // before Connect: paho's resend may complete older publishes
+	a.conns.Add(1)
 	a.wire.Store(nil)
-	var tok paho.Token
-	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
-	for {
-		tok = a.client.Connect()
-		select { // never overlap two connects
-		case <-tok.Done():
-		case <-ctx.Done():
-			if s := a.wire.Load(); s != nil {
-				s.Conn.Close()
-			}
-			<-tok.Done() // prompt now: a TCP/TLS dial watches ctx too
-		}
-		err := tok.Error()
-		if err == nil || time.Now().After(settle) || ctx.Err() != nil {
-			break
-		}
-		msg := err.Error()
-		if msg != statusStillConnected && msg != statusNotDisconnected {
-			break // a real attempt that failed
-		}
-		if msg == statusStillConnected {
-			a.client.Disconnect(0)
-		}
-		time.Sleep(time.Millisecond) // paho's status settles in microseconds
-	}
-	code := NoConnack
-	if s := a.wire.Load(); s != nil {
-		code = s.connackCode()
-	}
-	err := tok.Error()
-	if v := a.oversized(); v != nil && err != nil {
-		return Result{Code: NoConnack, Err: v}
-	}
-	if v := a.brokeProtocol(); v != nil {
-		if err == nil {
-			a.client.Disconnect(0) // paho called it a session: the wire says otherwise
-		}
-		return Result{Code: NoConnack, Err: v}
-	}
-	switch {
-	case err == nil && code > 0:
-		// The zombie: paho calls it connected, the broker refused it.
-		a.client.Disconnect(0)
-		return Result{Code: code, Err: &ConnackError{Code: code, Err: errPahoZombie}}
-	case err == nil:
-		a.sessionPresent.Store(tok.(*paho.ConnectToken).SessionPresent())
-		return Result{Code: 0}
-	}
-	if code == NoConnack {
-		if rc := int(tok.(*paho.ConnectToken).ReturnCode()); rc > 0 && rc < 6 {
-			code = rc
-		}
-	}
-	if code > 0 {
-		err = &ConnackError{Code: code, Err: err}
-	}
-	return Result{Code: code, Err: err}
 }
 
-// errPahoZombie is the transport's word on a refusal paho v1.5.1 reports
-// as a session: a CONNACK code it does not know.
-var errPahoZombie = errors.New("paho reports it as a successful connect")
-
-func (a *Agent) disconnect() {
-	if a.client.IsConnectionOpen() {
-		a.client.Disconnect(250)
+// wireGone is closed when the current connection closes: a message it
+// brought that waits for the inbox gives up then. nil if there is none.
+func (a *Agent) wireGone() <-chan struct{} {
+	if w := a.wire.Load(); w != nil {
+		return w.closed // the message came on it: paho reads one connection at a time
 	}
+	return nil
 }
 
 // Subscribe registers handler for topic. The subscription is made now if the
@@ -954,29 +892,7 @@ func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler H
 	if !online {
 		return nil
 	}
-	return a.subscribe(ctx, topic, subscription{qos: qos, handler: handler})
-}
-
-func (a *Agent) subscribe(ctx context.Context, topic string, s subscription) error {
-	tok := a.client.Subscribe(topic, s.qos, func(_ paho.Client, msg paho.Message) {
-		var gone <-chan struct{}
-		if w := a.wire.Load(); w != nil {
-			gone = w.closed // the message came on it: paho reads one connection at a time
-		}
-		a.inbox.put(delivery{handler: s.handler, msg: msg}, gone)
-	})
-	select {
-	case <-tok.Done():
-		if err := tok.Error(); err != nil {
-			return err
-		}
-		if st, ok := tok.(*paho.SubscribeToken); ok && st.Result()[topic] == 0x80 {
-			return fmt.Errorf("%w: %s", ErrSubscriptionRefused, topic)
-		}
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return a.proto.subscribe(ctx, topic, subscription{qos: qos, handler: handler})
 }
 
 // deliver runs a message's handler, then acknowledges the message.
@@ -984,20 +900,45 @@ func (a *Agent) deliver(d delivery) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err := fmt.Errorf("device: handler for %q panicked: %v", d.msg.Topic(), r)
-				a.log.Error("handler panicked", "topic", d.msg.Topic(), "panic", r)
+				err := fmt.Errorf("device: handler for %q panicked: %v", d.topic, r)
+				a.log.Error("handler panicked", "topic", d.topic, "panic", r)
 				a.emit(Event{Kind: EventHandlerPanic, Err: err})
 			}
 		}()
-		d.handler(d.msg.Topic(), d.msg.Payload())
+		d.handler(d.topic, d.payload)
 	}()
-	d.msg.Ack() // a panicking handler's message too: sent again, it would panic again
+	d.ack() // a panicking handler's message too: sent again, it would panic again
 }
 
 // heldBack tells Metrics of a hold of the incoming queue.
 func (a *Agent) heldBack(d time.Duration) {
 	if m, ok := a.cfg.Metrics.(BackPressureCounter); ok {
 		m.BackPressure(d)
+	}
+}
+
+// handlerFor is the handler for a message on topic: that of the one
+// subscription it matches, or one that calls each of several in turn, as
+// paho's router does on 3.1.1; nil if none matches.
+func (a *Agent) handlerFor(topic string) Handler {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var hs []Handler
+	for filter, s := range a.subs {
+		if topicMatches(filter, topic) {
+			hs = append(hs, s.handler)
+		}
+	}
+	switch len(hs) {
+	case 0:
+		return nil
+	case 1:
+		return hs[0]
+	}
+	return func(topic string, payload []byte) {
+		for _, h := range hs {
+			h(topic, payload)
+		}
 	}
 }
 
@@ -1016,7 +957,7 @@ func (a *Agent) restoreSubscriptions() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ConnectTimeout)
 	defer cancel()
 	for topic, s := range subs {
-		if err := a.subscribe(ctx, topic, s); err != nil {
+		if err := a.proto.subscribe(ctx, topic, s); err != nil {
 			a.log.Warn("could not restore subscription", "topic", topic, "error", err)
 		}
 	}
@@ -1034,18 +975,5 @@ func (a *Agent) Publish(ctx context.Context, topic string, qos byte, retained bo
 	if !a.Connected() {
 		return ErrNotConnected
 	}
-	tok := a.client.Publish(topic, qos, retained, payload)
-	select {
-	case <-tok.Done():
-		err := tok.Error()
-		switch {
-		case errors.Is(err, paho.ErrNotConnected):
-			return ErrNotConnected
-		case err == nil && qos > 0 && a.conns.Load() != conn:
-			return ErrUnconfirmed
-		}
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return a.proto.publish(ctx, conn, topic, qos, retained, payload)
 }

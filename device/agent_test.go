@@ -36,6 +36,29 @@ type rig struct {
 	events chan device.Event
 }
 
+// protocolsBuilt are the protocols this build speaks (v5_test.go adds
+// MQTT 5 unless the nomqtt5 tag leaves it out).
+var protocolsBuilt = []device.Protocol{device.MQTT311}
+
+// bothProtocols runs f on MQTT 3.1.1 and on MQTT 5: what the agent
+// promises holds on either.
+func bothProtocols(t *testing.T, f func(t *testing.T, p device.Protocol)) {
+	for _, p := range protocolsBuilt {
+		t.Run("mqtt"+p.String(), func(t *testing.T) { f(t, p) })
+	}
+}
+
+// newRigP is newRig speaking protocol p.
+func newRigP(t *testing.T, p device.Protocol, bcfg testbroker.Config, mod func(*device.Config)) *rig {
+	t.Helper()
+	return newRig(t, bcfg, func(c *device.Config) {
+		c.Protocol = p
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
 func newRig(t *testing.T, bcfg testbroker.Config, mod func(*device.Config)) *rig {
 	t.Helper()
 	b, err := testbroker.New(bcfg)
@@ -118,65 +141,71 @@ func (r *rig) bootAndConnect() {
 }
 
 func TestAgentConnectsAfterBootSpreadOverEveryTransport(t *testing.T) {
-	for name, cfg := range map[string]testbroker.Config{
-		"mem":  {Transport: testbroker.Memory},
-		"tcp":  {},
-		"tls":  {Transport: testbroker.TLS},
-		"mtls": {Transport: testbroker.TLS, MutualTLS: true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			r := newRig(t, cfg, nil)
-			boot := r.next(device.EventBackingOff)
-			assert.Positive(t, boot.Delay)
-			assert.Less(t, boot.Delay, 10*time.Second)
-			assert.Zero(t, r.broker.Recorder().Counts().Attempts, "no attempt before the boot wait ends")
-			_, err := r.clock.AdvanceToNext(bound)
-			require.NoError(t, err)
-			r.next(device.EventConnected)
-			assert.True(t, r.agent.Connected())
-			assert.Equal(t, 1, r.broker.Connected())
-			s := r.agent.Stats()
-			assert.Equal(t, int64(1), s.Connects)
-			assert.Equal(t, int64(1), s.Attempts)
-			assert.Equal(t, boot.Delay, s.Waiting)
-		})
-	}
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		for name, cfg := range map[string]testbroker.Config{
+			"mem":  {Transport: testbroker.Memory},
+			"tcp":  {},
+			"tls":  {Transport: testbroker.TLS},
+			"mtls": {Transport: testbroker.TLS, MutualTLS: true},
+		} {
+			t.Run(name, func(t *testing.T) {
+				r := newRigP(t, proto, cfg, nil)
+				boot := r.next(device.EventBackingOff)
+				assert.Positive(t, boot.Delay)
+				assert.Less(t, boot.Delay, 10*time.Second)
+				assert.Zero(t, r.broker.Recorder().Counts().Attempts, "no attempt before the boot wait ends")
+				_, err := r.clock.AdvanceToNext(bound)
+				require.NoError(t, err)
+				r.next(device.EventConnected)
+				assert.True(t, r.agent.Connected())
+				assert.Equal(t, 1, r.broker.Connected())
+				s := r.agent.Stats()
+				assert.Equal(t, int64(1), s.Connects)
+				assert.Equal(t, int64(1), s.Attempts)
+				assert.Equal(t, boot.Delay, s.Waiting)
+			})
+		}
+	})
 }
 
 func TestFirstReconnectAfterDropIsNotBeforeOneSecond(t *testing.T) {
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-	r.bootAndConnect()
-	r.clock.Advance(2 * time.Minute) // stable
-	require.Equal(t, 1, r.broker.DropAll())
-	r.next(device.EventLost)
-	e := r.next(device.EventBackingOff)
-	assert.GreaterOrEqual(t, e.Delay, time.Second)
-	assert.Less(t, e.Delay, 2*time.Second)
-	p, err := r.clock.WaitTimers(1, bound)
-	require.NoError(t, err)
-	r.clock.Advance(p[0] - time.Millisecond)
-	assert.Equal(t, 1, r.broker.Recorder().Counts().Attempts, "nothing before the wait ends")
-	r.clock.Advance(time.Millisecond)
-	r.next(device.EventConnected)
-	assert.Equal(t, 2, r.broker.Recorder().Counts().Attempts)
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, nil)
+		r.bootAndConnect()
+		r.clock.Advance(2 * time.Minute) // stable
+		require.Equal(t, 1, r.broker.DropAll())
+		r.next(device.EventLost)
+		e := r.next(device.EventBackingOff)
+		assert.GreaterOrEqual(t, e.Delay, time.Second)
+		assert.Less(t, e.Delay, 2*time.Second)
+		w, err := r.clock.WaitTimers(1, bound)
+		require.NoError(t, err)
+		r.clock.Advance(w[0] - time.Millisecond)
+		assert.Equal(t, 1, r.broker.Recorder().Counts().Attempts, "nothing before the wait ends")
+		r.clock.Advance(time.Millisecond)
+		r.next(device.EventConnected)
+		assert.Equal(t, 2, r.broker.Recorder().Counts().Attempts)
+	})
 }
 
 func TestFlappingBrokerMeetsGrowingWaitsOverTCP(t *testing.T) {
-	r := newRig(t, testbroker.Config{}, nil)
-	r.bootAndConnect()
-	require.NoError(t, r.broker.SetFlapping(20*time.Millisecond))
-	require.Equal(t, 1, r.broker.DropAll())
-	var waits []time.Duration
-	for i := 0; i < 5; i++ {
-		r.next(device.EventLost)
-		waits = append(waits, r.advanceWait())
-		r.next(device.EventConnected)
-	}
-	for i, w := range waits {
-		low := time.Duration(1<<i) * time.Second
-		assert.GreaterOrEqual(t, w, low, "wait %d", i)
-		assert.Less(t, w, low+time.Second, "wait %d", i)
-	}
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{}, nil)
+		r.bootAndConnect()
+		require.NoError(t, r.broker.SetFlapping(20*time.Millisecond))
+		require.Equal(t, 1, r.broker.DropAll())
+		var waits []time.Duration
+		for i := 0; i < 5; i++ {
+			r.next(device.EventLost)
+			waits = append(waits, r.advanceWait())
+			r.next(device.EventConnected)
+		}
+		for i, w := range waits {
+			low := time.Duration(1<<i) * time.Second
+			assert.GreaterOrEqual(t, w, low, "wait %d", i)
+			assert.Less(t, w, low+time.Second, "wait %d", i)
+		}
+	})
 }
 
 func TestRefusalCodesAgainstBroker(t *testing.T) {
@@ -235,119 +264,127 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 }
 
 func TestRetryCapEndsWithDocumentedError(t *testing.T) {
-	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 2})
-	require.NoError(t, err)
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-		tm := device.DefaultTiming()
-		tm.Policy = p
-		c.Timing = &tm
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 2})
+		require.NoError(t, err)
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+			tm := device.DefaultTiming()
+			tm.Policy = p
+			c.Timing = &tm
+		})
+		r.broker.BeginOutage()
+		for i := 0; i < 3; i++ {
+			r.advanceWait()
+			r.next(device.EventAttemptFailed)
+		}
+		e := r.next(device.EventGaveUp)
+		assert.ErrorIs(t, e.Err, device.ErrGaveUp)
+		select {
+		case <-r.agent.Done():
+		case <-time.After(bound):
+			t.Fatal("agent did not stop")
+		}
+		assert.ErrorIs(t, r.agent.Err(), device.ErrGaveUp)
+		assert.Equal(t, int64(3), r.agent.Stats().Attempts)
 	})
-	r.broker.BeginOutage()
-	for i := 0; i < 3; i++ {
-		r.advanceWait()
-		r.next(device.EventAttemptFailed)
-	}
-	e := r.next(device.EventGaveUp)
-	assert.ErrorIs(t, e.Err, device.ErrGaveUp)
-	select {
-	case <-r.agent.Done():
-	case <-time.After(bound):
-		t.Fatal("agent did not stop")
-	}
-	assert.ErrorIs(t, r.agent.Err(), device.ErrGaveUp)
-	assert.Equal(t, int64(3), r.agent.Stats().Attempts)
 }
 
 func TestSubscriptionsComeBackAndPanicsAreContained(t *testing.T) {
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-	got := make(chan string, 10)
-	ctx := context.Background()
-	require.NoError(t, r.agent.Subscribe(ctx, "cmd/dev-1", 1, func(_ string, p []byte) {
-		if string(p) == "boom" {
-			panic("bad command")
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, nil)
+		got := make(chan string, 10)
+		ctx := context.Background()
+		require.NoError(t, r.agent.Subscribe(ctx, "cmd/dev-1", 1, func(_ string, p []byte) {
+			if string(p) == "boom" {
+				panic("bad command")
+			}
+			got <- string(p)
+		}))
+		r.bootAndConnect()
+
+		var sender paho.Client
+		connectSender := func() {
+			sender = paho.NewClient(r.broker.ClientOptions("sender"))
+			tok := sender.Connect()
+			require.True(t, tok.WaitTimeout(bound))
+			require.NoError(t, tok.Error())
+			t.Cleanup(func() { sender.Disconnect(0) })
 		}
-		got <- string(p)
-	}))
-	r.bootAndConnect()
-
-	var sender paho.Client
-	connectSender := func() {
-		sender = paho.NewClient(r.broker.ClientOptions("sender"))
-		tok := sender.Connect()
-		require.True(t, tok.WaitTimeout(bound))
-		require.NoError(t, tok.Error())
-		t.Cleanup(func() { sender.Disconnect(0) })
-	}
-	connectSender()
-	send := func(msg string) {
-		tok := sender.Publish("cmd/dev-1", 1, false, msg)
-		require.True(t, tok.WaitTimeout(bound))
-		require.NoError(t, tok.Error())
-	}
-	receive := func(want string) {
-		select {
-		case m := <-got:
-			assert.Equal(t, want, m)
-		case <-time.After(bound):
-			t.Fatalf("did not receive %q", want)
+		connectSender()
+		send := func(msg string) {
+			tok := sender.Publish("cmd/dev-1", 1, false, msg)
+			require.True(t, tok.WaitTimeout(bound))
+			require.NoError(t, tok.Error())
 		}
-	}
-	send("one") // AwaitConnection returned, so the subscription is in place
-	receive("one")
+		receive := func(want string) {
+			select {
+			case m := <-got:
+				assert.Equal(t, want, m)
+			case <-time.After(bound):
+				t.Fatalf("did not receive %q", want)
+			}
+		}
+		send("one") // AwaitConnection returned, so the subscription is in place
+		receive("one")
 
-	send("boom")
-	assert.Contains(t, r.next(device.EventHandlerPanic).Err.Error(), "bad command")
+		send("boom")
+		assert.Contains(t, r.next(device.EventHandlerPanic).Err.Error(), "bad command")
 
-	r.clock.Advance(2 * time.Minute)
-	r.broker.DropAll()
-	r.next(device.EventLost)
-	r.advanceWait()
-	r.next(device.EventConnected)
-	connectSender() // DropAll dropped the sender too
-	send("two")
-	receive("two")
+		r.clock.Advance(2 * time.Minute)
+		r.broker.DropAll()
+		r.next(device.EventLost)
+		r.advanceWait()
+		r.next(device.EventConnected)
+		connectSender() // DropAll dropped the sender too
+		send("two")
+		receive("two")
+	})
 }
 
 func TestPublishNeedsSession(t *testing.T) {
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-	ctx := context.Background()
-	assert.ErrorIs(t, r.agent.Publish(ctx, "t", 1, false, []byte("x")), device.ErrNotConnected)
-	r.bootAndConnect()
-	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("x")))
-	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, nil)
+		ctx := context.Background()
+		assert.ErrorIs(t, r.agent.Publish(ctx, "t", 1, false, []byte("x")), device.ErrNotConnected)
+		r.bootAndConnect()
+		require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("x")))
+		require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+	})
 }
 
 func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	var cfgSeen device.Config
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-		c.Username, c.Password = "device-user", "s3cret-pw"
-		c.AllowPlaintext = true // the in-memory transport
-		c.Logger = logger
-		tm := device.DefaultTiming()
-		tm.Credentials = device.CredentialsArePermanent
-		c.Timing = &tm
-		cfgSeen = *c
-	})
-	require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
-	r.advanceWait()
-	failed := r.next(device.EventAttemptFailed)
-	gaveUp := r.next(device.EventGaveUp)
-	<-r.agent.Done()
-	logger.Info("agent config", "cfg", cfgSeen) // what a firmware author would log
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		var logs bytes.Buffer
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		var cfgSeen device.Config
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+			c.Username, c.Password = "device-user", "s3cret-pw"
+			c.AllowPlaintext = true // the in-memory transport
+			c.Logger = logger
+			tm := device.DefaultTiming()
+			tm.Credentials = device.CredentialsArePermanent
+			c.Timing = &tm
+			cfgSeen = *c
+		})
+		require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
+		r.advanceWait()
+		failed := r.next(device.EventAttemptFailed)
+		gaveUp := r.next(device.EventGaveUp)
+		<-r.agent.Done()
+		logger.Info("agent config", "cfg", cfgSeen) // what a firmware author would log
 
-	for _, err := range []error{failed.Err, gaveUp.Err, r.agent.Err()} {
-		require.Error(t, err)
-		assert.NotContains(t, err.Error(), "s3cret-pw")
-	}
-	assert.ErrorIs(t, r.agent.Err(), device.ErrRefused)
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Contains(t, logs.String(), "connect failed", "the refusal was logged")
-	assert.Contains(t, logs.String(), "password_set=true")
-	assert.NotContains(t, logs.String(), "s3cret-pw")
+		for _, err := range []error{failed.Err, gaveUp.Err, r.agent.Err()} {
+			require.Error(t, err)
+			assert.NotContains(t, err.Error(), "s3cret-pw")
+		}
+		assert.ErrorIs(t, r.agent.Err(), device.ErrRefused)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Contains(t, logs.String(), "connect failed", "the refusal was logged")
+		assert.Contains(t, logs.String(), "password_set=true")
+		assert.NotContains(t, logs.String(), "s3cret-pw")
+	})
 }
 
 type syncWriter struct {
@@ -362,14 +399,16 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 }
 
 func TestStopIsCleanAndBounded(t *testing.T) {
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-	r.bootAndConnect()
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	require.NoError(t, r.agent.Stop(ctx))
-	assert.ErrorIs(t, r.agent.Err(), device.ErrStopped)
-	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
-	assert.True(t, strings.Contains(r.agent.Err().Error(), "stopped"))
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, nil)
+		r.bootAndConnect()
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		require.NoError(t, r.agent.Stop(ctx))
+		assert.ErrorIs(t, r.agent.Err(), device.ErrStopped)
+		require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Connected == 0 }))
+		assert.True(t, strings.Contains(r.agent.Err().Error(), "stopped"))
+	})
 }
 
 func TestNewRejectsBadConfig(t *testing.T) {
@@ -427,129 +466,144 @@ func newSilentBroker(t *testing.T) *silentBroker {
 // rather than waiting out its 30 s timeout; goleak (TestMain) checks that
 // nothing of the abandoned attempt is left running.
 func TestStopMidConnectToSilentBroker(t *testing.T) {
-	sb := newSilentBroker(t)
-	clock := fakeclock.New(t0)
-	events := make(chan device.Event, 100)
-	tm := device.DefaultTiming()
-	a, err := device.New(device.Config{Broker: "tcp://" + sb.ln.Addr().String(), ClientID: "dev-s", Timing: &tm,
-		Clock: clock, Source: rand.NewPCG(1, 1), ConnectTimeout: 30 * time.Second,
-		OnEvent: func(e device.Event) { events <- e }})
-	require.NoError(t, err)
-	require.NoError(t, a.Start(context.Background()))
-	_, err = clock.AdvanceToNext(bound) // the boot spread
-	require.NoError(t, err)
-	select {
-	case c := <-sb.accepted:
-		sb.accepted <- c // closed at cleanup
-	case <-time.After(bound):
-		t.Fatal("the agent never reached the broker")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	start := time.Now()
-	require.NoError(t, a.Stop(ctx), "Stop must not wait out the connect timeout")
-	t.Logf("Stop mid-connect returned after %v", time.Since(start))
-	assert.ErrorIs(t, a.Err(), device.ErrStopped)
-	assert.Equal(t, int64(0), a.Stats().Connects)
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		sb := newSilentBroker(t)
+		clock := fakeclock.New(t0)
+		events := make(chan device.Event, 100)
+		tm := device.DefaultTiming()
+		a, err := device.New(device.Config{Broker: "tcp://" + sb.ln.Addr().String(), ClientID: "dev-s", Timing: &tm,
+			Clock: clock, Source: rand.NewPCG(1, 1), ConnectTimeout: 30 * time.Second,
+			OnEvent: func(e device.Event) { events <- e }})
+		require.NoError(t, err)
+		require.NoError(t, a.Start(context.Background()))
+		_, err = clock.AdvanceToNext(bound) // the boot spread
+		require.NoError(t, err)
+		select {
+		case c := <-sb.accepted:
+			sb.accepted <- c // closed at cleanup
+		case <-time.After(bound):
+			t.Fatal("the agent never reached the broker")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		require.NoError(t, a.Stop(ctx), "Stop must not wait out the connect timeout")
+		t.Logf("Stop mid-connect returned after %v", time.Since(start))
+		assert.ErrorIs(t, a.Err(), device.ErrStopped)
+		assert.Equal(t, int64(0), a.Stats().Connects)
+	})
 }
 
 // TestPersistentSessionPublishNeedsItsPUBACK: a QoS 1 publish the broker
 // never acknowledged is in flight when the broker restarts; the agent comes
 // back on the resumed session, paho resends the message and completes the
 // original publish before any PUBACK for it. Publish must not report that as
-// a success.
+// a success. On MQTT 5 paho.golang waits for the resend's PUBACK, and
+// Publish succeeds with it.
 func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
-	r := newRig(t, testbroker.Config{}, func(c *device.Config) { c.PersistentSession = true })
-	r.advanceWait()
-	first := r.next(device.EventConnected)
-	assert.False(t, first.SessionPresent)
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		r := newRigP(t, proto, testbroker.Config{}, func(c *device.Config) { c.PersistentSession = true })
+		r.advanceWait()
+		first := r.next(device.EventConnected)
+		assert.False(t, first.SessionPresent)
 
-	r.broker.DropPublishes(true)
-	published := make(chan error, 1)
-	go func() {
-		published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
-	}()
-	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
-	r.broker.BeginOutage() // the broker restarts
-	r.next(device.EventLost)
-	r.broker.DropPublishes(false)
-	require.NoError(t, r.broker.EndOutage())
-	r.advanceWait()
-	again := r.next(device.EventConnected)
-	assert.True(t, again.SessionPresent, "the broker resumed the session")
+		r.broker.DropPublishes(true)
+		published := make(chan error, 1)
+		go func() {
+			published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
+		}()
+		require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
+		r.broker.BeginOutage() // the broker restarts
+		r.next(device.EventLost)
+		r.broker.DropPublishes(false)
+		require.NoError(t, r.broker.EndOutage())
+		r.advanceWait()
+		again := r.next(device.EventConnected)
+		assert.True(t, again.SessionPresent, "the broker resumed the session")
 
-	select {
-	case err := <-published:
-		assert.ErrorIs(t, err, device.ErrUnconfirmed)
-	case <-time.After(bound):
-		t.Fatal("paho never completed the resent publish")
-	}
-	// paho's resend did reach the broker on the resumed session.
-	require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
-	// A publish on a live connection still succeeds.
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("acknowledged")))
+		select {
+		case err := <-published:
+			if proto == device.MQTT5 {
+				// paho.golang completes the publish with the PUBACK of its
+				// resend: a real acknowledgement.
+				assert.NoError(t, err)
+				break
+			}
+			assert.ErrorIs(t, err, device.ErrUnconfirmed)
+		case <-time.After(bound):
+			t.Fatal("paho never completed the resent publish")
+		}
+		// paho's resend did reach the broker on the resumed session.
+		require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
+		// A publish on a live connection still succeeds.
+		ctx, cancel := context.WithTimeout(context.Background(), bound)
+		defer cancel()
+		require.NoError(t, r.agent.Publish(ctx, "telemetry/dev-1", 1, false, []byte("acknowledged")))
+	})
 }
 
 // A path that goes silent without a reset (a NAT that forgot the
 // connection) is noticed through the keepalive alone; the attempts made
 // into the silence time out, and the agent is back once it ends.
 func TestSilentPathIsNoticedThroughKeepalive(t *testing.T) {
-	var proxy *faultproxy.Proxy
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-		dial := c.Dial
-		var err error
-		proxy, err = faultproxy.New(faultproxy.Config{Upstream: func(ctx context.Context) (net.Conn, error) {
-			ctx, cancel := context.WithTimeout(ctx, bound)
-			defer cancel()
-			return dial(ctx, nil)
-		}})
-		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, proxy.Close()) })
-		c.Dial = func(ctx context.Context, _ *url.URL) (net.Conn, error) { return proxy.Dial(ctx) }
-		c.KeepAlive, c.PingTimeout, c.ConnectTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		var proxy *faultproxy.Proxy
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+			dial := c.Dial
+			var err error
+			proxy, err = faultproxy.New(faultproxy.Config{Upstream: func(ctx context.Context) (net.Conn, error) {
+				ctx, cancel := context.WithTimeout(ctx, bound)
+				defer cancel()
+				return dial(ctx, nil)
+			}})
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, proxy.Close()) })
+			c.Dial = func(ctx context.Context, _ *url.URL) (net.Conn, error) { return proxy.Dial(ctx) }
+			c.KeepAlive, c.PingTimeout, c.ConnectTimeout = time.Second, 500*time.Millisecond, 500*time.Millisecond
+		})
+		r.bootAndConnect()
+		proxy.BeginBlackhole()
+		lost := r.next(device.EventLost)
+		assert.Error(t, lost.Err, "noticed by the missing PINGRESP")
+		r.advanceWait()
+		r.next(device.EventAttemptFailed) // into the silence: the connect times out
+		proxy.EndBlackhole()
+		r.advanceWait()
+		r.next(device.EventConnected)
+		assert.Equal(t, 1, r.broker.Connected())
 	})
-	r.bootAndConnect()
-	proxy.BeginBlackhole()
-	lost := r.next(device.EventLost)
-	assert.Error(t, lost.Err, "noticed by the missing PINGRESP")
-	r.advanceWait()
-	r.next(device.EventAttemptFailed) // into the silence: the connect times out
-	proxy.EndBlackhole()
-	r.advanceWait()
-	r.next(device.EventConnected)
-	assert.Equal(t, 1, r.broker.Connected())
 }
 
 // After a loss the next attempt goes to the next endpoint, after the
 // policy's wait: the device moves to the survivor on its usual schedule.
 func TestFailoverMovesToTheNextEndpointAfterTheWait(t *testing.T) {
-	standby, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory, Addr: "standby"})
-	require.NoError(t, err)
-	t.Cleanup(func() { standby.Close() })
-	var primary *testbroker.Broker
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-		c.Failover = []string{standby.URL()}
-		c.Dial = func(ctx context.Context, u *url.URL) (net.Conn, error) {
-			if u.String() == standby.URL() {
-				return standby.DialContext(ctx, u)
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		standby, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory, Addr: "standby"})
+		require.NoError(t, err)
+		t.Cleanup(func() { standby.Close() })
+		var primary *testbroker.Broker
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
+			c.Failover = []string{standby.URL()}
+			c.Dial = func(ctx context.Context, u *url.URL) (net.Conn, error) {
+				if u.String() == standby.URL() {
+					return standby.DialContext(ctx, u)
+				}
+				return primary.DialContext(ctx, u)
 			}
-			return primary.DialContext(ctx, u)
-		}
+		})
+		primary = r.broker
+		r.bootAndConnect()
+		assert.Equal(t, 1, primary.Connected())
+		r.clock.Advance(2 * time.Minute) // stable
+		primary.BeginOutage()            // and it never comes back
+		r.next(device.EventLost)
+		wait := r.advanceWait()
+		assert.GreaterOrEqual(t, wait, time.Second, "the policy's wait, failover or not")
+		e := r.next(device.EventConnected)
+		assert.Equal(t, standby.URL(), e.Endpoint)
+		assert.Equal(t, 1, standby.Connected())
+		assert.Zero(t, primary.Recorder().Counts().Attempts-1, "no attempt went back to the dead primary")
 	})
-	primary = r.broker
-	r.bootAndConnect()
-	assert.Equal(t, 1, primary.Connected())
-	r.clock.Advance(2 * time.Minute) // stable
-	primary.BeginOutage()            // and it never comes back
-	r.next(device.EventLost)
-	wait := r.advanceWait()
-	assert.GreaterOrEqual(t, wait, time.Second, "the policy's wait, failover or not")
-	e := r.next(device.EventConnected)
-	assert.Equal(t, standby.URL(), e.Endpoint)
-	assert.Equal(t, 1, standby.Connected())
-	assert.Zero(t, primary.Recorder().Counts().Attempts-1, "no attempt went back to the dead primary")
 }
 
 func TestFailoverURLsAreValidated(t *testing.T) {
@@ -601,24 +655,26 @@ func (c *counts) get() (map[device.AttemptOutcome]int, int) {
 }
 
 func TestMetricsCountAttemptsAndSessions(t *testing.T) {
-	m := &counts{outcomes: map[device.AttemptOutcome]int{}}
-	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) { c.Metrics = m })
-	r.bootAndConnect()
-	got, up := m.get()
-	assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1}, got)
-	assert.Equal(t, 1, up)
-	require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
-	r.broker.DropAll()
-	r.next(device.EventLost)
-	r.advanceWait()
-	r.next(device.EventAttemptFailed)
-	r.broker.BeginOutage()
-	r.advanceWait()
-	r.next(device.EventAttemptFailed)
-	got, up = m.get()
-	assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1, device.AttemptRefused: 1, device.AttemptFailed: 1}, got)
-	assert.Zero(t, up, "the session ended")
-	assert.Equal(t, 1, m.lost)
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		m := &counts{outcomes: map[device.AttemptOutcome]int{}}
+		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) { c.Metrics = m })
+		r.bootAndConnect()
+		got, up := m.get()
+		assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1}, got)
+		assert.Equal(t, 1, up)
+		require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
+		r.broker.DropAll()
+		r.next(device.EventLost)
+		r.advanceWait()
+		r.next(device.EventAttemptFailed)
+		r.broker.BeginOutage()
+		r.advanceWait()
+		r.next(device.EventAttemptFailed)
+		got, up = m.get()
+		assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1, device.AttemptRefused: 1, device.AttemptFailed: 1}, got)
+		assert.Zero(t, up, "the session ended")
+		assert.Equal(t, 1, m.lost)
+	})
 }
 
 // Credentials go only over TLS unless the firmware says otherwise, a

@@ -59,12 +59,13 @@ func (e *PacketTooLargeError) Error() string {
 // ErrProtocol. The agent makes them; once made it is not changed, so it is
 // safe to share.
 type ProtocolError struct {
-	Type   byte   // the MQTT control packet type (2 CONNACK, 9 SUBACK, ...)
-	Reason string // what was wrong, as a sentence's end
+	Type     byte     // the MQTT control packet type (2 CONNACK, 9 SUBACK, 14 DISCONNECT, ...)
+	Reason   string   // what was wrong, as a sentence's end
+	Protocol Protocol // the version the agent spoke
 }
 
 func (e *ProtocolError) Error() string {
-	return fmt.Sprintf("device: the broker broke MQTT 3.1.1 (packet type %d): %s", e.Type, e.Reason)
+	return fmt.Sprintf("device: the broker broke MQTT %s (packet type %d): %s", e.Protocol, e.Type, e.Reason)
 }
 
 // Unwrap returns ErrProtocol.
@@ -89,6 +90,7 @@ var ErrProtocol = errors.New("device: MQTT protocol error")
 type guardConn struct {
 	net.Conn
 	limit int
+	v5    bool // MQTT 5: a CONNACK has properties, a SUBACK too
 
 	// frame state, only touched by Read
 	state   frameState
@@ -143,12 +145,24 @@ func (c *guardConn) Read(p []byte) (int, error) {
 		case *PacketTooLargeError:
 			c.tooLarge.Store(v)
 		case *ProtocolError:
+			if c.v5 {
+				v.Protocol = MQTT5
+			}
 			c.broken.Store(v)
 		}
-		_ = c.Conn.Close() // the rest of the packet is never read
-		return 0, bad      // none of these bytes reach paho
+		_ = c.Close() // the rest of the packet is never read
+		return 0, bad // none of these bytes reach paho
 	}
 	return n, err
+}
+
+// breakWith ends the connection for a protocol error found above the
+// frames (an MQTT 5 SUBACK or DISCONNECT code), unless one was found
+// already: the session's loss is then reported as it.
+func (c *guardConn) breakWith(pe *ProtocolError) {
+	pe.Protocol = MQTT5
+	c.broken.CompareAndSwap(nil, pe)
+	_ = c.Close()
 }
 
 // follow advances the frame state over b, returning the violation if a
@@ -184,10 +198,14 @@ func (c *guardConn) follow(b []byte) error {
 				return &PacketTooLargeError{Type: c.typ, Length: c.length, Limit: c.limit}
 			}
 			switch {
-			case c.packets == 1 && c.length != 2:
+			case c.packets == 1 && !c.v5 && c.length != 2:
 				return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not 2", c.length)}
-			case c.typ == 9 && c.length < 3:
+			case c.packets == 1 && c.v5 && c.length < 2:
+				return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not at least 2", c.length)}
+			case c.typ == 9 && !c.v5 && c.length < 3:
 				return &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes, with no return code", c.length)}
+			case c.typ == 9 && c.v5 && c.length < 3: // a packet ID and a properties length, at least
+				return &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes", c.length)}
 			}
 			c.left = c.length
 			c.state = inBody
@@ -214,17 +232,24 @@ func (c *guardConn) follow(b []byte) error {
 }
 
 // body checks the byte at offset off of the current packet's body: the
-// CONNACK's flags and code, a SUBACK's return codes.
+// CONNACK's flags and code, a SUBACK's return codes (MQTT 3.1.1: an MQTT 5
+// SUBACK's codes come after its properties, and the v5 protocol checks
+// them as paho.golang reads them).
 func (c *guardConn) body(off int, v byte) *ProtocolError {
 	switch {
 	case c.packets == 1 && off == 0 && v&0xfe != 0:
 		return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK with reserved flags %#x", v)}
+	case c.packets == 1 && off == 1 && c.v5:
+		if !v5Known(v, 'c') {
+			return &ProtocolError{Type: 2, Reason: fmt.Sprintf("CONNACK reason code %d (%#x), unknown to MQTT 5", v, v)}
+		}
+		c.code.Store(int32(v))
 	case c.packets == 1 && off == 1:
 		if v > 5 {
 			return &ProtocolError{Type: 2, Reason: fmt.Sprintf("CONNACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
 		}
 		c.code.Store(int32(v))
-	case c.typ == 9 && off >= 2 && v > 2 && v != 0x80:
+	case c.typ == 9 && !c.v5 && off >= 2 && v > 2 && v != 0x80:
 		return &ProtocolError{Type: 9, Reason: fmt.Sprintf("SUBACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
 	}
 	return nil

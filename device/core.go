@@ -98,18 +98,21 @@ func (c *Core) Result(t *Timing, src rand.Source, now time.Duration, r Result) S
 }
 
 func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, last error) Step {
-	switch {
-	case r.Code == 0 && r.Err == nil:
+	if r.Code == 0 && r.Err == nil {
 		c.upSince = now
 		c.set(everUp | online)
 		return Step{Kind: KindOnline, Attempt: c.attempts}
-	case r.Code == 1 || r.Code == 2:
+	}
+	switch classOf(r.Code) {
+	case permanent:
 		return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
-	case r.Code == 4 || r.Code == 5:
+	case credentials:
 		if t.Credentials == CredentialsArePermanent {
 			return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
 		}
 		return c.retry(t, src, now, t.CredentialsWait+time.Duration(jitter.Float64(src)*float64(time.Second)), last)
+	case backPressure:
+		return c.stretch(t, src, c.retry(t, src, now, 0, last))
 	}
 	return c.retry(t, src, now, 0, last)
 }
@@ -118,16 +121,42 @@ func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, l
 // resets only if the connection had been stable; the first reconnect then
 // waits wait_0.
 func (c *Core) Lost(t *Timing, src rand.Source, now time.Duration) Step {
-	return c.lost(t, src, now, nil)
+	return c.lost(t, src, now, 0, nil)
 }
 
-func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, last error) Step {
+// Disconnected is Lost for a session the broker ended with an MQTT 5
+// DISCONNECT and its reason code: a back-pressure code (0x89, 0x97, 0x9F)
+// stretches the wait, as in a CONNACK; any other is a loss like any other.
+func (c *Core) Disconnected(t *Timing, src rand.Source, now time.Duration, code int) Step {
+	return c.lost(t, src, now, code, nil)
+}
+
+func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, code int, last error) Step {
 	c.clear(online)
 	if !c.is(everUp) || now-c.upSince >= t.StableAfter {
 		c.prev, c.attempts = 0, 0
 		c.state &^= maxRetries | uint32(started)
 	}
-	return c.retry(t, src, now, 0, last)
+	s := c.retry(t, src, now, 0, last)
+	if classOf(code) == backPressure {
+		return c.stretch(t, src, s)
+	}
+	return s
+}
+
+// stretch lengthens a wait the broker asked for with a back-pressure code
+// (server busy, quota or connection rate exceeded), unless t ignores server
+// signals: the policy's wait d becomes d + U[0, d). It is never shorter
+// than the policy's, 1.5 times as long on average, and a fleet refused in
+// the same second comes back spread over a whole d rather than over the
+// policy's jitter: at the IoTCore formula's 32 s cap, over 32 s rather
+// than 1.
+func (c *Core) stretch(t *Timing, src rand.Source, s Step) Step {
+	if s.Kind != KindWait || t.IgnoreServerSignals {
+		return s
+	}
+	s.Wait += time.Duration(jitter.Float64(src) * float64(s.Wait))
+	return s
 }
 
 // retry schedules the next attempt at least floor from now, or stops at

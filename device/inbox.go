@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	paho "github.com/eclipse/paho.mqtt.golang"
 )
 
 // The defaults of Config.IncomingQueue and IncomingQueueBytes: enough to
@@ -47,10 +45,13 @@ type inbox struct {
 	held     atomic.Int64  // nanoseconds put waited, in all
 }
 
-// delivery is a message and the handler it is for.
+// delivery is a message and the handler it is for; ack acknowledges it
+// to the broker once the handler is done.
 type delivery struct {
 	handler Handler
-	msg     paho.Message
+	topic   string
+	payload []byte
+	ack     func()
 	size    int
 }
 
@@ -64,7 +65,7 @@ func newInbox(limit, limitBytes int, clock interface{ Now() time.Time }, stop <-
 // on closed meanwhile (gone: nil never is): the message is then dropped
 // unacknowledged, and a broker keeping the session sends it again.
 func (q *inbox) put(d delivery, gone <-chan struct{}) bool {
-	d.size = len(d.msg.Topic()) + len(d.msg.Payload())
+	d.size = len(d.topic) + len(d.payload)
 	var since time.Time
 	for {
 		q.mu.Lock()

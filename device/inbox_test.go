@@ -22,6 +22,12 @@ import (
 	"github.com/herdguard/herdguard/device"
 )
 
+// floodingBrokers are the flooding brokers of each protocol built
+// (v5_test.go adds MQTT 5's), and what each holds ahead of the inbox given
+// its Config: paho.golang, up to Receive Maximum messages.
+var floodingBrokers = map[device.Protocol]func(flood, size int, written *atomic.Int64) device.DialFunc{device.MQTT311: floodingBroker}
+var aheadOfInbox = map[device.Protocol]func(queue, bytes int) int{device.MQTT311: func(int, int) int { return 0 }}
+
 // floodingBroker answers a CONNECT and a SUBSCRIBE, then sends flood
 // PUBLISHes of size bytes, counting those written, on every connection.
 // It never answers a PINGREQ.
@@ -91,53 +97,57 @@ func TestAFloodOfMessagesMeetsBackPressure(t *testing.T) {
 		{"the bytes bind", 1000, 1 << 20, 5}, // 5 of 200 KiB and a topic in 1 MiB
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				var written atomic.Int64
-				tm := device.DefaultTiming()
-				tm.BootSpread = time.Millisecond
-				agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm,
-					Dial: floodingBroker(flood, size, &written), Source: rand.NewPCG(1, 1), IncomingQueue: tc.queue, IncomingQueueBytes: tc.bytes})
-				require.NoError(t, err)
-				release := make(chan struct{})
-				var mu sync.Mutex
-				var got []int
-				require.NoError(t, agent.Subscribe(context.Background(), "cmd/dev-1", 0, func(_ string, payload []byte) {
-					<-release
-					mu.Lock()
-					got = append(got, readIndex(payload))
-					mu.Unlock()
-				}))
-				before := runtime.NumGoroutine()
-				require.NoError(t, agent.Start(context.Background()))
-				require.NoError(t, agent.AwaitConnection(context.Background()))
-				synctest.Wait() // the broker can send no more
-				runtime.GC()
-				var m runtime.MemStats
-				runtime.ReadMemStats(&m)
-				inFlight := written.Load()
-				t.Logf("held: %d of %d written, %d goroutines (%d before Start), %.1f MiB in use", inFlight, flood,
-					runtime.NumGoroutine(), before, float64(m.HeapInuse)/(1<<20))
-				assert.GreaterOrEqual(t, inFlight, int64(tc.holds), "the queue filled")
-				assert.LessOrEqual(t, inFlight, int64(tc.holds+6), "the queue and paho's few packets in flight, no more")
-				assert.LessOrEqual(t, runtime.NumGoroutine(), before+20, "a session's goroutines, not one a message")
-				assert.Less(t, m.HeapInuse, uint64((tc.holds+8)*size+16<<20), "the queue and paho's packets in flight, not the flood")
+			bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+				holds := tc.holds + aheadOfInbox[proto](tc.queue, tc.bytes)
+				floodingBroker := floodingBrokers[proto]
+				synctest.Test(t, func(t *testing.T) {
+					var written atomic.Int64
+					tm := device.DefaultTiming()
+					tm.BootSpread = time.Millisecond
+					agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm, Protocol: proto,
+						Dial: floodingBroker(flood, size, &written), Source: rand.NewPCG(1, 1), IncomingQueue: tc.queue, IncomingQueueBytes: tc.bytes})
+					require.NoError(t, err)
+					release := make(chan struct{})
+					var mu sync.Mutex
+					var got []int
+					require.NoError(t, agent.Subscribe(context.Background(), "cmd/dev-1", 0, func(_ string, payload []byte) {
+						<-release
+						mu.Lock()
+						got = append(got, readIndex(payload))
+						mu.Unlock()
+					}))
+					before := runtime.NumGoroutine()
+					require.NoError(t, agent.Start(context.Background()))
+					require.NoError(t, agent.AwaitConnection(context.Background()))
+					synctest.Wait() // the broker can send no more
+					runtime.GC()
+					var m runtime.MemStats
+					runtime.ReadMemStats(&m)
+					inFlight := written.Load()
+					t.Logf("held: %d of %d written, %d goroutines (%d before Start), %.1f MiB in use", inFlight, flood,
+						runtime.NumGoroutine(), before, float64(m.HeapInuse)/(1<<20))
+					assert.GreaterOrEqual(t, inFlight, int64(holds), "the queue filled")
+					assert.LessOrEqual(t, inFlight, int64(holds+6), "the queue and paho's few packets in flight, no more")
+					assert.LessOrEqual(t, runtime.NumGoroutine(), before+20, "a session's goroutines, not one a message")
+					assert.Less(t, m.HeapInuse, uint64((holds+8)*size+16<<20), "the queue and paho's packets in flight, not the flood")
 
-				time.Sleep(5 * time.Second) // virtual time passes with the queue full, inside the keepalive
-				close(release)
-				synctest.Wait() // delivered
-				mu.Lock()
-				assert.Len(t, got, flood)
-				for k, i := range got {
-					if i != k {
-						t.Fatalf("message %d arrived %dth: out of order", i, k)
+					time.Sleep(5 * time.Second) // virtual time passes with the queue full, inside the keepalive
+					close(release)
+					synctest.Wait() // delivered
+					mu.Lock()
+					assert.Len(t, got, flood)
+					for k, i := range got {
+						if i != k {
+							t.Fatalf("message %d arrived %dth: out of order", i, k)
+						}
 					}
-				}
-				mu.Unlock()
-				assert.Equal(t, int64(flood), written.Load())
-				assert.GreaterOrEqual(t, agent.Stats().BackPressure, 5*time.Second, "the time held is counted")
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				require.NoError(t, agent.Stop(ctx))
+					mu.Unlock()
+					assert.Equal(t, int64(flood), written.Load())
+					assert.GreaterOrEqual(t, agent.Stats().BackPressure, 5*time.Second, "the time held is counted")
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					require.NoError(t, agent.Stop(ctx))
+				})
 			})
 		})
 	}
@@ -150,41 +160,43 @@ func TestAFloodOfMessagesMeetsBackPressure(t *testing.T) {
 // The message paho was handing over when the connection closed is let go
 // (unacknowledged), or paho would never report the loss.
 func TestAStuckHandlerEndsTheSessionLikeASilentPath(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		var written atomic.Int64
-		tm := device.DefaultTiming()
-		tm.BootSpread = time.Millisecond
-		events := make(chan device.Event, 100)
-		agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm,
-			Dial: floodingBroker(100, 1<<10, &written), Source: rand.NewPCG(1, 1), IncomingQueue: 2,
-			KeepAlive: 5 * time.Second, PingTimeout: 2 * time.Second, OnEvent: func(e device.Event) { events <- e }})
-		require.NoError(t, err)
-		release := make(chan struct{})
-		require.NoError(t, agent.Subscribe(context.Background(), "cmd/dev-1", 1, func(string, []byte) { <-release }))
-		require.NoError(t, agent.Start(context.Background()))
-		next := func(kind device.EventKind) device.Event {
-			t.Helper()
-			timeout := time.After(10 * time.Minute) // virtual: the loss comes within 12 s
-			for {
-				select {
-				case e := <-events:
-					if e.Kind == kind {
-						return e
+	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
+		synctest.Test(t, func(t *testing.T) {
+			var written atomic.Int64
+			tm := device.DefaultTiming()
+			tm.BootSpread = time.Millisecond
+			events := make(chan device.Event, 100)
+			agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm, Protocol: proto,
+				Dial: floodingBrokers[proto](100, 1<<10, &written), Source: rand.NewPCG(1, 1), IncomingQueue: 2,
+				KeepAlive: 5 * time.Second, PingTimeout: 2 * time.Second, OnEvent: func(e device.Event) { events <- e }})
+			require.NoError(t, err)
+			release := make(chan struct{})
+			require.NoError(t, agent.Subscribe(context.Background(), "cmd/dev-1", 1, func(string, []byte) { <-release }))
+			require.NoError(t, agent.Start(context.Background()))
+			next := func(kind device.EventKind) device.Event {
+				t.Helper()
+				timeout := time.After(10 * time.Minute) // virtual: the loss comes within 12 s
+				for {
+					select {
+					case e := <-events:
+						if e.Kind == kind {
+							return e
+						}
+					case <-timeout:
+						t.Fatalf("no %v within 10 minutes", kind)
 					}
-				case <-timeout:
-					t.Fatalf("no %v within 10 minutes", kind)
 				}
 			}
-		}
-		up := next(device.EventConnected)
-		lost := next(device.EventLost)
-		assert.LessOrEqual(t, lost.Time.Sub(up.Time), 5*time.Second+2*time.Second+5*time.Second)
-		assert.ErrorContains(t, lost.Err, "pingresp not received")
-		next(device.EventConnected) // on the policy's schedule, the handler still stuck
-		close(release)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		require.NoError(t, agent.Stop(ctx))
+			up := next(device.EventConnected)
+			lost := next(device.EventLost)
+			assert.LessOrEqual(t, lost.Time.Sub(up.Time), 5*time.Second+2*time.Second+5*time.Second)
+			assert.ErrorContains(t, lost.Err, "pingresp not received")
+			next(device.EventConnected) // on the policy's schedule, the handler still stuck
+			close(release)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			require.NoError(t, agent.Stop(ctx))
+		})
 	})
 }
 

@@ -34,10 +34,17 @@ var (
 type ConnackError struct {
 	Code int
 	Err  error
+	// Reference is the Server Reference an MQTT 5 broker named with 0x9C
+	// (use another server) or 0x9D (server moved), if it named one.
+	Reference string
 }
 
 func (e *ConnackError) Error() string {
-	return fmt.Sprintf("CONNACK %d (%s)", e.Code, connackText(e.Code))
+	s := fmt.Sprintf("CONNACK %d (%s)", e.Code, codeText(e.Code))
+	if e.Reference != "" {
+		s += " to " + e.Reference
+	}
+	return s
 }
 
 // Unwrap returns the transport's report (paho's), or nil.
@@ -77,6 +84,10 @@ type Timing struct {
 	CredentialsWait time.Duration
 	// Guard, if set, bounds connect attempts whatever the policy says.
 	Guard *reconnect.FloodGuardConfig
+	// IgnoreServerSignals makes MQTT 5's back-pressure codes (0x89, 0x97,
+	// 0x9F) plain failures, as a client that does not read them would
+	// take them: a simulator's control group. Firmware leaves it false.
+	IgnoreServerSignals bool
 }
 
 // DefaultTiming returns the session's defaults: the IoTCore formula (1 s
@@ -237,7 +248,12 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 // the connection had been stable; the first reconnect then waits wait_0.
 func (m *Machine) Lost(now time.Time, cause error) Step {
 	m.lastError = cause
-	return m.core.lost(&m.timing, m.src, m.since(now), cause)
+	code := 0
+	var de *DisconnectError
+	if errors.As(cause, &de) {
+		code = de.Code
+	}
+	return m.core.lost(&m.timing, m.src, m.since(now), code, cause)
 }
 
 // since is now as the core counts time: since the first time m was given.
@@ -253,7 +269,7 @@ func (m *Machine) since(now time.Time) time.Duration {
 type connackRefusal uint8
 
 func (c connackRefusal) Error() string {
-	return fmt.Sprintf("CONNACK %d (%s)", int(c), connackText(int(c)))
+	return fmt.Sprintf("CONNACK %d (%s)", int(c), codeText(int(c)))
 }
 
 // As lets errors.As find a *ConnackError in it.

@@ -279,3 +279,44 @@ func TestCoreIsSmall(t *testing.T) {
 		assert.Equal(t, uintptr(48), unsafe.Sizeof(device.Core{}))
 	}
 }
+
+// A back-pressure code (0x89, 0x97, 0x9F, in a CONNACK or a DISCONNECT)
+// stretches the policy's wait d to d + U[0, d): over 4,000 devices and
+// every step of the IoTCore formula, never shorter than the same device's
+// wait deaf to the code, at most twice it, and 1.5 times it on average.
+func TestBackPressureStretchesTheWaitNeverShortensIt(t *testing.T) {
+	for _, how := range []string{"connack", "disconnect"} {
+		var sum float64
+		n := 0
+		for seed := range uint64(4000) {
+			waits := [2]time.Duration{}
+			for k, ignore := range []bool{false, true} {
+				m, err := device.NewMachine(timing(t, func(tm *device.Timing) { tm.IgnoreServerSignals = ignore }), rand.NewPCG(seed, 1))
+				require.NoError(t, err)
+				m.Start(t0)
+				m.Due(t0)
+				now := t0
+				for step := 0; step <= int(seed%7); step++ { // a few failures in: a later step of the formula
+					s := m.Result(now, device.Result{Code: 3})
+					now = now.Add(s.Wait)
+					m.Due(now)
+				}
+				var s device.Step
+				if how == "connack" {
+					s = m.Result(now, device.Result{Code: 0x9F, Err: &device.ConnackError{Code: 0x9F}})
+				} else {
+					m.Result(now, device.Result{})
+					s = m.Lost(now.Add(time.Second), &device.DisconnectError{Code: 0x89})
+				}
+				require.Equal(t, device.KindWait, s.Kind)
+				waits[k] = s.Wait
+			}
+			stretched, plain := waits[0], waits[1]
+			require.GreaterOrEqual(t, stretched, plain, "%s seed %d", how, seed)
+			require.Less(t, stretched, 2*plain, "%s seed %d", how, seed)
+			sum += float64(stretched) / float64(plain)
+			n++
+		}
+		assert.InDelta(t, 1.5, sum/float64(n), 0.02, "%s: the mean stretch", how)
+	}
+}

@@ -90,7 +90,8 @@ type Attempt struct {
 	Decided  time.Time // when its outcome was settled; zero while pending
 	ClientID string    // from the CONNECT; empty if none was read
 	Outcome  Outcome
-	Code     byte // the MQTT 3.1.1 CONNACK return code sent with Refused, else 0
+	Code     byte // the CONNACK code sent with Refused (a 3.1.1 return code, or an MQTT 5 reason code), else 0
+	Protocol byte // its CONNECT's protocol level: 4 MQTT 3.1.1, 5 MQTT 5 (3 for 3.1); 0 if none was read
 }
 
 // Counts summarises attempts by outcome. The zero value counts nothing. It

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	packets5 "github.com/eclipse/paho.golang/packets"
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 	"github.com/stretchr/testify/assert"
@@ -533,6 +534,22 @@ func TestConnectClientID(t *testing.T) {
 	}
 	_, ok := faultproxy.ConnectClientID([]byte{0x16, 0x03, 0x01, 0x00, 0x10}) // a TLS ClientHello
 	assert.False(t, ok)
+
+	// MQTT 5: properties stand between the keepalive and the client ID.
+	expiry, receive := uint32(86400), uint16(32)
+	cp5 := packets5.NewControlPacket(packets5.CONNECT)
+	c5 := cp5.Content.(*packets5.Connect)
+	c5.ProtocolName, c5.ProtocolVersion, c5.ClientID, c5.KeepAlive = "MQTT", 5, "dev-5", 30
+	c5.Properties = &packets5.Properties{SessionExpiryInterval: &expiry, ReceiveMaximum: &receive, AuthMethod: "x"}
+	var buf bytes.Buffer
+	_, err := cp5.WriteTo(&buf)
+	require.NoError(t, err)
+	id, level, ok := faultproxy.ParseConnect(buf.Bytes())
+	require.True(t, ok)
+	assert.Equal(t, "dev-5", id)
+	assert.Equal(t, byte(5), level)
+	_, _, ok = faultproxy.ParseConnect(buf.Bytes()[:buf.Len()-1])
+	assert.False(t, ok, "cut short")
 }
 
 func FuzzConnectClientID(f *testing.F) {

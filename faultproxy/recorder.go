@@ -43,14 +43,14 @@ func (r *Recorder) decide(seq int, o fault.Outcome, at time.Time) {
 // sniff reads the client ID from the device's first bytes, if they are a
 // whole MQTT CONNECT in the clear.
 func (r *Recorder) sniff(seq int, first []byte, at time.Time) {
-	id, ok := ConnectClientID(first)
+	id, level, ok := ParseConnect(first)
 	if !ok {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if a := r.log.At(seq); a != nil {
-		a.ClientID, a.Connect = id, at
+		a.ClientID, a.Connect, a.Protocol = id, at, level
 	}
 }
 
@@ -115,28 +115,24 @@ func (r *Recorder) Await(ctx context.Context, timeout time.Duration, cond func(f
 	return fmt.Errorf("faultproxy: condition not met after %v; counts %+v", timeout, r.Counts())
 }
 
-// ConnectClientID reads the client ID from an MQTT 3.1 or 3.1.1 CONNECT at
-// the start of b. ok is false for anything else: another packet, TLS, or a
-// CONNECT cut short.
+// ConnectClientID reads the client ID from an MQTT 3.1, 3.1.1 or 5
+// CONNECT at the start of b. ok is false for anything else: another
+// packet, TLS, or a CONNECT cut short.
 func ConnectClientID(b []byte) (id string, ok bool) {
+	id, _, ok = ParseConnect(b)
+	return id, ok
+}
+
+// ParseConnect reads the client ID and the protocol level (3 for MQTT
+// 3.1, 4 for 3.1.1, 5 for MQTT 5) from a CONNECT at the start of b, as
+// ConnectClientID does.
+func ParseConnect(b []byte) (id string, level byte, ok bool) {
 	if len(b) < 2 || b[0] != 0x10 {
-		return "", false
+		return "", 0, false
 	}
-	// Remaining length: up to four bytes, seven bits each.
-	length, i := 0, 1
-	for shift := 0; ; shift += 7 {
-		if i >= len(b) || shift > 21 {
-			return "", false
-		}
-		c := b[i]
-		i++
-		length |= int(c&0x7f) << shift
-		if c&0x80 == 0 {
-			break
-		}
-	}
-	if length > len(b)-i {
-		return "", false
+	length, i, ok := varint(b, 1)
+	if !ok || length > len(b)-i {
+		return "", 0, false
 	}
 	body := b[i : i+length]
 	str := func(at int) (string, int, bool) {
@@ -150,10 +146,35 @@ func ConnectClientID(b []byte) (id string, ok bool) {
 		return string(body[at+2 : at+2+n]), at + 2 + n, true
 	}
 	proto, at, ok := str(0)
-	if !ok || (proto != "MQTT" && proto != "MQIsdp") {
-		return "", false
+	if !ok || (proto != "MQTT" && proto != "MQIsdp") || at >= len(body) {
+		return "", 0, false
 	}
-	at += 4 // level, flags, keepalive
+	level = body[at]
+	at += 4         // level, flags, keepalive
+	if level == 5 { // MQTT 5: properties come before the payload
+		n, next, ok := varint(body, at)
+		if !ok || n > len(body)-next {
+			return "", 0, false
+		}
+		at = next + n
+	}
 	id, _, ok = str(at)
-	return id, ok
+	return id, level, ok
+}
+
+// varint reads MQTT's variable byte integer at b[i:]: its value and the
+// index after it.
+func varint(b []byte, i int) (v, next int, ok bool) {
+	for shift := 0; shift <= 21; shift += 7 {
+		if i >= len(b) {
+			return 0, 0, false
+		}
+		c := b[i]
+		i++
+		v |= int(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, i, true
+		}
+	}
+	return 0, 0, false
 }

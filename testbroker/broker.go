@@ -125,7 +125,7 @@ type Broker struct {
 	sessions sync.Map // client ID -> *trackedConn of its latest session
 
 	mu      sync.Mutex
-	refuse  map[string]ConnackCode
+	refuse  map[string]refusal
 	timers  map[*time.Timer]struct{} // flap and outage timers, stopped by Close
 	outages int                      // BeginOutage calls not yet ended
 }
@@ -162,7 +162,7 @@ func NewUnstarted(cfg Config) (*Broker, error) {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{cfg: cfg, srv: srv, rec: &Recorder{}, log: log, ctx: ctx, cancel: cancel,
-		refuse: map[string]ConnackCode{}, timers: map[*time.Timer]struct{}{}}
+		refuse: map[string]refusal{}, timers: map[*time.Timer]struct{}{}}
 	if cfg.Transport == TLS {
 		p, err := newPKI(cfg.MutualTLS)
 		if err != nil {
@@ -356,18 +356,46 @@ func (b *Broker) kickAll(cause Cause) {
 	}
 }
 
+// Drain ends every session with an MQTT 5 DISCONNECT of code and, if
+// reference is not empty, a Server Reference (0x9C use another server to
+// send the fleet to another node; 0x8B server shutting down; 0x89 server
+// busy); a 3.1.1 session, which has no such packet, is closed. The broker
+// stays up. It returns how many sessions it ended, once each end is
+// recorded.
+func (b *Broker) Drain(code byte, reference string) int {
+	return b.dropAllWith(CauseDrain, func(cl *mqtt.Client) {
+		if cl.Properties.ProtocolVersion < 5 {
+			cl.Stop(fmt.Errorf("testbroker: %s", CauseDrain))
+			return
+		}
+		_ = cl.Net.Conn.SetWriteDeadline(time.Now().Add(time.Second)) // a peer that stops reading must not block us
+		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ReasonCode: code,
+			Properties: packets.Properties{ServerReference: reference, ReasonString: "drained"}}
+		_ = cl.WritePacket(pk)
+		cl.Stop(packets.Code{Code: code, Reason: "drained"})
+	})
+}
+
 // DropAll disconnects every connected client at once; the broker stays up
 // and they may reconnect immediately. It returns how many were dropped, once
 // the end of each of their sessions is recorded.
 func (b *Broker) DropAll() int { return b.dropAll(CauseDropAll) }
 
 func (b *Broker) dropAll(cause Cause) int {
+	return b.dropAllWith(cause, func(cl *mqtt.Client) { b.kick(cl, cause) })
+}
+
+// dropAllWith ends every session with end, recording cause.
+func (b *Broker) dropAllWith(cause Cause, end func(*mqtt.Client)) int {
 	var kicked []*trackedConn
 	for _, cl := range b.srv.Clients.GetAll() {
 		if cl.Net.Inline || cl.Closed() {
 			continue
 		}
-		b.kick(cl, cause)
+		if tc, ok := cl.Net.Conn.(*trackedConn); ok {
+			tc.cause.CompareAndSwap(nil, &cause)
+		}
+		end(cl)
 		if tc := trackedOf(cl); tc != nil {
 			kicked = append(kicked, tc)
 		}
@@ -527,13 +555,28 @@ var v5For = map[ConnackCode]packets.Code{
 // Unrefuse. Codes 1-5 are the 3.1.1 return codes; a code of 0x80 or more is
 // sent as is (a non-conforming broker).
 func (b *Broker) Refuse(code ConnackCode, clientIDs ...string) error {
+	return b.RefuseTo(code, "", clientIDs...)
+}
+
+// refusal is a CONNACK code to refuse a client with, and the Server
+// Reference to name in it, if any.
+type refusal struct {
+	code      ConnackCode
+	reference string
+}
+
+// RefuseTo is Refuse naming another server: an MQTT 5 client is refused
+// with code (0x9C use another server, 0x9D server moved) and reference as
+// the CONNACK's Server Reference; a 3.1.1 client, which has no such field,
+// only with the code.
+func (b *Broker) RefuseTo(code ConnackCode, reference string, clientIDs ...string) error {
 	if code == 0 || (code > RefuseNotAuthorised && code < 0x80) {
 		return fmt.Errorf("testbroker: %d is not a refusal code (1-5, or >= 0x80 to send raw)", code)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, id := range clientIDs {
-		b.refuse[id] = code
+		b.refuse[id] = refusal{code, reference}
 	}
 	return nil
 }
@@ -547,7 +590,7 @@ func (b *Broker) Unrefuse(clientIDs ...string) {
 	}
 }
 
-func (b *Broker) refusal(clientID string) (ConnackCode, bool) {
+func (b *Broker) refusal(clientID string) (refusal, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c, ok := b.refuse[clientID]

@@ -45,7 +45,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	id := cl.ID
 	tc.id.Store(&id)
 	now := time.Now()
-	b.rec.connect(tc.seq, now, id)
+	b.rec.connect(tc.seq, now, id, cl.Properties.ProtocolVersion)
 	b.awaitPreviousSession(id, tc)
 
 	if d := time.Duration(b.latency.Load()); d > 0 {
@@ -57,25 +57,29 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 			return errors.New("testbroker: closed")
 		}
 	}
-	if code, ok := b.refusal(id); ok {
-		return h.refuse(cl, tc, code)
+	if r, ok := b.refusal(id); ok {
+		return h.refuse(cl, tc, r)
 	}
 	if ok, mode := b.admitConnect(now); !ok {
 		if mode == fault.RefuseOverLimit {
-			return h.refuse(cl, tc, RefuseServerUnavailable)
+			return h.refuse(cl, tc, refusal{code: RefuseServerUnavailable})
 		}
 		tc.throt.Store(true) // fault.DisconnectOverLimit: CONNACK, then close
 	}
 	return nil
 }
 
-func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, code ConnackCode) error {
-	v5, ok := v5For[code]
+func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, r refusal) error {
+	v5, ok := v5For[r.code]
 	if !ok {
-		v5 = packets.Code{Code: byte(code), Reason: "refused"}
+		v5 = packets.Code{Code: byte(r.code), Reason: "refused"}
 	}
-	h.b.rec.decide(tc.seq, fault.Refused, byte(code))
-	_ = h.b.srv.SendConnack(cl, v5, false, nil)
+	h.b.rec.decide(tc.seq, fault.Refused, byte(r.code))
+	var props *packets.Properties
+	if r.reference != "" && cl.Properties.ProtocolVersion >= 5 {
+		props = &packets.Properties{ServerReference: r.reference}
+	}
+	_ = h.b.srv.SendConnack(cl, v5, false, props)
 	return v5
 }
 

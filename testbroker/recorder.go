@@ -20,6 +20,7 @@ type Cause string
 
 const (
 	CauseDropAll   Cause = "drop-all"  // Broker.DropAll
+	CauseDrain     Cause = "drain"     // Broker.Drain
 	CauseOutage    Cause = "outage"    // Broker.BeginOutage
 	CauseFlap      Cause = "flap"      // Broker.SetFlapping
 	CauseThrottled Cause = "throttled" // admission control, accept-then-disconnect
@@ -78,14 +79,14 @@ func (r *Recorder) accept(at time.Time) int {
 	return seq
 }
 
-func (r *Recorder) connect(seq int, at time.Time, clientID string) {
+func (r *Recorder) connect(seq int, at time.Time, clientID string, level byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a := r.log.At(seq)
 	if a == nil {
 		return
 	}
-	a.Connect, a.ClientID = at, clientID
+	a.Connect, a.ClientID, a.Protocol = at, clientID, level
 	r.notifyLocked()
 }
 

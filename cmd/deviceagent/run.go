@@ -39,6 +39,7 @@ type options struct {
 	allowPlaintext, allowLargePackets    bool
 	allowOpenSecrets                     bool
 	logLevel                             string
+	mqttVersion, redirectDomains         string
 	fromEnv                              map[string]bool // the flags the environment set
 	passwordFrom                         string          // where the password came from, for the log
 }
@@ -97,6 +98,8 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.broker, "broker", "", "broker URL: ssl://host:8883 (or tcp://host:1883 without credentials) (required)")
+	fs.StringVar(&o.mqttVersion, "mqtt-version", "3.1.1", "MQTT version: 3.1.1, or 5, whose reason codes shape the backoff (0x89, 0x97, 0x9F stretch it) and whose Server Reference is followed where -redirect-domains allows")
+	fs.StringVar(&o.redirectDomains, "redirect-domains", "", "MQTT 5: comma-separated domains an MQTT 5 broker may redirect the device to (0x9C, 0x9D), beyond the hosts of -broker and -failover; example.com allows every name under it")
 	fs.StringVar(&o.failover, "failover", "", "more broker URLs, comma-separated, TLS if -broker is: after a failed attempt or a lost session the next attempt goes to the next one, after the usual wait")
 	fs.StringVar(&o.clientID, "client-id", "", "MQTT client ID (required)")
 	fs.StringVar(&o.username, "username", "", "MQTT user name")
@@ -169,6 +172,8 @@ func (o *options) validate() error {
 			"for one packet; set -allow-large-packets if the device can afford it", &o.maxPacket)
 	case o.pingTimeout <= 0:
 		return fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
+	case o.mqttVersion != "3.1.1" && o.mqttVersion != "5":
+		return fmt.Errorf("-mqtt-version must be 3.1.1 or 5, got %q", o.mqttVersion)
 	}
 	return nil
 }
@@ -355,15 +360,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error) {
 	timing := device.DefaultTiming()
 	timing.BootSpread = o.bootSpread
-	var failover []string
-	for _, f := range strings.Split(o.failover, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			failover = append(failover, f)
-		}
-	}
+	failover := commaList(o.failover)
 	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
 		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
-		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log}
+		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log,
+		RedirectDomains: commaList(o.redirectDomains)}
+	if o.mqttVersion == "5" {
+		cfg.Protocol = device.MQTT5
+	}
 	if o.key != "" {
 		f, err := openNoWait(o.key)
 		if err != nil {
@@ -390,6 +394,17 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 		log.Warn("-allow-plaintext: credentials and configuration may cross the network in the clear")
 	}
 	return agent, cfg, nil
+}
+
+// commaList splits a comma-separated flag, dropping empty items.
+func commaList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // logCredentials says where the credentials came from, never what they

@@ -104,6 +104,21 @@ func TestRunPublishesHeartbeatAndStopsCleanly(t *testing.T) {
 	assert.Contains(t, logs.String(), "stopped")
 }
 
+// The reference firmware speaks MQTT 5 when told to, heartbeats and all.
+func TestRunSpeaksMQTT5(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	stop, logs := startRun(t, []string{"-broker", b.URL(), "-client-id", "dev-5", "-heartbeat", "20ms", "-boot-spread", "1ms",
+		"-mqtt-version", "5"})
+	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 2 }))
+	require.NoError(t, stop())
+	assert.Contains(t, logs.String(), "config.mqtt=5")
+	for _, a := range b.Recorder().Attempts() {
+		assert.Equal(t, byte(5), a.Protocol)
+	}
+}
+
 func TestRunWithMutualTLSFromFiles(t *testing.T) {
 	b, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
 	require.NoError(t, err)
@@ -164,6 +179,7 @@ func TestFlagErrorsNameTheFlag(t *testing.T) {
 		"keepalive of 200000h":   {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-keepalive", "200000h"}, nil, "from 1s to 65535s"},
 		"max packet over 16MiB":  {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-max-packet", "16385KiB"}, nil, "-allow-large-packets"},
 		"max packet over MQTT's": {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-max-packet", "256MiB", "-allow-large-packets"}, nil, "268435455 bytes"},
+		"bad MQTT version":       {[]string{"-broker", "tcp://x:1", "-client-id", "a", "-mqtt-version", "3"}, nil, "-mqtt-version must be 3.1.1 or 5"},
 		"half a cert":            {[]string{"-broker", "ssl://x:1", "-client-id", "a", "-cert", "c.pem"}, nil, "key"},
 	}
 	for name, c := range cases {

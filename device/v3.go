@@ -1,0 +1,181 @@
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// v3 speaks MQTT 3.1.1 through paho v1.5.1, with paho's own reconnect and
+// retry off: one paho client for the agent's life, told to connect once
+// each time the agent's timing says so, over a connection the agent dials.
+type v3 struct {
+	a       *Agent
+	client  paho.Client
+	present atomic.Bool // the last accepted CONNACK's flag
+}
+
+func newV3(a *Agent) *v3 {
+	p := &v3{a: a}
+	p.client = paho.NewClient(p.options())
+	return p
+}
+
+// options is the paho client the agent drives: paho's own reconnect and
+// retry off, since every connect's timing is the agent's.
+func (p *v3) options() *paho.ClientOptions {
+	a, cfg := p.a, &p.a.cfg
+	opts := paho.NewClientOptions().AddBroker(a.endpoints[0].String()).SetClientID(cfg.ClientID).
+		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
+		SetAutoReconnect(false).SetConnectRetry(false).
+		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
+		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
+		SetOrderMatters(true).    // each message handed to the inbox in order, by paho's reading goroutine
+		SetAutoAckDisabled(true). // a QoS 1 message acknowledged once its handler has it
+		SetCustomOpenConnectionFn(func(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
+			return a.dial(o.ConnectTimeout, false) // paho knows only the first endpoint
+		}).
+		SetConnectionLostHandler(func(_ paho.Client, err error) {
+			select {
+			case a.lost <- err:
+			default:
+			}
+		})
+	if cfg.Username != "" {
+		opts.SetUsername(cfg.Username)
+	}
+	if cfg.Password != "" {
+		opts.SetPassword(cfg.Password)
+	}
+	return opts
+}
+
+func (p *v3) sessionPresent() bool { return p.present.Load() }
+
+// paho's answers to a Connect made while its status has not settled: a failed
+// connect's token completes before its status returns to disconnected, and
+// after a zombie CONNACK its own teardown can race the agent's Disconnect.
+const (
+	statusNotDisconnected = "status can only transition to connecting from disconnected"
+	statusStillConnected  = "status is already connected or reconnecting"
+)
+
+// connect makes one attempt and reads its outcome, trusting the CONNACK
+// byte on the wire over paho's token. If ctx ends first the attempt is cut
+// short: its socket is closed, which fails paho's handshake at once, and
+// connect still waits for paho to finish with it, so no paho goroutine
+// outlives the agent and a connect that won the race is disconnected by the
+// caller.
+func (p *v3) connect(ctx context.Context) Result {
+	a := p.a
+	a.newAttempt()
+	var tok paho.Token
+	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
+	for {
+		tok = p.client.Connect()
+		select { // never overlap two connects
+		case <-tok.Done():
+		case <-ctx.Done():
+			if s := a.wire.Load(); s != nil {
+				s.Conn.Close()
+			}
+			<-tok.Done() // prompt now: a TCP/TLS dial watches ctx too
+		}
+		err := tok.Error()
+		if err == nil || time.Now().After(settle) || ctx.Err() != nil {
+			break
+		}
+		msg := err.Error()
+		if msg != statusStillConnected && msg != statusNotDisconnected {
+			break // a real attempt that failed
+		}
+		if msg == statusStillConnected {
+			p.client.Disconnect(0)
+		}
+		time.Sleep(time.Millisecond) // paho's status settles in microseconds
+	}
+	code := NoConnack
+	if s := a.wire.Load(); s != nil {
+		code = s.connackCode()
+	}
+	err := tok.Error()
+	if v := a.oversized(); v != nil && err != nil {
+		return Result{Code: NoConnack, Err: v}
+	}
+	if v := a.brokeProtocol(); v != nil {
+		if err == nil {
+			p.client.Disconnect(0) // paho called it a session: the wire says otherwise
+		}
+		return Result{Code: NoConnack, Err: v}
+	}
+	switch {
+	case err == nil && code > 0:
+		// The zombie: paho calls it connected, the broker refused it.
+		p.client.Disconnect(0)
+		return Result{Code: code, Err: &ConnackError{Code: code, Err: errPahoZombie}}
+	case err == nil:
+		p.present.Store(tok.(*paho.ConnectToken).SessionPresent())
+		return Result{Code: 0}
+	}
+	if code == NoConnack {
+		if rc := int(tok.(*paho.ConnectToken).ReturnCode()); rc > 0 && rc < 6 {
+			code = rc
+		}
+	}
+	if code > 0 {
+		err = &ConnackError{Code: code, Err: err}
+	}
+	return Result{Code: code, Err: err}
+}
+
+// errPahoZombie is the transport's word on a refusal paho v1.5.1 reports
+// as a session: a CONNACK code it does not know.
+var errPahoZombie = errors.New("paho reports it as a successful connect")
+
+func (p *v3) disconnect() {
+	if p.client.IsConnectionOpen() {
+		p.client.Disconnect(250)
+	}
+}
+
+func (p *v3) subscribe(ctx context.Context, topic string, s subscription) error {
+	a := p.a
+	tok := p.client.Subscribe(topic, s.qos, func(_ paho.Client, msg paho.Message) {
+		a.inbox.put(delivery{handler: s.handler, topic: msg.Topic(), payload: msg.Payload(), ack: msg.Ack}, a.wireGone())
+	})
+	select {
+	case <-tok.Done():
+		if err := tok.Error(); err != nil {
+			return err
+		}
+		if st, ok := tok.(*paho.SubscribeToken); ok && st.Result()[topic] == 0x80 {
+			return fmt.Errorf("%w: %s", ErrSubscriptionRefused, topic)
+		}
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *v3) publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
+	tok := p.client.Publish(topic, qos, retained, payload)
+	select {
+	case <-tok.Done():
+		err := tok.Error()
+		switch {
+		case errors.Is(err, paho.ErrNotConnected):
+			return ErrNotConnected
+		case err == nil && qos > 0 && p.a.conns.Load() != conn:
+			return ErrUnconfirmed
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,272 @@
+//go:build !nomqtt5
+
+package device
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	paho5 "github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session/state"
+)
+
+// v5 speaks MQTT 5 through paho.golang. A paho.golang client lives for one
+// connection: the agent makes a new one for each attempt, over a
+// connection it dialled, and keeps the session state (in flight QoS 1
+// messages, packet IDs) across them. paho.golang has no reconnect of its
+// own (autopaho, which has, is not used).
+type v5 struct {
+	a       *Agent
+	session *state.State
+
+	mu     sync.Mutex
+	client *paho5.Client // the current session's, nil between sessions
+	wire   *guardConn    // its connection
+
+	present atomic.Bool   // the last accepted CONNACK's flag
+	maxOut  atomic.Uint32 // the broker's Maximum Packet Size (0: none named)
+}
+
+func newV5(a *Agent) (protocol, error) {
+	return &v5{a: a, session: state.NewInMemory()}, nil
+}
+
+func (p *v5) sessionPresent() bool { return p.present.Load() }
+
+// current is the session's client and its connection, or nil.
+func (p *v5) current() (*paho5.Client, *guardConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.client, p.wire
+}
+
+// connect makes one attempt: dial, CONNECT, and read the CONNACK, whose
+// code and properties (a Server Reference, the broker's limits) the guard
+// and paho.golang read.
+func (p *v5) connect(ctx context.Context) Result {
+	a := p.a
+	a.newAttempt()
+	p.mu.Lock()
+	p.client, p.wire = nil, nil
+	p.mu.Unlock()
+	g, err := a.dial(a.cfg.ConnectTimeout, true)
+	if err != nil {
+		return Result{Code: NoConnack, Err: err}
+	}
+	c := paho5.NewClient(paho5.ClientConfig{
+		ClientID:                   a.cfg.ClientID,
+		Conn:                       packets.NewThreadSafeConn(g),
+		Session:                    p.session,
+		PingHandler:                &pinger{timeout: a.cfg.PingTimeout},
+		PacketTimeout:              a.cfg.ConnectTimeout,
+		EnableManualAcknowledgment: true, // a QoS 1 message acknowledged once its handler has it
+		OnPublishReceived:          []func(paho5.PublishReceived) (bool, error){func(r paho5.PublishReceived) (bool, error) { return p.received(g, r) }},
+		OnServerDisconnect:         func(d *paho5.Disconnect) { p.serverDisconnect(g, d) },
+		OnClientError:              func(err error) { p.lost(g, err) },
+	})
+	cctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
+	ca, err := c.Connect(cctx, p.connectPacket())
+	cancel()
+	if v := a.oversized(); v != nil {
+		return Result{Code: NoConnack, Err: v}
+	}
+	if v := a.brokeProtocol(); v != nil {
+		if err == nil {
+			_ = c.Disconnect(&paho5.Disconnect{ReasonCode: 0x82}) // paho.golang called it a session: the wire says otherwise
+		}
+		return Result{Code: NoConnack, Err: v}
+	}
+	if ca != nil && ca.ReasonCode >= 0x80 {
+		ce := &ConnackError{Code: int(ca.ReasonCode), Err: err}
+		if ca.Properties != nil {
+			ce.Reference = ca.Properties.ServerReference
+		}
+		return Result{Code: ce.Code, Err: ce}
+	}
+	if err != nil {
+		return Result{Code: NoConnack, Err: err}
+	}
+	p.present.Store(ca.SessionPresent)
+	p.maxOut.Store(0)
+	if ca.Properties != nil && ca.Properties.MaximumPacketSize != nil {
+		p.maxOut.Store(*ca.Properties.MaximumPacketSize)
+	}
+	p.mu.Lock()
+	p.client, p.wire = c, g
+	p.mu.Unlock()
+	return Result{Code: 0}
+}
+
+// connectPacket is the agent's CONNECT: its limits go to the broker as
+// Receive Maximum and Maximum Packet Size (the incoming packet bound, with
+// the largest fixed header), and a persistent session asks for its expiry.
+// paho.golang holds up to Receive Maximum messages ahead of the inbox, so
+// it is as many as IncomingQueueBytes holds of the largest packet, at most
+// IncomingQueue: what waits there is bounded as the inbox is.
+func (p *v5) connectPacket() *paho5.Connect {
+	cfg := &p.a.cfg
+	receive := uint16(max(1, min(cfg.IncomingQueue, cfg.IncomingQueueBytes/cfg.MaxIncomingPacket, math.MaxUint16)))
+	maxPacket := uint32(cfg.MaxIncomingPacket + 5)
+	cp := &paho5.Connect{ClientID: cfg.ClientID, KeepAlive: uint16(cfg.KeepAlive / time.Second), CleanStart: !cfg.PersistentSession,
+		Properties: &paho5.ConnectProperties{ReceiveMaximum: &receive, MaximumPacketSize: &maxPacket,
+			RequestProblemInfo: true}} // MQTT 5's default, which paho.golang would send as off: a refusal's reason is worth reading
+	if cfg.PersistentSession {
+		expiry := uint32(min(cfg.SessionExpiry/time.Second, math.MaxUint32-1)) // MaxUint32 would be for ever
+		cp.Properties.SessionExpiryInterval = &expiry
+	}
+	if cfg.Username != "" {
+		cp.UsernameFlag, cp.Username = true, cfg.Username
+	}
+	if cfg.Password != "" {
+		cp.PasswordFlag, cp.Password = true, []byte(cfg.Password)
+	}
+	return cp
+}
+
+// lost reports the loss of the session on g, if g is still the current
+// connection: paho.golang may report an error more than once, and after
+// the agent's own Disconnect.
+func (p *v5) lost(g *guardConn, err error) {
+	if p.a.wire.Load() != g {
+		return
+	}
+	select {
+	case p.a.lost <- err:
+	default:
+	}
+}
+
+// serverDisconnect is the broker ending the session: its reason code, and
+// a Server Reference if it named one. A code MQTT 5 does not define for a
+// server's DISCONNECT is a protocol error.
+func (p *v5) serverDisconnect(g *guardConn, d *paho5.Disconnect) {
+	if !v5Known(d.ReasonCode, 'd') {
+		pe := &ProtocolError{Type: 14, Reason: fmt.Sprintf("DISCONNECT reason code %d (%#x), unknown to MQTT 5", d.ReasonCode, d.ReasonCode)}
+		g.breakWith(pe)
+		p.lost(g, pe)
+		return
+	}
+	de := &DisconnectError{Code: int(d.ReasonCode)}
+	if d.Properties != nil {
+		de.Reference, de.Reason = d.Properties.ServerReference, d.Properties.ReasonString
+	}
+	p.lost(g, de)
+}
+
+// received hands a message that came on g to the handlers of the
+// subscriptions it matches, through the inbox; one that matches none is
+// acknowledged at once.
+func (p *v5) received(g *guardConn, r paho5.PublishReceived) (bool, error) {
+	pb, c := r.Packet, r.Client
+	ack := func() {
+		select {
+		case <-g.closed: // acknowledged on a connection that is gone, it would reach no one
+		default:
+			_ = c.Ack(pb)
+		}
+	}
+	h := p.a.handlerFor(pb.Topic)
+	if h == nil {
+		ack()
+		return false, nil
+	}
+	p.a.inbox.put(delivery{handler: h, topic: pb.Topic, payload: pb.Payload, ack: ack}, g.closed)
+	return true, nil
+}
+
+// subackCodes are the SUBACK reason codes MQTT 5 defines.
+var subackCodes = map[byte]string{
+	0x00: "granted QoS 0", 0x01: "granted QoS 1", 0x02: "granted QoS 2", 0x80: "unspecified error",
+	0x83: "implementation specific error", 0x87: "not authorized", 0x8F: "topic filter invalid",
+	0x91: "packet identifier in use", 0x97: "quota exceeded", 0x9E: "shared subscriptions not supported",
+	0xA1: "subscription identifiers not supported", 0xA2: "wildcard subscriptions not supported",
+}
+
+func (p *v5) subscribe(ctx context.Context, topic string, s subscription) error {
+	c, g := p.current()
+	if c == nil {
+		return ErrNotConnected
+	}
+	sa, err := c.Subscribe(ctx, &paho5.Subscribe{Subscriptions: []paho5.SubscribeOptions{{Topic: topic, QoS: s.qos}}})
+	if sa == nil {
+		return err
+	}
+	if len(sa.Reasons) != 1 {
+		pe := &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK with %d reason codes for one topic", len(sa.Reasons))}
+		g.breakWith(pe)
+		return pe
+	}
+	code := sa.Reasons[0]
+	name, known := subackCodes[code]
+	switch {
+	case !known:
+		pe := &ProtocolError{Type: 9, Reason: fmt.Sprintf("SUBACK reason code %d (%#x), unknown to MQTT 5", code, code)}
+		g.breakWith(pe)
+		return pe
+	case code >= 0x80:
+		return fmt.Errorf("%w: %s: %#02x (%s)", ErrSubscriptionRefused, topic, code, name)
+	}
+	return nil
+}
+
+// publishSize is the size of a PUBLISH without properties, as MQTT 5's
+// Maximum Packet Size counts it: fixed header included.
+func publishSize(topic string, qos byte, payload []byte) int {
+	n := 2 + len(topic) + 1 + len(payload) // topic, properties length, payload
+	if qos > 0 {
+		n += 2 // packet ID
+	}
+	header := 2
+	for l := n >> 7; l > 0; l >>= 7 {
+		header++
+	}
+	return header + n
+}
+
+// errShutdown is paho.golang's report of a QoS 1 publish whose connection
+// ended before its PUBACK came.
+const errShutdown = "PUBLISH transmitted but not fully acknowledged at time of shutdown"
+
+func (p *v5) publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
+	c, _ := p.current()
+	if c == nil {
+		return ErrNotConnected
+	}
+	if max := p.maxOut.Load(); max > 0 && publishSize(topic, qos, payload) > int(max) {
+		return fmt.Errorf("%w: a PUBLISH of %d bytes, over the broker's Maximum Packet Size of %d", ErrTooLargeForBroker,
+			publishSize(topic, qos, payload), max)
+	}
+	resp, err := c.PublishWithOptions(ctx, &paho5.Publish{QoS: qos, Retain: retained, Topic: topic, Payload: payload}, paho5.PublishOptions{})
+	switch {
+	case resp != nil && resp.ReasonCode >= 0x80:
+		return fmt.Errorf("%w: PUBACK %#02x (%s)", ErrPublishRefused, resp.ReasonCode, codeText(int(resp.ReasonCode)))
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case qos > 0 && (err.Error() == errShutdown || p.a.conns.Load() != conn):
+		return ErrUnconfirmed
+	case !p.a.Connected():
+		return ErrNotConnected
+	}
+	return err
+}
+
+func (p *v5) disconnect() {
+	p.mu.Lock()
+	c := p.client
+	p.client, p.wire = nil, nil
+	p.mu.Unlock()
+	if c != nil {
+		_ = c.Disconnect(&paho5.Disconnect{ReasonCode: 0})
+	}
+}
+
+// errPingTimeout is the loss of a session whose PINGREQ went unanswered.
+var errPingTimeout = errors.New("pingresp not received, disconnecting")
