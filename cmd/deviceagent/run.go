@@ -317,18 +317,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		defer d.Close()
 		o.data = d
 	}
+	// The config store and the queue are opened (or refused) before anything
+	// runs: a refused data directory must find nothing fetched, written or sent.
 	hb := &heartbeat{interval: o.heartbeat}
+	var fetcher *device.Fetcher
+	if o.configURL != "" {
+		if fetcher, err = newFetcher(o, cfg.TLS, agent, hb, log); err != nil {
+			return err
+		}
+	}
+	pub, err := newPublisher(o, agent, log)
+	if err != nil {
+		return err
+	}
+	defer pub.Close()
 	var wg sync.WaitGroup
 	runCtx, cancel := context.WithCancel(ctx)
 	defer func() {
 		cancel()
 		wg.Wait()
 	}()
-	if o.configURL != "" {
-		fetcher, err := newFetcher(o, cfg.TLS, agent, hb, log)
-		if err != nil {
-			return err
-		}
+	if fetcher != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); fetcher.Run(runCtx) }()
 	}
@@ -336,11 +345,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err := agent.Start(runCtx); err != nil {
 		return err
 	}
-	pub, err := newPublisher(o, agent, log)
-	if err != nil {
-		return err
-	}
-	defer pub.Close()
 	wg.Add(1)
 	go func() { defer wg.Done(); deliver(runCtx, pub, agent.Done(), time.Minute, log) }()
 	topic := strings.ReplaceAll(o.topic, "{id}", o.clientID)
