@@ -41,6 +41,8 @@ race:
 grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
+	$(GO) run ./cmd/devicesim grid -devices 10000,100000,1000000 -admit-rates 500,5000,50000 \
+	  -policies iotcore,full,fleet-safe -mqtt 5,5-deaf -full -out devicesim-report/grid-mqtt5
 
 # The profile devicesim is compiled by (profile-guided optimization: go build
 # and go run use cmd/devicesim/default.pgo on their own): make grid's two
@@ -91,7 +93,7 @@ soak:
 # grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/
 
 # RabbitMQ, the second real broker (Debian's rabbitmq-server, a node of its
 # own a policy): three storms in a row through the fault proxy, then its

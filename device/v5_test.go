@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -450,4 +452,44 @@ func TestMQTT5BrokerKeepsToTheDevicesMaximumPacketSize(t *testing.T) {
 	}
 	assert.True(t, r.agent.Connected())
 	assert.Zero(t, r.broker.Recorder().Counts().Disconnects)
+}
+
+// The test broker's limits answer each protocol in its own words: over its
+// admission limit, or busy, an MQTT 5 device reads the reason code (0x9F by
+// default) and a 3.1.1 device CONNACK 3.
+func TestTheTestBrokersLimitsAnswerInEachProtocolsWords(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		proto device.Protocol
+		limit func(b *testbroker.Broker) error
+		want  int
+	}{
+		{"admission, v5", device.MQTT5, func(b *testbroker.Broker) error {
+			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1})
+		}, 0x9F},
+		{"admission with quota exceeded, v5", device.MQTT5, func(b *testbroker.Broker) error {
+			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
+		}, 0x97},
+		{"admission, 3.1.1", device.MQTT311, func(b *testbroker.Broker) error {
+			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
+		}, 3},
+		{"busy, v5", device.MQTT5, func(b *testbroker.Broker) error { return b.BeginBusy(fault.CodeServerBusy) }, 0x89},
+		{"busy, 3.1.1", device.MQTT311, func(b *testbroker.Broker) error { return b.BeginBusy(fault.CodeServerBusy) }, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRigP(t, tc.proto, testbroker.Config{Transport: testbroker.Memory}, nil)
+			r.bootAndConnect()
+			require.NoError(t, tc.limit(r.broker))
+			require.Equal(t, 1, r.broker.DropAll())
+			r.next(device.EventLost)
+			r.advanceWait()
+			if strings.HasPrefix(tc.name, "admission") { // a new limit's bucket is full: its burst first
+				r.next(device.EventConnected)
+				require.Equal(t, 1, r.broker.DropAll())
+				r.next(device.EventLost)
+				r.advanceWait()
+			}
+			assert.Equal(t, tc.want, r.next(device.EventAttemptFailed).Code)
+		})
+	}
 }

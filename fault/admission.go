@@ -12,7 +12,8 @@ type AdmissionMode int
 
 const (
 	// RefuseOverLimit turns it away at once: the test broker answers
-	// CONNACK 3 "server unavailable", the fault proxy resets it.
+	// CONNACK 3 "server unavailable" (an MQTT 5 client, Admission.Code),
+	// the fault proxy resets it.
 	RefuseOverLimit AdmissionMode = iota
 	// PauseOverLimit keeps it waiting until a token is free, as a broker
 	// that stops accepting leaves sockets in its listen backlog (EMQX 4's
@@ -50,6 +51,26 @@ type Admission struct {
 	Rate  float64
 	Burst int
 	Mode  AdmissionMode
+	// Code is the MQTT 5 reason code an MQTT 5 client is refused with over
+	// the limit (RefuseOverLimit): 0 means CodeConnectionRateExceeded; a
+	// 3.1.1 client gets CONNACK 3 whatever it says.
+	Code byte
+}
+
+// The MQTT 5 reason codes a broker refuses with when it is over a limit,
+// which an MQTT 5 device takes for back-pressure.
+const (
+	CodeServerBusy             byte = 0x89
+	CodeQuotaExceeded          byte = 0x97
+	CodeConnectionRateExceeded byte = 0x9F
+)
+
+// RefusalCode is the MQTT 5 reason code a refusal over a's limit sends.
+func (a Admission) RefusalCode() byte {
+	if a.Code == 0 {
+		return CodeConnectionRateExceeded
+	}
+	return a.Code
 }
 
 // ErrInvalid is what Validate's errors wrap.
@@ -65,6 +86,8 @@ func (a Admission) Validate() error {
 		return fmt.Errorf("%w: rate %g must be > 0 and burst %d >= 0 (or the zero Admission, no limit)", ErrInvalid, a.Rate, a.Burst)
 	case a.Mode < RefuseOverLimit || a.Mode > DisconnectOverLimit:
 		return fmt.Errorf("%w: mode %v", ErrInvalid, a.Mode)
+	case a.Code != 0 && a.Code < 0x80:
+		return fmt.Errorf("%w: an MQTT 5 refusal's code is 0x80 or more (0x89, 0x97, 0x9F), got %#02x", ErrInvalid, a.Code)
 	}
 	return nil
 }

@@ -117,6 +117,7 @@ type Broker struct {
 	closeOnce sync.Once
 
 	admission     atomic.Pointer[activeLimit]
+	busy          atomic.Int32                  // > 0: the reason code every CONNECT is refused with (BeginBusy)
 	flapAfter     atomic.Int64                  // time.Duration
 	latency       atomic.Int64                  // time.Duration
 	dropPublishes atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
@@ -630,11 +631,27 @@ func (b *Broker) admitSocket(ctx context.Context) error {
 	return a.lim.Wait(ctx)
 }
 
-// admitConnect decides, at CONNECT, for the refuse and disconnect modes.
-func (b *Broker) admitConnect(now time.Time) (ok bool, mode fault.AdmissionMode) {
+// admitConnect decides, at CONNECT, for the refuse and disconnect modes;
+// code is the MQTT 5 reason code of a refusal.
+func (b *Broker) admitConnect(now time.Time) (ok bool, mode fault.AdmissionMode, code byte) {
 	a := b.admission.Load()
 	if a == nil || a.Mode == fault.PauseOverLimit {
-		return true, 0
+		return true, 0, 0
 	}
-	return a.lim.AllowN(now, 1), a.Mode
+	return a.lim.AllowN(now, 1), a.Mode, a.RefusalCode()
 }
+
+// BeginBusy refuses every CONNECT until EndBusy, as a broker node past
+// its capacity does: an MQTT 5 client with code (0x89 server busy, say),
+// a 3.1.1 client with CONNACK 3. Sessions already up stay: Drain ends
+// them.
+func (b *Broker) BeginBusy(code byte) error {
+	if code < 0x80 {
+		return fmt.Errorf("testbroker: an MQTT 5 refusal's code is 0x80 or more, got %#02x", code)
+	}
+	b.busy.Store(int32(code))
+	return nil
+}
+
+// EndBusy admits CONNECTs again.
+func (b *Broker) EndBusy() { b.busy.Store(0) }

@@ -19,4 +19,7 @@
 // The broker speaks to 3.1.1 clients as a 3.1.1 broker would: it ends a
 // session by closing the socket, and refuses with the 3.1.1 return codes
 // (or, to reproduce non-conforming brokers, a raw code of 0x80 or more).
+// To MQTT 5 clients it speaks MQTT 5: over its admission limit it refuses
+// with Admission.Code, Drain ends sessions with a reason code and a Server
+// Reference, and BeginBusy refuses every connect with a code of its own.
 package testbroker

@@ -60,13 +60,25 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	if r, ok := b.refusal(id); ok {
 		return h.refuse(cl, tc, r)
 	}
-	if ok, mode := b.admitConnect(now); !ok {
+	if code := b.busy.Load(); code > 0 {
+		return h.refuse(cl, tc, overLimit(cl, byte(code)))
+	}
+	if ok, mode, code := b.admitConnect(now); !ok {
 		if mode == fault.RefuseOverLimit {
-			return h.refuse(cl, tc, refusal{code: RefuseServerUnavailable})
+			return h.refuse(cl, tc, overLimit(cl, code))
 		}
 		tc.throt.Store(true) // fault.DisconnectOverLimit: CONNACK, then close
 	}
 	return nil
+}
+
+// overLimit is the refusal of a client over a limit: an MQTT 5 client's
+// reason code, or CONNACK 3 for a 3.1.1 client, which has no such code.
+func overLimit(cl *mqtt.Client, code byte) refusal {
+	if cl.Properties.ProtocolVersion >= 5 {
+		return refusal{code: ConnackCode(code)}
+	}
+	return refusal{code: RefuseServerUnavailable}
 }
 
 func (h *hook) refuse(cl *mqtt.Client, tc *trackedConn, r refusal) error {

@@ -29,9 +29,11 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rates := fs.String("admit-rates", "500,5000,50000", "comma-separated admission rates, connects per second (bursts of rate/20)")
 	modes := fs.String("admit-mode", "refuse", "comma-separated: refuse (CONNACK 3), pause (stop accepting), disconnect (accept, then drop)")
 	policies := fs.String("policies", strings.Join(gc.Policies, ","), "comma-separated policies")
+	mqtt := fs.String("mqtt", experiment.MQTT311, "comma-separated: 3.1.1, 5 (honouring reason codes), 5-deaf (ignoring them)")
 	fs.DurationVar(&gc.Outage, "outage", gc.Outage, "the broker's outage before it admits")
 	fs.DurationVar(&gc.MaxBackoff, "max-backoff", gc.MaxBackoff, "every policy's cap")
 	fs.Uint64Var(&gc.Seed, "seed", gc.Seed, "seed for every device's jitter")
+	fs.BoolVar(&gc.Full, "full", false, "run every cell to its end and read the broker's busiest second (slower)")
 	out := fs.String("out", "devicesim-report/grid", "directory for grid.json and grid.html")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -57,6 +59,10 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	gc.Policies = nil
 	for _, p := range strings.Split(*policies, ",") {
 		gc.Policies = append(gc.Policies, strings.TrimSpace(p))
+	}
+	gc.MQTT = nil
+	for _, m := range strings.Split(*mqtt, ",") {
+		gc.MQTT = append(gc.MQTT, strings.TrimSpace(m))
 	}
 	gc.Progress = stdout
 	g, err := experiment.RunGrid(ctx, gc)

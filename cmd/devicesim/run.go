@@ -141,7 +141,23 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.Uint64Var(&f.c.Seed, "seed", f.c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
 	fs.Float64Var(&f.c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
 	fs.IntVar(&f.c.AdmitBurst, "admit-burst", 1, "admission burst")
-	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3), pause (stop accepting) or disconnect (accept, then drop)")
+	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3; MQTT 5: -admit-code), pause (stop accepting) or disconnect (accept, then drop)")
+	fs.Func("mqtt", "the devices' MQTT version: 3.1.1 or 5 (reason codes and Server References heard)", func(v string) error {
+		if v != "3.1.1" && v != "5" {
+			return fmt.Errorf("want 3.1.1 or 5")
+		}
+		f.c.MQTT5 = v == "5"
+		return nil
+	})
+	fs.Func("server-signals", "MQTT 5: honour or ignore the broker's reason codes and Server References", func(v string) error {
+		if v != "honour" && v != "ignore" {
+			return fmt.Errorf("want honour or ignore")
+		}
+		f.c.IgnoreSignals = v == "ignore"
+		return nil
+	})
+	fs.Func("admit-code", "MQTT 5: the reason code of a refusal over the admission limit (default 0x9F)", reasonCode(&f.c.AdmitCode))
+	fs.Func("busy-code", "busy-node: the reason code the busy node answers MQTT 5 devices with (default 0x89)", reasonCode(&f.c.BusyCode))
 	f.compare = fs.String("compare", defaultCompare, "comma-separated policies to run one after another under the same scenario, printed as one table (without -policy: the mission's formula against fleet-safe)")
 	f.out = fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	fs.Var(&f.expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
@@ -155,6 +171,19 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
+}
+
+// reasonCode is a flag's parser of an MQTT 5 refusal's reason code, hex
+// (0x9F) or decimal.
+func reasonCode(dst *byte) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseUint(v, 0, 8)
+		if err != nil || n < 0x80 {
+			return fmt.Errorf("want an MQTT 5 refusal's reason code, 0x80 or more (0x89, 0x97, 0x9F)")
+		}
+		*dst = byte(n)
+		return nil
+	}
 }
 
 // resolve turns the flags into the plan: the shard, a child's plan, the

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
 )
@@ -135,8 +136,8 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 func (f *Fleet) struck(e plan.Event) ([]int, error) {
 	n := len(f.faults)
 	switch {
-	case e.Scenario == plan.RollingRestart:
-		return nil, fmt.Errorf("agents: a rolling restart is its nodes' restarts, one a gap: RestartNode each")
+	case e.Scenario == plan.RollingRestart || e.Scenario == plan.RollingDrain && e.Node == nil:
+		return nil, fmt.Errorf("agents: a %s is its nodes' strikes, one a gap: RestartNode or DrainNode each", e.Scenario)
 	case e.Node == nil:
 		all := make([]int, n)
 		for k := range all {
@@ -176,6 +177,20 @@ func (f *Fleet) carryOut(ctx context.Context, e plan.Event, struck []int) (back 
 			// The path stays slow for the outage, in the background: the
 			// fleet is measured coming back through it.
 			_, err = f.faults[k].Latency(f.nodes.Proxies[k], outage, f.scale(cmp.Or(e.Latency, f.p.Latency)), f.scale(cmp.Or(e.LatencyJitter, f.p.LatencyJitter)))
+		case plan.RateLimited: // the limit stays: the fleet comes back through it
+			if err = f.nodes.AdmitUnlessLimited(f.admission); err == nil {
+				f.breaker(k).DropAll()
+			}
+		case plan.RollingDrain: // one node's: its devices are handed to the next
+			b := f.nodes.Brokers[k]
+			b.Drain(device.CodeUseAnotherServer, f.nodes.Reference((k+1)%len(f.faults)))
+			end = f.faults[k].Outage(b, outage, nil)
+		case plan.BusyNode:
+			b := f.nodes.Brokers[k]
+			if err = b.BeginBusy(f.p.Busy()); err == nil {
+				b.Drain(f.p.Busy(), "")
+				end = f.faults[k].After(outage, func() error { b.EndBusy(); return nil })
+			}
 		default:
 			return f.carryOutElsewhere(ctx, e, now)
 		}
@@ -221,6 +236,14 @@ func (f *Fleet) breaker(k int) fault.Breaker { return f.nodes.Breaker(k) }
 // does not wait for the node's, since its devices go elsewhere.
 func (f *Fleet) RestartNode(ctx context.Context, k int, outage time.Duration) error {
 	return f.Disrupt(ctx, plan.Event{Scenario: plan.BrokerRestart, Outage: outage, Node: &k})
+}
+
+// DrainNode drains node k of the cluster to the next and takes it down
+// for outage (unscaled), one step of a rolling drain: its MQTT 5 devices
+// are sent on with 0x9C and a Server Reference, its 3.1.1 devices see the
+// connection close and fail over to the same next node.
+func (f *Fleet) DrainNode(ctx context.Context, k int, outage time.Duration) error {
+	return f.Disrupt(ctx, plan.Event{Scenario: plan.RollingDrain, Outage: outage, Node: &k})
 }
 
 // faultsErr is the first error a disruption's end met at any node.

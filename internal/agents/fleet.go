@@ -184,7 +184,7 @@ func (f *Fleet) Stop() {
 // a, in unscaled connects a second; the zero Admission lifts the limit.
 func (f *Fleet) SetAdmission(a fault.Admission) error {
 	if a != (fault.Admission{}) {
-		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode}
+		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode, Code: a.Code}
 	}
 	return f.admit(a)
 }
@@ -259,7 +259,7 @@ func (f *Fleet) memberConfig() (member.Config, error) {
 	}
 	mc := f.wiring.Config
 	if p.AdmitRate > 0 {
-		f.admission = fault.Admission{Rate: p.AdmitRate * p.TimeScale, Burst: max(p.AdmitBurst, 1), Mode: p.AdmitMode}
+		f.admission = fault.Admission{Rate: p.AdmitRate * p.TimeScale, Burst: max(p.AdmitBurst, 1), Mode: p.AdmitMode, Code: p.AdmitCode}
 		if f.admission.Rate > member.HostAdmitLimit {
 			f.warn("the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale",
 				f.admission.Rate, member.HostAdmitLimit)

@@ -37,14 +37,32 @@ type GridConfig struct {
 	AdmitRates []float64
 	AdmitModes []fault.AdmissionMode
 	Policies   []string
+	// MQTT lists what the devices speak: MQTT311 (the default alone),
+	// MQTT5 (honouring the broker's reason codes) or MQTT5Deaf (ignoring
+	// them); each is a cell of its own.
+	MQTT       []string
 	Outage     time.Duration
 	MaxBackoff time.Duration
 	Seed       uint64
 	// Parallel is how many cells run at once (0: 2).
 	Parallel int
+	// Full runs every cell until its fleet is back (or its bound) and reads
+	// the broker's side too: a failing cell's figures are then its own, not
+	// the lower bounds at which its failure became certain, and the cell
+	// has the broker's busiest second.
+	Full bool
 	// Progress, if set, gets a line per cell as it finishes.
 	Progress io.Writer
 }
+
+// What a grid's devices speak: a refusal over the admission limit reads
+// CONNACK 3 on 3.1.1 and 0x9F connection rate exceeded on MQTT 5, which a
+// device that honours it stretches its wait by.
+const (
+	MQTT311   = "3.1.1"
+	MQTT5     = "5"
+	MQTT5Deaf = "5-deaf"
+)
 
 // DefaultGrid is devicesim grid's: 1,000 to a million devices, 500 to
 // 50,000 connects/s refused over the limit, every policy, a 60 s outage, a
@@ -57,7 +75,7 @@ func DefaultGrid() GridConfig {
 		}
 	}
 	return GridConfig{Devices: []int{1000, 10_000, 100_000, 1_000_000}, AdmitRates: []float64{500, 5000, 50_000},
-		AdmitModes: []fault.AdmissionMode{fault.RefuseOverLimit}, Policies: policies,
+		AdmitModes: []fault.AdmissionMode{fault.RefuseOverLimit}, Policies: policies, MQTT: []string{MQTT311},
 		Outage: time.Minute, MaxBackoff: 32 * time.Second, Seed: 1}
 }
 
@@ -68,6 +86,7 @@ type GridCell struct {
 	Devices   int           `json:"devices"`
 	AdmitRate float64       `json:"admit_rate"`
 	AdmitMode string        `json:"admit_mode"`
+	MQTT      string        `json:"mqtt"` // MQTT311, MQTT5 or MQTT5Deaf
 	// IdealS is devices / admit_rate: the broker's admission, flat out.
 	IdealS float64 `json:"ideal_s"`
 	// BootSpreadS (boot-storm) is the operator's boot spread W: the agents'
@@ -83,11 +102,14 @@ type GridCell struct {
 	AttemptsAfterReturn float64 `json:"attempts_after_return"`
 	AttemptsAtLeast     bool    `json:"attempts_at_least,omitempty"`
 	MaxAttempts         float64 `json:"max_attempts"`
-	Verdict             string  `json:"verdict"`
-	AllRecovered        bool    `json:"all_recovered"`
-	Pass                bool    `json:"pass"`
-	Why                 string  `json:"why,omitempty"` // what failed
-	WallS               float64 `json:"wall_s"`
+	// BusiestS is the broker's busiest second, refused connects included
+	// (a Full grid's).
+	BusiestS     float64 `json:"busiest_second,omitempty"`
+	Verdict      string  `json:"verdict"`
+	AllRecovered bool    `json:"all_recovered"`
+	Pass         bool    `json:"pass"`
+	Why          string  `json:"why,omitempty"` // what failed
+	WallS        float64 `json:"wall_s"`
 }
 
 // Grid is a grid's cells, in the order run.
@@ -126,11 +148,13 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	g.Config.Outage, g.Config.MaxBackoff, g.Config.Seed = gc.Outage.Seconds(), gc.MaxBackoff.Seconds(), gc.Seed
 	g.Config.BootSpread = bootSpread.Seconds() // or the ideal, if longer
 	for _, p := range gc.Policies {
-		for _, mode := range gc.AdmitModes {
-			for _, n := range gc.Devices {
-				for _, rate := range gc.AdmitRates {
-					for _, sc := range []plan.Scenario{plan.ThrottledRestart, plan.BootStorm} {
-						g.Cells = append(g.Cells, GridCell{Policy: p, Scenario: sc, Devices: n, AdmitRate: rate, AdmitMode: mode.String()})
+		for _, speaks := range gc.MQTT {
+			for _, mode := range gc.AdmitModes {
+				for _, n := range gc.Devices {
+					for _, rate := range gc.AdmitRates {
+						for _, sc := range []plan.Scenario{plan.ThrottledRestart, plan.BootStorm} {
+							g.Cells = append(g.Cells, GridCell{Policy: p, Scenario: sc, Devices: n, AdmitRate: rate, AdmitMode: mode.String(), MQTT: speaks})
+						}
 					}
 				}
 			}
@@ -185,8 +209,13 @@ func (gc GridConfig) parallel() int { return cmp.Or(gc.Parallel, 2) }
 const bootSpread = 10 * time.Second
 
 func (gc GridConfig) validate() error {
-	if len(gc.Devices) == 0 || len(gc.AdmitRates) == 0 || len(gc.AdmitModes) == 0 || len(gc.Policies) == 0 {
-		return fmt.Errorf("a grid needs devices, admission rates, admission modes and policies")
+	if len(gc.Devices) == 0 || len(gc.AdmitRates) == 0 || len(gc.AdmitModes) == 0 || len(gc.Policies) == 0 || len(gc.MQTT) == 0 {
+		return fmt.Errorf("a grid needs devices, admission rates, admission modes, policies and MQTT versions")
+	}
+	for _, m := range gc.MQTT {
+		if m != MQTT311 && m != MQTT5 && m != MQTT5Deaf {
+			return fmt.Errorf("MQTT: want %s, %s or %s, got %q", MQTT311, MQTT5, MQTT5Deaf, m)
+		}
 	}
 	for _, n := range gc.Devices {
 		if n < 1 {
@@ -216,6 +245,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = plan.Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
 	c.Outage, c.MaxBackoff, c.Events = gc.Outage, gc.MaxBackoff, io.Discard
 	c.AdmitRate, c.AdmitBurst, c.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
+	c.MQTT5, c.IgnoreSignals = cell.MQTT != MQTT311, cell.MQTT == MQTT5Deaf
 	capS := gc.MaxBackoff.Seconds()
 	cell.IdealS = float64(cell.Devices) / cell.AdmitRate
 	from := gc.Outage.Seconds()
@@ -236,10 +266,13 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if cell.Scenario == plan.BootStorm { // every attempt counts, from power-on
 		giveUp.MaxAfterReturn = math.MaxInt64
 	}
+	if gc.Full {
+		giveUp, c.Bound = nil, 0 // the plan's own bound, from the outage, the cap and the admission
+	}
 	if err := c.Validate(); err != nil {
 		return err
 	}
-	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline(), FleetVerdictOnly: true}) // a cell reads the fleet's verdict
+	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline(), FleetVerdictOnly: !gc.Full})
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}
@@ -252,10 +285,13 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if cell.Scenario == plan.BootStorm {
 		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
 	}
-	if giveUp.Certain > 0 { // ended on the attempts its devices still down were certain to make
+	if giveUp != nil && giveUp.Certain > 0 { // ended on the attempts its devices still down were certain to make
 		cell.AttemptsAfterReturn = max(cell.AttemptsAfterReturn, float64(giveUp.Certain)/float64(cell.Devices))
 	}
 	cell.Verdict = string(r.Verdict)
+	if r.Broker != nil { // what reached it: not the dials its outage refused
+		cell.BusiestS = r.Broker.Arrivals.PeakPerS1s
+	}
 	cell.WallS = r.Host.WallS
 	var why []string
 	switch {
@@ -285,15 +321,19 @@ func writeGridLine(w io.Writer, c GridCell) {
 	if !c.Pass {
 		mark = "FAIL: " + c.Why
 	}
-	fmt.Fprintf(w, "%-22s %-17s %9d devices %6.0f/s %-10s p99 %7.1f s (<= %7.1f)  %6.2f attempts (<= %5.2f)  %-12s %s\n",
-		c.Policy, c.Scenario, c.Devices, c.AdmitRate, c.AdmitMode, c.P99AfterReturnS, c.MaxP99S,
-		c.AttemptsAfterReturn, c.MaxAttempts, c.Verdict, mark)
+	busiest := ""
+	if c.BusiestS > 0 {
+		busiest = fmt.Sprintf("busiest %7.0f/s  ", c.BusiestS)
+	}
+	fmt.Fprintf(w, "%-22s %-6s %-17s %9d devices %6.0f/s %-10s p99 %7.1f s (<= %7.1f)  %6.2f attempts (<= %5.2f)  %s%-12s %s\n",
+		c.Policy, c.MQTT, c.Scenario, c.Devices, c.AdmitRate, c.AdmitMode, c.P99AfterReturnS, c.MaxP99S,
+		c.AttemptsAfterReturn, c.MaxAttempts, busiest, c.Verdict, mark)
 }
 
 // Table writes the grid's cells, a line each, grouped by policy.
 func (g *Grid) Table(w io.Writer) {
 	cells := slices.Clone(g.Cells)
-	slices.SortStableFunc(cells, func(a, b GridCell) int { return cmp.Compare(a.Policy, b.Policy) })
+	slices.SortStableFunc(cells, func(a, b GridCell) int { return cmp.Or(cmp.Compare(a.Policy, b.Policy), cmp.Compare(a.MQTT, b.MQTT)) })
 	for _, c := range cells {
 		writeGridLine(w, c)
 	}

@@ -73,13 +73,17 @@ func (g *Grid) WriteHTML(w io.Writer) error {
 	})
 	for i := range g.Cells {
 		c := &g.Cells[i]
-		t := byPolicy[c.Policy]
+		name := c.Policy
+		if c.MQTT != MQTT311 {
+			name += map[string]string{MQTT5: ", MQTT 5 honouring its codes", MQTT5Deaf: ", MQTT 5 deaf to its codes"}[c.MQTT]
+		}
+		t := byPolicy[name]
 		if t == nil {
-			t = &gridTable{Policy: c.Policy, Pass: true}
+			t = &gridTable{Policy: name, Pass: true}
 			for _, k := range cols {
 				t.Columns = append(t.Columns, fmt.Sprintf("%.0f/s, %s", k.rate, k.mode))
 			}
-			byPolicy[c.Policy] = t
+			byPolicy[name] = t
 			tables = append(tables, t)
 		}
 		label := fmt.Sprintf("%d, %s", c.Devices, c.Scenario)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/experiment"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
 )
 
 // A small grid in virtual time: the mission's formula behind a broker that
@@ -53,4 +54,34 @@ func TestMixNamesTheSmallestSafeShare(t *testing.T) {
 	var table bytes.Buffer
 	m.Table(&table)
 	assert.Contains(t, table.String(), "the smallest share on fleet-safe that passes")
+}
+
+// The same cells on MQTT 5, honouring the broker's 0x9F and deaf to it, run
+// to the end: the formula's fleet that honours the code makes fewer
+// attempts and comes back sooner, and the broker's busiest second, its
+// return's burst, is the same either way: on every one of 20 seeds.
+func TestGridComparesFleetsThatHearTheBrokerWithDeafOnes(t *testing.T) {
+	gc := experiment.DefaultGrid()
+	gc.Devices, gc.AdmitRates, gc.Policies = []int{2000}, []float64{100}, []string{"iotcore"}
+	gc.MQTT, gc.Full = []string{experiment.MQTT5, experiment.MQTT5Deaf}, true
+	for gc.Seed = 1; gc.Seed <= fleetsimtest.Seeds(); gc.Seed++ {
+		g, err := experiment.RunGrid(context.Background(), gc)
+		require.NoError(t, err)
+		require.Len(t, g.Cells, 4, "two kinds of device, throttled restart and boot storm")
+		cell := map[string]experiment.GridCell{}
+		for _, c := range g.Cells {
+			if c.Scenario == "throttled-restart" {
+				cell[c.MQTT] = c
+			}
+		}
+		honour, deaf := cell[experiment.MQTT5], cell[experiment.MQTT5Deaf]
+		assert.Less(t, honour.AttemptsAfterReturn, deaf.AttemptsAfterReturn, "seed %d", gc.Seed)
+		assert.Less(t, honour.P99AfterReturnS, deaf.P99AfterReturnS, "seed %d", gc.Seed)
+		assert.Positive(t, honour.BusiestS)
+		assert.Equal(t, honour.BusiestS, deaf.BusiestS, "seed %d: the return's burst comes before any refusal", gc.Seed)
+	}
+
+	gc.MQTT = []string{"4"}
+	_, err := experiment.RunGrid(context.Background(), gc)
+	assert.ErrorContains(t, err, `MQTT: want 3.1.1, 5 or 5-deaf, got "4"`)
 }

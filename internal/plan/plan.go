@@ -81,6 +81,11 @@ type Fleet struct {
 	Telemetry float64
 	// Transport is how they reach the in-process broker.
 	Transport Transport
+	// MQTT5 makes the devices speak MQTT 5 (device.MQTT5), whose reason
+	// codes shape their waits and whose Server References they follow;
+	// IgnoreSignals makes them deaf to both (device.Timing's
+	// IgnoreServerSignals): a control group beside those that listen.
+	MQTT5, IgnoreSignals bool
 	// Shard runs only the devices whose index i has i % Shard.Count ==
 	// Shard.Index (every device when Count is 0).
 	Shard Shard
@@ -95,7 +100,7 @@ type Fleet struct {
 // Group is a part of a mixed fleet, which may differ from the others in
 // everything the agent's configuration has. What it leaves unset is the
 // fleet's: Policy and Transport empty, MaxBackoff, BootSpread, KeepAlive
-// and PingTimeout 0, RetryCap and Telemetry nil.
+// and PingTimeout 0, RetryCap, Telemetry, MQTT5 and IgnoreSignals nil.
 type Group struct {
 	Name                   string
 	Devices                int
@@ -106,6 +111,7 @@ type Group struct {
 	KeepAlive, PingTimeout time.Duration
 	Telemetry              *float64 // QoS 1 messages a second, per device
 	Transport              Transport
+	MQTT5, IgnoreSignals   *bool
 	Labels                 map[string]string
 }
 
@@ -133,7 +139,21 @@ func (f Fleet) resolve(g Group) Group {
 	if g.Telemetry == nil {
 		g.Telemetry = &f.Telemetry
 	}
+	if g.MQTT5 == nil {
+		g.MQTT5 = &f.MQTT5
+	}
+	if g.IgnoreSignals == nil {
+		g.IgnoreSignals = &f.IgnoreSignals
+	}
 	return g
+}
+
+// Protocol is the MQTT version the group's devices speak.
+func (g Group) Protocol() device.Protocol {
+	if *g.MQTT5 {
+		return device.MQTT5
+	}
+	return device.MQTT311
 }
 
 // HasTelemetry reports whether any device of the fleet publishes
@@ -182,6 +202,11 @@ type Storm struct {
 	AdmitRate  float64
 	AdmitBurst int
 	AdmitMode  fault.AdmissionMode
+	// AdmitCode is the reason code an MQTT 5 device over the limit is
+	// refused with (refuse mode; 0: 0x9F connection rate exceeded); a 3.1.1
+	// device reads CONNACK 3. BusyCode is what a busy-node answers an MQTT 5
+	// device with (0: 0x89 server busy).
+	AdmitCode, BusyCode byte
 	// Bound, if > 0, is how long (unscaled) after the disruption a run
 	// waits for its fleet before ending unrecovered; 0 sets one from the
 	// outage, the cap and the admission rate.
@@ -405,8 +430,12 @@ func (s Storm) Admission() fault.Admission {
 	if s.AdmitRate <= 0 {
 		return fault.Admission{}
 	}
-	return fault.Admission{Rate: s.AdmitRate, Burst: s.AdmitBurst, Mode: s.AdmitMode}
+	return fault.Admission{Rate: s.AdmitRate, Burst: s.AdmitBurst, Mode: s.AdmitMode, Code: s.AdmitCode}
 }
+
+// Busy is the reason code a busy-node refuses an MQTT 5 device with, and
+// ends its sessions with.
+func (s Storm) Busy() byte { return cmp.Or(s.BusyCode, fault.CodeServerBusy) }
 
 // DefaultThrottle is the admission a throttled restart applies when the
 // plan names none, in connects per (unscaled) second.
@@ -415,9 +444,9 @@ const DefaultThrottle = 100
 // WithDefaults fills in what a plan may leave to the run: a throttled
 // restart's admission rate. Every engine starts from it.
 func (p Plan) WithDefaults() Plan {
-	throttled := p.Scenario == ThrottledRestart
+	throttled := p.Scenario == ThrottledRestart || p.Scenario == RateLimited
 	for _, e := range p.Then {
-		throttled = throttled || e.Scenario == ThrottledRestart
+		throttled = throttled || e.Scenario == ThrottledRestart || e.Scenario == RateLimited
 	}
 	if throttled && p.AdmitRate == 0 {
 		p.AdmitRate = DefaultThrottle

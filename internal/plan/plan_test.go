@@ -40,7 +40,8 @@ func TestScenariosSayWhatTheyNeed(t *testing.T) {
 		_, err := plan.ParseScenario(string(s))
 		require.NoError(t, err)
 		assert.False(t, s.BreaksPath() && s.BreaksBroker(), s)
-		assert.Equal(t, s.Modelled(), s == plan.BootStorm || s == plan.RollingRestart || s.BreaksBroker(), s)
+		assert.Equal(t, s.Modelled(), s == plan.BootStorm || s == plan.RollingRestart || s.BreaksBroker() || s.Speaks(), s)
+		assert.False(t, s.Speaks() && (s.BreaksBroker() || s.BreaksPath()), "%s: what only the in-process broker can say is no fault proxy's", s)
 	}
 	assert.True(t, plan.Blackhole.BreaksPath())
 	assert.True(t, plan.Flapping.BreaksBroker())
@@ -80,6 +81,12 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{func(p *plan.Plan) { p.Outage = 0 }, "outage must be > 0"},
 		{func(p *plan.Plan) { p.KeepAlive = 500 * time.Millisecond }, "keepalive must be at least 1s"},
 		{func(p *plan.Plan) { p.Shard = plan.Shard{Index: 0, Count: 2} }, "a shard runs part of a fleet against a shared external broker"},
+		{func(p *plan.Plan) { p.MQTT5, p.Policy = true, plan.PahoDefault }, "paho-default is paho's 3.1.1 client"},
+		{func(p *plan.Plan) { p.Scenario, p.BusyCode = plan.BusyNode, 0x05 }, "busy code: an MQTT 5 refusal's code is 0x80 or more"},
+		{func(p *plan.Plan) { p.Scenario, p.AdmitRate, p.AdmitCode = plan.RateLimited, 10, 0x03 }, "an MQTT 5 refusal's code is 0x80 or more"},
+		{func(p *plan.Plan) { p.Scenario, p.Broker = plan.RateLimited, "tcp://127.0.0.1:1883" }, "only the in-process broker sends"},
+		{func(p *plan.Plan) { p.Scenario, p.Nodes, p.Gap = plan.RollingDrain, 3, 0 }, "rolling-drain: the gap between nodes must be > 0"},
+		{func(p *plan.Plan) { p.Scenario, p.Gap = plan.RollingDrain, time.Minute }, "a rolling-drain needs a cluster: nodes >= 2, got 1"},
 	} {
 		p := plan.Default()
 		require.NoError(t, p.Validate())
@@ -107,7 +114,7 @@ func ExamplePlan() {
 	fmt.Println(p.Validate(), p.Scenario, p.Admission())
 	fmt.Println(p.CheckFits(300 << 20))
 	// Output:
-	// <nil> throttled-restart {10000 500 refuse}
+	// <nil> throttled-restart {10000 500 refuse 0}
 	// 1,000,000 devices on the virtual engine need about 363 MiB (about 112 bytes a device); this machine has 300 MiB available: at most 411,940 fit
 }
 

@@ -32,10 +32,27 @@ const (
 	RollingRestart Scenario = "rolling-restart"
 	ConfigOutage   Scenario = "config-outage" // the config server answers 503, then 429, with Retry-After for Outage
 	Observe        Scenario = "observe"       // an external broker the user disrupts; the run only records
+	// RateLimited: every session is dropped and from then on the broker
+	// admits AdmitRate connects a second (100 if unset) and refuses the
+	// rest at once: an MQTT 5 device with AdmitCode (0x9F connection rate
+	// exceeded), a 3.1.1 device with CONNACK 3. AWS IoT's and EMQX's
+	// connect-rate limits.
+	RateLimited Scenario = "rate-limited"
+	// RollingDrain: a cluster's nodes one at a time, Gap apart: each ends
+	// its sessions with an MQTT 5 DISCONNECT 0x9C naming the next node as
+	// its Server Reference (3.1.1 sessions are closed), then is down for
+	// Outage, as a maintenance that hands its devices on.
+	RollingDrain Scenario = "rolling-drain"
+	// BusyNode: one node (Node, the first if unset) is over its capacity
+	// for Outage: it ends its sessions with DISCONNECT BusyCode (0x89 server
+	// busy) and refuses every connect with it (3.1.1: closed, CONNACK 3);
+	// its devices fail over to the others.
+	BusyNode Scenario = "busy-node"
 )
 
 // Scenarios lists the scenarios a run can name.
-var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, RollingRestart, ConfigOutage, Observe}
+var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, RollingRestart,
+	ConfigOutage, Observe, RateLimited, RollingDrain, BusyNode}
 
 // ParseScenario reads a scenario's name.
 func ParseScenario(s string) (Scenario, error) {
@@ -80,11 +97,18 @@ func (s Scenario) BreaksBroker() bool {
 // Modelled reports whether the virtual engine's broker model can run it;
 // the rest need real devices. Real agents run every scenario.
 func (s Scenario) Modelled() bool {
-	return s == BootStorm || s == RollingRestart || s.BreaksBroker()
+	return s == BootStorm || s == RollingRestart || s.BreaksBroker() || s.Speaks()
 }
 
+// Speaks reports whether the scenario's broker answers in MQTT's own
+// words (reason codes, Server References), which only the in-process
+// broker can: the fault proxy in front of another cannot.
+func (s Scenario) Speaks() bool { return s == RateLimited || s == RollingDrain || s == BusyNode }
+
 // HasOutage reports whether the scenario lasts for Storm.Outage.
-func (s Scenario) HasOutage() bool { return s != BootStorm && s != DropAll && s != Observe }
+func (s Scenario) HasOutage() bool {
+	return s != BootStorm && s != DropAll && s != Observe && s != RateLimited
+}
 
 // Boots reports whether the scenario measures the fleet's power-on, so
 // that the boot itself is the disruption.

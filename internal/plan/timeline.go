@@ -28,9 +28,13 @@ type Strike struct {
 func (p Plan) Strikes() []Strike {
 	var out []Strike
 	for k, e := range p.Timeline() {
-		if e.Scenario == RollingRestart {
+		if e.Scenario == RollingRestart || e.Scenario == RollingDrain {
+			each := BrokerRestart // a drain's nodes each drain, then restart
+			if e.Scenario == RollingDrain {
+				each = RollingDrain
+			}
 			for n := range p.ClusterNodes() {
-				restart := Event{At: e.At + time.Duration(n)*e.Gap, Scenario: BrokerRestart, Outage: e.Outage}
+				restart := Event{At: e.At + time.Duration(n)*e.Gap, Scenario: each, Outage: e.Outage}
 				out = append(out, Strike{At: restart.At, Event: restart, Node: n, Of: k})
 			}
 			continue
@@ -38,6 +42,9 @@ func (p Plan) Strikes() []Strike {
 		node := AllNodes
 		if e.Node != nil && p.ClusterNodes() > 1 {
 			node = *e.Node
+		}
+		if e.Scenario == BusyNode && node == AllNodes && p.ClusterNodes() > 1 {
+			node = 0 // one node is busy: the first, unless the event names one
 		}
 		out = append(out, Strike{At: e.At, Event: e, Node: node, Of: k})
 	}
@@ -51,9 +58,9 @@ func (p Plan) Strikes() []Strike {
 // down (a drop, a slow path, a boot).
 func (p Plan) FirstReturn() time.Duration {
 	switch e := p.Timeline()[0]; e.Scenario {
-	case RollingRestart:
+	case RollingRestart, RollingDrain:
 		return time.Duration(p.ClusterNodes()-1)*e.Gap + e.Outage
-	case DropAll, Latency, Failover, Observe, BootStorm:
+	case DropAll, Latency, Failover, Observe, BootStorm, RateLimited:
 		return 0
 	default:
 		return e.Outage
@@ -69,7 +76,9 @@ func (p Plan) LastStrike() time.Duration {
 
 // strikesANode reports whether a disruption can strike one node of a
 // cluster alone: it breaks that node, or the path to it.
-func strikesANode(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() }
+func strikesANode(s Scenario) bool {
+	return s.BreaksBroker() || s.BreaksPath() || s == BusyNode || s == RateLimited
+}
 
 // validateCluster: a cluster is of in-process nodes that every device
 // reaches from this process, or of external nodes each behind a fault
@@ -96,8 +105,8 @@ func (p Plan) validateCluster() error {
 	}
 	for k, e := range p.Timeline() {
 		switch {
-		case e.Scenario == RollingRestart && nodes < 2:
-			return fmt.Errorf("a rolling restart needs a cluster: nodes >= 2, got %d", nodes)
+		case (e.Scenario == RollingRestart || e.Scenario == RollingDrain) && nodes < 2:
+			return fmt.Errorf("a %s needs a cluster: nodes >= 2, got %d", e.Scenario, nodes)
 		case e.Node == nil:
 		case nodes < 2:
 			return fmt.Errorf("timeline[%d]: node %d: one node's disruption needs a cluster (nodes >= 2)", k, *e.Node)

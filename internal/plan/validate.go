@@ -65,6 +65,8 @@ func (f Fleet) validate() error {
 		return fmt.Errorf("boot spread must be >= 0, got %v", f.BootSpread)
 	case f.Telemetry < 0:
 		return fmt.Errorf("telemetry rate must be >= 0, got %g", f.Telemetry)
+	case f.MQTT5 && f.Policy == PahoDefault:
+		return fmt.Errorf("paho-default is paho's 3.1.1 client: MQTT 5 is the agent's")
 	case f.Telemetry > 0 && f.Policy == PahoDefault:
 		return fmt.Errorf("telemetry goes through the agent's store-and-forward publisher; paho-default has none")
 	case f.Telemetry > 1000:
@@ -107,8 +109,10 @@ func (s Storm) validate() error {
 		return fmt.Errorf("duration must be > 0, got %v", s.Duration)
 	case s.Bound < 0:
 		return fmt.Errorf("bound must be >= 0, got %v", s.Bound)
-	case s.Scenario == RollingRestart && s.Gap <= 0:
-		return fmt.Errorf("rolling restart: the gap between nodes must be > 0, got %v", s.Gap)
+	case (s.Scenario == RollingRestart || s.Scenario == RollingDrain) && s.Gap <= 0:
+		return fmt.Errorf("%s: the gap between nodes must be > 0, got %v", s.Scenario, s.Gap)
+	case s.BusyCode != 0 && s.BusyCode < 0x80:
+		return fmt.Errorf("busy code: an MQTT 5 refusal's code is 0x80 or more (0x89, 0x97, 0x9F), got %#02x", s.BusyCode)
 	}
 	return s.validateThen()
 }
@@ -116,7 +120,9 @@ func (s Storm) validate() error {
 // followable reports whether a disruption can be one of a timeline's: it
 // breaks the broker (a cluster's nodes, at once or one by one) or the
 // path, and ends.
-func followable(s Scenario) bool { return s.BreaksBroker() || s.BreaksPath() || s == RollingRestart }
+func followable(s Scenario) bool {
+	return s.BreaksBroker() || s.BreaksPath() || s == RollingRestart || s.Speaks()
+}
 
 // maxTimeline is the most further disruptions a timeline holds.
 const maxTimeline = 1000
@@ -128,7 +134,7 @@ func (s Storm) validateThen() error {
 		return nil
 	}
 	if !followable(s.Scenario) {
-		return fmt.Errorf("a timeline of several disruptions starts with a broker restart, throttled restart, drop-all, flapping, blackhole, latency or rolling restart, not %s", s.Scenario)
+		return fmt.Errorf("a timeline of several disruptions starts with a disruption that ends (%s is not one): a restart, drop-all, flapping, blackhole, latency, rate limit, drain or busy node", s.Scenario)
 	}
 	if len(s.Then) > maxTimeline {
 		return fmt.Errorf("a timeline of %d disruptions: at most %d", len(s.Then)+1, maxTimeline+1)
@@ -137,10 +143,10 @@ func (s Storm) validateThen() error {
 	for i, e := range s.Then {
 		switch {
 		case !followable(e.Scenario):
-			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; broker-restart, throttled-restart, drop-all, flapping, blackhole, latency or rolling-restart can", i+1, e.Scenario)
-		case e.Scenario == RollingRestart && e.Gap <= 0:
-			return fmt.Errorf("timeline[%d]: rolling restart: the gap between nodes must be > 0, got %v", i+1, e.Gap)
-		case e.Gap != 0 && e.Scenario != RollingRestart:
+			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; a restart, drop-all, flapping, blackhole, latency, rate limit, drain or busy node can", i+1, e.Scenario)
+		case (e.Scenario == RollingRestart || e.Scenario == RollingDrain) && e.Gap <= 0:
+			return fmt.Errorf("timeline[%d]: %s: the gap between nodes must be > 0, got %v", i+1, e.Scenario, e.Gap)
+		case e.Gap != 0 && e.Scenario != RollingRestart && e.Scenario != RollingDrain:
 			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's; %s takes none", i+1, e.Gap, e.Scenario)
 		case e.At <= last:
 			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)
@@ -173,6 +179,9 @@ func (p Plan) validateTarget() error {
 		return fmt.Errorf("paho-default has no failover of ours: pick a reconnect policy")
 	case p.Scenario == Failover && p.Transport == TLS:
 		return fmt.Errorf("failover over TLS needs both brokers under one CA: not yet; use -transport mem or tcp")
+	case external && slices.ContainsFunc(p.Timeline(), func(e Event) bool { return e.Scenario.Speaks() }):
+		return fmt.Errorf("rate-limited, rolling-drain and busy-node answer in MQTT 5 reason codes, which only the in-process broker sends: " +
+			"the fault proxy in front of another broker cannot")
 	case external && !p.Proxied() && p.Scenario != Observe && p.Scenario != BootStorm:
 		return fmt.Errorf("scenario %s does not apply to an external broker", p.Scenario)
 	case p.TLSCert != "" && p.TLSCAKey != "":

@@ -63,14 +63,21 @@ type Group struct {
 	// the file's (and 0s where the plan needs more is an error).
 	MaxBackoff *time.Duration `yaml:"max_backoff"`
 	// RetryCap is a count of retries, or "forever" (the default).
-	RetryCap         RetryCap          `yaml:"retry_cap"`
-	BootWindow       time.Duration     `yaml:"boot_window"`
-	KeepAlive        *time.Duration    `yaml:"keepalive"`
-	PingTimeout      *time.Duration    `yaml:"ping_timeout"`
-	RetryAfterJitter time.Duration     `yaml:"retry_after_jitter"`
-	Telemetry        float64           `yaml:"telemetry"` // messages a second, per device
-	Transport        plan.Transport    `yaml:"transport"`
-	Labels           map[string]string `yaml:"labels"`
+	RetryCap         RetryCap       `yaml:"retry_cap"`
+	BootWindow       time.Duration  `yaml:"boot_window"`
+	KeepAlive        *time.Duration `yaml:"keepalive"`
+	PingTimeout      *time.Duration `yaml:"ping_timeout"`
+	RetryAfterJitter time.Duration  `yaml:"retry_after_jitter"`
+	Telemetry        float64        `yaml:"telemetry"` // messages a second, per device
+	Transport        plan.Transport `yaml:"transport"`
+	// MQTT is the version the group's devices speak: "3.1.1" (the
+	// default) or "5", whose reason codes shape the backoff.
+	MQTT MQTTVersion `yaml:"mqtt"`
+	// ServerSignals is what MQTT 5 devices do with the broker's reason
+	// codes and Server References: honour them (the default), or ignore
+	// them, as a client that cannot read them (a control group).
+	ServerSignals string            `yaml:"server_signals"`
+	Labels        map[string]string `yaml:"labels"`
 	// Expect is what this group alone must show.
 	Expect Expect `yaml:"expect"`
 }
@@ -110,6 +117,35 @@ type Admission struct {
 	Rate  float64 `yaml:"rate"`
 	Burst int     `yaml:"burst"`
 	Mode  string  `yaml:"mode"` // refuse (default), pause or disconnect
+	// Code is the MQTT 5 reason code a refusal sends an MQTT 5 device:
+	// 0x9F (connection rate exceeded, the default), 0x89 or 0x97.
+	Code ReasonCode `yaml:"code"`
+}
+
+// MQTTVersion is "3.1.1" or "5"; the zero MQTTVersion is unset (3.1.1).
+type MQTTVersion string
+
+func (v *MQTTVersion) UnmarshalYAML(b []byte) error {
+	s := strings.Trim(string(bytes.TrimSpace(b)), `"'`)
+	if s != "3.1.1" && s != "5" {
+		return fmt.Errorf("mqtt: want \"3.1.1\" or \"5\", got %s", s)
+	}
+	*v = MQTTVersion(s)
+	return nil
+}
+
+// ReasonCode is an MQTT 5 reason code a broker refuses with, written in
+// hex (0x9F) or decimal; the zero ReasonCode is unset.
+type ReasonCode byte
+
+func (c *ReasonCode) UnmarshalYAML(b []byte) error {
+	s := strings.Trim(string(bytes.TrimSpace(b)), `"'`)
+	n, err := strconv.ParseUint(s, 0, 8)
+	if err != nil || n < 0x80 {
+		return fmt.Errorf("code: want an MQTT 5 refusal's reason code, 0x80 or more (0x89, 0x97, 0x9F), got %s", s)
+	}
+	*c = ReasonCode(n)
+	return nil
 }
 
 // Event is one disruption on the timeline.
@@ -124,8 +160,12 @@ type Event struct {
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration `yaml:"gap"`
 	// Node, on a cluster, is the one node the disruption strikes (0 is
-	// the first); left out, it strikes every node at once.
+	// the first); left out, it strikes every node at once (a busy-node, the
+	// first).
 	Node *int `yaml:"node"`
+	// Code is what a busy-node answers MQTT 5 devices with (0x89 server
+	// busy, the default).
+	Code ReasonCode `yaml:"code"`
 	// Duration bounds an observe run: how long to wait for a disruption.
 	Duration time.Duration `yaml:"duration"`
 	// Watch is how long after the disruption the run waits for the fleet
@@ -218,6 +258,14 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	case f.Timeline[0].At != 0:
 		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
+	for k, g := range f.Fleet {
+		switch {
+		case g.ServerSignals != "" && g.ServerSignals != "honour" && g.ServerSignals != "ignore":
+			return bad("fleet[%d]: server_signals: honour or ignore, got %q", k, g.ServerSignals)
+		case g.ServerSignals != "" && g.MQTT != "5":
+			return bad("fleet[%d]: server_signals: only MQTT 5 devices read them (mqtt: \"5\")", k)
+		}
+	}
 	p = plan.Default()
 	p.Seed, p.TCPPerProcess, p.Nodes = f.Seed, f.TCPPerProcess, f.Brokers.Nodes
 	f.fleetOf(&p)
@@ -234,7 +282,7 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		if err != nil {
 			return bad("brokers.admission.mode: %v", err)
 		}
-		p.AdmitRate, p.AdmitBurst, p.AdmitMode = a.Rate, cmp.Or(a.Burst, 1), mode
+		p.AdmitRate, p.AdmitBurst, p.AdmitMode, p.AdmitCode = a.Rate, cmp.Or(a.Burst, 1), mode, byte(a.Code)
 	}
 	if x := f.Brokers.External; x != nil {
 		p.Broker, p.TLSCA, p.TLSCert, p.TLSKey, p.TLSCAKey = x.URL, x.CA, x.Cert, x.Key, x.CAKey
@@ -281,6 +329,7 @@ func (f *File) fleetOf(p *plan.Plan) {
 	g := f.groupOf(f.Fleet[0])
 	p.Devices, p.Policy, p.MaxBackoff, p.RetryCap = g.Devices, g.Policy, g.MaxBackoff, *g.RetryCap
 	p.BootSpread, p.KeepAlive, p.PingTimeout, p.Telemetry, p.Transport = g.BootSpread, g.KeepAlive, g.PingTimeout, *g.Telemetry, g.Transport
+	p.MQTT5, p.IgnoreSignals = *g.MQTT5, *g.IgnoreSignals
 	p.RetryAfterJitter = f.Fleet[0].RetryAfterJitter
 }
 
@@ -292,9 +341,10 @@ func (f *File) groupOf(g Group) plan.Group {
 	if g.RetryCap.Set {
 		retryCap = g.RetryCap.N
 	}
+	mqtt5, ignore := g.MQTT == "5", g.ServerSignals == "ignore"
 	pg := plan.Group{Name: g.Name, Devices: g.Devices, Policy: cmp.Or(g.Policy, d.Policy), MaxBackoff: d.MaxBackoff,
 		RetryCap: &retryCap, BootSpread: g.BootWindow, KeepAlive: d.KeepAlive, PingTimeout: d.PingTimeout,
-		Telemetry: &telemetry, Transport: cmp.Or(g.Transport, d.Transport), Labels: g.Labels}
+		Telemetry: &telemetry, Transport: cmp.Or(g.Transport, d.Transport), MQTT5: &mqtt5, IgnoreSignals: &ignore, Labels: g.Labels}
 	set(&pg.MaxBackoff, g.MaxBackoff)
 	set(&pg.KeepAlive, g.KeepAlive)
 	set(&pg.PingTimeout, g.PingTimeout)
@@ -325,8 +375,13 @@ func (f *File) mix(p *plan.Plan) error {
 // its timeline.
 func (f *File) timelineOf(p *plan.Plan) error {
 	for k, e := range f.Timeline {
-		if e.Gap != 0 && e.Disruption != plan.RollingRestart {
-			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's, from one node's restart to the next; %s takes none", k, e.Gap, e.Disruption)
+		switch {
+		case e.Gap != 0 && e.Disruption != plan.RollingRestart && e.Disruption != plan.RollingDrain:
+			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's or drain's, from one node's to the next; %s takes none", k, e.Gap, e.Disruption)
+		case e.Code != 0 && e.Disruption != plan.BusyNode:
+			return fmt.Errorf("timeline[%d]: code %#02x: a code is a busy-node's; %s takes none (an admission's refusals take brokers.admission.code)", k, byte(e.Code), e.Disruption)
+		case e.Code != 0 && k > 0:
+			return fmt.Errorf("timeline[%d]: code: one code for the storm's busy nodes: set it on the first", k)
 		}
 	}
 	ev := f.Timeline[0]
@@ -336,6 +391,7 @@ func (f *File) timelineOf(p *plan.Plan) error {
 	set(&p.Latency, ev.Latency)
 	set(&p.LatencyJitter, ev.LatencyJitter)
 	p.RetryAfter, p.Bound, p.Gap, p.Duration, p.Node = ev.RetryAfter, ev.Watch, ev.Gap, cmp.Or(ev.Duration, p.Duration), ev.Node
+	p.BusyCode = byte(ev.Code)
 	for _, e := range f.Timeline[1:] {
 		if e.RetryAfter != 0 || e.Watch != 0 || e.Duration != 0 {
 			return fmt.Errorf("timeline: a disruption after the first takes at, disruption, outage, flap, latency, latency_jitter, gap and node (%s at %v)",

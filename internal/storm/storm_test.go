@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
@@ -298,6 +299,47 @@ timeline: [{disruption: drop-all}]
 	assert.Equal(t, "2.1", young.Labels["firmware"])
 	assert.True(t, p.HasTelemetry())
 	assert.InDelta(t, 0.35, p.TelemetryRate(), 1e-9)
+}
+
+// A group may speak MQTT 5 and honour or ignore what the broker says; the
+// admission's refusals and a busy node's answer carry their reason codes.
+func TestAFleetSpeaksMQTT5FromTheFile(t *testing.T) {
+	f, err := read(t, `
+fleet:
+  - {name: listens, devices: 100, mqtt: "5"}
+  - {name: deaf, devices: 100, mqtt: "5", server_signals: ignore}
+  - {name: old, devices: 100}
+brokers: {nodes: 3, admission: {rate: 50, code: 0x97}}
+timeline: [{disruption: busy-node, node: 1, code: 0x89}]
+`)
+	require.NoError(t, err)
+	p, _, err := f.Plan()
+	require.NoError(t, err)
+	var protocols []device.Protocol
+	var deaf []bool
+	for _, g := range p.GroupsOrWhole() {
+		protocols, deaf = append(protocols, g.Protocol()), append(deaf, *g.IgnoreSignals)
+	}
+	assert.Equal(t, []device.Protocol{device.MQTT5, device.MQTT5, device.MQTT311}, protocols)
+	assert.Equal(t, []bool{false, true, false}, deaf)
+	assert.Equal(t, byte(0x97), p.Admission().RefusalCode())
+	assert.Equal(t, byte(0x89), p.Busy())
+	assert.Equal(t, 1, *p.Node)
+
+	for _, tc := range []struct{ text, want string }{
+		{"fleet: [{devices: 10, mqtt: 4}]\ntimeline: [{disruption: drop-all}]", `mqtt: want "3.1.1" or "5", got 4`},
+		{"fleet: [{devices: 10}]\nbrokers: {admission: {rate: 5, code: 3}}\ntimeline: [{disruption: rate-limited}]", "code: want an MQTT 5 refusal's reason code"},
+		{"fleet: [{devices: 10, server_signals: ignore}]\ntimeline: [{disruption: drop-all}]", "only MQTT 5 devices read them"},
+		{"fleet: [{devices: 10, mqtt: \"5\", server_signals: maybe}]\ntimeline: [{disruption: drop-all}]", "honour or ignore"},
+		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all, code: 0x89}]", "a code is a busy-node's"},
+	} {
+		f, err := read(t, tc.text)
+		if err == nil {
+			_, _, err = f.Plan()
+		}
+		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
+		assert.ErrorContains(t, err, tc.want, tc.text)
+	}
 }
 
 // A cluster takes a timeline: every node restarted at once, node 1 alone,

@@ -17,6 +17,7 @@ import (
 // says what became of it.
 type brokerModel struct {
 	down    []window // the outages
+	busy    []window // busy spells: every connect refused (busy-node)
 	flap    []window // the flapping windows, each with its session length
 	lim     *bucket  // nil: no admission limit
 	limFrom time.Duration
@@ -56,9 +57,10 @@ type answer struct {
 	lostAfter time.Duration
 }
 
-// code is the CONNACK code the device reads: none for a dial refused or
-// a socket given up on, 3 (server unavailable) for a refusal over the
-// limit, 0 otherwise.
+// code is the CONNACK code a 3.1.1 device reads: none for a dial refused
+// or a socket given up on, 3 (server unavailable) for a refusal over the
+// limit or while busy, 0 otherwise. (An MQTT 5 device reads the reason
+// code the engine names.)
 func (a answer) code() int {
 	switch a.outcome {
 	case fault.Dropped:
@@ -75,10 +77,18 @@ func (bm *brokerModel) limit(a fault.Admission, from time.Duration) {
 	bm.limFrom, bm.mode = from, a.Mode
 }
 
+// busyAt says whether the broker is busy at t: it refuses every connect.
+func (bm *brokerModel) busyAt(t time.Duration) bool {
+	return slices.ContainsFunc(bm.busy, func(w window) bool { return w.holds(t) })
+}
+
 // connect answers an attempt arriving at now.
 func (bm *brokerModel) connect(now time.Duration) answer {
 	if slices.ContainsFunc(bm.down, func(w window) bool { return w.holds(now) }) {
 		return answer{outcome: fault.Dropped, seen: -1}
+	}
+	if bm.busyAt(now) {
+		return answer{outcome: fault.Refused, seen: now}
 	}
 	if bm.lim != nil && now >= bm.limFrom {
 		switch bm.mode {

@@ -50,6 +50,7 @@ type fleet struct {
 	devs    []unit
 	timings []device.Timing // by group: a mixed fleet's groups each on their own policy
 	ends    []int           // by group: the index after its last device
+	v5      []bool          // by group: speaks MQTT 5, and so reads reason codes
 	up      int
 	q       eventq.Queue
 	broker  *brokerModel    // nodes[0]: the broker, when there is one
@@ -138,11 +139,16 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	v5 := make([]bool, len(groups))
+	for k, g := range groups {
+		v5[k] = *g.MQTT5
+	}
 	if o.GiveUp != nil {
 		o.GiveUp.Certain = 0
 	}
 	before := report.HeapInUse()
 	v := newFleet(c, o.GiveUp, start, timings, ends)
+	v.v5 = v5
 	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1 // a core beside the builder's: a wave's buckets are sorted there
 	returned := v.setup()
 	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
@@ -196,7 +202,7 @@ func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 			return nil, nil, err
 		}
 		timings[k] = device.DefaultTiming()
-		timings[k].Policy, timings[k].BootSpread = policy, g.BootWindow()
+		timings[k].Policy, timings[k].BootSpread, timings[k].IgnoreServerSignals = policy, g.BootWindow(), *g.IgnoreSignals
 		if err := timings[k].Validate(); err != nil {
 			return nil, nil, err
 		}
@@ -271,12 +277,15 @@ type unit struct {
 }
 
 // timing is device i's group's.
-func (v *fleet) timing(i int) *device.Timing {
+func (v *fleet) timing(i int) *device.Timing { return &v.timings[v.group(i)] }
+
+// group is device i's group.
+func (v *fleet) group(i int) int {
 	k := 0
 	for i >= v.ends[k] {
 		k++
 	}
-	return &v.timings[k]
+	return k
 }
 
 // The device's state machine, driven in virtual time: now is since the
@@ -349,8 +358,10 @@ func (v *fleet) arrange(s plan.Strike) {
 		}
 		n := &v.nodes[k]
 		switch s.Event.Scenario {
-		case plan.BrokerRestart, plan.ThrottledRestart:
+		case plan.BrokerRestart, plan.ThrottledRestart, plan.RollingDrain: // a drained node restarts
 			n.down = append(n.down, window{from: from, until: from + s.Event.Outage})
+		case plan.BusyNode:
+			n.busy = append(n.busy, window{from: from, until: from + s.Event.Outage})
 		case plan.Flapping: // its sessions last > 0 (the plan checks): the broker's answer reads 0 as no flap
 			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.c.Flap)})
 		}
@@ -358,14 +369,26 @@ func (v *fleet) arrange(s plan.Strike) {
 }
 
 // endSessions ends the sessions a disruption ends at now: every device's,
-// or those on the node it strikes.
+// or those on the node it strikes; a drain and a busy node end theirs
+// with a DISCONNECT that MQTT 5 devices read.
 func (v *fleet) endSessions(s plan.Strike, now time.Duration) {
+	code := 0
+	switch s.Event.Scenario {
+	case plan.RollingDrain:
+		code = device.CodeUseAnotherServer
+	case plan.BusyNode:
+		code = int(v.c.Busy())
+	}
 	if s.Node != plan.AllNodes {
-		v.loseNode(s.Node, now)
+		for i := range v.devs {
+			if v.devs[i].core.Online() && v.nodeOf(i) == s.Node {
+				v.loseWith(i, now, code)
+			}
+		}
 		return
 	}
 	for i := range v.devs {
-		v.lose(i, now)
+		v.loseWith(i, now, code)
 	}
 }
 
@@ -373,14 +396,25 @@ func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
 	v.q.Push(eventq.Event{At: at, Key: v.order.Uint32(), Dev: int32(dev), What: eventq.What{Kind: kind, Code: int16(code)}})
 }
 
-func (v *fleet) lose(i int, now time.Duration) {
+func (v *fleet) lose(i int, now time.Duration) { v.loseWith(i, now, 0) }
+
+// loseWith ends device i's session at now; code, if not 0, is the reason
+// code of the DISCONNECT that ends it, which an MQTT 5 device reads: a
+// back-pressure code stretches its wait, and 0x9C sends its next attempt
+// to the next node as the drain's Server Reference names it (where the
+// failover would send it too), unless it ignores server signals.
+func (v *fleet) loseWith(i int, now time.Duration, code int) {
 	if !v.devs[i].core.Online() {
 		return
 	}
 	v.up--
 	v.failOver(i)
-	d := &v.devs[i]
-	v.schedule(i, now, d.core.Lost(v.timing(i), &d.rng, now))
+	d, t := &v.devs[i], v.timing(i)
+	if code == 0 || !v.v5[v.group(i)] {
+		v.schedule(i, now, d.core.Lost(t, &d.rng, now))
+		return
+	}
+	v.schedule(i, now, d.core.Disconnected(t, &d.rng, now, code))
 }
 
 // schedule carries out a Step at now.
@@ -416,7 +450,14 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 func (v *fleet) connect(i int, now time.Duration) {
 	node := v.nodeOf(i)
 	a := v.nodes[node].connect(now)
-	v.record(i, node, now, a.outcome, max(a.code(), 0), a.seen)
+	code := a.code()
+	if a.outcome == fault.Refused && v.v5[v.group(i)] { // an MQTT 5 device reads why
+		code = int(v.c.Admission().RefusalCode())
+		if v.nodes[node].busyAt(now) {
+			code = int(v.c.Busy())
+		}
+	}
+	v.record(i, node, now, a.outcome, max(code, 0), a.seen)
 	if a.outcome == fault.Dropped || a.outcome == fault.Refused {
 		v.failOver(i) // the next attempt goes to the next node (a throttled session's loss fails it over below)
 	}
@@ -426,7 +467,7 @@ func (v *fleet) connect(i int, now time.Duration) {
 	case a.outcome == fault.Dropped:
 		v.schedule(i, now, v.result(i, now, device.Result{Code: device.NoConnack, Err: errDialRefused}))
 	case a.outcome == fault.Refused:
-		v.schedule(i, now, v.result(i, now, device.Result{Code: a.code()}))
+		v.schedule(i, now, v.result(i, now, device.Result{Code: code}))
 	case a.outcome == fault.Throttled:
 		v.schedule(i, now, v.result(i, now, device.Result{}))
 		v.lose(i, now)
@@ -601,15 +642,6 @@ func (v *fleet) flapsEnd() time.Duration {
 		end = max(end, v.nodes[k].flapsEnd())
 	}
 	return end
-}
-
-// loseNode ends the sessions on node k at now.
-func (v *fleet) loseNode(k int, now time.Duration) {
-	for i := range v.devs {
-		if v.devs[i].core.Online() && v.nodeOf(i) == k {
-			v.lose(i, now)
-		}
-	}
 }
 
 // readAhead is how many events' device state the engine asks for at a

@@ -166,6 +166,16 @@ func (c *Cluster) Endpoints(i int) (home string, failover []string) {
 	return c.URLs[i%n], failover
 }
 
+// Reference is node k as an MQTT 5 Server Reference names it: the host
+// (and port) its devices dial.
+func (c *Cluster) Reference(k int) string {
+	u, err := url.Parse(c.URLs[k])
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
 // Breaker is what the fleet's disruptions of node k act on: its fault
 // proxy when one stands in the devices' path, else the in-process broker.
 func (c *Cluster) Breaker(k int) fault.Breaker {

@@ -32,7 +32,7 @@ type Agent struct {
 // NewAgent builds device i's agent (client ID dev-<i>) from c, its jitter
 // and its telemetry's phase drawn from c.Seed and i.
 func NewAgent(i int, c Config) (*Agent, error) {
-	cfg := device.Config{Broker: c.Broker, Failover: c.Failover, ClientID: attempt.ClientID(i), Timing: c.Timing,
+	cfg := device.Config{Broker: c.Broker, Failover: c.Failover, ClientID: attempt.ClientID(i), Timing: c.Timing, Protocol: c.Protocol,
 		Source: rand.NewPCG(c.Seed, uint64(i)), KeepAlive: c.KeepAlive, PingTimeout: c.PingTimeout,
 		ConnectTimeout: c.ConnectTimeout, OnEvent: tellLog(c.Log, i, c.NodeOf)}
 	if c.Dial != nil {

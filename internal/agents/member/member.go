@@ -55,6 +55,7 @@ type Config struct {
 	// Timing is the agents' reconnect timing (a mixed fleet's devices point
 	// at their group's).
 	Timing                                 *device.Timing
+	Protocol                               device.Protocol
 	KeepAlive, PingTimeout, ConnectTimeout time.Duration
 	Seed                                   uint64
 	Log                                    Log

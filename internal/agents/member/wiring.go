@@ -38,6 +38,7 @@ type Wiring struct {
 type groupWiring struct {
 	first                  int            // the group's first device index
 	timing                 *device.Timing // nil: paho-default's, paho's own
+	protocol               device.Protocol
 	keepAlive, pingTimeout time.Duration
 	telemetry              Telemetry
 }
@@ -51,7 +52,7 @@ func Wire(p plan.Plan, warn func(format string, args ...any)) (Wiring, error) {
 	w := Wiring{Config: Config{Seed: p.Seed, ConnectTimeout: scale(plan.ConnectTimeout), Paho: Paho{MaxInterval: p.MaxBackoff}}}
 	lo := 0
 	for _, g := range p.GroupsOrWhole() {
-		gw := groupWiring{first: lo, keepAlive: max(minKeepAlive, scale(cmp.Or(g.KeepAlive, 30*time.Second)).Round(time.Second)),
+		gw := groupWiring{first: lo, protocol: g.Protocol(), keepAlive: max(minKeepAlive, scale(cmp.Or(g.KeepAlive, 30*time.Second)).Round(time.Second)),
 			pingTimeout: max(100*time.Millisecond, scale(cmp.Or(g.PingTimeout, 10*time.Second)))}
 		spread := bootSpread(p, g, gw.keepAlive, warn)
 		w.BootSpread, w.KeepAlive = max(w.BootSpread, spread), max(w.KeepAlive, gw.keepAlive)
@@ -93,7 +94,7 @@ func (w Wiring) TimingOf(i int) *device.Timing { return w.group(i).timing }
 // telemetry.
 func (w Wiring) For(i int) Config {
 	c, g := w.Config, w.group(i)
-	c.Timing, c.KeepAlive, c.PingTimeout, c.Telemetry = g.timing, g.keepAlive, g.pingTimeout, g.telemetry
+	c.Timing, c.Protocol, c.KeepAlive, c.PingTimeout, c.Telemetry = g.timing, g.protocol, g.keepAlive, g.pingTimeout, g.telemetry
 	return c
 }
 
@@ -106,7 +107,7 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 		return nil, err
 	}
 	t := device.DefaultTiming()
-	t.Policy, t.BootSpread = policy, bootSpread
+	t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, bootSpread, *g.IgnoreSignals
 	t.StableAfter = time.Duration(float64(time.Minute) / p.TimeScale)
 	t.CredentialsWait = time.Duration(float64(t.CredentialsWait) / p.TimeScale)
 	t.Guard.Window = time.Duration(float64(t.Guard.Window) / p.TimeScale)
