@@ -6,12 +6,14 @@ package rabbitmqtest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -56,9 +58,30 @@ func Start(tb testing.TB, o Options) *Broker {
 		}
 		tb.Skip("RabbitMQ not installed (apt-get install rabbitmq-server): skipping")
 	}
+	// A port chosen free can be taken by another process before the node
+	// binds it: a node that exits at start over a port used is started
+	// again, on new ports.
+	for try := 1; ; try++ {
+		b := configure(tb, o)
+		tb.Cleanup(b.stop)
+		tail, err := b.start()
+		switch {
+		case err == nil:
+			return b
+		case try < 3 && (strings.Contains(tail, "already_used") || strings.Contains(tail, "eaddrinuse")):
+			tb.Logf("RabbitMQ's ports were taken at start (try %d): again on new ones", try)
+			continue
+		}
+		tb.Fatalf("%v:\n%s", err, tail)
+	}
+}
+
+// configure writes a node's files, on ports free now.
+func configure(tb testing.TB, o Options) *Broker {
 	dir := tb.TempDir()
 	b := &Broker{tb: tb, dir: dir, node: fmt.Sprintf("herdguard-%d@localhost", os.Getpid()), done: make(chan struct{})}
-	mqttPort, distPort, epmdPort := freePort(tb), freePort(tb), freePort(tb)
+	ports := freePorts(tb, 3)
+	mqttPort, distPort, epmdPort := ports[0], ports[1], ports[2]
 	b.mqtt, b.epmdPort = fmt.Sprintf("127.0.0.1:%d", mqttPort), epmdPort
 	formatter := ""
 	if o.JSON {
@@ -85,16 +108,21 @@ func Start(tb testing.TB, o Options) *Broker {
 		// that takes one from everything else.
 		"RABBITMQ_SCHEDULER_BUSY_WAIT_THRESHOLD=none",
 	)
-	tb.Cleanup(b.stop)
-	b.start()
 	return b
 }
 
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+// freePorts returns n ports free now, all different: each is held until
+// all are chosen (a port closed at once may be handed out again, and a
+// node whose epmd took its distribution port exits at start).
+func freePorts(tb testing.TB, n int) []int {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(tb, err)
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
 }
 
 // URL is the node's MQTT listener, tcp://host:port.
@@ -106,7 +134,9 @@ func (b *Broker) LogFile() string { return filepath.Join(b.dir, "log", b.node+".
 
 // start runs the node in the foreground and waits for its "Server startup
 // complete" (rabbit.erl's log_broker_started), after its listeners serve.
-func (b *Broker) start() {
+// A node that exits first, or never says it, is an error with the last
+// lines it wrote.
+func (b *Broker) start() (tail string, err error) {
 	b.tb.Helper()
 	cmd := exec.Command(Server)
 	cmd.Env, cmd.Dir = b.env, b.dir
@@ -117,12 +147,15 @@ func (b *Broker) start() {
 	require.NoError(b.tb, cmd.Start())
 	b.cmd = cmd
 	ready := make(chan struct{})
-	var tail []string
+	var mu sync.Mutex
+	var lines []string
 	go func() {
 		sc := bufio.NewScanner(out)
 		said := false
 		for sc.Scan() {
-			tail = append(tail[max(0, len(tail)-20):], sc.Text())
+			mu.Lock()
+			lines = append(lines[max(0, len(lines)-20):], sc.Text())
+			mu.Unlock()
 			if !said && strings.Contains(sc.Text(), "Server startup complete") {
 				close(ready)
 				said = true
@@ -131,12 +164,22 @@ func (b *Broker) start() {
 		_ = cmd.Wait()
 		close(b.done)
 	}()
+	last := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
+	}
 	select {
 	case <-ready:
+		return "", nil
 	case <-b.done:
-		b.tb.Fatalf("RabbitMQ exited at start:\n%s", strings.Join(tail, "\n"))
+		b.cmd = nil
+		if epmd, err := exec.LookPath("epmd"); err == nil {
+			_ = exec.Command(epmd, "-port", fmt.Sprint(b.epmdPort), "-kill").Run()
+		}
+		return last(), errors.New("RabbitMQ exited at start")
 	case <-time.After(2 * time.Minute): // a node boots in 5-15 s; a loaded CI host is slower
-		b.tb.Fatal("RabbitMQ did not start within 2 minutes")
+		return last(), errors.New("RabbitMQ did not start within 2 minutes")
 	}
 }
 
