@@ -14,8 +14,7 @@ import (
 )
 
 func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("devicesim calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim calibrate", calibrateModes, stderr)
 	devices := fs.Int("devices", 2000, "devices in each run")
 	scale := fs.Float64("time-scale", 5, "the agents' time scale")
 	seeds := fs.Int("seeds", 3, "seeds per cell (1, 2, ...): each figure is the mean over them, the same seeds on both engines")

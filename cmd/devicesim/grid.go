@@ -23,8 +23,8 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	gc := experiment.DefaultGrid()
-	fs := flag.NewFlagSet("devicesim grid", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim grid", gridModes, stderr)
+	fs.String("mix", "", "the rollout question: the policy a growing share of the fleet moves to (grid -mix P -h: its flags)")
 	devices := fs.String("devices", joinInts(gc.Devices), "comma-separated fleet sizes")
 	rates := fs.String("admit-rates", "500,5000,50000", "comma-separated admission rates, connects per second (bursts of rate/20)")
 	modes := fs.String("admit-mode", "refuse", "comma-separated: refuse (CONNACK 3), pause (stop accepting), disconnect (accept, then drop)")
@@ -85,8 +85,7 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // the fleet comes back spread out.
 func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mc := experiment.DefaultMix()
-	fs := flag.NewFlagSet("devicesim grid -mix", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim grid -mix", mixModes, stderr)
 	fs.StringVar(&mc.To, "mix", mc.To, "the policy a growing share of the fleet moves to")
 	fs.StringVar(&mc.From, "from", mc.From, "the policy the fleet runs today")
 	fs.IntVar(&mc.Storm.Devices, "devices", mc.Storm.Devices, "the fleet's devices")

@@ -108,12 +108,7 @@ log held). docs/verdict.md has every format, with a sample line.
 `
 
 func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("devicesim judge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, judgeUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("devicesim judge", judgeUsage, stderr)
 	// -disruptions is checked before the log is read: a typo costs nothing.
 	asJSON := fs.Bool("json", false, "print one JSON object: verdict, count, synchrony, bursts, arrivals ...")
 	var expect expectFlag

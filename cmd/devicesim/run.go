@@ -19,6 +19,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/children"
 	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/hostload"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
@@ -104,8 +105,7 @@ type runFlags struct {
 // parseRunFlags reads args; a nil runFlags and nil error is -h.
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f := &runFlags{c: plan.Default(), set: map[string]bool{}}
-	fs := flag.NewFlagSet("devicesim run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim run", runModes, stderr)
 	f.file = fs.String("f", "", "run the storm file (YAML; docs/storm.md): the fleet, the broker, the disruption and what the run must show; exit 1 if an expectation fails")
 	fs.TextVar(&f.c.Engine, "engine", f.c.Engine, "agents (real agents and broker, scaled real time) or virtual (each device's reconnect state machine against a broker model, in virtual time: a million devices)")
 	fs.IntVar(&f.c.Devices, "devices", f.c.Devices, "number of devices")
@@ -201,8 +201,11 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 	if f.set["policy"] && !f.set["compare"] {
 		*f.compare = "" // one policy, as asked
 	}
+	if f.set["time-scale"] {
+		c.AutoScale = false // as asked
+	}
 	if c.Scenario == plan.Observe && !f.set["time-scale"] {
-		c.TimeScale = 1 // the disruption is someone else's, in real time
+		c.TimeScale, c.AutoScale = 1, false // the disruption is someone else's, in real time
 	}
 	switch {
 	case *f.shard != "":
@@ -325,15 +328,17 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 func runCompare(ctx context.Context, c plan.Plan, policies []string, out string, writeEvents bool, expect *storm.File, stdout io.Writer) error {
 	var reports []*report.Report
 	var errs []error
+	c = servedScale(c, stdout)
 	for _, p := range policies {
 		c.Policy = strings.TrimSpace(p)
 		fmt.Fprintf(stdout, "== %s\n", c.Policy)
-		r, err := runWritingEvents(ctx, c, filepath.Join(out, c.Policy), writeEvents)
+		r, served, err := runServed(ctx, c, filepath.Join(out, c.Policy), writeEvents, stdout)
 		if r == nil {
 			return err
 		}
+		c.TimeScale = served.TimeScale // what the host served one policy, it serves the next
 		r.Summary(stdout)
-		errs = append(errs, err, checkStorm(r, expect, stdout))
+		errs = append(errs, hostBound(r), err, checkStorm(r, expect, stdout))
 		if werr := writeReport(r, filepath.Join(out, c.Policy)); werr != nil {
 			return werr
 		}
@@ -377,7 +382,7 @@ func checkPlan(c plan.Plan, compare string) error {
 const defaultCompare = "iotcore,fleet-safe"
 
 func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expect *expectFlag, file *storm.File, stdout io.Writer) error {
-	r, err := runWritingEvents(ctx, c, out, writeEvents)
+	r, _, err := runServed(ctx, servedScale(c, stdout), out, writeEvents, stdout)
 	if r == nil {
 		return err
 	}
@@ -391,7 +396,64 @@ func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expe
 		beside = "report.json, arrivals.svg; no events.csv: -events off, or auto beyond 1,000,000 devices"
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (%s beside it)\n", out, beside)
+	if c.Hold == nil { // a child's host is its parent's to judge, over the whole fleet
+		err = errors.Join(hostBound(r), err)
+	}
 	return errors.Join(err, expect.check(r.Verdict))
+}
+
+// exitHostBound is the exit status of a run whose host set its times: not
+// a pass, and not the fleet's failure either.
+const exitHostBound = 3
+
+// hostBound is the error of a run its host bound, nil for any other.
+func hostBound(r *report.Report) error {
+	if !r.Host.Bound {
+		return nil
+	}
+	return &exitError{code: exitHostBound, err: fmt.Errorf("%s: the host bound this run (%.0f ms late at the 99th percentile, against %v), "+
+		"so it cannot pass: lower -time-scale or -devices, or leave the time scale to the host", r.Policy,
+		1000*max(r.Host.LagP99S, r.Host.NoticeP99S), report.HostBoundLate)}
+}
+
+// servedScale starts a run that leaves its time scale to the host at the
+// scale the host's share of its cores, measured now, serves for the fleet.
+func servedScale(c plan.Plan, stdout io.Writer) plan.Plan {
+	if !c.AutoScale || c.Engine != plan.Agents || c.TimeScale <= 1 {
+		return c
+	}
+	share := hostload.Share(300 * time.Millisecond)
+	scale := hostload.Scale(c.TimeScale, share, c.Devices)
+	fmt.Fprintf(stdout, "time scale %gx (at most %gx): this run has %.0f %% of the host's cores now, for %d devices\n",
+		scale, c.TimeScale, 100*share, c.Devices)
+	c.TimeScale = scale
+	return c
+}
+
+// runServed runs c and, when c leaves its time scale to the host, runs it
+// again slower for as long as the host bound it and a slower scale is
+// left. It returns the plan of the run it reports.
+func runServed(ctx context.Context, c plan.Plan, dir string, writeEvents bool, stdout io.Writer) (*report.Report, plan.Plan, error) {
+	return slowerWhileBound(ctx, c, stdout, func(c plan.Plan) (*report.Report, error) {
+		return runWritingEvents(ctx, c, dir, writeEvents)
+	})
+}
+
+// slowerWhileBound is runServed's loop around one run of c.
+func slowerWhileBound(ctx context.Context, c plan.Plan, stdout io.Writer, run func(plan.Plan) (*report.Report, error)) (*report.Report, plan.Plan, error) {
+	for {
+		r, err := run(c)
+		if r == nil || !r.Host.Bound || !c.AutoScale || ctx.Err() != nil {
+			return r, c, err
+		}
+		slower, ok := hostload.Slower(c.TimeScale)
+		if !ok {
+			return r, c, err
+		}
+		fmt.Fprintf(stdout, "the host set this run's times at %gx (%.0f ms late at the 99th percentile): running it again at %gx\n",
+			c.TimeScale, 1000*max(r.Host.LagP99S, r.Host.NoticeP99S), slower)
+		c.TimeScale = slower
+	}
 }
 
 // checkStorm holds r to a storm file's expectations, keeps them in the
@@ -470,8 +532,7 @@ func writeReport(r *report.Report, dir string) error {
 }
 
 func delaysCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("devicesim delays", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim delays", delaysModes, stderr)
 	policy := fs.String("policy", "iotcore", "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
 	maxBackoff := fs.Duration("max-backoff", 32*time.Second, "the policy's cap")
 	attempts := fs.Int("attempts", 8, "retries per sample")
@@ -511,8 +572,7 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 }
 
 func mergeCmd(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("devicesim merge", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim merge", mergeModes, stderr)
 	out := fs.String("out", "devicesim-report/merged", "directory for the merged report")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

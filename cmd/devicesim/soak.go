@@ -17,8 +17,7 @@ import (
 
 func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sc := experiment.DefaultSoak()
-	fs := flag.NewFlagSet("devicesim soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("devicesim soak", soakModes, stderr)
 	fs.IntVar(&sc.Devices, "devices", sc.Devices, "number of devices (real agents, in memory)")
 	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(experiment.SoakStorms, ", "))
 	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames()[1:], ", "))

@@ -308,6 +308,10 @@ type Host struct {
 	// TimeScale runs every duration that many times faster; reports are in
 	// unscaled seconds. The virtual engine needs none.
 	TimeScale float64
+	// AutoScale leaves the time scale to the host, TimeScale at most: a
+	// run starts at the scale the host's measured share serves
+	// (internal/hostload) and runs again slower while the host binds it.
+	AutoScale bool
 	// Exe is the devicesim binary, for fleets that run in child processes
 	// (TCP beyond one process's descriptors).
 	Exe string
@@ -412,7 +416,7 @@ func Default() Plan {
 			KeepAlive: 30 * time.Second, PingTimeout: 10 * time.Second, Transport: Mem, Seed: 1},
 		Storm: Storm{Scenario: BrokerRestart, Outage: 30 * time.Second, Flap: 2 * time.Second,
 			Latency: 300 * time.Millisecond, LatencyJitter: 200 * time.Millisecond, Duration: 10 * time.Minute},
-		Host: Host{Engine: Agents, TimeScale: 4},
+		Host: Host{Engine: Agents, TimeScale: 4, AutoScale: true},
 	}
 }
 

@@ -275,12 +275,22 @@ func (r *Report) writeRecovery(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s, %d devices, policy %s, %s transport, time scale %gx (times below are unscaled)\n",
 		r.Scenario, r.Devices, r.Policy, r.Transport, r.TimeScale)
+	// A timeline leads with each disruption's own recovery: the whole
+	// run's spans every outage, and is read after them.
+	for _, d := range r.Disruptions {
+		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
+			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
+	}
+	what := "recovery"
+	if len(r.Disruptions) > 0 {
+		what = "the whole run, from the first disruption"
+	}
 	rc := r.Recovery
 	if rc == (Recovery{}) {
-		fmt.Fprintln(w, "recovery: no device recovered")
+		fmt.Fprintln(w, what+": no device recovered")
 	} else {
-		fmt.Fprintf(w, "recovery: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
-			rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
+		fmt.Fprintf(w, "%s: p50 %.1f s, p95 %.1f s, p99 %.1f s, max %.1f s; all recovered: %v\n",
+			what, rc.P50S, rc.P95S, rc.P99S, rc.MaxS, rc.AllRecovered)
 	}
 	a := r.Attempts
 	fmt.Fprintf(w, "attempts: %d (%.1f per device, max %d), %d refused; %.2f per device once the disruption ended\n",
@@ -364,10 +374,6 @@ func (r *Report) writeHost(w io.Writer) {
 // own: each disruption of a timeline, each node of a cluster (with its
 // proxy's counts), each group of a mixed fleet.
 func (r *Report) writeParts(w io.Writer) {
-	for _, d := range r.Disruptions {
-		fmt.Fprintf(w, "disruption at %.0f s: recovery p99 %.1f s after it, all back: %v; verdict %s\n",
-			d.AtS, d.Recovery.P99S, d.Recovery.AllRecovered, d.Verdict)
-	}
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)
 		if p := n.Proxy; p != nil {

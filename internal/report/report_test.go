@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,4 +157,23 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 	assert.Equal(t, 33.0, rep.Disruptions[0].Recovery.MaxS)
 	assert.Equal(t, 24.0, rep.Disruptions[1].Recovery.MaxS, "84 s, not the session at 62 s that the window dropped")
 	assert.Equal(t, 84.0, rep.Recovery.MaxS, "the run's: the last session admitted")
+}
+
+// A timeline's summary leads with each disruption's recovery; the whole
+// run's, which spans every outage, comes after them and says so.
+func TestATimelinesSummaryLeadsWithEachRecovery(t *testing.T) {
+	r := &report.Report{Scenario: plan.BrokerRestart, Devices: 100, Policy: "full", TimeScale: 1,
+		Recovery: report.Recovery{P50S: 344.5, P99S: 360.5, AllRecovered: true},
+		Disruptions: []report.DisruptionReport{
+			{AtS: 0, Recovery: report.Recovery{P99S: 60.5, AllRecovered: true}, Verdict: stormstats.Spread},
+			{AtS: 300, Recovery: report.Recovery{P99S: 60.4, AllRecovered: true}, Verdict: stormstats.Spread},
+		}}
+	var out strings.Builder
+	r.Summary(&out)
+	lines := strings.Split(out.String(), "\n")
+	require.Greater(t, len(lines), 4)
+	assert.Equal(t, "disruption at 0 s: recovery p99 60.5 s after it, all back: true; verdict spread", lines[1])
+	assert.Equal(t, "disruption at 300 s: recovery p99 60.4 s after it, all back: true; verdict spread", lines[2])
+	assert.True(t, strings.HasPrefix(lines[3], "the whole run, from the first disruption: p50 344.5 s"), lines[3])
+	assert.Equal(t, 1, strings.Count(out.String(), "disruption at 300 s"), "once")
 }

@@ -57,10 +57,17 @@ func (e Expect) Check(r *report.Report) []report.Expectation {
 	return out
 }
 
-// CheckAll holds r to the file's expectations: the fleet's, then each
+// CheckAll holds r to the file's expectations: that its host kept its
+// times (a host-bound run fails this one first), the fleet's, then each
 // group's, named by its group.
 func (f *File) CheckAll(r *report.Report) []report.Expectation {
-	out := f.Expect.Check(r)
+	var out []report.Expectation
+	if h := r.Host; h.Bound { // the host's times, not the fleet's: nothing else can pass
+		late := max(h.LagP99S, h.NoticeP99S) * 1000
+		out = append(out, report.Expectation{What: "the host kept the run's times", Want: fmt.Sprintf("<= %v late", report.HostBoundLate),
+			Got: fmt.Sprintf("%.0fms late", late)})
+	}
+	out = append(out, f.Expect.Check(r)...)
 	if len(f.Fleet) < 2 {
 		return append(out, f.Fleet[0].Expect.Check(r)...)
 	}

@@ -73,6 +73,11 @@ func TestExamplesMeetTheirExpectations(t *testing.T) {
 					}
 					require.NoError(t, err, "%s on %s", policy, engine)
 					got := f.CheckAll(r)
+					if r.Host.Bound { // real time: a busy host may not keep the run's times, and the file then fails first
+						require.False(t, got[0].Pass, "the host's expectation comes first")
+						t.Logf("%s on %s: the host bound the run (%s)", policy, engine, got[0].Got)
+						got = got[1:]
+					}
 					assert.True(t, storm.Passed(got), "%s on %s: %+v", policy, engine, got)
 				}
 			}

@@ -30,13 +30,14 @@ import (
 // File is a storm file as written. Its zero value is no storm: Plan
 // refuses it. Durations are written with their unit ("30s", "2m").
 type File struct {
-	// Engine is agents or virtual; empty lets the run choose (Plan says
-	// which and why).
+	// Engine is agents or virtual; empty takes the model unless the storm
+	// needs real devices (Plan says which and why).
 	Engine plan.Engine `yaml:"engine"`
-	// TimeScale runs the agents that many times faster (1 if unset); the
-	// virtual engine needs none.
-	TimeScale float64 `yaml:"time_scale"`
-	Seed      uint64  `yaml:"seed"`
+	// TimeScale runs the agents that many times faster (1 if unset), or,
+	// written auto, as fast as the host serves up to the default run's 4x;
+	// the virtual engine needs none.
+	TimeScale TimeScale `yaml:"time_scale"`
+	Seed      uint64    `yaml:"seed"`
 	// TCPPerProcess is how many TCP devices' agents this process holds
 	// before they move to child processes (0: what the descriptors allow).
 	TCPPerProcess int `yaml:"tcp_per_process"`
@@ -120,6 +121,27 @@ type Admission struct {
 	// Code is the MQTT 5 reason code a refusal sends an MQTT 5 device:
 	// 0x9F (connection rate exceeded, the default), 0x89 or 0x97.
 	Code ReasonCode `yaml:"code"`
+}
+
+// TimeScale is a number from 1 to 1000, or auto; the zero TimeScale is
+// unset (1).
+type TimeScale struct {
+	Scale float64
+	Auto  bool
+}
+
+func (t *TimeScale) UnmarshalYAML(b []byte) error {
+	s := strings.Trim(string(bytes.TrimSpace(b)), `"'`)
+	if s == "auto" {
+		*t = TimeScale{Scale: plan.Default().TimeScale, Auto: true}
+		return nil
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("time_scale: want a number from 1 to 1000, or auto, got %s", s)
+	}
+	*t = TimeScale{Scale: n}
+	return nil
 }
 
 // MQTTVersion is "3.1.1" or "5"; the zero MQTTVersion is unset (3.1.1).
@@ -237,7 +259,7 @@ func Read(r io.Reader, getenv func(string) string) (*File, error) {
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: the file names ${%s}, which the environment does not set", ErrInvalid, strings.Join(missing, "}, ${"))
 	}
-	f := &File{Fleet: nil, TimeScale: 0}
+	f := &File{}
 	if err := yaml.UnmarshalWithOptions(b, f, yaml.Strict()); err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, yaml.FormatError(err, false, true))
 	}
@@ -302,7 +324,7 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 			p.Shard = sh
 		}
 	}
-	p.TimeScale = cmp.Or(f.TimeScale, 1)
+	p.TimeScale, p.AutoScale = cmp.Or(f.TimeScale.Scale, 1), f.TimeScale.Auto
 	p.Engine, why = f.Engine, "the file names it"
 	if p.Engine == "" {
 		p.Engine, why = chooseEngine(p)
@@ -417,22 +439,13 @@ func set(dst *time.Duration, v *time.Duration) {
 	}
 }
 
-// chooseEngine picks the engine for a file that leaves it open: the real
-// agents while the host holds them at the pace asked, the model beyond, or
-// where nothing real is needed for a fleet that large.
+// chooseEngine picks the engine for a file that leaves it open: the model,
+// unless the storm needs what only real agents do, which it names.
 func chooseEngine(p plan.Plan) (plan.Engine, string) {
 	v := p
 	v.Engine = plan.Virtual
-	switch err := v.Validate(); {
-	case err != nil:
-		return plan.Agents, "the storm needs real devices (" + err.Error() + ")"
-	case p.Devices > agentsUpTo:
-		return plan.Virtual, fmt.Sprintf("%d devices are beyond the %d real agents this host runs at once", p.Devices, agentsUpTo)
+	if err := v.Validate(); err != nil {
+		return plan.Agents, "the storm needs real devices: " + err.Error()
 	}
-	return plan.Agents, fmt.Sprintf("real agents: %d devices fit this host", p.Devices)
+	return plan.Virtual, "the model runs all of this storm; engine: agents runs it on real agents"
 }
-
-// agentsUpTo is the largest fleet the run gives real agents when the file
-// does not name the engine (docs/large-fleets.md: 20,000 in-memory agents
-// hold about 2.3 GB).
-const agentsUpTo = 20_000

@@ -99,12 +99,13 @@ func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
 		engine plan.Engine
 		why    string
 	}{
-		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "fit this host"},
-		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "beyond the 20000 real agents"},
-		{"fleet: [{devices: 1000000, telemetry: 1}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices"},
-		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: broker-restart}, {at: 5m, disruption: broker-restart}]", plan.Agents, "fit this host"},
-		{"fleet: [{devices: 30000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Virtual, "beyond the 20000"},
-		{"fleet: [{devices: 2000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Agents, "fit this host"},
+		{"fleet: [{devices: 2000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "the model runs all of this storm; engine: agents"},
+		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}]", plan.Virtual, "the model runs all"},
+		{"fleet: [{devices: 100, telemetry: 1}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices: -broker, -shard, -telemetry"},
+		{"fleet: [{devices: 100, transport: tcp}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "needs real devices"},
+		{"fleet: [{devices: 100}]\ntimeline: [{disruption: blackhole}]", plan.Agents, "needs real devices"},
+		{"fleet: [{devices: 100, policy: paho-default}]\ntimeline: [{disruption: drop-all}]", plan.Agents, "paho-default runs real paho clients"},
+		{"fleet: [{devices: 2000}]\nbrokers: {nodes: 3}\ntimeline: [{disruption: rolling-restart, gap: 1m}]", plan.Virtual, "the model runs all"},
 		{"fleet: [{devices: 1000000}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency, latency: 1s}]", plan.Agents,
 			"the agents engine runs it"},
 	} {
@@ -358,7 +359,7 @@ timeline:
 	require.NoError(t, err)
 	p, why, err := f.Plan()
 	require.NoError(t, err)
-	assert.Equal(t, plan.Agents, p.Engine, why)
+	assert.Equal(t, plan.Virtual, p.Engine, why)
 	require.Len(t, p.Then, 3)
 	require.NotNil(t, p.Then[0].Node)
 	assert.Equal(t, 1, *p.Then[0].Node)
