@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -142,15 +143,6 @@ type Options struct {
 //   - unix-ms: one time in Unix milliseconds a line (1700000000123)
 var FormatNames = []string{"mosquitto", "rabbitmq", "emqx", "hivemq", "vernemq", "aws-iot", "azure-iot", "jsonl", "csv", "tsv", "seconds", "unix-ms"}
 
-// ParseError is a line of an arrival log that could not be read.
-type ParseError struct {
-	Line int // from 1
-	Err  error
-}
-
-func (e *ParseError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
-func (e *ParseError) Unwrap() error { return e.Err }
-
 // ErrNoArrivals is returned by ParseLog and ReadArrivals for a log with no
 // arrival in it (wrapped, with the format taken and what the log held
 // instead).
@@ -163,7 +155,7 @@ var ErrUnknownFormat = errors.New("unknown format")
 // not a regular expression with a "time" group.
 var ErrBadPattern = errors.New("bad pattern")
 
-// ErrLineTooLong is a *ParseError's Err for a line longer than
+// ErrLineTooLong is a *fileline.Error's Err for a line longer than
 // MaxLineBytes: no arrival log has one.
 var ErrLineTooLong = fmt.Errorf("longer than %d MiB", MaxLineBytes>>20)
 
@@ -184,7 +176,7 @@ const MaxLineBytes = 16 << 20
 // the broker tell Log.Disruptions where the log's disruptions were. Exact
 // copies of a line read before are dropped and counted.
 //
-// A line it cannot read is a *ParseError naming what was expected there; a
+// A line it cannot read is a *fileline.Error naming what was expected there; a
 // log with no arrival, ErrNoArrivals naming the format taken and what the
 // log held instead; a format it does not know, ErrUnknownFormat. No Log is
 // returned with an error.
@@ -230,7 +222,7 @@ func (lr *lineReader) next() ([]byte, bool) {
 		b, err := lr.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			if len(lr.buf)+len(b) > MaxLineBytes+len("\r\n") {
-				lr.err = &ParseError{Line: lr.n + 1, Err: ErrLineTooLong}
+				lr.err = &fileline.Error{Line: lr.n + 1, Err: ErrLineTooLong}
 				return nil, false
 			}
 			lr.buf = append(lr.buf, b...)
@@ -253,18 +245,18 @@ func (lr *lineReader) next() ([]byte, bool) {
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	line = bytes.TrimSuffix(line, []byte("\r"))
 	if len(line) > MaxLineBytes {
-		lr.err = &ParseError{Line: lr.n + 1, Err: ErrLineTooLong}
+		lr.err = &fileline.Error{Line: lr.n + 1, Err: ErrLineTooLong}
 		return nil, false
 	}
 	if lr.n == math.MaxInt32 {
-		lr.err = &ParseError{Line: lr.n + 1, Err: errors.New("more lines than an arrival log can hold (2^31)")}
+		lr.err = &fileline.Error{Line: lr.n + 1, Err: errors.New("more lines than an arrival log can hold (2^31)")}
 		return nil, false
 	}
 	lr.n++
 	if lr.n == 1 {
 		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 		if err := foreignEncoding(line); err != nil {
-			lr.err = &ParseError{Line: 1, Err: err}
+			lr.err = &fileline.Error{Line: 1, Err: err}
 			return nil, false
 		}
 	}

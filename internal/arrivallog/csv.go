@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // CSV and TSV: a header, then one row an arrival. Quoting is as
@@ -56,9 +58,9 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 			case !ok && src.err() != nil:
 				return src.err()
 			case !ok:
-				return &ParseError{Line: line, Err: errors.New("a quoted field that starts on this line is never closed")}
+				return &fileline.Error{Line: line, Err: errors.New("a quoted field that starts on this line is never closed")}
 			case len(p.pending)+1+len(next) > MaxLineBytes:
-				return &ParseError{Line: line, Err: fmt.Errorf("a record %w", ErrLineTooLong)}
+				return &fileline.Error{Line: line, Err: fmt.Errorf("a record %w", ErrLineTooLong)}
 			}
 			p.pending = append(append(p.pending, '\n'), next...)
 			open = csvQuoteOpen(next, p.delim, true)
@@ -67,7 +69,7 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 	}
 	p.fields = splitRecord(string(record), p.delim, p.fields[:0])
 	if p.time >= len(p.fields) || p.fields[p.time] == "" {
-		return &ParseError{Line: line, Err: fmt.Errorf("expected a %s value in column %d, got a row of %d fields with none there",
+		return &fileline.Error{Line: line, Err: fmt.Errorf("expected a %s value in column %d, got a row of %d fields with none there",
 			p.column, p.time+1, len(p.fields))}
 	}
 	v := p.fields[p.time]
@@ -84,12 +86,12 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 		}
 	}
 	if err != nil {
-		return &ParseError{Line: line, Err: fmt.Errorf("%s: %w", p.column, err)}
+		return &fileline.Error{Line: line, Err: fmt.Errorf("%s: %w", p.column, err)}
 	}
 	if p.lag >= 0 && p.lag < len(p.fields) && p.fields[p.lag] != "" {
 		lag, err := strconv.ParseFloat(p.fields[p.lag], 64)
 		if err != nil || !(lag >= 0 && lag < 1e12) {
-			return &ParseError{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", excerpt(p.fields[p.lag]))}
+			return &fileline.Error{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", excerpt(p.fields[p.lag]))}
 		}
 		l.Lags = append(l.Lags, lag)
 	}
@@ -129,7 +131,7 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 		p.time, p.kind = col(stampColumns), stampUnknown
 	}
 	if p.time < 0 {
-		return &ParseError{Line: line, Err: fmt.Errorf("a %s header needs a t_s, unix_ms or RFC 3339 time column (named %s); this one has: %s",
+		return &fileline.Error{Line: line, Err: fmt.Errorf("a %s header needs a t_s, unix_ms or RFC 3339 time column (named %s); this one has: %s",
 			strings.ToUpper(p.name), orList(stampColumns), listNames(p.header))}
 	}
 	p.column = p.header[p.time]
@@ -157,7 +159,7 @@ func (p *csvParser) classify(ps *parser, line int, t time.Duration, client strin
 		}
 		e, times, _, known, err := p.j.inner(msg, "", lineTimes{env: t, envTimed: true}, "")
 		if err != nil {
-			return &ParseError{Line: line, Err: err}
+			return &fileline.Error{Line: line, Err: err}
 		}
 		if !known {
 			ps.log.Skipped++

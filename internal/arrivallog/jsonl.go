@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // JSON: one object a line (JSON lines), or a document holding arrays of
@@ -62,7 +64,7 @@ func (j *jsonReader) parse(p *parser, src *source, text []byte) error {
 	if t[0] == '[' {
 		var objs []map[string]json.RawMessage
 		if err := json.Unmarshal(t, &objs); err != nil {
-			return &ParseError{Line: src.n, Err: fmt.Errorf("expected a JSON array of objects, got %q", excerpt(t))}
+			return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON array of objects, got %q", excerpt(t))}
 		}
 		for _, obj := range objs {
 			if err := j.object(p, src.n, obj, nil, 0, false); err != nil {
@@ -73,7 +75,7 @@ func (j *jsonReader) parse(p *parser, src *source, text []byte) error {
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(t, &obj); err != nil || obj == nil {
-		return &ParseError{Line: src.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
+		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
 	}
 	return j.object(p, src.n, obj, t, 0, false)
 }
@@ -92,7 +94,7 @@ func (j *jsonReader) line(p *parser, n int, msg []byte, env time.Duration, raw [
 func (j *jsonReader) object(p *parser, n int, obj map[string]json.RawMessage, raw []byte, env time.Duration, envTimed bool) error {
 	e, t, dialect, known, err := j.classify(p, n, obj, env, envTimed)
 	if err != nil {
-		return &ParseError{Line: n, Err: err}
+		return &fileline.Error{Line: n, Err: err}
 	}
 	if !known {
 		p.log.Skipped++
@@ -102,7 +104,7 @@ func (j *jsonReader) object(p *parser, n int, obj map[string]json.RawMessage, ra
 		j.dialects[dialect]++
 	}
 	if !t.ownTimed && !t.envTimed && e.kind == KindConnect {
-		return &ParseError{Line: n, Err: fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
+		return &fileline.Error{Line: n, Err: fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
 			orList(jsonTimeFields), listNames(slices.Sorted(maps.Keys(obj))))}
 	}
 	if raw == nil {
@@ -556,9 +558,9 @@ var containerKeys = map[string]bool{"events": true, "records": true, "Records": 
 
 func (w *docWalker) syntax(err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
-		return &ParseError{Line: w.lc.line(w.dec.InputOffset()), Err: errors.New("the JSON document ends before its arrays and objects close")}
+		return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()), Err: errors.New("the JSON document ends before its arrays and objects close")}
 	}
-	return &ParseError{Line: w.lc.line(w.dec.InputOffset()), Err: fmt.Errorf("expected a JSON document (or JSON lines): %v", err)}
+	return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()), Err: fmt.Errorf("expected a JSON document (or JSON lines): %v", err)}
 }
 
 // value reads the value that tok starts: an object is an event unless it

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // Detection reads at most this much of a log before it decides: a
@@ -221,7 +223,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 		return p.pattern, false, nil
 	case f == "jsonl" || f == "aws-iot" || f == "azure-iot" || f == "" && (t[0] == '{' || t[0] == '['):
 		if t[0] != '{' && t[0] != '[' {
-			return nil, false, &ParseError{Line: fl.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
+			return nil, false, &fileline.Error{Line: fl.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
 		}
 		if !json.Valid(t) {
 			return nil, true, nil // a document over many lines
@@ -257,7 +259,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 	if bytes.IndexByte(t, ',') >= 0 {
 		return &csvParser{name: "csv", delim: ','}, false, nil
 	}
-	return nil, false, &ParseError{Line: fl.n, Err: fmt.Errorf("cannot tell the format from the first lines (the first: %q): expected a broker's log "+
+	return nil, false, &fileline.Error{Line: fl.n, Err: fmt.Errorf("cannot tell the format from the first lines (the first: %q): expected a broker's log "+
 		"(mosquitto, RabbitMQ, EMQX, HiveMQ, VerneMQ; as written, or under syslog, journalctl, docker or kubectl), JSON lines or a "+
 		"JSON document (AWS IoT Core or Azure IoT Hub events, a JSON log), a CSV or TSV header naming t_s, unix_ms or a time column, "+
 		"or one time a line (seconds such as 12.25, or Unix ms such as 1700000000123); the formats: %s; any other log: -pattern",
@@ -376,13 +378,13 @@ func (t *textParser) parse(p *parser, src *source, text []byte) error {
 		return nil
 	}
 	if tl.stampErr != nil && tl.e.kind == KindConnect {
-		return &ParseError{Line: src.n, Err: tl.stampErr}
+		return &fileline.Error{Line: src.n, Err: tl.stampErr}
 	}
 	if tl.timed {
 		t.r.forms[tl.innerForm]++
 	}
 	if !tl.timed && !tl.envTimed && tl.e.kind == KindConnect {
-		return &ParseError{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
+		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
 			"(mosquitto: log_timestamp true, its default)", excerpt(tl.msg))}
 	}
 	return p.rec.record(tl.e, lineTimes{own: tl.at, ownTimed: tl.timed, ownDigits: tl.digits,
@@ -439,7 +441,7 @@ func (pp *plainParser) parse(p *parser, src *source, text []byte) error {
 		t, err = parseSeconds(bytes.TrimSpace(text))
 	}
 	if err != nil {
-		return &ParseError{Line: src.n, Err: err}
+		return &fileline.Error{Line: src.n, Err: err}
 	}
 	l.add(t, src.n, "", false)
 	return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // pattern is -pattern: a line matching it is an arrival, at its time
@@ -45,7 +47,7 @@ func (pt *pattern) parse(p *parser, src *source, text []byte) error {
 		err = fmt.Errorf("cannot read the time %q: name its layout with -time-layout", excerpt(stamp))
 	}
 	if err != nil {
-		return &ParseError{Line: src.n, Err: err}
+		return &fileline.Error{Line: src.n, Err: err}
 	}
 	client, has := "", pt.client >= 0
 	if has && m[2*pt.client] >= 0 {

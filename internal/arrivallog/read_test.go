@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -217,7 +218,7 @@ func TestParseLogLongLines(t *testing.T) {
 
 	tooLong := "1\n2\n" + strings.Repeat("3", arrivallog.MaxLineBytes+1) + "\n4\n"
 	_, err = arrivallog.ParseLog(strings.NewReader(tooLong), arrivallog.Options{})
-	var pe *arrivallog.ParseError
+	var pe *fileline.Error
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line)
 	assert.ErrorIs(t, err, arrivallog.ErrLineTooLong)
@@ -279,7 +280,7 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 		"gzip": {"\x1f\x8b\x08\x00", "", "line 1: the file is gzip-compressed; decompress it first (zcat FILE | devicesim judge -)"},
 	} {
 		_, err := arrivallog.ParseLog(strings.NewReader(tc.in), arrivallog.Options{Format: tc.format})
-		var pe *arrivallog.ParseError
+		var pe *fileline.Error
 		require.True(t, errors.As(err, &pe), "%s: %v", name, err)
 		assert.EqualError(t, err, tc.want, name)
 	}
@@ -288,7 +289,7 @@ func TestParseLogErrorsNameTheLineAndWhatWasExpected(t *testing.T) {
 // What the first line looked like, and the formats there are.
 func TestParseLogDetectionError(t *testing.T) {
 	_, err := arrivallog.ParseLog(strings.NewReader("\n# the log\nhello world\n1\n"), arrivallog.Options{})
-	var pe *arrivallog.ParseError
+	var pe *fileline.Error
 	require.True(t, errors.As(err, &pe), "%v", err)
 	assert.Equal(t, 3, pe.Line, "the first line with something on it")
 	for _, want := range []string{`"hello world"`, "a broker's log", "JSON lines", "CSV or TSV header", "one time a line",
@@ -407,7 +408,7 @@ func TestReadArrivalsErrorsNameTheLine(t *testing.T) {
 	} {
 		h, _, err := arrivallog.ReadArrivals(strings.NewReader(tc.in))
 		assert.Nil(t, h, name)
-		var pe *arrivallog.ParseError
+		var pe *fileline.Error
 		require.True(t, errors.As(err, &pe), "%s: %v", name, err)
 		assert.Equal(t, tc.line, pe.Line, "%s: %v", name, err)
 		assert.Contains(t, err.Error(), tc.want, name)

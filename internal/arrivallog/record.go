@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // noTime marks an event without a second stamp.
@@ -119,7 +121,7 @@ func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
 	switch e.kind {
 	case KindConnect:
 		if !timed {
-			return &ParseError{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, excerpt(raw))}
+			return &fileline.Error{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, excerpt(raw))}
 		}
 		l.add(at, line, strings.Clone(e.client), true) // not the line it came from
 		rc.alt = append(rc.alt, alt)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 func TestRecordsRoundTripThroughEventsCSV(t *testing.T) {
@@ -51,6 +52,8 @@ func TestReadCSVNamesTheLine(t *testing.T) {
 	} {
 		_, err := attempt.ReadCSV(strings.NewReader(in))
 		assert.ErrorContains(t, err, msg, in)
+		var at *fileline.Error
+		assert.ErrorAs(t, err, &at, "the line, typed: %q", in)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // Header is events.csv's: one row a Fleet record, t_s in unscaled seconds
@@ -239,7 +240,7 @@ func NewReader(rd io.Reader) (*Reader, error) {
 	}
 	r := &Reader{cr: cr, stream: slices.Equal(header, StreamHeader)}
 	if !r.stream && !slices.Equal(header, Header) {
-		return nil, fmt.Errorf("line 1: header %v, want %v (or a stream's, with kind)", header, Header)
+		return nil, &fileline.Error{Line: 1, Err: fmt.Errorf("header %v, want %v (or a stream's, with kind)", header, Header)}
 	}
 	return r, nil
 }
@@ -257,7 +258,7 @@ func (r *Reader) Read() (Record, error) {
 		want = len(StreamHeader)
 	}
 	if len(row) != want {
-		return Record{}, fmt.Errorf("line %d: %d fields, want %d", line, len(row), want)
+		return Record{}, &fileline.Error{Line: line, Err: fmt.Errorf("%d fields, want %d", len(row), want)}
 	}
 	t, err0 := parseFixed(row[0], time.Second)
 	code, err1 := strconv.ParseInt(row[4], 10, 32)
@@ -277,7 +278,7 @@ func (r *Reader) Read() (Record, error) {
 		}
 	}
 	if err := errors.Join(err0, err1, err2); err != nil {
-		return Record{}, fmt.Errorf("line %d: %w", line, err)
+		return Record{}, &fileline.Error{Line: line, Err: err}
 	}
 	dev, _ := DeviceIndex(row[2])
 	return Record{T: t, Lag: lag, Device: int32(dev), Code: int32(code), Outcome: o, Kind: kind}, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -261,9 +262,21 @@ func Read(r io.Reader, getenv func(string) string) (*File, error) {
 	}
 	f := &File{}
 	if err := yaml.UnmarshalWithOptions(b, f, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yaml.FormatError(err, false, true))
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, atLine(err))
 	}
 	return f, nil
+}
+
+// atLine is yaml's error as the line it names (a *fileline.Error), with
+// the source around it as yaml prints it.
+func atLine(err error) error {
+	var ye yaml.Error
+	if !errors.As(err, &ye) || ye.GetToken() == nil {
+		return errors.New(yaml.FormatError(err, false, true))
+	}
+	pos := ye.GetToken().Position
+	text := strings.TrimPrefix(ye.FormatError(false, true), fmt.Sprintf("[%d:%d] ", pos.Line, pos.Column))
+	return &fileline.Error{Line: pos.Line, Column: pos.Column, Err: errors.New(text)}
 }
 
 // Plan is the run the file describes, and why its engine was chosen when

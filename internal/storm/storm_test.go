@@ -17,6 +17,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
@@ -122,9 +123,9 @@ func TestTheRunChoosesTheEngineAndSaysWhy(t *testing.T) {
 // wrong type, a time without its unit, a value the plan refuses.
 func TestMistakesNameTheLineAndTheField(t *testing.T) {
 	for _, tc := range []struct{ text, want string }{
-		{"fleet: [{devices: 10, polcy: full}]\ntimeline: [{disruption: drop-all}]", `[1:23] unknown field "polcy"`},
-		{"fleet:\n  - devices: ten\ntimeline: [{disruption: drop-all}]", "[2:14]"},
-		{"fleet: [{devices: 10, max_backoff: 32}]\ntimeline: [{disruption: drop-all}]", "[1:36]"},
+		{"fleet: [{devices: 10, polcy: full}]\ntimeline: [{disruption: drop-all}]", `line 1, column 23: unknown field "polcy"`},
+		{"fleet:\n  - devices: ten\ntimeline: [{disruption: drop-all}]", "line 2, column 14"},
+		{"fleet: [{devices: 10, max_backoff: 32}]\ntimeline: [{disruption: drop-all}]", "line 1, column 36"},
 		{"fleet: [{devices: 10}]\ntimeline: [{disruption: reboot}]", `unknown scenario "reboot"`},
 		{"fleet: [{devices: 10, retry_cap: sometimes}]\ntimeline: [{disruption: drop-all}]", "retry_cap: want a count >= 0 or forever"},
 		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}]\nexpect: {verdict: calm}", ""},
@@ -140,6 +141,11 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 		require.Error(t, err, tc.text)
 		assert.ErrorIs(t, err, storm.ErrInvalid, tc.text)
 		assert.Contains(t, err.Error(), tc.want, tc.text)
+		if strings.HasPrefix(tc.want, "line ") {
+			var at *fileline.Error
+			require.ErrorAs(t, err, &at, tc.text)
+			assert.Positive(t, at.Line, tc.text)
+		}
 	}
 	for _, tc := range []struct{ text, want string }{
 		{"fleet: [{name: a, devices: 10}, {name: b, devices: 20, retry_after_jitter: 5s}]\ntimeline: [{disruption: drop-all}]", "retry_after_jitter is the fleet's"},

@@ -1,0 +1,30 @@
+// Package fileline is the one error a reader of a text file returns for a
+// line it cannot read (a storm file, a broker's log, events.csv): where,
+// and what was wrong there, as x/perf's benchfmt.SyntaxError is.
+package fileline
+
+import "fmt"
+
+// Error is a line of a file that could not be read. Line counts from 1;
+// Column, if known, from 1; File may be empty (standard input). It is not
+// changed once made, so it is safe to share.
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Err    error
+}
+
+func (e *Error) Error() string {
+	at := fmt.Sprintf("line %d", e.Line)
+	if e.Column > 0 {
+		at += fmt.Sprintf(", column %d", e.Column)
+	}
+	if e.File != "" {
+		at = e.File + ": " + at
+	}
+	return fmt.Sprintf("%s: %v", at, e.Err)
+}
+
+// Unwrap returns what was wrong with the line.
+func (e *Error) Unwrap() error { return e.Err }
