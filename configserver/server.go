@@ -8,13 +8,15 @@
 // A Server has httptest.Server's lifecycle: NewServer is NewUnstartedServer
 // and Start; fields are set before Start; Close blocks until every request
 // has ended. StartInMemory serves on an in-process listener instead of a
-// socket, so that a test runs it inside a testing/synctest bubble.
+// socket, so that a test runs it inside a testing/synctest bubble. A fault
+// AddFault cannot apply is an error wrapping [ErrInvalid].
 package configserver
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -209,19 +211,23 @@ func (s *Server) ETag(device string) string {
 	return d.etag
 }
 
+// ErrInvalid: every invalid input (a Fault AddFault refuses) is an error
+// wrapping it.
+var ErrInvalid = errors.New("configserver: invalid input")
+
 // AddFault appends f to the schedule; the first matching fault applies.
 func (s *Server) AddFault(f Fault) error {
 	if f.RetryAfter < 0 || f.Times < 0 {
-		return fmt.Errorf("configserver: fault needs RetryAfter >= 0 and Times >= 0, got %+v", f)
+		return fmt.Errorf("%w: fault needs RetryAfter >= 0 and Times >= 0, got %+v", ErrInvalid, f)
 	}
 	if f.RetryAtEnd && f.Until.IsZero() {
-		return fmt.Errorf("configserver: a fault that sends the time left until its end needs an Until")
+		return fmt.Errorf("%w: a fault that sends the time left until its end needs an Until", ErrInvalid)
 	}
 	if f.Kind < Unavailable || f.Kind > Oversized {
-		return fmt.Errorf("configserver: unknown fault kind %d", f.Kind)
+		return fmt.Errorf("%w: unknown fault kind %d", ErrInvalid, f.Kind)
 	}
 	if !f.Until.IsZero() && f.Until.Before(f.From) {
-		return fmt.Errorf("configserver: fault window ends (%v) before it starts (%v)", f.Until, f.From)
+		return fmt.Errorf("%w: fault window ends (%v) before it starts (%v)", ErrInvalid, f.Until, f.From)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -215,3 +215,18 @@ func TestInMemoryInsideABubble(t *testing.T) {
 		assert.ErrorContains(t, s.Await(context.Background(), time.Second, func(n int) bool { return n == 3 }), "2 requests")
 	})
 }
+
+// Every fault AddFault refuses is an error wrapping ErrInvalid.
+func TestAddFaultRefusesWhatCannotHappen(t *testing.T) {
+	s := configserver.NewServer()
+	defer s.Close()
+	for name, f := range map[string]configserver.Fault{
+		"negative retry-after":    {Kind: configserver.Unavailable, RetryAfter: -time.Second},
+		"negative times":          {Kind: configserver.Unavailable, Times: -1},
+		"time left without until": {Kind: configserver.Unavailable, RetryAtEnd: true},
+		"unknown kind":            {Kind: 99},
+		"ends before it starts":   {Kind: configserver.Unavailable, From: time.Unix(100, 0), Until: time.Unix(50, 0)},
+	} {
+		assert.ErrorIs(t, s.AddFault(f), configserver.ErrInvalid, name)
+	}
+}

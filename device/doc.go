@@ -18,4 +18,11 @@
 // third: with a persistent session paho completes a publish it resends on
 // the next connection before any PUBACK, which Publish reports as
 // ErrUnconfirmed rather than success.
+//
+// Errors: every invalid input (a Config, a Timing, a FetcherConfig) wraps
+// [ErrInvalid], and also the ErrInvalid of the package that found it (a
+// reconnect policy's); a session ends with [ErrGaveUp], [ErrRefused] or
+// [ErrStopped]; a publish fails with [ErrNotConnected], [ErrUnconfirmed],
+// [ErrPublishRefused] or [ErrTooLargeForBroker]; the broker's answers are
+// [*ConnackError], [*DisconnectError] and [*ProtocolError].
 package device

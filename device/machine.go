@@ -18,9 +18,11 @@ var (
 	// (1 protocol version, 2 identifier rejected; 4 and 5 when credentials
 	// failures are configured as permanent).
 	ErrRefused = errors.New("device: connection refused permanently")
-	// ErrInvalid is ErrInvalid: every invalid option, in a Config
-	// or a Timing, is an error wrapping it.
-	ErrInvalid = reconnect.ErrInvalid
+	// ErrInvalid: every invalid input (a Config, a Timing, a
+	// FetcherConfig, a Subscribe's arguments) is an error wrapping it; one
+	// another package found invalid (a reconnect policy's parameters)
+	// wraps that package's ErrInvalid too.
+	ErrInvalid = errors.New("device: invalid input")
 )
 
 // ConnackError is a broker's refusal: the return code of its CONNACK (1 to
@@ -125,7 +127,7 @@ func (t Timing) Validate() error {
 		return fmt.Errorf("%w: unknown Timing.Credentials %d", ErrInvalid, t.Credentials)
 	}
 	if t.Guard != nil {
-		return t.Guard.Validate()
+		return alsoInvalid("Timing.Guard", t.Guard.Validate())
 	}
 	return nil
 }
@@ -295,4 +297,13 @@ func connackText(code int) string {
 		return "not authorised"
 	}
 	return "unknown to MQTT 3.1.1"
+}
+
+// alsoInvalid wraps err, another package's verdict on part of an input of
+// this package's, in ErrInvalid as well; nil stays nil.
+func alsoInvalid(part string, err error) error {
+	if err == nil || errors.Is(err, ErrInvalid) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", ErrInvalid, part, err)
 }

@@ -269,6 +269,9 @@ func TestTimingRejectsUnsafeValues(t *testing.T) {
 		_, err := device.NewMachine(&tm, nil)
 		assert.ErrorIs(t, err, device.ErrInvalid, name)
 	}
+	tm := device.DefaultTiming()
+	tm.Guard = &reconnect.FloodGuardConfig{}
+	assert.ErrorIs(t, tm.Validate(), reconnect.ErrInvalid, "the guard's own verdict too")
 }
 
 // A Core is small enough for a hundred million in memory: 48 bytes on

@@ -73,8 +73,8 @@ func (a Admission) RefusalCode() byte {
 	return a.Code
 }
 
-// ErrInvalid is what Validate's errors wrap.
-var ErrInvalid = errors.New("invalid admission")
+// ErrInvalid: every invalid input (an Admission) is an error wrapping it.
+var ErrInvalid = errors.New("fault: invalid input")
 
 // Validate accepts the zero Admission and any with Rate > 0, Burst >= 0 and
 // a known Mode.

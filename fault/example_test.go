@@ -13,5 +13,5 @@ func ExampleAdmission() {
 	fmt.Println(fault.Admission{Rate: -1}.Validate())
 	// Output:
 	// <nil> disconnect
-	// invalid admission: rate -1 must be > 0 and burst 0 >= 0 (or the zero Admission, no limit)
+	// fault: invalid input: rate -1 must be > 0 and burst 0 >= 0 (or the zero Admission, no limit)
 }

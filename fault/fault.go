@@ -4,6 +4,7 @@
 // one Admission limit both take, and one Attempt record with its Outcome and
 // Counts that both keep. A run says what it does to the fleet's broker
 // once, and the same words work whichever of the two stands in the path.
+// An invalid Admission is an error wrapping [ErrInvalid].
 package fault
 
 import (

@@ -32,4 +32,8 @@
 //
 // Devices reach the proxy over TCP (Config.Listen) or, in the same process,
 // in memory (Proxy.Dial).
+//
+// Errors: every invalid input (a Config, a fault's argument, an Admission)
+// wraps [ErrInvalid]; a closed proxy answers [ErrClosed], and a refused
+// in-memory dial [ErrRefused].
 package faultproxy

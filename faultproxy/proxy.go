@@ -36,8 +36,10 @@ const (
 	DefaultMaxHeldTotal = 16 << 20
 )
 
-// ErrInvalid is wrapped by every error about a bad argument.
-var ErrInvalid = errors.New("faultproxy: invalid argument")
+// ErrInvalid: every invalid input (a Config, a fault's argument, an
+// Admission) is an error wrapping it; an Admission fault.Validate refuses
+// wraps fault.ErrInvalid too.
+var ErrInvalid = errors.New("faultproxy: invalid input")
 
 // ErrClosed is returned by Dial after Close.
 var ErrClosed = errors.New("faultproxy: closed")

@@ -516,6 +516,7 @@ func TestInvalidSettingsAreErrors(t *testing.T) {
 	_, p := setup(t, faultproxy.Config{})
 	require.ErrorIs(t, p.SetAdmission(fault.Admission{Rate: -1}), faultproxy.ErrInvalid)
 	require.ErrorIs(t, p.SetAdmission(fault.Admission{Rate: 1, Mode: 9}), faultproxy.ErrInvalid)
+	require.ErrorIs(t, p.SetAdmission(fault.Admission{Rate: 1, Mode: 9}), fault.ErrInvalid, "the Admission's own verdict too")
 	require.ErrorIs(t, p.SetFlapping(-time.Second), faultproxy.ErrInvalid)
 	require.ErrorIs(t, p.SetLatency(-1, 0), faultproxy.ErrInvalid)
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/publisher/internal/boltcheck"
-	"github.com/herdguard/herdguard/reconnect"
 )
 
 var (
@@ -114,7 +113,7 @@ type BoltStore struct {
 //     Nothing was moved.
 func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 	if opts.LockTimeout < 0 {
-		return nil, fmt.Errorf("%w: BoltOptions.LockTimeout must be >= 0, got %v", reconnect.ErrInvalid, opts.LockTimeout)
+		return nil, fmt.Errorf("%w: BoltOptions.LockTimeout must be >= 0, got %v", ErrInvalid, opts.LockTimeout)
 	}
 	if opts.LockTimeout == 0 {
 		opts.LockTimeout = time.Second

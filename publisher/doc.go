@@ -19,4 +19,9 @@
 // restarts only with a new epoch (a MemoryStore in each process, a store
 // moved aside, a factory reset). A receiver drops duplicates by keeping, per
 // device and epoch, the highest seq it has seen.
+//
+// Errors: every invalid input (a message, a Config, BoltOptions) wraps
+// [ErrInvalid]; a full queue under RejectNew is [ErrQueueFull]; a store
+// another process holds is [ErrStoreInUse], one not the device's own
+// [ErrNotPrivate], a damaged one a [*CorruptStoreError].
 package publisher

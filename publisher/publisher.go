@@ -22,7 +22,9 @@ import (
 
 // Errors Publish returns; nothing else makes it fail.
 var (
-	ErrInvalid   = errors.New("publisher: invalid message")
+	// ErrInvalid: every invalid input (a message over MaxPayload or
+	// without a topic, a Config, BoltOptions) is an error wrapping it.
+	ErrInvalid   = errors.New("publisher: invalid input")
 	ErrQueueFull = errors.New("publisher: queue full")
 )
 
@@ -140,13 +142,13 @@ type Publisher struct {
 // New validates cfg and opens the publisher over its store.
 func New(cfg Config) (*Publisher, error) {
 	if cfg.Session == nil {
-		return nil, fmt.Errorf("%w: Config.Session is required", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: Config.Session is required", ErrInvalid)
 	}
 	if cfg.MaxMessages < 0 || cfg.MaxBytes < 0 || cfg.MaxPayload < 0 || cfg.DrainRate < 0 || cfg.DrainBurst < 0 || cfg.PublishTimeout < 0 {
-		return nil, fmt.Errorf("%w: publisher limits must be >= 0", reconnect.ErrInvalid)
+		return nil, fmt.Errorf("%w: publisher limits must be >= 0", ErrInvalid)
 	}
 	if cfg.Overflow != DropOldest && cfg.Overflow != RejectNew {
-		return nil, fmt.Errorf("%w: unknown Overflow %d", reconnect.ErrInvalid, cfg.Overflow)
+		return nil, fmt.Errorf("%w: unknown Overflow %d", ErrInvalid, cfg.Overflow)
 	}
 	def := func(v *int, d int) {
 		if *v == 0 {
@@ -187,7 +189,7 @@ func New(cfg Config) (*Publisher, error) {
 	p.stats.Restored = uint64(n)
 	p.epoch = p.store.Epoch()
 	if !validEpoch(p.epoch) && p.epoch != "" {
-		return nil, fmt.Errorf("%w: the store's epoch %q is not 1-64 printable ASCII bytes", reconnect.ErrInvalid, p.epoch)
+		return nil, fmt.Errorf("%w: the store's epoch %q is not 1-64 printable ASCII bytes", ErrInvalid, p.epoch)
 	}
 	return p, nil
 }

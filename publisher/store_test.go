@@ -199,3 +199,18 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 	_, err = publisher.DecodeEnvelope([]byte(`{"payload":"AA=="}`))
 	assert.Error(t, err)
 }
+
+// Every invalid input to the package is an error wrapping ErrInvalid: a
+// Config, BoltOptions, as a message is.
+func TestInvalidConfigIsErrInvalid(t *testing.T) {
+	for name, c := range map[string]publisher.Config{
+		"no session":       {},
+		"negative limits":  {Session: neverConnected{}, MaxMessages: -1},
+		"unknown overflow": {Session: neverConnected{}, Overflow: 9},
+	} {
+		_, err := publisher.New(c)
+		assert.ErrorIs(t, err, publisher.ErrInvalid, name)
+	}
+	_, err := publisher.OpenBoltStore(filepath.Join(t.TempDir(), "queue.db"), publisher.BoltOptions{LockTimeout: -time.Second})
+	assert.ErrorIs(t, err, publisher.ErrInvalid)
+}

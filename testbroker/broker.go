@@ -70,13 +70,13 @@ func (c *Config) validate() error {
 		c.Transport = TCP
 	case TCP, TLS, Memory:
 	default:
-		return fmt.Errorf("testbroker: unknown transport %q", c.Transport)
+		return fmt.Errorf("%w: unknown transport %q", ErrInvalid, c.Transport)
 	}
 	if c.MutualTLS && c.Transport != TLS {
-		return errors.New("testbroker: MutualTLS needs Transport TLS")
+		return fmt.Errorf("%w: MutualTLS needs Transport TLS", ErrInvalid)
 	}
 	if c.MaxWritesPending < 0 || c.BufferSize < 0 || c.ConnectTimeout < 0 {
-		return errors.New("testbroker: MaxWritesPending, BufferSize and ConnectTimeout must be >= 0")
+		return fmt.Errorf("%w: MaxWritesPending, BufferSize and ConnectTimeout must be >= 0", ErrInvalid)
 	}
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:0"
@@ -443,7 +443,7 @@ func (b *Broker) EndOutage() error {
 // OutageFor is BeginOutage now and EndOutage after d (real time).
 func (b *Broker) OutageFor(d time.Duration) error {
 	if d <= 0 {
-		return fmt.Errorf("testbroker: outage duration must be > 0, got %v", d)
+		return fmt.Errorf("%w: outage duration must be > 0, got %v", ErrInvalid, d)
 	}
 	b.BeginOutage()
 	b.afterFunc(d, func() {
@@ -483,7 +483,7 @@ func (b *Broker) afterFunc(d time.Duration, f func()) {
 // broker with a duplicate client ID or a crashing backend does. 0 turns it off.
 func (b *Broker) SetFlapping(d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("testbroker: flapping interval must be >= 0, got %v", d)
+		return fmt.Errorf("%w: flapping interval must be >= 0, got %v", ErrInvalid, d)
 	}
 	b.flapAfter.Store(int64(d))
 	return nil
@@ -492,7 +492,7 @@ func (b *Broker) SetFlapping(d time.Duration) error {
 // SetConnackLatency delays every CONNACK by d. 0 turns it off.
 func (b *Broker) SetConnackLatency(d time.Duration) error {
 	if d < 0 {
-		return fmt.Errorf("testbroker: latency must be >= 0, got %v", d)
+		return fmt.Errorf("%w: latency must be >= 0, got %v", ErrInvalid, d)
 	}
 	b.latency.Store(int64(d))
 	return nil
@@ -572,7 +572,7 @@ type refusal struct {
 // only with the code.
 func (b *Broker) RefuseTo(code ConnackCode, reference string, clientIDs ...string) error {
 	if code == 0 || (code > RefuseNotAuthorised && code < 0x80) {
-		return fmt.Errorf("testbroker: %d is not a refusal code (1-5, or >= 0x80 to send raw)", code)
+		return fmt.Errorf("%w: %d is not a refusal code (1-5, or >= 0x80 to send raw)", ErrInvalid, code)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -611,7 +611,7 @@ type activeLimit struct {
 // the session right after its CONNACK (DisconnectOverLimit).
 func (b *Broker) SetAdmission(a fault.Admission) error {
 	if err := a.Validate(); err != nil {
-		return fmt.Errorf("testbroker: %w", err)
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if a == (fault.Admission{}) {
 		b.admission.Store(nil)
@@ -647,7 +647,7 @@ func (b *Broker) admitConnect(now time.Time) (ok bool, mode fault.AdmissionMode,
 // them.
 func (b *Broker) BeginBusy(code byte) error {
 	if code < 0x80 {
-		return fmt.Errorf("testbroker: an MQTT 5 refusal's code is 0x80 or more, got %#02x", code)
+		return fmt.Errorf("%w: an MQTT 5 refusal's code is 0x80 or more, got %#02x", ErrInvalid, code)
 	}
 	b.busy.Store(int32(code))
 	return nil

@@ -464,24 +464,31 @@ func TestSocketWithoutConnectIsClosedAndRecorded(t *testing.T) {
 	assert.Error(t, err, "the broker closed the idle socket")
 }
 
+// Every invalid input is an error wrapping testbroker.ErrInvalid; an
+// Admission wraps fault.ErrInvalid too.
 func TestInvalidOptionsAreErrors(t *testing.T) {
-	_, err := testbroker.New(testbroker.Config{Transport: "carrier-pigeon"})
-	assert.Error(t, err)
-	_, err = testbroker.New(testbroker.Config{MutualTLS: true})
-	assert.Error(t, err)
-	_, err = testbroker.New(testbroker.Config{ConnectTimeout: -time.Second})
-	assert.Error(t, err)
+	for _, c := range []testbroker.Config{{Transport: "carrier-pigeon"}, {MutualTLS: true}, {ConnectTimeout: -time.Second}} {
+		_, err := testbroker.New(c)
+		assert.ErrorIs(t, err, testbroker.ErrInvalid, "%+v", c)
+	}
 
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	for _, a := range []fault.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}} {
-		assert.Error(t, b.SetAdmission(a), "%+v", a)
+	for _, a := range []fault.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}, {Rate: 10, Code: 3}} {
+		err := b.SetAdmission(a)
+		assert.ErrorIs(t, err, testbroker.ErrInvalid, "%+v", a)
+		assert.ErrorIs(t, err, fault.ErrInvalid, "%+v", a)
 	}
-	assert.Error(t, b.SetFlapping(-time.Second))
-	assert.Error(t, b.SetConnackLatency(-time.Second))
-	assert.Error(t, b.OutageFor(0))
-	assert.Error(t, b.Refuse(0, "x"))
-	assert.Error(t, b.Refuse(9, "x"))
-	_, err = fault.ParseAdmissionMode("sometimes")
+	for name, err := range map[string]error{
+		"flapping":    b.SetFlapping(-time.Second),
+		"latency":     b.SetConnackLatency(-time.Second),
+		"outage":      b.OutageFor(0),
+		"refuse 0":    b.Refuse(0, "x"),
+		"refuse 9":    b.Refuse(9, "x"),
+		"busy code 3": b.BeginBusy(3),
+	} {
+		assert.ErrorIs(t, err, testbroker.ErrInvalid, name)
+	}
+	_, err := fault.ParseAdmissionMode("sometimes")
 	assert.Error(t, err)
 }
 

@@ -22,4 +22,8 @@
 // To MQTT 5 clients it speaks MQTT 5: over its admission limit it refuses
 // with Admission.Code, Drain ends sessions with a reason code and a Server
 // Reference, and BeginBusy refuses every connect with a code of its own.
+//
+// Errors: every invalid input (a Config, a fault's argument, an Admission)
+// wraps [ErrInvalid]; HandshakeCPU fails with [ErrNoThreadCPU] where the
+// platform cannot read a thread's CPU time.
 package testbroker

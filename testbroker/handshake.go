@@ -13,6 +13,11 @@ import (
 // one thread's CPU time.
 var ErrNoThreadCPU = errors.New("testbroker: per-thread CPU time is not available on this platform")
 
+// ErrInvalid: every invalid input (a Config, a fault's duration, a refusal
+// code, an Admission) is an error wrapping it; an Admission fault.Validate
+// refuses wraps fault.ErrInvalid too.
+var ErrInvalid = errors.New("testbroker: invalid input")
+
 // HandshakeCPU measures the CPU time one TLS handshake costs the broker's
 // side: the mean over n full handshakes (no session resumption, as after a
 // device's reboot or with no session cache) with a device certificate when
@@ -25,7 +30,7 @@ func (b *Broker) HandshakeCPU(n int) (time.Duration, error) {
 		return 0, errNotTLS
 	}
 	if n < 1 {
-		return 0, fmt.Errorf("testbroker: HandshakeCPU needs n >= 1, got %d", n)
+		return 0, fmt.Errorf("%w: HandshakeCPU needs n >= 1, got %d", ErrInvalid, n)
 	}
 	client, err := b.ClientTLSConfig("handshake-probe")
 	if err != nil {

@@ -76,7 +76,7 @@ func TestValidateNamesTheSetting(t *testing.T) {
 		{func(p *plan.Plan) { p.Engine = plan.Virtual; p.Policy = plan.PahoDefault }, "paho-default runs real paho clients"},
 		{func(p *plan.Plan) { p.Engine = plan.Virtual; p.Scenario = plan.Failover }, "failover needs real agents"},
 		{func(p *plan.Plan) { p.Scenario = plan.Observe }, "observe records an external broker"},
-		{func(p *plan.Plan) { p.AdmitRate, p.AdmitMode = 10, 7 }, "invalid admission: mode AdmissionMode(7)"},
+		{func(p *plan.Plan) { p.AdmitRate, p.AdmitMode = 10, 7 }, "fault: invalid input: mode AdmissionMode(7)"},
 		{func(p *plan.Plan) { p.TimeScale = 0.5 }, "time scale must be in [1, 1000]"},
 		{func(p *plan.Plan) { p.Outage = 0 }, "outage must be > 0"},
 		{func(p *plan.Plan) { p.KeepAlive = 500 * time.Millisecond }, "keepalive must be at least 1s"},
