@@ -98,8 +98,9 @@ type Config struct {
 
 	// MaxIncomingPacket bounds one incoming MQTT packet, in bytes of its
 	// remaining length (0 means DefaultMaxIncomingPacket; at least
-	// MinIncomingPacket, at most MQTT's 268,435,455). A packet that declares more closes the connection
-	// before any of it is read: a PacketTooLargeError, reported as
+	// MinIncomingPacket, at most MQTT's 268,435,455). A packet that
+	// declares more closes the connection before any of it is read: a
+	// PacketTooLargeError, reported as
 	// EventPacketTooLarge and to Metrics, and the agent reconnects on the
 	// policy's schedule.
 	MaxIncomingPacket int

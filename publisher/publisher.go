@@ -514,7 +514,8 @@ func (p *Publisher) Close() error {
 
 // Envelope is the payload the publisher sends, as JSON:
 //
-//	{"epoch": "5f3ab2c0d1e4f607", "seq": 42, "time": "2026-11-21T10:00:00.123Z", "payload": "<base64>"}
+//	{"epoch": "5f3ab2c0d1e4f607", "seq": 42,
+//	 "time": "2026-11-21T10:00:00.123Z", "payload": "<base64>"}
 //
 // (epoch, seq) identifies a message of one device. seq counts from 1 within
 // the epoch and is never reused in it (it survives restarts with a durable

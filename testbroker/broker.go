@@ -499,9 +499,10 @@ func (b *Broker) SetConnackLatency(d time.Duration) error {
 }
 
 // DropPublishes makes the broker drop every QoS 1 or 2 PUBLISH it reads,
-// unacknowledged and out of the record (Counts.DroppedPublishes counts them), as a
-// broker that fails before storing one does, until called again with false. A client keeps such a message in
-// flight; with a persistent session it resends it on its next connection.
+// unacknowledged and out of the record (Counts.DroppedPublishes counts
+// them), as a broker that fails before storing one does, until called
+// again with false. A client keeps such a message in flight; with a
+// persistent session it resends it on its next connection.
 func (b *Broker) DropPublishes(on bool) { b.dropPublishes.Store(on) }
 
 // DelayPubacks makes the broker record each QoS 1 or 2 PUBLISH as usual but

@@ -138,6 +138,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&f.c.BootSpread, "boot-spread", 0, "window over which the devices first connect (unscaled; 0: the agents' 10 s in boot-storm, as fast as the host allows otherwise)")
 	fs.Float64Var(&f.c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
 	fs.Float64Var(&f.c.TimeScale, "time-scale", f.c.TimeScale, "run every duration this many times faster; reports stay unscaled")
+	fs.Float64Var(&f.c.Connects, "host-connects", 0, "connects a second this host serves real agents (0: 5,000; make scale measures it)")
 	fs.Uint64Var(&f.c.Seed, "seed", f.c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
 	fs.Float64Var(&f.c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
 	fs.IntVar(&f.c.AdmitBurst, "admit-burst", 1, "admission burst")

@@ -260,9 +260,9 @@ func (f *Fleet) memberConfig() (member.Config, error) {
 	mc := f.wiring.Config
 	if p.AdmitRate > 0 {
 		f.admission = fault.Admission{Rate: p.AdmitRate * p.TimeScale, Burst: max(p.AdmitBurst, 1), Mode: p.AdmitMode, Code: p.AdmitCode}
-		if f.admission.Rate > member.HostAdmitLimit {
-			f.warn("the scaled admission rate %.0f/s is beyond the ~%d/s this host serves: lower -time-scale",
-				f.admission.Rate, member.HostAdmitLimit)
+		if served := p.ServedConnects(); f.admission.Rate > served {
+			f.warn("the scaled admission rate %.0f/s is beyond the ~%.0f/s this host serves (-host-connects): lower -time-scale",
+				f.admission.Rate, served)
 		}
 	}
 	f.devlog = observer.NewDeviceLog(p.Devices)

@@ -196,13 +196,15 @@ func mosquittoFormats() []nightFormat {
 				prefix := "<29>1 " + at.Format("2006-01-02T15:04:05.000000Z07:00") + " " + nightHost + " mosquitto 612 - -  "
 				return prefixed(prefix, withStamp(unixStamp(e), mosquittoMessage(e)))
 			}},
-		// log_dest syslog with log_timestamp false: the envelope's stamp alone, local time without a zone.
+		// log_dest syslog with log_timestamp false: the envelope's stamp alone, local time without a
+		// zone.
 		{name: "mosquitto under syslog without its own stamp, -tz", want: "mosquitto under syslog, RFC 3164", restarts: true,
 			opts: arrivallog.Options{Location: mustZone(berlin), Written: time.Unix(0, nightEpoch).Add(24 * time.Hour)},
 			lines: func(e nightEvent, _ *rand.Rand) []string {
 				return prefixed(inZone(e.at(), berlin).Format("Jan _2 15:04:05")+" "+nightHost+" mosquitto[612]: ", mosquittoMessage(e))
 			}},
-		// journalctl -o short-iso-precise (systemd src/shared/logs-show.c, output_short), systemd 252's offset.
+		// journalctl -o short-iso-precise (systemd src/shared/logs-show.c, output_short), systemd
+		// 252's offset.
 		{name: "mosquitto under journalctl -o short-iso-precise", want: "mosquitto under syslog, RFC 3339", restarts: true,
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				at := e.at().Add(time.Duration(r.IntN(900)) * time.Microsecond)
@@ -443,7 +445,8 @@ func brokerFormats() []nightFormat {
 				}
 				return out
 			}},
-		// HiveMQ's event.log (src/main/java/com/hivemq/logging/EventLog.java; logback "%-24(%d)- %msg%n").
+		// HiveMQ's event.log (src/main/java/com/hivemq/logging/EventLog.java;
+		// logback "%-24(%d)- %msg%n").
 		{name: "HiveMQ event.log", want: "hivemq",
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				at := e.at().Add(time.Duration(r.IntN(999)) * time.Millisecond).Format("2006-01-02 15:04:05,000")
@@ -530,7 +533,8 @@ func cloudFormats() []nightFormat {
 				b, _ := json.MarshalIndent(map[string]any{"events": events, "searchedLogStreams": []any{}}, "", "    ")
 				return string(b)
 			}},
-		// A CloudWatch Logs export to S3 (AmazonCloudWatch/latest/logs/S3Export.html): stamp, space, message.
+		// A CloudWatch Logs export to S3 (AmazonCloudWatch/latest/logs/S3Export.html): stamp, space,
+		// message.
 		{name: "AWS IoT Core lifecycle events, exported to S3", want: "aws-iot lifecycle events under docker or kubectl logs --timestamps",
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				if m := awsLifecycle(e, r); m != nil {
@@ -558,7 +562,8 @@ func cloudFormats() []nightFormat {
 				b, _ := json.Marshal(m)
 				return []string{string(b)}
 			}},
-		// Event Grid's schema (learn.microsoft.com/azure/event-grid/event-schema-iot-hub), each delivery an array.
+		// Event Grid's schema (learn.microsoft.com/azure/event-grid/event-schema-iot-hub), each
+		// delivery an array.
 		{name: "Azure IoT Hub events, Event Grid schema", want: "azure-iot device connection events (JSON lines)", copies: true,
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				var ev string
@@ -579,7 +584,8 @@ func cloudFormats() []nightFormat {
 				return []string{string(b)}
 			}},
 		// The Connections category of IoT Hub's resource logs
-		// (learn.microsoft.com/azure/iot-hub/monitor-iot-hub-reference#connections), as {"records": [...]}.
+		// (learn.microsoft.com/azure/iot-hub/monitor-iot-hub-reference#connections),
+		// as {"records": [...]}.
 		{name: "Azure IoT Hub Connections resource logs", want: "azure-iot Connections logs (a JSON document)",
 			doc: func(ev []nightEvent, r *rand.Rand) string {
 				var recs []map[string]any

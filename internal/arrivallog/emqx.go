@@ -9,9 +9,9 @@ import (
 // emqx_logger_jsonfmt.erl at v5.8.9): a text line is its time, its level
 // and "key: value" pairs, the client first, then msg:
 //
-//	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: dev-1, msg: mqtt_packet_sent, peername: 192.168.1.20:52814, packet: CONNACK(Q0, R0, D0, AckFlags=0, ReasonCode=0)
-//	2024-01-02T03:04:06.394694+00:00 [info] clientid: dev-1, msg: terminate, peername: 192.168.1.20:52814, reason: {shutdown,tcp_closed}
-//	1704164647454059 [warning] clientid: dev-1, msg: socket_error, peername: 192.168.1.20:52814, reason: econnreset
+//	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: dev-1, msg: mqtt_packet_sent, p ...
+//	2024-01-02T03:04:06.394694+00:00 [info] clientid: dev-1, msg: terminate, peername: 192.168.1. ...
+//	1704164647454059 [warning] clientid: dev-1, msg: socket_error, peername: 192.168.1.20:52814, ...
 //
 // and a JSON line the same pairs as an object, time in Unix µs. EMQX logs
 // a successful connect only at debug (the CONNACK it sent, ReasonCode=0;

@@ -6,10 +6,10 @@ import "strings"
 // src/main/java/com/hivemq/logging/EventLog.java; the logback pattern
 // "%-24(%d)- %msg%n" in conf/logback.xml):
 //
-//	2024-05-06 10:11:12,345 - Client ID: sensor-17, IP: 192.168.1.50, Clean Start: true, Session Expiry: 0 connected.
+//	2024-05-06 10:11:12,345 - Client ID: sensor-17, IP: 192.168.1.50, Clean Start: true, Session ...
 //	2024-05-06 10:12:01,900 - Client ID: sensor-17, IP: 192.168.1.50 disconnected gracefully.
-//	2024-05-06 10:13:22,007 - Client ID: dashboard-1, IP: 10.0.0.8 disconnected ungracefully from TCP Listener on port: 1883.
-//	2024-05-06 10:14:00,550 - Client ID: intruder, IP: 203.0.113.4 was disconnected. reason: Authentication failed.
+//	2024-05-06 10:13:22,007 - Client ID: dashboard-1, IP: 10.0.0.8 disconnected ungracefully from ...
+//	2024-05-06 10:14:00,550 - Client ID: intruder, IP: 203.0.113.4 was disconnected. reason: Auth ...
 //
 // and hivemq.log's "Starting HiveMQ ..." and "Shutting down HiveMQ. ..."
 // (HiveMQServer.java:109, ShutdownHooks.java:103).

@@ -9,10 +9,10 @@ import (
 // node), after the text formatter's prefix (rabbit_logger_text_fmt.erl:
 // time, level, the process):
 //
-//	2026-11-27 05:06:56.613778+00:00 [info] <0.707.0> accepting MQTT connection <0.707.0> (127.0.0.1:56874 -> 127.0.0.1:1883, client id: dev-1)
-//	2026-11-27 05:06:56.615168+00:00 [info] <0.707.0> closing MQTT connection <0.707.0> (127.0.0.1:56874 -> 127.0.0.1:1883)
-//	2026-11-27 05:07:14.068225+00:00 [error] <0.833.0> closing MQTT connection "127.0.0.1:43498 -> 127.0.0.1:1883" (keepalive timeout)
-//	2026-11-27 05:06:57.619999+00:00 [error] <0.742.0> MQTT connection 127.0.0.1:56886 -> 127.0.0.1:1883 is closing due to an authentication failure
+//	2026-11-27 05:06:56.613778+00:00 [info] <0.707.0> accepting MQTT connection <0.707.0> (127.0. ...
+//	2026-11-27 05:06:56.615168+00:00 [info] <0.707.0> closing MQTT connection <0.707.0> (127.0.0. ...
+//	2026-11-27 05:07:14.068225+00:00 [error] <0.833.0> closing MQTT connection "127.0.0.1:43498 - ...
+//	2026-11-27 05:06:57.619999+00:00 [error] <0.742.0> MQTT connection 127.0.0.1:56886 -> 127.0.0 ...
 //
 // 3.12 and later accept with "Accepted MQTT connection A -> B for client
 // ID dev-1" and refuse with "Rejected MQTT connection A -> B with CONNACK

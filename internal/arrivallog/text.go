@@ -18,7 +18,7 @@ import (
 //	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: ...     EMQX
 //	2024-05-06 10:11:12,345 - Client ID: sensor-17, IP: ...               HiveMQ event.log
 //	2024-05-06 10:00:00,101 INFO  - Starting HiveMQ ...                   hivemq.log
-//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: can't ...   VerneMQ
+//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: can't .. ...
 //
 // The message is then recognised by what each broker writes (mosquitto.go,
 // rabbitmq.go, emqx.go, hivemq.go, vernemq.go), so that one reader takes

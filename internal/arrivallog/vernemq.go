@@ -6,9 +6,9 @@ import "strings"
 // vmq_mqtt5_fsm.erl, vmq_ranch.erl; 2.x through OTP's logger, 1.x
 // through lager):
 //
-//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: can't authenticate client {[],<<"sensor-17">>} from 192.168.1.50:51234 due to invalid_credentials
-//	2024-05-06T10:12:00.000100+00:00 [warning] <0.2400.0> vmq_mqtt_fsm:connected/2:585: client {[],<<"sensor-9">>} with username <<"bob">> stopped due to keepalive expired
-//	2017-06-11 08:40:18.004 [warning] <0.2157.0>@vmq_mqtt_fsm:check_user:545 can't authenticate client {[],<<"x">>} due to error
+//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: can't au ...
+//	2024-05-06T10:12:00.000100+00:00 [warning] <0.2400.0> vmq_mqtt_fsm:connected/2:585: client {[ ...
+//	2017-06-11 08:40:18.004 [warning] <0.2157.0>@vmq_mqtt_fsm:check_user:545 can't authenticate c ...
 //
 // VerneMQ logs no line for a connect it accepts, at any level: its log
 // shows refusals and sessions that ended abnormally. The tracer

@@ -4,7 +4,8 @@
 // them back, and a child process running part of a fleet's agents streams
 // its devices' records to its parent, all through this package's codec:
 //
-//	plan -> engine -> attempt.Record -> Sink (the report's builder, events.csv) -> judgement -> report
+//	plan -> engine -> attempt.Record -> Sink (the report's builder, events.csv)
+//	     -> judgement -> report
 package attempt
 
 import (

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,10 +113,13 @@ func ExamplePlan() {
 	p.Engine, p.Devices, p.Policy = plan.Virtual, 1_000_000, "fleet-safe"
 	p.Scenario, p.AdmitRate, p.AdmitBurst = plan.ThrottledRestart, 10_000, 500
 	fmt.Println(p.Validate(), p.Scenario, p.Admission())
-	fmt.Println(p.CheckFits(300 << 20))
+	need, fit, _ := strings.Cut(p.CheckFits(300<<20).Error(), "; ")
+	fmt.Println(need)
+	fmt.Println(fit)
 	// Output:
 	// <nil> throttled-restart {10000 500 refuse 0}
-	// 1,000,000 devices on the virtual engine need about 363 MiB (about 112 bytes a device); this machine has 300 MiB available: at most 411,940 fit
+	// 1,000,000 devices on the virtual engine need about 363 MiB (about 112 bytes a device)
+	// this machine has 300 MiB available: at most 411,940 fit
 }
 
 // A group takes the fleet's settings where it names none, and is held to

@@ -9,11 +9,6 @@ import (
 	"github.com/herdguard/herdguard/reconnect"
 )
 
-// HostAdmitLimit is roughly the connects per second this 2-core host served
-// to real paho clients on the in-memory transport (make scale: 100,000 in
-// 19.7 s); a scaled rate beyond it measures the host, not the fleet.
-const HostAdmitLimit = 5000
-
 // minKeepAlive is the shortest keepalive a run gives its agents: MQTT
 // counts it in whole seconds, and the broker drops a session silent for
 // 1.5 of them, which a loaded host reaches below two.
@@ -116,12 +111,12 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 
 // bootSpread is the window a group's first connects fall in, scaled.
 // Outside boot-storm the fleet's boot is setup, not measurement: it is
-// paced at half of what this host serves, or paho's connect timeouts turn
+// paced at half of what the host serves (plan.Host.Connects), or paho's connect timeouts turn
 // the setup itself into a storm.
 func bootSpread(p plan.Plan, g plan.Group, keepAlive time.Duration, warn func(format string, args ...any)) time.Duration {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
 	spread := scale(g.BootWindow())
-	hostPaced := time.Duration(float64(p.Devices) / (HostAdmitLimit / 2) * float64(time.Second)) // the whole fleet, shards included
+	hostPaced := time.Duration(float64(p.Devices) / (p.ServedConnects() / 2) * float64(time.Second)) // the whole fleet, shards included
 	switch {
 	case p.Storm.Has(plan.Blackhole):
 		// Sessions that began at unrelated times ping at unrelated times:
@@ -132,8 +127,8 @@ func bootSpread(p plan.Plan, g plan.Group, keepAlive time.Duration, warn func(fo
 		// A child's parent may ask for longer (a black hole's keepalive).
 		return max(hostPaced, 100*time.Millisecond, scale(g.BootSpread))
 	case spread < hostPaced && warn != nil:
-		warn("%d devices booting within %v is beyond the ~%d connects/s this host serves: lower -time-scale",
-			p.Shard.Size(p.Devices), spread, HostAdmitLimit)
+		warn("%d devices booting within %v is beyond the ~%.0f connects/s this host serves (-host-connects): lower -time-scale",
+			p.Shard.Size(p.Devices), spread, p.ServedConnects())
 	}
 	return spread
 }
