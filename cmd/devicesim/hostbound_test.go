@@ -19,7 +19,7 @@ import (
 func boundAbove(limit float64, scales *[]float64) func(plan.Plan) (*report.Report, error) {
 	return func(c plan.Plan) (*report.Report, error) {
 		*scales = append(*scales, c.TimeScale)
-		r := &report.Report{Policy: c.Policy}
+		r := &report.Report{Setup: report.Setup{Policy: c.Policy}}
 		if c.TimeScale > limit {
 			r.Host = report.Host{Bound: true, NoticeP99S: 0.644}
 		}
@@ -58,7 +58,8 @@ func TestARunTheHostBoundRunsAgainSlower(t *testing.T) {
 func TestAHostBoundRunFailsItsStormFile(t *testing.T) {
 	f, err := storm.Read(strings.NewReader("fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}]\nexpect: {verdict: spread}"), nil)
 	require.NoError(t, err)
-	r := &report.Report{Policy: "full", Verdict: "spread", Host: report.Host{Bound: true, LagP99S: 0.7}}
+	r := &report.Report{Setup: report.Setup{Policy: "full"}, Outcome: report.Outcome{Verdict: "spread"},
+		Measures: report.Measures{Host: report.Host{Bound: true, LagP99S: 0.7}}}
 	var out bytes.Buffer
 	err = checkStorm(r, f, &out)
 	require.Error(t, err)

@@ -21,7 +21,7 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 			return nil, err
 		}
 	}
-	rec := Recovery{T0: t0, Returned: t0, Until: time.Now(), Recovered: f.obs.Connected() == len(f.ids)}
+	rec := Watch{T0: t0, Returned: t0, Until: time.Now(), Recovered: f.obs.Connected() == len(f.ids)}
 	if rec.Recovered {
 		rec.Until = rec.Until.Add(f.scale(f.p.MaxBackoff))
 	}

@@ -16,10 +16,10 @@ import (
 // whichever engine ran it.
 var ErrNotRecovered = report.ErrNotRecovered
 
-// Recovery is one window of a fleet's life: from its first disruption
-// until the fleet was back, or the wait for it gave up. It is a plain
-// value, for Report.
-type Recovery struct {
+// Watch is one window of a fleet's life, watched: from its first
+// disruption until the fleet was back, or the wait for it gave up. It is a
+// plain value, for Report.
+type Watch struct {
 	T0 time.Time // the first disruption (observe: the first session lost)
 	// Returned is when the broker was back after the first disruption
 	// (node restarts that follow it: the last), as the plan has it for a
@@ -46,13 +46,13 @@ type Recovery struct {
 // wraps ErrNotRecovered when the bound passed first, or is ctx's when ctx
 // ended: either way the window can still be reported. Any other error (a
 // disruption that could not end) means it cannot.
-func (f *Fleet) AwaitRecovery(ctx context.Context) (Recovery, error) {
+func (f *Fleet) AwaitRecovery(ctx context.Context) (Watch, error) {
 	w := f.w
 	if w == nil {
-		return Recovery{}, errNoWindow
+		return Watch{}, errNoWindow
 	}
 	f.w = nil
-	rec := Recovery{T0: w.t0, Returned: w.returned, At: w.at, Disruptions: w.events}
+	rec := Watch{T0: w.t0, Returned: w.returned, At: w.at, Disruptions: w.events}
 	err := f.awaitBack(ctx, w)
 	if w.stopProgress != nil {
 		w.stopProgress()

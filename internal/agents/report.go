@@ -25,7 +25,7 @@ const hostTimerPrecision = 2 * time.Millisecond
 // window is reported once. A fleet whose agents run in child processes
 // hands them rec.T0 here and takes their reports: it reports one window.
 // The report's Recovery.AllRecovered, Telemetry and Host are the caller's.
-func (f *Fleet) Report(rec Recovery) (*report.Report, error) {
+func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 	defer f.forget()
 	if f.children != nil && f.childReports == nil {
 		reports, err := f.children.Release(rec.T0)
@@ -110,7 +110,7 @@ func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
 // config server's requests in config-outage, the children's own records
 // where their agents ran beside nobody's proxy, else the devices' log
 // here, and how soon they noticed each disruption.
-func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Recovery) {
+func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
 	t0 := rec.T0
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
@@ -138,7 +138,7 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Recovery
 // lateness (Builder.Noticed), or, after a black hole, which the devices
 // notice only through their keepalive, the fleet's own figure
 // (report.Noticed). A child's window is its parent's first disruption.
-func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Recovery) {
+func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Watch) {
 	events, at := rec.Disruptions, rec.At
 	if len(at) == 0 {
 		events, at = f.p.Timeline()[:1], []time.Duration{0}
@@ -184,5 +184,5 @@ func fleetRecord(b *report.Builder, a observer.Sighting) attempt.Record {
 // report's record.
 func brokerRecord(b *report.Builder, a observer.Sighting) attempt.Record {
 	dev, _ := attempt.DeviceIndex(a.ClientID)
-	return attempt.Record{T: b.Since(a.At), Lag: -1, Device: int32(dev), Outcome: a.Outcome, Side: attempt.Broker, Node: a.Node}
+	return attempt.Record{T: b.Since(a.At), Lag: -1, Device: int32(dev), Outcome: a.Outcome, Seen: attempt.Broker, Node: a.Node}
 }

@@ -90,13 +90,13 @@ func (f *Fleet) steps() []step {
 // storm makes the plan's disruptions, each at its time after the first,
 // and awaits the fleet's recovery from them all. An interrupt between them
 // ends the timeline there, and the recovery is what was seen so far.
-func (f *Fleet) storm(ctx context.Context) (Recovery, error) {
+func (f *Fleet) storm(ctx context.Context) (Watch, error) {
 	if f.p.Scenario != plan.BootStorm {
 		// The plan's admission limit holds from the first disruption on,
 		// as in the model; a throttled restart's from its return.
 		if f.p.AdmitRate > 0 && f.p.Scenario != plan.ThrottledRestart {
 			if err := f.admit(f.admission); err != nil {
-				return Recovery{}, err
+				return Watch{}, err
 			}
 		}
 		start := time.Now()
@@ -105,7 +105,7 @@ func (f *Fleet) storm(ctx context.Context) (Recovery, error) {
 				break
 			}
 			if err := s.do(ctx); err != nil && (ctx.Err() == nil || f.w == nil) {
-				return Recovery{}, err
+				return Watch{}, err
 			}
 		}
 	}

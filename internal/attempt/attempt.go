@@ -15,19 +15,20 @@ import (
 	"github.com/herdguard/herdguard/fault"
 )
 
-// Side is whose view a Record is.
-type Side uint8
+// Witness is who saw a Record: the device that made the attempt, or the
+// broker that took it.
+type Witness uint8
 
 const (
 	// Fleet is the attempt as the device made it: every dial, refused ones
 	// included, which no broker sees.
-	Fleet Side = iota
+	Fleet Witness = iota
 	// Broker is the attempt as the broker (or the fault proxy in front of
 	// it) took it: what the broker was asked for.
 	Broker
 )
 
-func (s Side) String() string {
+func (s Witness) String() string {
 	if s == Broker {
 		return "broker"
 	}
@@ -82,7 +83,7 @@ type Record struct {
 	Device  int32         // the fleet's index (client ID dev-<Device>); -1: a client ID not of that form
 	Code    int32         // the CONNACK code, or the HTTP status of a config fetch
 	Outcome fault.Outcome
-	Side    Side
+	Seen    Witness
 	Node    uint8 // which node of a cluster took it (Broker side); 0 with one broker
 	Kind    Kind
 }

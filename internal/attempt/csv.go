@@ -71,7 +71,7 @@ func newWriter(w io.Writer, size int, header []string, t0 time.Time, timeScale f
 // for Attempts alone. The first error stops the writing and is kept for
 // Flush.
 func (w *Writer) Add(r Record) {
-	if r.Side != Fleet || w.err != nil || (!w.stream && r.Kind != Attempt) {
+	if r.Seen != Fleet || w.err != nil || (!w.stream && r.Kind != Attempt) {
 		return
 	}
 	if w.stream {

@@ -21,22 +21,24 @@ import (
 	"github.com/herdguard/herdguard/internal/virtual"
 )
 
-// Engine runs a validated plan's fleet through its disruption and returns
-// what it found. A fleet that ends with devices still offline returns its
-// report and an error wrapping report.ErrNotRecovered.
-type Engine interface {
+// Runner is an engine's entry: it runs a validated plan's fleet through
+// its disruption and returns what it found. A fleet that ends with
+// devices still offline returns its report and an error wrapping
+// report.ErrNotRecovered.
+type Runner interface {
 	Run(ctx context.Context, p plan.Plan) (*report.Report, error)
 }
 
-// EngineFunc is a function that is an Engine.
-type EngineFunc func(ctx context.Context, p plan.Plan) (*report.Report, error)
+// RunnerFunc is a function that is a Runner.
+type RunnerFunc func(ctx context.Context, p plan.Plan) (*report.Report, error)
 
-func (f EngineFunc) Run(ctx context.Context, p plan.Plan) (*report.Report, error) { return f(ctx, p) }
+func (f RunnerFunc) Run(ctx context.Context, p plan.Plan) (*report.Report, error) { return f(ctx, p) }
 
-// Engines are the engines a plan can name.
-var Engines = map[plan.Engine]Engine{
-	plan.Agents: EngineFunc(agents.Run),
-	plan.Virtual: EngineFunc(func(ctx context.Context, p plan.Plan) (*report.Report, error) {
+// Runners are the engines a plan can name (plan.Engine), each by its
+// Runner.
+var Runners = map[plan.Engine]Runner{
+	plan.Agents: RunnerFunc(agents.Run),
+	plan.Virtual: RunnerFunc(func(ctx context.Context, p plan.Plan) (*report.Report, error) {
 		return virtual.Run(ctx, p, virtual.Options{})
 	}),
 }
@@ -46,7 +48,7 @@ func Run(ctx context.Context, p plan.Plan) (*report.Report, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	e, ok := Engines[p.Engine]
+	e, ok := Runners[p.Engine]
 	if !ok {
 		return nil, fmt.Errorf("unknown engine %q", p.Engine)
 	}

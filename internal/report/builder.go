@@ -211,7 +211,7 @@ func (b *Builder) Add(r attempt.Record) {
 			g.Add(gr)
 		}
 	}
-	if r.Side == attempt.Broker {
+	if r.Seen == attempt.Broker {
 		b.reached(r)
 		return
 	}
@@ -251,7 +251,7 @@ func (b *Builder) AddBatch(rs []attempt.Record) {
 	for k := range rs {
 		if k%readAhead == 0 {
 			for _, r := range rs[min(k+readAhead, len(rs)):min(k+2*readAhead, len(rs))] {
-				if dev := int(r.Device); r.Side == attempt.Fleet && dev >= 0 && dev < len(b.tried.low) {
+				if dev := int(r.Device); r.Seen == attempt.Fleet && dev >= 0 && dev < len(b.tried.low) {
 					prefetch.Line(unsafe.Pointer(&b.tried.low[dev]))
 				}
 			}
@@ -452,7 +452,7 @@ func (b *Builder) fillGroups(rep *Report) error {
 	for _, g := range b.groups {
 		g.b.MinWidth, g.b.FleetAdmits, g.b.lags, g.b.notices = b.MinWidth, b.FleetAdmits, b.lags, b.notices
 		g.b.FleetVerdictOnly = b.FleetVerdictOnly
-		gr := &Report{Devices: g.Devices}
+		gr := &Report{Setup: Setup{Devices: g.Devices}}
 		if err := g.b.Fill(gr); err != nil {
 			return err
 		}

@@ -36,8 +36,8 @@ func Merge(shards []*Report) (*Report, error) {
 		return nil, fmt.Errorf("report: nothing to merge")
 	}
 	first := shards[0]
-	m := &Report{Scenario: first.Scenario, Policy: first.Policy, Engine: first.Engine, Transport: first.Transport,
-		Seed: first.Seed, TimeScale: first.TimeScale, DisruptionUnixMS: first.DisruptionUnixMS}
+	m := &Report{Setup: Setup{Scenario: first.Scenario, Policy: first.Policy, Engine: first.Engine, Transport: first.Transport,
+		Seed: first.Seed, TimeScale: first.TimeScale, DisruptionUnixMS: first.DisruptionUnixMS}}
 	seen := map[string]bool{}
 	all := true
 	var wall, mem float64

@@ -24,8 +24,23 @@ import (
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-// Report is what a run found; see docs/simulator.md for each key.
+// Report is what a run found, in four parts; report.json holds their keys
+// side by side (docs/simulator.md has each).
 type Report struct {
+	Setup
+	Outcome
+	Measures
+	Parts
+
+	events         []attempt.Record // kept for WriteFiles, unless streamed or dropped
+	eventsStreamed bool             // written to Plan.Events as the run went
+	eventsDropped  bool
+	recovered      int
+	stranded       int
+}
+
+// Setup is what a report's run was.
+type Setup struct {
 	Scenario  plan.Scenario `json:"scenario"`
 	Policy    string        `json:"policy"`
 	Engine    plan.Engine   `json:"engine"`
@@ -33,8 +48,18 @@ type Report struct {
 	Devices   int           `json:"devices"`
 	Seed      uint64        `json:"seed"`
 	TimeScale float64       `json:"time_scale"`
-	Recovery  Recovery      `json:"recovery"`
-	Attempts  Attempts      `json:"attempts"`
+	// DisruptionUnixMS anchors the unscaled times, to merge shards.
+	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
+	Shard            string `json:"shard,omitempty"`
+	// Incomplete says why the run stopped before its end ("interrupted"):
+	// its figures are what it had seen by then.
+	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// Outcome is how the fleet came back and what the broker saw of it.
+type Outcome struct {
+	Recovery Recovery `json:"recovery"`
+	Attempts Attempts `json:"attempts"`
 	// Verdict is the fleet's: Fleet.Judgement.Verdict, or on a timeline its
 	// recoveries' together (Disruptions).
 	Verdict stormstats.Verdict `json:"verdict"`
@@ -53,13 +78,13 @@ type Report struct {
 	// WatchedS is how long after the disruption the run watched for
 	// attempts: a cap past the last device's return, or where it gave up.
 	WatchedS float64 `json:"watched_s"`
-	Host     Host    `json:"host"`
-	// DisruptionUnixMS anchors the unscaled times, to merge shards.
-	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
-	Shard            string `json:"shard,omitempty"`
-	// Incomplete says why the run stopped before its end ("interrupted"):
-	// its figures are what it had seen by then.
-	Incomplete string `json:"incomplete,omitempty"`
+}
+
+// Measures are what the run measured beside the attempts: its host, and,
+// where it had them, the telemetry, the silent path, the fault proxy and
+// TLS.
+type Measures struct {
+	Host Host `json:"host"`
 	// Telemetry is what the devices' store-and-forward queues did over the
 	// whole run, when it had telemetry.
 	Telemetry *Telemetry `json:"telemetry,omitempty"`
@@ -71,6 +96,12 @@ type Report struct {
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
+}
+
+// Parts are the run's parts, each judged on its own: a timeline's
+// disruptions, a cluster's nodes, a mixed fleet's groups, and a storm
+// file's expectations.
+type Parts struct {
 	// Disruptions are a timeline's, each recovery judged on its own; the
 	// run's Verdict is then theirs together (waves if any recovery came in
 	// waves).
@@ -81,12 +112,6 @@ type Report struct {
 	Groups []GroupReport `json:"groups,omitempty"`
 	// Expectations are a storm file's, each checked against this report.
 	Expectations []Expectation `json:"expectations,omitempty"`
-
-	events         []attempt.Record // kept for WriteFiles, unless streamed or dropped
-	eventsStreamed bool             // written to Plan.Events as the run went
-	eventsDropped  bool
-	recovered      int
-	stranded       int
 }
 
 // Recovered is how many devices came back within the run.
@@ -511,8 +536,8 @@ func HeapInUse() uint64 {
 // New starts the report of a run of plan p on engine over transport,
 // devices strong, disrupted at t0.
 func New(p plan.Plan, engine plan.Engine, transport string, devices int, t0 time.Time) *Report {
-	return &Report{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
-		Seed: p.Seed, TimeScale: p.TimeScale, DisruptionUnixMS: t0.UnixMilli(), Shard: p.Shard.String()}
+	return &Report{Setup: Setup{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
+		Seed: p.Seed, TimeScale: p.TimeScale, DisruptionUnixMS: t0.UnixMilli(), Shard: p.Shard.String()}}
 }
 
 // Expectation is one thing a storm file asked of the run, and whether the

@@ -33,7 +33,8 @@ func buildBy(t *testing.T, devices int, records []attempt.Record, add func(*repo
 	b := report.NewBuilder(devices, t0, t0.Add(30*time.Second), 1, "devices", "broker", nil)
 	add(b, records)
 	b.WatchedUntil(t0.Add(5 * time.Minute))
-	rep := &report.Report{Scenario: plan.BrokerRestart, Policy: "full", Engine: plan.Virtual, Devices: devices, TimeScale: 1, DisruptionUnixMS: t0.UnixMilli()}
+	rep := &report.Report{Setup: report.Setup{Scenario: plan.BrokerRestart, Policy: "full", Engine: plan.Virtual, Devices: devices, TimeScale: 1,
+		DisruptionUnixMS: t0.UnixMilli()}}
 	require.NoError(t, b.Fill(rep))
 	return rep
 }
@@ -53,7 +54,7 @@ func TestBuilderFiguresComeFromTheRecords(t *testing.T) {
 		at := 32*time.Second + time.Duration(d)*time.Millisecond
 		records = append(records,
 			attempt.Record{T: at, Lag: -1, Device: int32(d), Outcome: fault.Accepted},
-			attempt.Record{T: at, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Side: attempt.Broker})
+			attempt.Record{T: at, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Seen: attempt.Broker})
 	}
 	rep := build(t, devices, records)
 	assert.Equal(t, devices, rep.Recovered())
@@ -78,7 +79,7 @@ func TestAttemptsAreCountedPastTwoBytes(t *testing.T) {
 	}
 	for d := range 3 {
 		records = append(records, attempt.Record{T: 81 * time.Second, Lag: -1, Device: int32(d), Outcome: fault.Accepted},
-			attempt.Record{T: 81 * time.Second, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Side: attempt.Broker})
+			attempt.Record{T: 81 * time.Second, Lag: -1, Device: int32(d), Outcome: fault.Accepted, Seen: attempt.Broker})
 	}
 	one := build(t, 3, records)
 	assert.EqualValues(t, 80_003, one.Attempts.Total)
@@ -149,7 +150,7 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 		b.Add(r)
 	}
 	b.WatchedUntil(t0.Add(3 * time.Minute))
-	rep := &report.Report{Devices: 4, TimeScale: 1}
+	rep := &report.Report{Setup: report.Setup{Devices: 4, TimeScale: 1}}
 	require.NoError(t, b.Fill(rep))
 	assert.Equal(t, 2, rep.Recovered())
 	assert.Equal(t, 1, rep.Stranded(), "device 3 tried and never came back; device 2 had no reason to")
@@ -162,12 +163,12 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 // A timeline's summary leads with each disruption's recovery; the whole
 // run's, which spans every outage, comes after them and says so.
 func TestATimelinesSummaryLeadsWithEachRecovery(t *testing.T) {
-	r := &report.Report{Scenario: plan.BrokerRestart, Devices: 100, Policy: "full", TimeScale: 1,
-		Recovery: report.Recovery{P50S: 344.5, P99S: 360.5, AllRecovered: true},
-		Disruptions: []report.DisruptionReport{
+	r := &report.Report{Setup: report.Setup{Scenario: plan.BrokerRestart, Devices: 100, Policy: "full", TimeScale: 1},
+		Outcome: report.Outcome{Recovery: report.Recovery{P50S: 344.5, P99S: 360.5, AllRecovered: true}},
+		Parts: report.Parts{Disruptions: []report.DisruptionReport{
 			{AtS: 0, Recovery: report.Recovery{P99S: 60.5, AllRecovered: true}, Verdict: stormstats.Spread},
 			{AtS: 300, Recovery: report.Recovery{P99S: 60.4, AllRecovered: true}, Verdict: stormstats.Spread},
-		}}
+		}}}
 	var out strings.Builder
 	r.Summary(&out)
 	lines := strings.Split(out.String(), "\n")

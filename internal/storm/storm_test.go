@@ -170,9 +170,9 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 }
 
 func TestExpectationsHoldOrFail(t *testing.T) {
-	r := &report.Report{Policy: "full", Verdict: stormstats.Spread, Recovery: report.Recovery{P99S: 61, AllRecovered: true},
-		Attempts: report.Attempts{PerDeviceMean: 3.5}, Broker: &report.Side{Arrivals: stormstats.Arrivals{PeakPerS1s: 480}},
-		Telemetry: &report.Telemetry{Lost: 2}}
+	r := &report.Report{Setup: report.Setup{Policy: "full"}, Outcome: report.Outcome{Verdict: stormstats.Spread,
+		Recovery: report.Recovery{P99S: 61, AllRecovered: true}, Attempts: report.Attempts{PerDeviceMean: 3.5},
+		Broker: &report.Side{Arrivals: stormstats.Arrivals{PeakPerS1s: 480}}}, Measures: report.Measures{Telemetry: &report.Telemetry{Lost: 2}}}
 	e := storm.Expect{Verdict: "spread", RecoveryP99: time.Minute, AttemptsPerDevice: 4, BusiestSecond: 500, NoTelemetryLost: true}
 	got := e.Check(r)
 	var pass []bool
@@ -262,8 +262,8 @@ expect: {verdict: waves}
 	assert.Equal(t, []string{"iotcore", "fleet-safe"}, []string{p.Groups[0].Policy, p.Groups[1].Policy})
 	assert.Equal(t, []time.Duration{32 * time.Second, 64 * time.Second}, []time.Duration{p.Groups[0].MaxBackoff, p.Groups[1].MaxBackoff})
 	assert.Equal(t, []int{700, 300}, []int{p.Groups[0].Devices, p.Groups[1].Devices})
-	r := &report.Report{Verdict: stormstats.Waves, Groups: []report.GroupReport{
-		{Name: "old", Verdict: stormstats.Waves}, {Name: "new", Verdict: stormstats.Spread, Attempts: report.Attempts{PerDeviceMean: 4}}}}
+	r := &report.Report{Outcome: report.Outcome{Verdict: stormstats.Waves}, Parts: report.Parts{Groups: []report.GroupReport{
+		{Name: "old", Verdict: stormstats.Waves}, {Name: "new", Verdict: stormstats.Spread, Attempts: report.Attempts{PerDeviceMean: 4}}}}}
 	got := f.CheckAll(r)
 	require.Len(t, got, 4)
 	assert.Equal(t, "new: attempts per device", got[3].What)

@@ -441,7 +441,7 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 		v.afterReturn++
 	}
 	if seen >= 0 && (v.refusals || o == fault.Accepted) {
-		r.T, r.Code, r.Side, r.Node = seen-v.t0, 0, attempt.Broker, uint8(node)
+		r.T, r.Code, r.Seen, r.Node = seen-v.t0, 0, attempt.Broker, uint8(node)
 		v.sink.Add(r)
 	}
 }
