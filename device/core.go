@@ -10,10 +10,8 @@ import (
 
 // Core is a Machine without what a fleet shares or a simulator keeps once:
 // the Timing, the random source and the clock are passed in on every call,
-// and times are durations since an origin the caller chooses. What is left
-// is one device's own state in 48 bytes, its flood guard's bucket included:
-// with a 16-byte random source beside it, a device is one cache line, and
-// a hundred million fit in a simulator's memory. A Machine is a Core with
+// and times are durations since an origin the caller chooses, so that a
+// simulator keeps only each device's own state. A Machine is a Core with
 // its Timing, source and clock; both take the same steps for the same
 // inputs.
 //
@@ -23,6 +21,9 @@ import (
 // do not go backwards. Its count of retries stops at 16,777,215, so a
 // retry cap above that is never reached.
 type Core struct {
+	// A Core is 48 bytes, its flood guard's bucket included: with a
+	// 16-byte random source beside it a device is one cache line, and a
+	// hundred million fit in a simulator's memory (TestCoreIsSmall).
 	prev     time.Duration // the policy's previous wait (decorrelated jitter grows from it)
 	start    time.Duration // the retry sequence's first failure (for MaxElapsed), when started
 	upSince  time.Duration // when the current connection came up, when everUp

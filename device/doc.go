@@ -1,10 +1,11 @@
 // Package device is the agent that device firmware embeds: it keeps an MQTT
-// 3.1.1 session (paho.mqtt.golang) whose every connect is timed by package
-// reconnect, and fetches the device's configuration over HTTP.
+// session, 3.1.1 (paho.mqtt.golang) or 5 (paho.golang), whose every connect
+// is timed by package reconnect, and fetches the device's configuration over
+// HTTP. On MQTT 5 the broker's reason codes shape the wait, never shorten it.
 //
-// paho's own reconnect is off: it doubles from 1 s without jitter, so a fleet
-// using it comes back in lockstep. The Agent's loop makes every attempt on one
-// paho client, and the decisions (when to attempt, what each outcome means,
+// The client's own reconnect is off (paho's doubles from 1 s without jitter,
+// so a fleet using it comes back in lockstep). The Agent's loop makes every
+// attempt itself, and the decisions (when to attempt, what each outcome means,
 // when to reset, when to give up) live in Machine, a small state machine
 // driven by the time passed in, with no socket or goroutine of its own, so a
 // simulator can drive a million of them in virtual time.
