@@ -47,14 +47,23 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 	var w *delayedWriter
 	var rerr error
 	first := true
+	// The device's first bytes, kept until they hold its whole CONNECT: a
+	// client may write one in several pieces (paho.golang's header, then
+	// its body), and a read may get any of them.
+	var head []byte
+	sniffing := fromDevice && !l.sniffed
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
+			if sniffing {
+				head = append(head, buf[:n]...)
+				if _, _, ok := ParseConnect(head); ok || head[0] != 0x10 || len(head) >= MaxHeldBytes {
+					l.p.rec.sniff(l.seq, head, l.p.cfg.Now())
+					sniffing, head = false, nil
+				}
+			}
 			if first {
 				first = false
-				if fromDevice && !l.sniffed {
-					l.p.rec.sniff(l.seq, buf[:n], l.p.cfg.Now())
-				}
 				if !fromDevice {
 					l.p.rec.answer(l.seq)
 					l.startFlap()

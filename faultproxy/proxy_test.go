@@ -673,3 +673,29 @@ func TestHoldCapsMustNotBeNegative(t *testing.T) {
 		require.ErrorIs(t, err, faultproxy.ErrInvalid)
 	}
 }
+
+// A client may write its CONNECT in pieces (paho.golang writes the fixed
+// header, then the rest), and a read may get the first alone: the proxy
+// still names the connection by its client ID and protocol.
+func TestACONNECTInPiecesIsNamed(t *testing.T) {
+	p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(echo(t))})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	c, err := p.Dial(context.Background())
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.SetDeadline(time.Now().Add(bound)))
+	body := append([]byte{0, 4, 'M', 'Q', 'T', 'T', 5, 2, 0, 60, 0}, 0, 7)
+	body = append(body, "split-1"...)
+	connect := append([]byte{0x10, byte(len(body))}, body...)
+	for _, piece := range [][]byte{connect[:2], connect[2:9], connect[9:]} { // an in-memory write returns once read
+		_, err = c.Write(piece)
+		require.NoError(t, err)
+	}
+	_, err = io.ReadFull(c, make([]byte, len(connect))) // echoed: every piece went through
+	require.NoError(t, err)
+	a := p.Recorder().Attempts()
+	require.Len(t, a, 1)
+	assert.Equal(t, "split-1", a[0].ClientID)
+	assert.Equal(t, byte(5), a[0].Protocol)
+}
