@@ -259,7 +259,7 @@ func (a *Agent) run(ctx context.Context) {
 	for {
 		switch s.Kind {
 		case KindWait:
-			a.emit(Event{Kind: EventBackingOff, Attempt: int(s.Attempt), Delay: s.Wait})
+			a.emit(Event{Kind: EventBackingOff, Attempt: s.Attempt, Delay: s.Wait})
 			a.waitNanos.Add(int64(s.Wait))
 			if err := reconnect.Sleep(ctx, a.clock, s.Wait); err != nil {
 				final = fmt.Errorf("%w: %v", ErrStopped, err)
@@ -268,7 +268,7 @@ func (a *Agent) run(ctx context.Context) {
 			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
 		case KindConnect:
 			endpoint := a.targetName()
-			a.emit(Event{Kind: EventConnecting, Attempt: int(s.Attempt), Endpoint: endpoint})
+			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
 			a.attempts.Add(1)
 			r := a.proto.connect(ctx)
 			if ctx.Err() != nil {
@@ -278,7 +278,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			a.countAttempt(r)
 			if r.Code != 0 || r.Err != nil {
-				a.emit(Event{Kind: EventAttemptFailed, Attempt: int(s.Attempt), Code: r.Code, Err: r.Err, Endpoint: endpoint})
+				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
 				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
 				if !a.followRedirect(r.Err) {
 					a.nextEndpoint()
@@ -288,7 +288,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
-			cause, stopped := a.session(ctx, int(s.Attempt), a.proto.sessionPresent())
+			cause, stopped := a.session(ctx, s.Attempt, a.proto.sessionPresent())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
@@ -299,7 +299,7 @@ func (a *Agent) run(ctx context.Context) {
 			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
 		case KindStop:
 			a.proto.disconnect()
-			a.emit(Event{Kind: EventGaveUp, Attempt: int(s.Attempt), Err: s.Err})
+			a.emit(Event{Kind: EventGaveUp, Attempt: s.Attempt, Err: s.Err})
 			a.log.Error("giving up", "error", s.Err)
 			final = s.Err
 			return

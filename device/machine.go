@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
-	"unsafe"
 
+	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -139,19 +139,14 @@ type Step struct {
 	Kind StepKind
 	// Attempt numbers the connect attempt (KindConnect), or the attempt the
 	// wait precedes (KindWait), counting from 1 since the last stable
-	// connection.
-	Attempt int32
+	// connection; at KindStop, the attempts made. Event.Attempt counts the
+	// same way.
+	Attempt int
 	// Wait is how long to wait before calling Machine.Due (KindWait).
 	Wait time.Duration
 	// Err says why the session ended (KindStop).
 	Err error
 }
-
-// stepInRegisters fails the build if a Step outgrows 32 bytes on a 64-bit
-// platform: the compiler keeps a Step of 32 in registers, and at 40 it
-// went through memory on every call, nearly a fifth of a simulated grid
-// cell's time. (Attempt is an int32 for this.)
-var _ [32 - unsafe.Sizeof(Step{})*(unsafe.Sizeof(uintptr(0))/8)]struct{}
 
 // StepKind enumerates Steps. The zero StepKind is none of them: the kinds
 // start at KindWait. A StepKind is a plain value, safe to share.
@@ -182,16 +177,17 @@ const NoConnack = -1
 // each outcome means, when to reset and when to give up. It does no I/O and
 // starts no goroutine; its driver (the Agent with the real clock, or a
 // simulator in virtual time) passes the time in and carries out each Step.
-// It is a Core with its own Timing, random source and clock; a simulator
-// holding millions of devices drives Cores itself.
 // A Machine is not safe for concurrent use. The zero value is not usable:
 // use NewMachine, or Init on one in place.
 type Machine struct {
-	core      Core
-	timing    Timing      // the caller's, with the policy SetPolicy chose
-	src       rand.Source // the jitter's
-	origin    time.Time   // the first time the machine was given: core's times count from it
-	lastError error       // what the retry sequence last met: a gave-up Step says it
+	// A simulator of millions of devices drives devicecore.Cores itself;
+	// a Machine is a Core with its own timing, random source and clock.
+	core      devicecore.Core
+	ct        devicecore.Timing // what the core reads of timing
+	timing    Timing            // the caller's, with the policy SetPolicy chose
+	src       rand.Source       // the jitter's
+	origin    time.Time         // the first time the machine was given: core's times count from it
+	lastError error             // what the retry sequence last met: a gave-up Step says it
 }
 
 // NewMachine validates timing and returns a machine drawing its jitter from
@@ -214,12 +210,19 @@ func (m *Machine) Init(timing *Timing, src rand.Source) error {
 	if src == nil {
 		src = jitter.NewSource()
 	}
-	*m = Machine{timing: *timing, src: src}
+	*m = Machine{timing: *timing, ct: timing.core(), src: src}
 	return nil
 }
 
+// core is what a devicecore.Core reads of t.
+func (t *Timing) core() devicecore.Timing {
+	return devicecore.Timing{Policy: t.Policy, BootSpread: t.BootSpread, StableAfter: t.StableAfter,
+		CredentialsArePermanent: t.Credentials == CredentialsArePermanent, CredentialsWait: t.CredentialsWait,
+		Guard: t.Guard, IgnoreServerSignals: t.IgnoreServerSignals}
+}
+
 // SetPolicy switches to p for the following waits, keeping the retry count.
-func (m *Machine) SetPolicy(p *reconnect.Policy) { m.timing.Policy = p }
+func (m *Machine) SetPolicy(p *reconnect.Policy) { m.timing.Policy, m.ct.Policy = p, p }
 
 // Attempts returns the attempts made since the last stable connection.
 func (m *Machine) Attempts() int { return m.core.Attempts() }
@@ -228,13 +231,13 @@ func (m *Machine) Attempts() int { return m.core.Attempts() }
 // inside the boot spread.
 func (m *Machine) Start(now time.Time) Step {
 	m.since(now)
-	return m.core.Start(&m.timing, m.src)
+	return m.step(m.core.Start(&m.ct, m.src))
 }
 
 // Due is called when a wait has elapsed: it returns KindConnect, or another
 // wait if the flood guard needs one.
 func (m *Machine) Due(now time.Time) Step {
-	return m.core.Due(&m.timing, m.src, m.since(now))
+	return m.step(m.core.Due(&m.ct, m.src, m.since(now)))
 }
 
 // Result takes the outcome of the attempt Due asked for.
@@ -248,7 +251,7 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 	default:
 		m.lastError = r.Err
 	}
-	return m.core.result(&m.timing, m.src, m.since(now), r, m.lastError)
+	return m.step(m.core.Result(&m.ct, m.src, m.since(now), devicecore.Result{Code: r.Code, Failed: r.Err != nil}))
 }
 
 // Lost is called when an online session ends. The retry count resets only if
@@ -260,7 +263,23 @@ func (m *Machine) Lost(now time.Time, cause error) Step {
 	if errors.As(cause, &de) {
 		code = de.Code
 	}
-	return m.core.lost(&m.timing, m.src, m.since(now), code, cause)
+	return m.step(m.core.Disconnected(&m.ct, m.src, m.since(now), code))
+}
+
+// step is the core's step as a Machine's: a stop says why, with the last
+// error the retry sequence met.
+func (m *Machine) step(s devicecore.Step) Step {
+	out := Step{Kind: StepKind(s.Kind), Attempt: int(s.Attempt), Wait: s.Wait}
+	switch {
+	case s.Kind != devicecore.KindStop:
+	case s.Refused != 0:
+		out.Err = fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: int(s.Refused)})
+	case m.lastError == nil:
+		out.Err = fmt.Errorf("%w after %d attempts", ErrGaveUp, s.Attempt)
+	default:
+		out.Err = fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, s.Attempt, m.lastError)
+	}
+	return out
 }
 
 // since is now as the core counts time: since the first time m was given.

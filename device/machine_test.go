@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -272,15 +271,6 @@ func TestTimingRejectsUnsafeValues(t *testing.T) {
 	tm := device.DefaultTiming()
 	tm.Guard = &reconnect.FloodGuardConfig{}
 	assert.ErrorIs(t, tm.Validate(), reconnect.ErrInvalid, "the guard's own verdict too")
-}
-
-// A Core is small enough for a hundred million in memory: 48 bytes on
-// 64-bit platforms, its flood guard included (a Machine's guard alone was
-// an 80-byte rate.Limiter on the heap).
-func TestCoreIsSmall(t *testing.T) {
-	if unsafe.Sizeof(uintptr(0)) == 8 {
-		assert.Equal(t, uintptr(48), unsafe.Sizeof(device.Core{}))
-	}
 }
 
 // A back-pressure code (0x89, 0x97, 0x9F, in a CONNACK or a DISCONNECT)

@@ -1,14 +1,74 @@
-package device
+// Package devicecore is one device's reconnect state as a simulator keeps
+// it: a Core's steps are device.Machine's, with the timing, the random
+// source and the clock passed in on every call, so that a hundred million
+// devices fit in memory. device.Machine is built on it; the virtual engine
+// drives Cores directly. It is not part of any public API.
+package devicecore
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"time"
+	"unsafe"
 
 	"github.com/herdguard/herdguard/internal/jitter"
+	"github.com/herdguard/herdguard/reconnect"
 )
 
-// Core is a Machine without what a fleet shares or a simulator keeps once:
+// Timing is the part of a device's reconnect timing (device.Timing) that a
+// Core reads: plain, read-only data a whole fleet shares.
+type Timing struct {
+	Policy                  *reconnect.Policy
+	BootSpread              time.Duration
+	StableAfter             time.Duration
+	CredentialsArePermanent bool
+	CredentialsWait         time.Duration
+	Guard                   *reconnect.FloodGuardConfig
+	IgnoreServerSignals     bool
+}
+
+// Step is what the driver of a Core must do next. The zero Step (Kind 0) is
+// never returned.
+type Step struct {
+	Kind Kind
+	// Refused is the broker's code that stopped the session (KindStop);
+	// 0 for a stop at the retry cap.
+	Refused uint8
+	// Attempt numbers the connect attempt (KindConnect), or the attempt the
+	// wait precedes (KindWait), counting from 1 since the last stable
+	// connection; at KindStop, the attempts made.
+	Attempt int32
+	// Wait is how long to wait before calling Due (KindWait).
+	Wait time.Duration
+}
+
+// stepInRegisters fails the build if a Step outgrows 32 bytes on a 64-bit
+// platform: the compiler keeps a Step of up to 32 in registers, and at 40
+// it went through memory on every call, nearly a fifth of a simulated grid
+// cell's time.
+var _ [32 - unsafe.Sizeof(Step{})*(unsafe.Sizeof(uintptr(0))/8)]struct{}
+
+// Kind enumerates Steps; device.StepKind has the same values.
+type Kind uint8
+
+const (
+	KindWait    Kind = iota + 1 // wait Step.Wait, then call Due
+	KindConnect                 // make one connect attempt, then call Result
+	KindOnline                  // connected: wait for the loss, then call Lost
+	KindStop                    // the session is over: Step.Refused says why
+)
+
+// Result is the outcome of one connect attempt: the zero Result is a
+// session. Code is the CONNACK or reason code (NoConnack if none came);
+// Failed says the attempt failed without one.
+type Result struct {
+	Code   int
+	Failed bool
+}
+
+// NoConnack is Result.Code for an attempt that got no CONNACK at all.
+const NoConnack = -1
+
+// Core is a device.Machine without what a fleet shares or a simulator keeps once:
 // the Timing, the random source and the clock are passed in on every call,
 // and times are durations since an origin the caller chooses, so that a
 // simulator keeps only each device's own state. A Machine is a Core with
@@ -95,50 +155,42 @@ func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
 // keeps no error: a KindStop after the retry cap says how many attempts
 // were made, not what the last one met (a Machine says both).
 func (c *Core) Result(t *Timing, src rand.Source, now time.Duration, r Result) Step {
-	return c.result(t, src, now, r, nil)
-}
-
-func (c *Core) result(t *Timing, src rand.Source, now time.Duration, r Result, last error) Step {
-	if r.Code == 0 && r.Err == nil {
+	if r.Code == 0 && !r.Failed {
 		c.upSince = now
 		c.set(everUp | online)
 		return Step{Kind: KindOnline, Attempt: c.attempts}
 	}
 	switch classOf(r.Code) {
 	case permanent:
-		return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
+		return c.stop(r.Code)
 	case credentials:
-		if t.Credentials == CredentialsArePermanent {
-			return c.stop(fmt.Errorf("%w: %w", ErrRefused, &ConnackError{Code: r.Code}))
+		if t.CredentialsArePermanent {
+			return c.stop(r.Code)
 		}
-		return c.retry(t, src, now, t.CredentialsWait+time.Duration(jitter.Float64(src)*float64(time.Second)), last)
+		return c.retry(t, src, now, t.CredentialsWait+time.Duration(jitter.Float64(src)*float64(time.Second)))
 	case backPressure:
-		return c.stretch(t, src, c.retry(t, src, now, 0, last))
+		return c.stretch(t, src, c.retry(t, src, now, 0))
 	}
-	return c.retry(t, src, now, 0, last)
+	return c.retry(t, src, now, 0)
 }
 
 // Lost is called when an online session ends at now. The retry count
 // resets only if the connection had been stable; the first reconnect then
 // waits wait_0.
 func (c *Core) Lost(t *Timing, src rand.Source, now time.Duration) Step {
-	return c.lost(t, src, now, 0, nil)
+	return c.Disconnected(t, src, now, 0)
 }
 
 // Disconnected is Lost for a session the broker ended with an MQTT 5
 // DISCONNECT and its reason code: a back-pressure code (0x89, 0x97, 0x9F)
 // stretches the wait, as in a CONNACK; any other is a loss like any other.
 func (c *Core) Disconnected(t *Timing, src rand.Source, now time.Duration, code int) Step {
-	return c.lost(t, src, now, code, nil)
-}
-
-func (c *Core) lost(t *Timing, src rand.Source, now time.Duration, code int, last error) Step {
 	c.clear(online)
 	if !c.is(everUp) || now-c.upSince >= t.StableAfter {
 		c.prev, c.attempts = 0, 0
 		c.state &^= maxRetries | uint32(started)
 	}
-	s := c.retry(t, src, now, 0, last)
+	s := c.retry(t, src, now, 0)
 	if classOf(code) == backPressure {
 		return c.stretch(t, src, s)
 	}
@@ -161,8 +213,8 @@ func (c *Core) stretch(t *Timing, src rand.Source, s Step) Step {
 }
 
 // retry schedules the next attempt at least floor from now, or stops at
-// the cap (last: the error the sequence last met, if the caller keeps it).
-func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration, last error) Step {
+// the cap.
+func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration) Step {
 	p := t.Policy
 	if !c.is(started) && !p.Exhausted(c.retries()) {
 		c.start = now
@@ -170,10 +222,7 @@ func (c *Core) retry(t *Timing, src rand.Source, now, floor time.Duration, last 
 	}
 	d, ok := p.Next(c.retries(), c.prev, now-c.start, src)
 	if !ok {
-		if last == nil {
-			return c.stop(fmt.Errorf("%w after %d attempts", ErrGaveUp, c.attempts))
-		}
-		return c.stop(fmt.Errorf("%w after %d attempts: %w", ErrGaveUp, c.attempts, last))
+		return c.stop(0)
 	}
 	if c.retries() < maxRetries {
 		c.state++
@@ -186,6 +235,7 @@ func (c *Core) waitFor(d time.Duration) Step {
 	return Step{Kind: KindWait, Wait: d, Attempt: c.attempts + 1}
 }
 
-func (c *Core) stop(err error) Step {
-	return Step{Kind: KindStop, Attempt: c.attempts, Err: err}
+// stop ends the session: refused with code, or at the retry cap (0).
+func (c *Core) stop(code int) Step {
+	return Step{Kind: KindStop, Attempt: c.attempts, Refused: uint8(code)}
 }

@@ -1,9 +1,10 @@
-package device
+package devicecore
 
 import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -44,5 +45,14 @@ func TestTheCoresGuardIsRateLimitersArithmetic(t *testing.T) {
 				t.Fatalf("seed %d, call %d (%+v at %v): the Core's guard says %v, rate.Limiter %v", seed, call, g, now, got, want)
 			}
 		}
+	}
+}
+
+// A Core is small enough for a hundred million in memory: 48 bytes on
+// 64-bit platforms, its flood guard included (a Machine's guard alone was
+// an 80-byte rate.Limiter on the heap).
+func TestCoreIsSmall(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) == 8 && unsafe.Sizeof(Core{}) != 48 {
+		t.Fatalf("a Core is %d bytes, want 48", unsafe.Sizeof(Core{}))
 	}
 }

@@ -3,6 +3,7 @@ package virtual
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 	"unsafe"
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
@@ -47,4 +50,38 @@ func TestNoPolicyWaitsLongerThanItsLongestWait(t *testing.T) {
 		}
 	}
 	assert.Zero(t, longestWait(nil), "a shape not of reconnect's: no bound")
+}
+
+// coreTiming maps every field of device.Timing, as device.Machine does: a
+// field added to one and not the other fails here. The default timing and
+// one with every option turned take the same steps through a Machine and
+// through a Core on coreTiming's.
+func TestCoreTimingHasEveryFieldOfTiming(t *testing.T) {
+	assert.Equal(t, reflect.TypeFor[device.Timing]().NumField(), reflect.TypeFor[devicecore.Timing]().NumField())
+	tm := device.DefaultTiming()
+	tm.Credentials, tm.IgnoreServerSignals, tm.CredentialsWait = device.CredentialsArePermanent, true, 7*time.Second
+	ct := coreTiming(tm)
+	assert.True(t, ct.CredentialsArePermanent)
+	assert.True(t, ct.IgnoreServerSignals)
+	assert.Equal(t, tm.Policy, ct.Policy)
+	assert.Equal(t, tm.Guard, ct.Guard)
+	assert.Equal(t, []time.Duration{tm.BootSpread, tm.StableAfter, tm.CredentialsWait}, []time.Duration{ct.BootSpread, ct.StableAfter, ct.CredentialsWait})
+
+	m, err := device.NewMachine(&tm, rand.NewPCG(1, 2))
+	require.NoError(t, err)
+	var c devicecore.Core
+	src := rand.NewPCG(1, 2)
+	epoch := time.Unix(1_700_000_000, 0)
+	ms, cs := m.Start(epoch), c.Start(&ct, src)
+	for k := range 20 {
+		require.Equal(t, int(ms.Kind), int(cs.Kind), "step %d", k)
+		require.Equal(t, ms.Wait, cs.Wait, "step %d", k)
+		now := time.Duration(k+1) * time.Minute
+		switch ms.Kind {
+		case device.KindWait:
+			ms, cs = m.Due(epoch.Add(now)), c.Due(&ct, src, now)
+		case device.KindConnect:
+			ms, cs = m.Result(epoch.Add(now), device.Result{Code: 0x9F}), c.Result(&ct, src, now, devicecore.Result{Code: 0x9F})
+		}
+	}
 }

@@ -14,7 +14,6 @@ package virtual
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -26,6 +25,7 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/eventq"
 	"github.com/herdguard/herdguard/internal/hugepage"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -48,9 +48,9 @@ type fleet struct {
 	giveUp  *GiveUp // a grid cell's bounds, or nil
 	epoch   time.Time
 	devs    []unit
-	timings []device.Timing // by group: a mixed fleet's groups each on their own policy
-	ends    []int           // by group: the index after its last device
-	v5      []bool          // by group: speaks MQTT 5, and so reads reason codes
+	timings []devicecore.Timing // by group: a mixed fleet's groups each on their own policy
+	ends    []int               // by group: the index after its last device
+	v5      []bool              // by group: speaks MQTT 5, and so reads reason codes
 	up      int
 	q       eventq.Queue
 	broker  *brokerModel    // nodes[0]: the broker, when there is one
@@ -85,11 +85,6 @@ type fleet struct {
 	// away, or only what it admitted
 	refusals bool
 }
-
-var (
-	errDialRefused    = errors.New("connection refused")
-	errConnectTimeout = errors.New("connect timeout")
-)
 
 // GiveUp is a grid cell's bounds, as a virtual run can check them while
 // it runs: a run past them fails whatever comes after, and ends there. A
@@ -189,8 +184,8 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 
 // groupTimings is each group's timing (its policy, retry cap and boot
 // window), and the index after each group's last device.
-func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
-	timings, ends := make([]device.Timing, len(groups)), make([]int, len(groups))
+func groupTimings(groups []plan.Group) ([]devicecore.Timing, []int, error) {
+	timings, ends := make([]devicecore.Timing, len(groups)), make([]int, len(groups))
 	for k, g := range groups {
 		ends[k] = g.Devices
 		if k > 0 {
@@ -201,18 +196,27 @@ func groupTimings(groups []plan.Group) ([]device.Timing, []int, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		timings[k] = device.DefaultTiming()
-		timings[k].Policy, timings[k].BootSpread, timings[k].IgnoreServerSignals = policy, g.BootWindow(), *g.IgnoreSignals
-		if err := timings[k].Validate(); err != nil {
+		t := device.DefaultTiming()
+		t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, g.BootWindow(), *g.IgnoreSignals
+		if err := t.Validate(); err != nil {
 			return nil, nil, err
 		}
+		timings[k] = coreTiming(t)
 	}
 	return timings, ends, nil
 }
 
+// coreTiming is what a devicecore.Core reads of t, as device.Machine takes
+// it (TestCoreTimingHasEveryFieldOfTiming holds the two together).
+func coreTiming(t device.Timing) devicecore.Timing {
+	return devicecore.Timing{Policy: t.Policy, BootSpread: t.BootSpread, StableAfter: t.StableAfter,
+		CredentialsArePermanent: t.Credentials == device.CredentialsArePermanent, CredentialsWait: t.CredentialsWait,
+		Guard: t.Guard, IgnoreServerSignals: t.IgnoreServerSignals}
+}
+
 // newFleet lays out c's fleet, each device seeded with its own source,
 // and its broker's nodes.
-func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []device.Timing, ends []int) *fleet {
+func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore.Timing, ends []int) *fleet {
 	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
 		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes(), gap: longestGap(timings, c.AdmitMode), upFor: -1}
 	if len(v.strikes) > 1 && c.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
@@ -272,12 +276,12 @@ type admitting struct {
 // Machine without the clock, timing and source a fleet shares) beside its
 // jitter's source, 64 bytes: an event touches one cache line of the fleet.
 type unit struct {
-	core device.Core
+	core devicecore.Core
 	rng  rand.PCG
 }
 
 // timing is device i's group's.
-func (v *fleet) timing(i int) *device.Timing { return &v.timings[v.group(i)] }
+func (v *fleet) timing(i int) *devicecore.Timing { return &v.timings[v.group(i)] }
 
 // group is device i's group.
 func (v *fleet) group(i int) int {
@@ -290,17 +294,17 @@ func (v *fleet) group(i int) int {
 
 // The device's state machine, driven in virtual time: now is since the
 // epoch, as the Machine the Agent runs counts from its first instant.
-func (v *fleet) start(i int) device.Step {
+func (v *fleet) start(i int) devicecore.Step {
 	d := &v.devs[i]
 	return d.core.Start(v.timing(i), &d.rng)
 }
 
-func (v *fleet) due(i int, now time.Duration) device.Step {
+func (v *fleet) due(i int, now time.Duration) devicecore.Step {
 	d := &v.devs[i]
 	return d.core.Due(v.timing(i), &d.rng, now)
 }
 
-func (v *fleet) result(i int, now time.Duration, r device.Result) device.Step {
+func (v *fleet) result(i int, now time.Duration, r devicecore.Result) devicecore.Step {
 	d := &v.devs[i]
 	return d.core.Result(v.timing(i), &d.rng, now, r)
 }
@@ -325,7 +329,7 @@ func (v *fleet) setup() (returned time.Duration) {
 	inParallel(len(v.devs), func(i int) { // booted before the disruption: setup, not measurement
 		v.start(i)
 		v.due(i, 0)
-		v.result(i, 0, device.Result{})
+		v.result(i, 0, devicecore.Result{})
 	})
 	v.up = len(v.devs)
 	for _, s := range v.strikes {
@@ -418,13 +422,13 @@ func (v *fleet) loseWith(i int, now time.Duration, code int) {
 }
 
 // schedule carries out a Step at now.
-func (v *fleet) schedule(i int, now time.Duration, s device.Step) {
+func (v *fleet) schedule(i int, now time.Duration, s devicecore.Step) {
 	switch s.Kind {
-	case device.KindWait:
+	case devicecore.KindWait:
 		v.push(now+s.Wait, i, vDue, 0)
-	case device.KindConnect:
+	case devicecore.KindConnect:
 		v.connect(i, now)
-	case device.KindOnline:
+	case devicecore.KindOnline:
 		v.up++
 	}
 }
@@ -465,17 +469,17 @@ func (v *fleet) connect(i int, now time.Duration) {
 	case a.after > 0: // a paused socket: the answer comes later
 		v.push(now+a.after, i, vResult, a.code())
 	case a.outcome == fault.Dropped:
-		v.schedule(i, now, v.result(i, now, device.Result{Code: device.NoConnack, Err: errDialRefused}))
+		v.schedule(i, now, v.result(i, now, devicecore.Result{Code: devicecore.NoConnack, Failed: true}))
 	case a.outcome == fault.Refused:
-		v.schedule(i, now, v.result(i, now, device.Result{Code: code}))
+		v.schedule(i, now, v.result(i, now, devicecore.Result{Code: code}))
 	case a.outcome == fault.Throttled:
-		v.schedule(i, now, v.result(i, now, device.Result{}))
+		v.schedule(i, now, v.result(i, now, devicecore.Result{}))
 		v.lose(i, now)
 	default:
 		if a.lostAfter > 0 {
 			v.push(now+a.lostAfter, i, vLost, v.newSession(i))
 		}
-		v.schedule(i, now, v.result(i, now, device.Result{}))
+		v.schedule(i, now, v.result(i, now, devicecore.Result{}))
 	}
 }
 
@@ -544,7 +548,7 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 // guard's slots if longer; or, before its first, its boot spread. 0 where
 // a device may stop retrying (a retry cap, a limit on the time spent) or
 // its policy's shape is not one of reconnect's.
-func longestGap(timings []device.Timing, mode fault.AdmissionMode) time.Duration {
+func longestGap(timings []devicecore.Timing, mode fault.AdmissionMode) time.Duration {
 	gap := time.Duration(0)
 	for _, t := range timings {
 		if l := t.Policy.Limits(); l.MaxRetries != reconnect.RetryForever || l.MaxElapsed > 0 {
@@ -696,10 +700,7 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		case vDue:
 			v.schedule(i, e.At, v.due(i, e.At))
 		case vResult:
-			r := device.Result{Code: int(e.What.Code)}
-			if e.What.Code == device.NoConnack {
-				r.Err = errConnectTimeout
-			}
+			r := devicecore.Result{Code: int(e.What.Code), Failed: e.What.Code == devicecore.NoConnack} // a connect timeout
 			v.schedule(i, e.At, v.result(i, e.At, r))
 		case vLost:
 			if v.session == nil || int16(v.session[i]) == e.What.Code {
