@@ -243,6 +243,9 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 	if exe, err := os.Executable(); err == nil {
 		c.Exe = exe
 	}
+	if c.Descriptors == 0 { // a child's comes from its parent's plan
+		c.Descriptors = descriptors()
+	}
 	c.RetryCap = *f.retryCap
 	mode, err := fault.ParseAdmissionMode(*f.admitMode)
 	if err != nil {

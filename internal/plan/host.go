@@ -12,19 +12,21 @@ import (
 	"strconv"
 )
 
-// What one process may hold, under this machine's 20,000 descriptors.
-const (
-	// MaxTCPDevices is how many TCP devices one process holds with both
-	// ends (two descriptors each).
-	MaxTCPDevices = 9500
-	// DescriptorBudget is what a run may spend of the descriptors (the
-	// rest: the runtime, files, the reports).
-	DescriptorBudget = 2 * MaxTCPDevices
-	// DevicesPerChild is how many TCP devices a child process runs when a
-	// fleet is too large to hold both ends of every connection in one
-	// process.
-	DevicesPerChild = 5000
-)
+// DefaultDescriptors is Host.Descriptors when unset: the file descriptors
+// a process may hold where nothing was measured.
+const DefaultDescriptors = 20_000
+
+// DevicesPerChild is how many TCP devices a child process runs when a
+// fleet is too large to hold both ends of every connection in one process.
+const DevicesPerChild = 5000
+
+// DescriptorBudget is what a run may spend of the host's descriptors: 95 %
+// of them (the rest: the runtime, files, the reports).
+func (h Host) DescriptorBudget() int { return cmp.Or(h.Descriptors, DefaultDescriptors) * 95 / 100 }
+
+// MaxTCPDevices is how many TCP devices one process holds with both ends
+// (two descriptors each).
+func (h Host) MaxTCPDevices() int { return h.DescriptorBudget() / 2 }
 
 // Proxied reports whether the run puts the fault proxy in the devices'
 // path: against an external broker for every disruptive scenario, and for
@@ -56,7 +58,7 @@ func (p Plan) ProxyDescriptors() int {
 // AgentsBesideProxy is how many devices' agents a run through the proxy
 // keeps in its own process.
 func (p Plan) AgentsBesideProxy() int {
-	n := DescriptorBudget / p.ProxyDescriptors()
+	n := p.DescriptorBudget() / p.ProxyDescriptors()
 	if p.TCPPerProcess > 0 && p.RemoteAgentsReachProxy() {
 		n = min(n, p.TCPPerProcess)
 	}
@@ -91,7 +93,7 @@ func (p Plan) NeedsChildren() bool {
 	case p.Proxied():
 		return p.ProxyDescriptors() > 0 && p.Devices > p.AgentsBesideProxy()
 	case p.Broker == "" && (p.Transport == TCP || p.Transport == TLS):
-		return p.Devices > cmp.Or(p.TCPPerProcess, MaxTCPDevices)
+		return p.Devices > cmp.Or(p.TCPPerProcess, p.MaxTCPDevices())
 	}
 	return false
 }

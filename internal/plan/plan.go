@@ -308,6 +308,9 @@ type Host struct {
 	// TimeScale runs every duration that many times faster; reports are in
 	// unscaled seconds. The virtual engine needs none.
 	TimeScale float64
+	// Descriptors is how many file descriptors this process may hold (0:
+	// DefaultDescriptors); devicesim reads it from RLIMIT_NOFILE.
+	Descriptors int
 	// Connects is how many connects a second this host serves real agents
 	// on the in-memory transport (0: DefaultConnects): a scaled admission
 	// rate or boot beyond it measures the host, not the fleet. make scale

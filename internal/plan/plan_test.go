@@ -209,3 +209,18 @@ func TestAClusterSaysWhatItCannotRun(t *testing.T) {
 	assert.Equal(t, 3, p.ClusterNodes())
 	assert.Equal(t, []string{"tcp://127.0.0.1:1883", "tcp://127.0.0.1:1884", "tcp://127.0.0.1:1885"}, p.Brokers())
 }
+
+// What one process holds follows the host's descriptors: 95 % of them,
+// two a TCP device; 20,000 where none were read.
+func TestTheDescriptorBudgetIsTheHosts(t *testing.T) {
+	p := plan.Default()
+	assert.Equal(t, 19_000, p.DescriptorBudget())
+	assert.Equal(t, 9_500, p.MaxTCPDevices())
+	p.Descriptors = 1 << 20
+	assert.Equal(t, 996_147, p.DescriptorBudget())
+	p.Transport, p.Devices, p.Exe = plan.TCP, 20_000, ""
+	assert.False(t, p.NeedsChildren(), "a million descriptors hold 20,000 devices in one process")
+	p.Descriptors = 4096
+	assert.True(t, p.NeedsChildren())
+	assert.ErrorContains(t, p.Validate(), "more descriptors than this process may use (3891)")
+}

@@ -124,7 +124,7 @@ func (p Plan) agentsHere() int {
 	if p.Proxied() {
 		return p.AgentsBesideProxy()
 	}
-	return MaxTCPDevices
+	return p.MaxTCPDevices()
 }
 
 // validateStrikes: a timeline's disruptions, a rolling restart's counted

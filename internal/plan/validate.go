@@ -217,14 +217,14 @@ func (p Plan) validateHost() error {
 	case p.Proxied() && p.NeedsChildren() && !p.RemoteAgentsReachProxy():
 		return fmt.Errorf("%d devices through the fault proxy to an external TLS broker need %d descriptors in this process (%d each), "+
 			"over the %d a run may use here: at most %d (their agents stay beside the proxy: they verify the broker by its own name)",
-			p.Devices, p.Devices*p.ProxyDescriptors(), p.ProxyDescriptors(), DescriptorBudget, p.AgentsBesideProxy())
-	case p.Proxied() && p.NeedsChildren() && p.Devices*p.ProxyHostDescriptors() > DescriptorBudget:
+			p.Devices, p.Devices*p.ProxyDescriptors(), p.ProxyDescriptors(), p.DescriptorBudget(), p.AgentsBesideProxy())
+	case p.Proxied() && p.NeedsChildren() && p.Devices*p.ProxyHostDescriptors() > p.DescriptorBudget():
 		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each, their agents in "+
 			"child processes), over the %d a run may use here: at most %d", p.Devices, p.Devices*p.ProxyHostDescriptors(),
-			p.ProxyHostDescriptors(), DescriptorBudget, DescriptorBudget/p.ProxyHostDescriptors())
+			p.ProxyHostDescriptors(), p.DescriptorBudget(), p.DescriptorBudget()/p.ProxyHostDescriptors())
 	case p.NeedsChildren() && p.Exe == "":
-		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (limit ~20,000), "+
-			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.Devices)
+		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (%d), "+
+			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.Devices, p.DescriptorBudget())
 	}
 	return nil
 }
