@@ -159,6 +159,16 @@ const (
 	KindStop                        // the session is over: Step.Err says why
 )
 
+// A Machine passes devicecore's step kinds and NoConnack on as they are:
+// the build fails if the two part.
+var (
+	_ [0]struct{} = [KindWait - StepKind(devicecore.KindWait)]struct{}{}
+	_ [0]struct{} = [KindConnect - StepKind(devicecore.KindConnect)]struct{}{}
+	_ [0]struct{} = [KindOnline - StepKind(devicecore.KindOnline)]struct{}{}
+	_ [0]struct{} = [KindStop - StepKind(devicecore.KindStop)]struct{}{}
+	_ [0]struct{} = [NoConnack - devicecore.NoConnack]struct{}{}
+)
+
 // Result is the outcome of one connect attempt. The zero Result is a
 // successful connect: CONNACK 0 and no error. A Result is a plain value, safe
 // to share.
@@ -183,8 +193,7 @@ type Machine struct {
 	// A simulator of millions of devices drives devicecore.Cores itself;
 	// a Machine is a Core with its own timing, random source and clock.
 	core      devicecore.Core
-	ct        devicecore.Timing // what the core reads of timing
-	timing    Timing            // the caller's, with the policy SetPolicy chose
+	ct        devicecore.Timing // what the core reads of the caller's Timing, with the policy SetPolicy chose
 	src       rand.Source       // the jitter's
 	origin    time.Time         // the first time the machine was given: core's times count from it
 	lastError error             // what the retry sequence last met: a gave-up Step says it
@@ -210,7 +219,7 @@ func (m *Machine) Init(timing *Timing, src rand.Source) error {
 	if src == nil {
 		src = jitter.NewSource()
 	}
-	*m = Machine{timing: *timing, ct: timing.core(), src: src}
+	*m = Machine{ct: timing.core(), src: src}
 	return nil
 }
 
@@ -222,7 +231,7 @@ func (t *Timing) core() devicecore.Timing {
 }
 
 // SetPolicy switches to p for the following waits, keeping the retry count.
-func (m *Machine) SetPolicy(p *reconnect.Policy) { m.timing.Policy, m.ct.Policy = p, p }
+func (m *Machine) SetPolicy(p *reconnect.Policy) { m.ct.Policy = p }
 
 // Attempts returns the attempts made since the last stable connection.
 func (m *Machine) Attempts() int { return m.core.Attempts() }

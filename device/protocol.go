@@ -2,6 +2,7 @@ package device
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
 	"time"
@@ -44,6 +45,17 @@ func (p Protocol) String() string {
 		return "5"
 	}
 	return "protocol(?)"
+}
+
+// ParseProtocol reads a Protocol as String writes it: "3.1.1" or "5".
+func ParseProtocol(s string) (Protocol, error) {
+	switch s {
+	case "3.1.1":
+		return MQTT311, nil
+	case "5":
+		return MQTT5, nil
+	}
+	return 0, fmt.Errorf("%w: MQTT version %q: want 3.1.1 or 5", ErrInvalid, s)
 }
 
 func newProtocol(a *Agent) (protocol, error) {

@@ -172,10 +172,16 @@ func (o *options) validate() error {
 			"for one packet; set -allow-large-packets if the device can afford it", &o.maxPacket)
 	case o.pingTimeout <= 0:
 		return fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
-	case o.mqttVersion != "3.1.1" && o.mqttVersion != "5":
+	case !isProtocol(o.mqttVersion):
 		return fmt.Errorf("-mqtt-version must be 3.1.1 or 5, got %q", o.mqttVersion)
 	}
 	return nil
+}
+
+// isProtocol says whether v names an MQTT version the agent speaks.
+func isProtocol(v string) bool {
+	_, err := device.ParseProtocol(v)
+	return err == nil
 }
 
 // mayHoldPassword says whether a URL flag's value might carry a password:
@@ -369,9 +375,7 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
 		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log,
 		RedirectDomains: commaList(o.redirectDomains)}
-	if o.mqttVersion == "5" {
-		cfg.Protocol = device.MQTT5
-	}
+	cfg.Protocol, _ = device.ParseProtocol(o.mqttVersion) // checked with the flags
 	if o.key != "" {
 		f, err := openNoWait(o.key)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/term"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/children"
 	"github.com/herdguard/herdguard/internal/fleetsim"
@@ -144,10 +145,11 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.IntVar(&f.c.AdmitBurst, "admit-burst", 1, "admission burst")
 	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3; MQTT 5: -admit-code), pause (stop accepting) or disconnect (accept, then drop)")
 	fs.Func("mqtt", "the devices' MQTT version: 3.1.1 or 5 (reason codes and Server References heard)", func(v string) error {
-		if v != "3.1.1" && v != "5" {
+		p, err := device.ParseProtocol(v)
+		if err != nil {
 			return fmt.Errorf("want 3.1.1 or 5")
 		}
-		f.c.MQTT5 = v == "5"
+		f.c.MQTT5 = p == device.MQTT5
 		return nil
 	})
 	fs.Func("server-signals", "MQTT 5: honour or ignore the broker's reason codes and Server References", func(v string) error {
@@ -177,13 +179,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 // reasonCode is a flag's parser of an MQTT 5 refusal's reason code, hex
 // (0x9F) or decimal.
 func reasonCode(dst *byte) func(string) error {
-	return func(v string) error {
-		n, err := strconv.ParseUint(v, 0, 8)
-		if err != nil || n < 0x80 {
-			return fmt.Errorf("want an MQTT 5 refusal's reason code, 0x80 or more (0x89, 0x97, 0x9F)")
-		}
-		*dst = byte(n)
-		return nil
+	return func(v string) (err error) {
+		*dst, err = plan.ParseReasonCode(v)
+		return err
 	}
 }
 
@@ -417,7 +415,7 @@ func hostBound(r *report.Report) error {
 	}
 	return &exitError{code: exitHostBound, err: fmt.Errorf("%s: the host bound this run (%.0f ms late at the 99th percentile, against %v), "+
 		"so it cannot pass: lower -time-scale or -devices, or leave the time scale to the host", r.Policy,
-		1000*max(r.Host.LagP99S, r.Host.NoticeP99S), report.HostBoundLate)}
+		1000*r.Host.LateP99S(), report.HostBoundLate)}
 }
 
 // servedScale starts a run that leaves its time scale to the host at the
@@ -455,7 +453,7 @@ func slowerWhileBound(ctx context.Context, c plan.Plan, stdout io.Writer, run fu
 			return r, c, err
 		}
 		fmt.Fprintf(stdout, "the host set this run's times at %gx (%.0f ms late at the 99th percentile): running it again at %gx\n",
-			c.TimeScale, 1000*max(r.Host.LagP99S, r.Host.NoticeP99S), slower)
+			c.TimeScale, 1000*r.Host.LateP99S(), slower)
 		c.TimeScale = slower
 	}
 }

@@ -3,6 +3,7 @@ package plan
 import (
 	"fmt"
 	"slices"
+	"strconv"
 )
 
 // Scenario is the disruption a run makes, and so what it needs: real
@@ -54,6 +55,16 @@ const (
 var Scenarios = []Scenario{BootStorm, BrokerRestart, ThrottledRestart, DropAll, Flapping, Blackhole, Latency, Failover, RollingRestart,
 	ConfigOutage, Observe, RateLimited, RollingDrain, BusyNode}
 
+// ParseReasonCode reads an MQTT 5 refusal's reason code, written in hex
+// (0x9F) or decimal: 0x80 or more.
+func ParseReasonCode(s string) (byte, error) {
+	n, err := strconv.ParseUint(s, 0, 8)
+	if err != nil || n < 0x80 {
+		return 0, fmt.Errorf("want an MQTT 5 refusal's reason code, 0x80 or more (0x89, 0x97, 0x9F), got %s", s)
+	}
+	return byte(n), nil
+}
+
 // ParseScenario reads a scenario's name.
 func ParseScenario(s string) (Scenario, error) {
 	if sc := Scenario(s); slices.Contains(Scenarios, sc) {
@@ -104,6 +115,10 @@ func (s Scenario) Modelled() bool {
 // words (reason codes, Server References), which only the in-process
 // broker can: the fault proxy in front of another cannot.
 func (s Scenario) Speaks() bool { return s == RateLimited || s == RollingDrain || s == BusyNode }
+
+// Rolls reports whether the scenario strikes a cluster's nodes one at a
+// time, Gap apart: a rolling restart or a rolling drain.
+func (s Scenario) Rolls() bool { return s == RollingRestart || s == RollingDrain }
 
 // HasOutage reports whether the scenario lasts for Storm.Outage.
 func (s Scenario) HasOutage() bool {

@@ -28,7 +28,7 @@ type Strike struct {
 func (p Plan) Strikes() []Strike {
 	var out []Strike
 	for k, e := range p.Timeline() {
-		if e.Scenario == RollingRestart || e.Scenario == RollingDrain {
+		if e.Scenario.Rolls() {
 			each := BrokerRestart // a drain's nodes each drain, then restart
 			if e.Scenario == RollingDrain {
 				each = RollingDrain
@@ -105,7 +105,7 @@ func (p Plan) validateCluster() error {
 	}
 	for k, e := range p.Timeline() {
 		switch {
-		case (e.Scenario == RollingRestart || e.Scenario == RollingDrain) && nodes < 2:
+		case e.Scenario.Rolls() && nodes < 2:
 			return fmt.Errorf("a %s needs a cluster: nodes >= 2, got %d", e.Scenario, nodes)
 		case e.Node == nil:
 		case nodes < 2:

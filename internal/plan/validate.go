@@ -109,7 +109,7 @@ func (s Storm) validate() error {
 		return fmt.Errorf("duration must be > 0, got %v", s.Duration)
 	case s.Bound < 0:
 		return fmt.Errorf("bound must be >= 0, got %v", s.Bound)
-	case (s.Scenario == RollingRestart || s.Scenario == RollingDrain) && s.Gap <= 0:
+	case s.Scenario.Rolls() && s.Gap <= 0:
 		return fmt.Errorf("%s: the gap between nodes must be > 0, got %v", s.Scenario, s.Gap)
 	case s.BusyCode != 0 && s.BusyCode < 0x80:
 		return fmt.Errorf("busy code: an MQTT 5 refusal's code is 0x80 or more (0x89, 0x97, 0x9F), got %#02x", s.BusyCode)
@@ -144,9 +144,9 @@ func (s Storm) validateThen() error {
 		switch {
 		case !followable(e.Scenario):
 			return fmt.Errorf("timeline[%d]: %s cannot follow on a timeline; a restart, drop-all, flapping, blackhole, latency, rate limit, drain or busy node can", i+1, e.Scenario)
-		case (e.Scenario == RollingRestart || e.Scenario == RollingDrain) && e.Gap <= 0:
+		case e.Scenario.Rolls() && e.Gap <= 0:
 			return fmt.Errorf("timeline[%d]: %s: the gap between nodes must be > 0, got %v", i+1, e.Scenario, e.Gap)
-		case e.Gap != 0 && e.Scenario != RollingRestart && e.Scenario != RollingDrain:
+		case e.Gap != 0 && !e.Scenario.Rolls():
 			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's; %s takes none", i+1, e.Gap, e.Scenario)
 		case e.At <= last:
 			return fmt.Errorf("timeline[%d]: at %v, not after the disruption before it (%v)", i+1, e.At, last)

@@ -368,7 +368,7 @@ func (b *Builder) Fill(rep *Report) error {
 	if len(b.notices) > 0 {
 		h.NoticeP99S = stormstats.Percentiles(b.notices, 99)[0]
 	}
-	if late := max(h.LagP99S, h.NoticeP99S); late > 0 {
+	if late := h.LateP99S(); late > 0 {
 		m.MinWidth = max(m.MinWidth, time.Duration(2*late*float64(time.Second)))
 		h.Bound = late > HostBoundLate.Seconds()
 	}

@@ -274,6 +274,11 @@ type Host struct {
 	Bound bool `json:"host_bound"`
 }
 
+// LateP99S is how late (unscaled, p99) the host ran the fleet: the later
+// of its attempts' start and its losses' notice. Beyond HostBoundLate the
+// host bound the run.
+func (h Host) LateP99S() float64 { return max(h.LagP99S, h.NoticeP99S) }
+
 // HostBoundLate is the lateness (unscaled, p99) beyond which a run's
 // figures are the host's: half a second moves every recovery time by up to
 // half of the 1 s the two engines are held to agree within, and blurs
@@ -386,7 +391,7 @@ func (r *Report) writeHost(w io.Writer) {
 		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",
 			1000*h.LagP50S, 1000*h.LagP99S, 1000*h.NoticeP99S)
 		if !h.Bound {
-			fmt.Fprintf(w, ": %.0f %% of the %v line", 100*max(h.LagP99S, h.NoticeP99S)/HostBoundLate.Seconds(), HostBoundLate)
+			fmt.Fprintf(w, ": %.0f %% of the %v line", 100*h.LateP99S()/HostBoundLate.Seconds(), HostBoundLate)
 		}
 	}
 	fmt.Fprintln(w)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -150,7 +151,7 @@ type MQTTVersion string
 
 func (v *MQTTVersion) UnmarshalYAML(b []byte) error {
 	s := strings.Trim(string(bytes.TrimSpace(b)), `"'`)
-	if s != "3.1.1" && s != "5" {
+	if _, err := device.ParseProtocol(s); err != nil {
 		return fmt.Errorf("mqtt: want \"3.1.1\" or \"5\", got %s", s)
 	}
 	*v = MQTTVersion(s)
@@ -162,10 +163,9 @@ func (v *MQTTVersion) UnmarshalYAML(b []byte) error {
 type ReasonCode byte
 
 func (c *ReasonCode) UnmarshalYAML(b []byte) error {
-	s := strings.Trim(string(bytes.TrimSpace(b)), `"'`)
-	n, err := strconv.ParseUint(s, 0, 8)
-	if err != nil || n < 0x80 {
-		return fmt.Errorf("code: want an MQTT 5 refusal's reason code, 0x80 or more (0x89, 0x97, 0x9F), got %s", s)
+	n, err := plan.ParseReasonCode(strings.Trim(string(bytes.TrimSpace(b)), `"'`))
+	if err != nil {
+		return fmt.Errorf("code: %w", err)
 	}
 	*c = ReasonCode(n)
 	return nil
@@ -411,7 +411,7 @@ func (f *File) mix(p *plan.Plan) error {
 func (f *File) timelineOf(p *plan.Plan) error {
 	for k, e := range f.Timeline {
 		switch {
-		case e.Gap != 0 && e.Disruption != plan.RollingRestart && e.Disruption != plan.RollingDrain:
+		case e.Gap != 0 && !e.Disruption.Rolls():
 			return fmt.Errorf("timeline[%d]: gap %v: a gap is a rolling restart's or drain's, from one node's to the next; %s takes none", k, e.Gap, e.Disruption)
 		case e.Code != 0 && e.Disruption != plan.BusyNode:
 			return fmt.Errorf("timeline[%d]: code %#02x: a code is a busy-node's; %s takes none (an admission's refusals take brokers.admission.code)", k, byte(e.Code), e.Disruption)
