@@ -1,6 +1,6 @@
 # make test: everything CI checks. make sim: the simulator's default run.
 GO        ?= go
-FIRMWARE  := $(foreach d,publisher reconnect device,$(if $(wildcard $(d)/*.go),./$(d)/...))
+FIRMWARE  := $(foreach d,publisher reconnect device remoteconfig,$(if $(wildcard $(d)/*.go),./$(d)/...))
 # the module's internal packages the firmware binary ships: tested on ARM too
 FIRMWARE_INTERNAL = $(if $(wildcard cmd/deviceagent/*.go),$(shell $(GO) list -deps ./cmd/deviceagent | sed -n 's|^github.com/herdguard/herdguard/internal/|./internal/|p'))
 ARM_BUILD := $(FIRMWARE) $(if $(wildcard cmd/deviceagent/*.go),./cmd/deviceagent)

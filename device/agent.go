@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/endpoint"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -107,8 +108,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.TLS, err = strictTLS("Config.TLS", cfg.TLS); err != nil {
-		return nil, err
+	if cfg.TLS, err = endpoint.StrictTLS("Config.TLS", cfg.TLS); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if err := withDefaults(&cfg); err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ package device
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/endpoint"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -281,24 +281,6 @@ func strayAt(u *url.URL) bool {
 	return strings.ContainsRune(u.Opaque+u.Host+u.Path+u.RawPath+u.RawQuery+u.Fragment, '@')
 }
 
-// parseURL parses one endpoint; its error never quotes the URL, which may
-// hold a password.
-func parseURL(field, raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		detail := ""
-		var ue *url.Error
-		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) { // quoted parts echo the input
-			detail = ": " + ue.Err.Error()
-		}
-		return nil, fmt.Errorf("%w: %s is not a valid URL%s", ErrInvalid, field, detail)
-	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("%w: %s has no host: write it as scheme://host:port", ErrInvalid, field) // what it has instead might be a secret
-	}
-	return u, nil
-}
-
 // parseEndpoints parses Broker and Failover, moves credentials from the
 // Broker URL into cfg (paho would use them, but only for its first URL), and
 // enforces the transport rules: credentials only over TLS unless
@@ -310,9 +292,9 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		if i > 0 {
 			field = fmt.Sprintf("Config.Failover[%d]", i-1)
 		}
-		u, err := parseURL(field, raw)
+		u, err := endpoint.ParseURL(field, raw)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 		if strayAt(u) {
 			return nil, fmt.Errorf("%w: %s has an '@' outside its user info: if a password is in it, "+

@@ -1,7 +1,8 @@
 // Package device is the agent that device firmware embeds: it keeps an MQTT
 // session, 3.1.1 (paho.mqtt.golang) or 5 (paho.golang), whose every connect
-// is timed by package reconnect, and fetches the device's configuration over
-// HTTP. On MQTT 5 the broker's reason codes shape the wait, never shorten it.
+// is timed by package reconnect. On MQTT 5 the broker's reason codes shape
+// the wait, never shorten it. Package remoteconfig fetches the device's
+// configuration over HTTP on the same backoff.
 //
 // The client's own reconnect is off (paho's doubles from 1 s without jitter,
 // so a fleet using it comes back in lockstep). The Agent's loop makes every
@@ -20,7 +21,7 @@
 // the next connection before any PUBACK, which Publish reports as
 // ErrUnconfirmed rather than success.
 //
-// Errors: every invalid input (a Config, a Timing, a FetcherConfig) wraps
+// Errors: every invalid input (a Config, a Timing) wraps
 // [ErrInvalid], and also the ErrInvalid of the package that found it (a
 // reconnect policy's); a session ends with [ErrGaveUp], [ErrRefused] or
 // [ErrStopped]; a publish fails with [ErrNotConnected], [ErrUnconfirmed],

@@ -19,10 +19,10 @@ var (
 	// (1 protocol version, 2 identifier rejected; 4 and 5 when credentials
 	// failures are configured as permanent).
 	ErrRefused = errors.New("device: connection refused permanently")
-	// ErrInvalid: every invalid input (a Config, a Timing, a
-	// FetcherConfig, a Subscribe's arguments) is an error wrapping it; one
-	// another package found invalid (a reconnect policy's parameters)
-	// wraps that package's ErrInvalid too.
+	// ErrInvalid: every invalid input (a Config, a Timing, a Subscribe's
+	// arguments) is an error wrapping it. One another package found
+	// invalid (a reconnect policy's parameters) wraps that package's
+	// ErrInvalid too.
 	ErrInvalid = errors.New("device: invalid input")
 )
 

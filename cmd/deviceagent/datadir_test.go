@@ -146,7 +146,7 @@ func TestFilesPlantedInTheDataDirAreRefused(t *testing.T) {
 	asRoot(t)
 	for name, want := range map[string]string{
 		"queue.db":    "telemetry queue: publisher: store: not the agent's own: %s belongs to uid 65534",
-		"config.json": "device: config store: not the agent's own: %s belongs to uid 65534",
+		"config.json": "remoteconfig: config store: not the agent's own: %s belongs to uid 65534",
 	} {
 		dir := filepath.Join(t.TempDir(), "open")
 		require.NoError(t, os.Mkdir(dir, 0o700))

@@ -20,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/remoteconfig"
 )
 
 // options are the agent's settings: each flag falls back to an environment
@@ -326,7 +327,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	// The config store and the queue are opened (or refused) before anything
 	// runs: a refused data directory must find nothing fetched, written or sent.
 	hb := &heartbeat{interval: o.heartbeat}
-	var fetcher *device.Fetcher
+	var fetcher *remoteconfig.Fetcher
 	if o.configURL != "" {
 		if fetcher, err = newFetcher(o, cfg.TLS, agent, hb, log); err != nil {
 			return err
@@ -443,8 +444,8 @@ func (o *options) logCredentials(log *slog.Logger) {
 // newFetcher makes the fetcher of the device's configuration, trusting
 // what the broker is trusted by, and applies the last good configuration
 // from before the reboot, if the data directory keeps one.
-func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbeat, log *slog.Logger) (*device.Fetcher, error) {
-	fc := device.FetcherConfig{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c device.RemoteConfig) {
+func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbeat, log *slog.Logger) (*remoteconfig.Fetcher, error) {
+	fc := remoteconfig.Config{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c remoteconfig.Document) {
 		if p, err := c.Policy(); err == nil && p != nil {
 			agent.SetPolicy(p)
 		}
@@ -453,9 +454,9 @@ func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbea
 		}
 	}}
 	if o.data != nil {
-		fc.Store = device.FileStore{Dir: o.data.File(), Path: "config.json"}
+		fc.Store = remoteconfig.FileStore{Dir: o.data.File(), Path: "config.json"}
 	}
-	fetcher, err := device.NewFetcher(fc)
+	fetcher, err := remoteconfig.New(fc)
 	if err != nil {
 		return nil, err
 	}

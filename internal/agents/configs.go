@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/configserver"
-	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/remoteconfig"
 )
 
 // fetchSpread is how far a fleet spreads the config fetch a push triggers
-// (device.FetcherConfig.FirstSpread's default).
+// (remoteconfig.Config.FirstSpread's default).
 const fetchSpread = 10 * time.Second
 
 // setupConfigs starts the config server and gives every device a Fetcher
@@ -39,7 +39,7 @@ func (f *Fleet) setupConfigs() error {
 		f.warn("Retry-After is sent in whole seconds: %v is sent as %v", hint, (hint + time.Second - 1).Truncate(time.Second))
 	}
 	for _, i := range f.ids {
-		fetcher, err := device.NewFetcher(device.FetcherConfig{URL: f.configs.DeviceURL(deviceID(i)), Client: client,
+		fetcher, err := remoteconfig.New(remoteconfig.Config{URL: f.configs.DeviceURL(deviceID(i)), Client: client,
 			AllowPlaintext: true, // the simulator's own in-process server
 			Retry:          reconnect.Retry{Policy: f.wiring.TimingOf(i).Policy, RetryAfterJitter: f.p.RetryAfterJitter}, Source: rand.NewPCG(f.p.Seed, uint64(i)|1<<63)})
 		if err != nil {

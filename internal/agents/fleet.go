@@ -36,6 +36,7 @@ import (
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/remoteconfig"
 )
 
 // Fleet is a fleet of real agents kept up across disruptions: its broker
@@ -52,7 +53,7 @@ type Fleet struct {
 
 	nodes    *cluster.Cluster // the brokers, what stands in front of them, and how the devices reach them
 	configs  *configserver.Server
-	fetchers []*device.Fetcher
+	fetchers []*remoteconfig.Fetcher
 
 	devlog       *observer.DeviceLog // every attempt the devices made here (or, through the proxy, in children)
 	obs          observer.Observer   // what the fleet waits on: the brokers' side or the devices'

@@ -32,7 +32,7 @@ type Dir struct {
 }
 
 // File is the directory's handle, to hand the packages that keep files in
-// it (device.FileStore.Dir, publisher.BoltOptions.Dir). It stays the
+// it (remoteconfig.FileStore.Dir, publisher.BoltOptions.Dir). It stays the
 // Dir's: do not close it.
 func (d *Dir) File() *os.File { return d.f }
 

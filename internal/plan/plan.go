@@ -73,7 +73,7 @@ type Fleet struct {
 	// 10 s).
 	BootSpread time.Duration
 	// RetryAfterJitter is the devices' fetchers' bound on the jitter they
-	// add to a hint (device.FetcherConfig.RetryAfterJitter: 0 the firmware's
+	// add to a hint (remoteconfig.Config.RetryAfterJitter: 0 the firmware's
 	// default, negative none).
 	RetryAfterJitter time.Duration
 	// Telemetry, if > 0, makes every device publish that many QoS 1

@@ -1,4 +1,4 @@
-package device_test
+package remoteconfig_test
 
 import (
 	"context"
@@ -19,33 +19,40 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/internal/fakeclock"
 	"github.com/herdguard/herdguard/reconnect"
+	"github.com/herdguard/herdguard/remoteconfig"
 )
+
+// t0 is the fetcher's clock at the start of each test.
+var t0 = time.Unix(1_700_000_000, 0)
+
+// bound is how long a round may take in real time before a test fails.
+const bound = 10 * time.Second
 
 const goodDoc = `{"reconnect":{"base":"1s","jitter":"1s","max_backoff":"64s"},"heartbeat_interval":"30s"}`
 
 type fetchRig struct {
 	srv     *configserver.Server
 	clock   *fakeclock.Clock
-	f       *device.Fetcher
-	applied chan device.RemoteConfig
+	f       *remoteconfig.Fetcher
+	applied chan remoteconfig.Document
 	events  chan device.Event
 }
 
-func newFetchRig(t *testing.T, store device.ConfigStore) *fetchRig {
+func newFetchRig(t *testing.T, store remoteconfig.Store) *fetchRig {
 	return newFetchRigWith(t, store, nil)
 }
 
-func newFetchRigWith(t *testing.T, store device.ConfigStore, mod func(*device.FetcherConfig)) *fetchRig {
+func newFetchRigWith(t *testing.T, store remoteconfig.Store, mod func(*remoteconfig.Config)) *fetchRig {
 	srv := configserver.NewServer()
 	t.Cleanup(srv.Close)
-	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan device.RemoteConfig, 10), events: make(chan device.Event, 10)}
-	cfg := device.FetcherConfig{URL: srv.DeviceURL("dev-1"), AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3),
-		Store: store, OnApply: func(c device.RemoteConfig) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }}
+	r := &fetchRig{srv: srv, clock: fakeclock.New(t0), applied: make(chan remoteconfig.Document, 10), events: make(chan device.Event, 10)}
+	cfg := remoteconfig.Config{URL: srv.DeviceURL("dev-1"), AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3),
+		Store: store, OnApply: func(c remoteconfig.Document) { r.applied <- c }, OnEvent: func(e device.Event) { r.events <- e }}
 	if mod != nil {
 		mod(&cfg)
 	}
 	var err error
-	r.f, err = device.NewFetcher(cfg)
+	r.f, err = remoteconfig.New(cfg)
 	require.NoError(t, err)
 	return r
 }
@@ -80,7 +87,7 @@ func TestFetchAppliesThenNotModified(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, waits)
 	c := <-r.applied
-	assert.Equal(t, device.Duration(64*time.Second), c.Reconnect.MaxBackoff)
+	assert.Equal(t, remoteconfig.Duration(64*time.Second), c.Reconnect.MaxBackoff)
 	p, err := c.Policy()
 	require.NoError(t, err)
 	assert.Equal(t, 64*time.Second, p.Delay(30, 0, 0.5))
@@ -118,7 +125,7 @@ func TestFetchRetryAfterJitterIsConfigurable(t *testing.T) {
 		{0, 7 * time.Second, 14 * time.Second},               // the default: up to the hint again
 	} {
 		var notices []reconnect.Notice
-		r := newFetchRigWith(t, nil, func(c *device.FetcherConfig) {
+		r := newFetchRigWith(t, nil, func(c *remoteconfig.Config) {
 			c.Retry.RetryAfterJitter = tc.jitter
 			c.Retry.Notify = func(n reconnect.Notice) { notices = append(notices, n) }
 		})
@@ -163,7 +170,7 @@ func TestFetchRetries501(t *testing.T) {
 	defer srv.Close()
 	r := &fetchRig{clock: fakeclock.New(t0)}
 	var err error
-	r.f, err = device.NewFetcher(device.FetcherConfig{URL: srv.URL, AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3)})
+	r.f, err = remoteconfig.New(remoteconfig.Config{URL: srv.URL, AllowPlaintext: true, Clock: r.clock, Source: rand.NewPCG(3, 3)})
 	require.NoError(t, err)
 	err, waits := r.fetch(t)
 	require.NoError(t, err)
@@ -284,20 +291,20 @@ func TestBadDocumentsKeepLastGoodConfig(t *testing.T) {
 }
 
 func TestConfigSurvivesRestart(t *testing.T) {
-	store := device.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
+	store := remoteconfig.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
 	r := newFetchRig(t, store)
 	r.srv.SetConfig("dev-1", []byte(goodDoc))
 	err, _ := r.fetch(t)
 	require.NoError(t, err)
 
-	again, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
+	again, err := remoteconfig.New(remoteconfig.Config{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
 	require.NoError(t, err)
 	c, ok := again.Current()
 	require.True(t, ok, "loaded from the store")
-	assert.Equal(t, device.Duration(30*time.Second), c.HeartbeatInterval)
+	assert.Equal(t, remoteconfig.Duration(30*time.Second), c.HeartbeatInterval)
 
 	require.NoError(t, os.WriteFile(store.Path, []byte("{garbage"), 0o644))
-	broken, err := device.NewFetcher(device.FetcherConfig{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
+	broken, err := remoteconfig.New(remoteconfig.Config{URL: r.srv.DeviceURL("dev-1"), AllowPlaintext: true, Store: store})
 	require.NoError(t, err, "an unreadable store is logged, not fatal")
 	_, ok = broken.Current()
 	assert.False(t, ok)
@@ -306,7 +313,7 @@ func TestConfigSurvivesRestart(t *testing.T) {
 func TestRefreshIsJitteredPerDevice(t *testing.T) {
 	waits := map[time.Duration]bool{}
 	for i := uint64(0); i < 50; i++ {
-		f, err := device.NewFetcher(device.FetcherConfig{URL: "http://127.0.0.1:1/config/x", AllowPlaintext: true, Source: rand.NewPCG(i, 9)})
+		f, err := remoteconfig.New(remoteconfig.Config{URL: "http://127.0.0.1:1/config/x", AllowPlaintext: true, Source: rand.NewPCG(i, 9)})
 		require.NoError(t, err)
 		w := f.NextRefresh()
 		assert.GreaterOrEqual(t, w, 45*time.Minute)
@@ -317,13 +324,13 @@ func TestRefreshIsJitteredPerDevice(t *testing.T) {
 }
 
 func TestFetcherRejectsBadConfig(t *testing.T) {
-	_, err := device.NewFetcher(device.FetcherConfig{})
-	assert.ErrorIs(t, err, device.ErrInvalid)
-	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", Refresh: -1})
-	assert.ErrorIs(t, err, device.ErrInvalid)
-	_, err = device.NewFetcher(device.FetcherConfig{URL: "http://x", AllowPlaintext: true, Retry: reconnect.Retry{Clock: fakeclock.New(t0)}})
-	assert.ErrorIs(t, err, device.ErrInvalid)
-	assert.ErrorContains(t, err, "set FetcherConfig.Clock and Source")
+	_, err := remoteconfig.New(remoteconfig.Config{})
+	assert.ErrorIs(t, err, remoteconfig.ErrInvalid)
+	_, err = remoteconfig.New(remoteconfig.Config{URL: "http://x", Refresh: -1})
+	assert.ErrorIs(t, err, remoteconfig.ErrInvalid)
+	_, err = remoteconfig.New(remoteconfig.Config{URL: "http://x", AllowPlaintext: true, Retry: reconnect.Retry{Clock: fakeclock.New(t0)}})
+	assert.ErrorIs(t, err, remoteconfig.ErrInvalid)
+	assert.ErrorContains(t, err, "set Config.Clock and Source")
 }
 
 // An ETag is kept only if it is short and visible ASCII: a server that
@@ -342,16 +349,16 @@ func TestALongETagIsNotKept(t *testing.T) {
 		_, _ = w.Write([]byte(goodDoc))
 	}))
 	t.Cleanup(srv.Close)
-	store := device.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
+	store := remoteconfig.FileStore{Path: filepath.Join(t.TempDir(), "config.json")}
 	once, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: 0})
 	require.NoError(t, err)
-	fetcher := func() *device.Fetcher {
-		f, err := device.NewFetcher(device.FetcherConfig{URL: srv.URL, AllowPlaintext: true, Store: store, Source: rand.NewPCG(1, 1),
+	fetcher := func() *remoteconfig.Fetcher {
+		f, err := remoteconfig.New(remoteconfig.Config{URL: srv.URL, AllowPlaintext: true, Store: store, Source: rand.NewPCG(1, 1),
 			Retry: reconnect.Retry{Policy: once}})
 		require.NoError(t, err)
 		return f
 	}
-	for _, long := range []string{`"` + strings.Repeat("e", device.MaxETagBytes-1) + `"`, "\"a\tb\"", `"` + strings.Repeat("e", 4<<10) + `"`} {
+	for _, long := range []string{`"` + strings.Repeat("e", remoteconfig.MaxETagBytes-1) + `"`, "\"a\tb\"", `"` + strings.Repeat("e", 4<<10) + `"`} {
 		etag.Store(&long)
 		f := fetcher()
 		require.NoError(t, f.Fetch(context.Background()))

@@ -1,4 +1,4 @@
-package device
+package remoteconfig
 
 import (
 	"encoding/json"
@@ -7,11 +7,11 @@ import (
 	"testing"
 )
 
-// FuzzParseConfig feeds arbitrary documents to the parser a device applies
+// FuzzParseDocument feeds arbitrary documents to the parser a device applies
 // remote configuration with: the answer is an error wrapping
-// ErrConfigInvalid, or a configuration inside DefaultBounds whose policy
+// ErrBadDocument, or a configuration inside DefaultBounds whose policy
 // builds and which survives a round trip through JSON. Never a panic.
-func FuzzParseConfig(f *testing.F) {
+func FuzzParseDocument(f *testing.F) {
 	for _, s := range []string{
 		`{"reconnect":{"base":"1s","jitter":"1s","max_backoff":"64s"},"heartbeat_interval":"30s"}`,
 		`{"refresh_interval":"2h","settings":{"telemetry":"on","n":[1,2]}}`,
@@ -24,10 +24,10 @@ func FuzzParseConfig(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		c, err := parseConfig(doc, DefaultBounds)
+		c, err := parseDocument(doc, DefaultBounds)
 		if err != nil {
-			if !errors.Is(err, ErrConfigInvalid) {
-				t.Fatalf("%q: error %v does not wrap ErrConfigInvalid", doc, err)
+			if !errors.Is(err, ErrBadDocument) {
+				t.Fatalf("%q: error %v does not wrap ErrBadDocument", doc, err)
 			}
 			return
 		}
@@ -41,7 +41,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q: %v", doc, err)
 		}
-		c2, err := parseConfig(again, DefaultBounds)
+		c2, err := parseDocument(again, DefaultBounds)
 		if err != nil {
 			t.Fatalf("%q re-encoded as %q is rejected: %v", doc, again, err)
 		}
@@ -53,7 +53,7 @@ func FuzzParseConfig(f *testing.F) {
 
 // normal re-encodes the application's settings so that two documents that
 // differ only in their JSON spacing compare equal (and no settings is none).
-func normal(c RemoteConfig) RemoteConfig {
+func normal(c Document) Document {
 	if len(c.Settings) == 0 {
 		c.Settings = nil
 	}
