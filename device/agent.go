@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/herdguard/herdguard/device/internal/inbox"
+	"github.com/herdguard/herdguard/device/internal/transport"
 	"github.com/herdguard/herdguard/internal/endpoint"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -19,7 +21,7 @@ import (
 // Errors returned by the Agent's methods.
 var (
 	// ErrNotConnected: Publish or a subscription needs a session and there is none.
-	ErrNotConnected = errors.New("device: not connected")
+	ErrNotConnected = transport.ErrNotConnected
 	// ErrStopped: the agent was stopped (Stop, or the Start context ended).
 	ErrStopped = errors.New("device: agent stopped")
 	// ErrAlreadyStarted: Start was called twice.
@@ -32,15 +34,15 @@ var (
 	// On MQTT 5 it is a publish whose connection ended before its PUBACK
 	// and whose session did not survive to resend it (paho.golang waits
 	// for the resend's PUBACK when it does).
-	ErrUnconfirmed = errors.New("device: publish not confirmed by a PUBACK on its connection")
+	ErrUnconfirmed = transport.ErrUnconfirmed
 	// ErrPublishRefused: an MQTT 5 broker answered a QoS 1 publish with a
 	// PUBACK reason code of 0x80 or more (not authorized, quota exceeded,
 	// ...). The message did not arrive.
-	ErrPublishRefused = errors.New("device: publish refused by the broker")
+	ErrPublishRefused = transport.ErrPublishRefused
 	// ErrTooLargeForBroker: the publish is over the Maximum Packet Size the
 	// MQTT 5 broker named in its CONNACK; it was not sent (the broker would
 	// have ended the session for it).
-	ErrTooLargeForBroker = errors.New("device: publish over the broker's maximum packet size")
+	ErrTooLargeForBroker = transport.ErrTooLargeForBroker
 )
 
 // Handler receives a message on a subscribed topic. Handlers run on the
@@ -65,7 +67,7 @@ type Agent struct {
 	cfg   Config
 	log   *slog.Logger
 	clock reconnect.Clock
-	proto protocol // the MQTT version spoken: paho (3.1.1) or paho.golang (5)
+	proto transport.Client // the MQTT version spoken: paho (3.1.1) or paho.golang (5)
 	m     *Machine
 	mMu   sync.Mutex // guards m against SetPolicy from config updates
 
@@ -75,8 +77,8 @@ type Agent struct {
 	// redirected, if set, is where an MQTT 5 broker sent the device: the
 	// next attempt goes there instead, and the session made there stays.
 	redirected atomic.Pointer[url.URL]
-	hops       int                       // references followed since the last session (the loop's alone)
-	wire       atomic.Pointer[guardConn] // the current attempt's connection
+	hops       int                            // references followed since the last session (the loop's alone)
+	wire       atomic.Pointer[transport.Conn] // the current attempt's connection
 	lost       chan error
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
@@ -86,7 +88,7 @@ type Agent struct {
 
 	connects, losses, attempts, waitNanos atomic.Int64
 
-	inbox     *inbox        // made by Start: messages on their way to the handlers
+	inbox     *inbox.Queue  // made by Start: messages on their way to the handlers
 	delivered chan struct{} // closed when the inbox's goroutine ends
 
 	mu      sync.Mutex
@@ -149,8 +151,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.started = true
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.runCtx = ctx
-	a.inbox = newInbox(a.cfg.IncomingQueue, a.cfg.IncomingQueueBytes, a.clock, ctx.Done(), a.heldBack)
-	go func() { defer close(a.delivered); a.inbox.run(a.deliver) }()
+	a.inbox = inbox.New(a.cfg.IncomingQueue, a.cfg.IncomingQueueBytes, a.clock, ctx.Done(), a.heldBack)
+	go func() { defer close(a.delivered); a.inbox.Run(a.deliver) }()
 	go a.run(ctx)
 	return nil
 }
@@ -219,7 +221,7 @@ func (a *Agent) Stats() Stats {
 		Waiting: time.Duration(a.waitNanos.Load())}
 	a.mu.Lock()
 	if a.inbox != nil {
-		s.BackPressure = a.inbox.heldFor()
+		s.BackPressure = a.inbox.HeldFor()
 	}
 	a.mu.Unlock()
 	return s
@@ -271,9 +273,9 @@ func (a *Agent) run(ctx context.Context) {
 			endpoint := a.targetName()
 			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
 			a.attempts.Add(1)
-			r := a.proto.connect(ctx)
+			r := a.result(a.proto.Connect(ctx))
 			if ctx.Err() != nil {
-				a.proto.disconnect()
+				a.proto.Disconnect()
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
@@ -289,7 +291,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
-			cause, stopped := a.session(ctx, s.Attempt, a.proto.sessionPresent())
+			cause, stopped := a.session(ctx, s.Attempt, a.proto.SessionPresent())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
@@ -299,7 +301,7 @@ func (a *Agent) run(ctx context.Context) {
 			}
 			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
 		case KindStop:
-			a.proto.disconnect()
+			a.proto.Disconnect()
 			a.emit(Event{Kind: EventGaveUp, Attempt: s.Attempt, Err: s.Err})
 			a.log.Error("giving up", "error", s.Err)
 			final = s.Err
@@ -344,13 +346,15 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	}
 	a.mu.Unlock()
 	if stopped {
-		a.proto.disconnect()
+		a.proto.Disconnect()
 		return nil, true
 	}
 	if v := a.oversized(); v != nil {
 		cause = v // paho's own error says only that a read failed
 	} else if pe := a.brokeProtocol(); pe != nil {
 		cause = pe
+	} else {
+		cause = a.meaning(cause)
 	}
 	a.losses.Add(1)
 	a.emit(Event{Kind: EventLost, Err: cause})
@@ -365,8 +369,12 @@ func (a *Agent) oversized() *PacketTooLargeError {
 	if w == nil {
 		return nil
 	}
-	v := w.violation()
-	if v == nil || !w.reported.CompareAndSwap(false, true) {
+	tl := w.Oversized()
+	if tl == nil {
+		return nil
+	}
+	v := &PacketTooLargeError{Type: tl.Type, Length: tl.Length, Limit: tl.Limit}
+	if !w.FirstReport() {
 		return v
 	}
 	a.emit(Event{Kind: EventPacketTooLarge, Err: v})
@@ -384,9 +392,13 @@ func (a *Agent) brokeProtocol() *ProtocolError {
 	if w == nil {
 		return nil
 	}
-	v := w.protocolError()
-	if v != nil && w.reported.CompareAndSwap(false, true) {
-		a.log.Warn("the broker broke MQTT 3.1.1; connection closed", "error", v)
+	b := w.Broken()
+	if b == nil {
+		return nil
+	}
+	v := protocolError(b)
+	if w.FirstReport() {
+		a.log.Warn("the broker broke MQTT; connection closed", "error", v)
 	}
 	return v
 }
@@ -415,27 +427,6 @@ func (a *Agent) nextEndpoint() {
 	a.endpoint.Store((a.endpoint.Load() + 1) % int32(len(a.endpoints)))
 }
 
-// newAttempt readies the agent for a connect attempt: a loss reported of
-// an earlier session is stale, and the attempt is counted before it can
-// complete anything (a resend may complete older publishes).
-func (a *Agent) newAttempt() {
-	select {
-	case <-a.lost:
-	default:
-	}
-	a.conns.Add(1)
-	a.wire.Store(nil)
-}
-
-// wireGone is closed when the current connection closes: a message it
-// brought that waits for the inbox gives up then. nil if there is none.
-func (a *Agent) wireGone() <-chan struct{} {
-	if w := a.wire.Load(); w != nil {
-		return w.closed // the message came on it: paho reads one connection at a time
-	}
-	return nil
-}
-
 // Subscribe registers handler for topic. The subscription is made now if the
 // session is up and again after every reconnect.
 func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler Handler) error {
@@ -449,22 +440,22 @@ func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler H
 	if !online {
 		return nil
 	}
-	return a.proto.subscribe(ctx, topic, subscription{qos: qos, handler: handler})
+	return a.meaning(a.proto.Subscribe(ctx, topic, qos, handler))
 }
 
 // deliver runs a message's handler, then acknowledges the message.
-func (a *Agent) deliver(d delivery) {
+func (a *Agent) deliver(d inbox.Delivery) {
 	func() {
 		defer func() {
 			if r := recover(); r != nil {
-				err := fmt.Errorf("device: handler for %q panicked: %v", d.topic, r)
-				a.log.Error("handler panicked", "topic", d.topic, "panic", r)
+				err := fmt.Errorf("device: handler for %q panicked: %v", d.Topic, r)
+				a.log.Error("handler panicked", "topic", d.Topic, "panic", r)
 				a.emit(Event{Kind: EventHandlerPanic, Err: err})
 			}
 		}()
-		d.handler(d.topic, d.payload)
+		d.Handler(d.Topic, d.Payload)
 	}()
-	d.ack() // a panicking handler's message too: sent again, it would panic again
+	d.Ack() // a panicking handler's message too: sent again, it would panic again
 }
 
 // heldBack tells Metrics of a hold of the incoming queue.
@@ -502,7 +493,7 @@ func (a *Agent) handlerFor(topic string) Handler {
 // ErrSubscriptionRefused is Subscribe's error when the broker answered the
 // subscription with SUBACK 0x80 (failure). It stays registered: every
 // reconnect tries it again.
-var ErrSubscriptionRefused = errors.New("device: subscription refused by the broker")
+var ErrSubscriptionRefused = transport.ErrSubscriptionRefused
 
 func (a *Agent) restoreSubscriptions() {
 	a.mu.Lock()
@@ -514,7 +505,7 @@ func (a *Agent) restoreSubscriptions() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ConnectTimeout)
 	defer cancel()
 	for topic, s := range subs {
-		if err := a.proto.subscribe(ctx, topic, s); err != nil {
+		if err := a.meaning(a.proto.Subscribe(ctx, topic, s.qos, s.handler)); err != nil {
 			a.log.Warn("could not restore subscription", "topic", topic, "error", err)
 		}
 	}
@@ -532,5 +523,5 @@ func (a *Agent) Publish(ctx context.Context, topic string, qos byte, retained bo
 	if !a.Connected() {
 		return ErrNotConnected
 	}
-	return a.proto.publish(ctx, conn, topic, qos, retained, payload)
+	return a.proto.Publish(ctx, conn, topic, qos, retained, payload)
 }

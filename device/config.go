@@ -334,3 +334,10 @@ func security(u *url.URL) string {
 	}
 	return "plaintext"
 }
+
+// The defaults of Config.IncomingQueue and IncomingQueueBytes: enough to
+// ride out a handler's pause, little enough for any device.
+const (
+	DefaultIncomingQueue      = 32
+	DefaultIncomingQueueBytes = 1 << 20
+)

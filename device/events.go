@@ -113,3 +113,12 @@ type Stats struct {
 	// because its handlers were behind (Config.IncomingQueue).
 	BackPressure time.Duration
 }
+
+// BackPressureCounter is a Metrics that also counts the time the agent
+// stopped reading from the broker because its handlers were behind (the
+// incoming queue full). It is optional, as PacketTooLargeCounter is, and
+// called from paho's reading goroutine once a hold ends: the same rule
+// holds, safe for concurrent use if shared by agents.
+type BackPressureCounter interface {
+	BackPressure(held time.Duration)
+}

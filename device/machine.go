@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/herdguard/herdguard/device/internal/transport"
 	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/jitter"
 	"github.com/herdguard/herdguard/reconnect"
@@ -43,7 +44,7 @@ type ConnackError struct {
 }
 
 func (e *ConnackError) Error() string {
-	s := fmt.Sprintf("CONNACK %d (%s)", e.Code, codeText(e.Code))
+	s := fmt.Sprintf("CONNACK %d (%s)", e.Code, transport.CodeText(e.Code))
 	if e.Reference != "" {
 		s += " to " + e.Reference
 	}
@@ -159,14 +160,15 @@ const (
 	KindStop                        // the session is over: Step.Err says why
 )
 
-// A Machine passes devicecore's step kinds and NoConnack on as they are:
-// the build fails if the two part.
+// A Machine passes devicecore's step kinds and NoConnack on as they are,
+// and the transport's NoConnack: the build fails if they part.
 var (
 	_ [0]struct{} = [KindWait - StepKind(devicecore.KindWait)]struct{}{}
 	_ [0]struct{} = [KindConnect - StepKind(devicecore.KindConnect)]struct{}{}
 	_ [0]struct{} = [KindOnline - StepKind(devicecore.KindOnline)]struct{}{}
 	_ [0]struct{} = [KindStop - StepKind(devicecore.KindStop)]struct{}{}
 	_ [0]struct{} = [NoConnack - devicecore.NoConnack]struct{}{}
+	_ [0]struct{} = [NoConnack - transport.NoConnack]struct{}{}
 )
 
 // Result is the outcome of one connect attempt. The zero Result is a
@@ -304,7 +306,7 @@ func (m *Machine) since(now time.Time) time.Duration {
 type connackRefusal uint8
 
 func (c connackRefusal) Error() string {
-	return fmt.Sprintf("CONNACK %d (%s)", int(c), codeText(int(c)))
+	return fmt.Sprintf("CONNACK %d (%s)", int(c), transport.CodeText(int(c)))
 }
 
 // As lets errors.As find a *ConnackError in it.
@@ -314,22 +316,6 @@ func (c connackRefusal) As(target any) bool {
 		return true
 	}
 	return false
-}
-
-func connackText(code int) string {
-	switch code {
-	case 1:
-		return "unacceptable protocol version"
-	case 2:
-		return "identifier rejected"
-	case 3:
-		return "server unavailable"
-	case 4:
-		return "bad user name or password"
-	case 5:
-		return "not authorised"
-	}
-	return "unknown to MQTT 3.1.1"
 }
 
 // alsoInvalid wraps err, another package's verdict on part of an input of

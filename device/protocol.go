@@ -2,31 +2,15 @@ package device
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"time"
-)
 
-// protocol is the MQTT version an Agent speaks: 3.1.1 through paho
-// (v3.go), or 5 through paho.golang (v5.go). The agent owns the timing and
-// the endpoints; a protocol makes the one attempt it is asked for over a
-// connection the agent dials (Agent.dial), carries subscriptions and
-// publishes while the session is up, and reports the session's loss on
-// Agent.lost.
-type protocol interface {
-	// connect makes one attempt and reads its outcome. If ctx ends first
-	// the attempt is cut short, and the caller disconnects a connect that
-	// won the race.
-	connect(ctx context.Context) Result
-	// sessionPresent is the last accepted CONNACK's flag.
-	sessionPresent() bool
-	subscribe(ctx context.Context, topic string, s subscription) error
-	// publish sends on the session; conn is the attempt count when the
-	// caller saw the session up (see ErrUnconfirmed).
-	publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error
-	disconnect()
-}
+	"github.com/herdguard/herdguard/device/internal/inbox"
+	"github.com/herdguard/herdguard/device/internal/transport"
+)
 
 // Protocol is the MQTT version an Agent speaks. The zero Protocol is
 // MQTT311. A Protocol is a plain value, safe to share.
@@ -58,18 +42,32 @@ func ParseProtocol(s string) (Protocol, error) {
 	return 0, fmt.Errorf("%w: MQTT version %q: want 3.1.1 or 5", ErrInvalid, s)
 }
 
-func newProtocol(a *Agent) (protocol, error) {
-	if a.cfg.Protocol == MQTT5 {
-		return newV5(a)
+// newProtocol makes the client of the MQTT version the Config names. The
+// agent owns the timing and the endpoints; the client makes the one
+// attempt it is asked for, over a connection the agent dials (host.Dial),
+// carries subscriptions and publishes while the session is up, and
+// reports the session's loss on Agent.lost.
+func newProtocol(a *Agent) (transport.Client, error) {
+	cfg := &a.cfg
+	s := transport.Settings{Broker: a.endpoints[0], ClientID: cfg.ClientID, Username: cfg.Username, Password: cfg.Password,
+		KeepAlive: cfg.KeepAlive, PingTimeout: cfg.PingTimeout, ConnectTimeout: cfg.ConnectTimeout,
+		PersistentSession: cfg.PersistentSession, SessionExpiry: cfg.SessionExpiry,
+		IncomingQueue: cfg.IncomingQueue, IncomingQueueBytes: cfg.IncomingQueueBytes, MaxIncomingPacket: cfg.MaxIncomingPacket}
+	c, err := transport.New(s, host{a}, cfg.Protocol == MQTT5)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return newV3(a), nil
+	return c, nil
 }
 
-// dial opens a connection to the endpoint the next attempt goes to, and
-// watches it (guardConn). Stopping the agent aborts the dial, its own or
-// Config.Dial's (through its context), and closes a connection still in
-// its handshake.
-func (a *Agent) dial(timeout time.Duration, v5 bool) (*guardConn, error) {
+// host is the Agent as its transport client sees it.
+type host struct{ a *Agent }
+
+// Dial opens a connection to the endpoint the next attempt goes to, and
+// guards it. Stopping the agent aborts the dial, its own or Config.Dial's
+// (through its context), and closes a connection still in its handshake.
+func (h host) Dial(timeout time.Duration, v5 bool) (*transport.Conn, error) {
+	a := h.a
 	ctx := a.runCtx
 	u := a.target()
 	var conn net.Conn
@@ -79,19 +77,93 @@ func (a *Agent) dial(timeout time.Duration, v5 bool) (*guardConn, error) {
 		conn, err = a.cfg.Dial(dctx, u)
 		cancel()
 	} else {
-		conn, err = dialURL(ctx, u, timeout, a.cfg.TLS)
+		conn, err = transport.DialURL(ctx, u, timeout, a.cfg.TLS)
 	}
 	if err != nil {
 		return nil, err
 	}
-	s := newGuardConn(conn, a.cfg.MaxIncomingPacket)
-	s.v5 = v5
-	a.wire.Store(s)
+	g := transport.NewConn(conn, a.cfg.MaxIncomingPacket, v5)
+	a.wire.Store(g)
 	if err := ctx.Err(); err != nil { // stopped while dialling: connect may have missed this conn
 		conn.Close()
 		return nil, err
 	}
-	return s, nil
+	return g, nil
+}
+
+// NewAttempt readies the agent for a connect attempt: a loss reported of
+// an earlier session is stale, and the attempt is counted before it can
+// complete anything (a resend may complete older publishes).
+func (h host) NewAttempt() {
+	select {
+	case <-h.a.lost:
+	default:
+	}
+	h.a.conns.Add(1)
+	h.a.wire.Store(nil)
+}
+
+func (h host) Wire() *transport.Conn { return h.a.wire.Load() }
+func (h host) Conns() uint64         { return h.a.conns.Load() }
+func (h host) Connected() bool       { return h.a.Connected() }
+
+func (h host) Lost(err error) {
+	select {
+	case h.a.lost <- err:
+	default:
+	}
+}
+
+func (h host) Deliver(handler transport.Handler, topic string, payload []byte, ack func(), gone <-chan struct{}) {
+	h.a.inbox.Put(inbox.Delivery{Handler: handler, Topic: topic, Payload: payload, Ack: ack}, gone)
+}
+
+func (h host) HandlerFor(topic string) transport.Handler {
+	if hf := h.a.handlerFor(topic); hf != nil {
+		return hf
+	}
+	return nil // not a nil Handler in a non-nil func value
+}
+
+// meaning gives a fact the transport reported its public error: the
+// too-large packet or the broken frame of the current connection
+// (reported once), a broker's refusal or DISCONNECT with its code.
+func (a *Agent) meaning(err error) error {
+	var tl *transport.TooLarge
+	var br *transport.Breach
+	var dc *transport.Disconnect
+	switch {
+	case errors.As(err, &tl):
+		if v := a.oversized(); v != nil {
+			return v
+		}
+		return &PacketTooLargeError{Type: tl.Type, Length: tl.Length, Limit: tl.Limit}
+	case errors.As(err, &br):
+		if v := a.brokeProtocol(); v != nil {
+			return v
+		}
+		return protocolError(br)
+	case errors.As(err, &dc):
+		return &DisconnectError{Code: dc.Code, Reference: dc.Reference, Reason: dc.Reason}
+	}
+	return err
+}
+
+// result is an attempt's outcome as the Machine reads it.
+func (a *Agent) result(r transport.Result) Result {
+	err := a.meaning(r.Err)
+	if r.Code > 0 {
+		err = &ConnackError{Code: r.Code, Reference: r.Reference, Err: err}
+	}
+	return Result{Code: r.Code, Err: err}
+}
+
+func protocolError(b *transport.Breach) *ProtocolError {
+	pe := &ProtocolError{Type: b.Type, Reason: b.Reason}
+	if b.V5 {
+		pe.Protocol = MQTT5
+	}
+	return pe
 }
 
 // target is the endpoint the next attempt goes to: where a broker

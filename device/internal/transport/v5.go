@@ -1,6 +1,6 @@
 //go:build !nomqtt5
 
-package device
+package transport
 
 import (
 	"context"
@@ -22,25 +22,26 @@ import (
 // messages, packet IDs) across them. paho.golang has no reconnect of its
 // own (autopaho, which has, is not used).
 type v5 struct {
-	a       *Agent
+	s       Settings
+	h       Host
 	session *state.State
 
 	mu     sync.Mutex
 	client *paho5.Client // the current session's, nil between sessions
-	wire   *guardConn    // its connection
+	wire   *Conn         // its connection
 
 	present atomic.Bool   // the last accepted CONNACK's flag
 	maxOut  atomic.Uint32 // the broker's Maximum Packet Size (0: none named)
 }
 
-func newV5(a *Agent) (protocol, error) {
-	return &v5{a: a, session: state.NewInMemory()}, nil
+func newV5(s Settings, h Host) (Client, error) {
+	return &v5{s: s, h: h, session: state.NewInMemory()}, nil
 }
 
-func (p *v5) sessionPresent() bool { return p.present.Load() }
+func (p *v5) SessionPresent() bool { return p.present.Load() }
 
 // current is the session's client and its connection, or nil.
-func (p *v5) current() (*paho5.Client, *guardConn) {
+func (p *v5) current() (*paho5.Client, *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.client, p.wire
@@ -49,45 +50,45 @@ func (p *v5) current() (*paho5.Client, *guardConn) {
 // connect makes one attempt: dial, CONNECT, and read the CONNACK, whose
 // code and properties (a Server Reference, the broker's limits) the guard
 // and paho.golang read.
-func (p *v5) connect(ctx context.Context) Result {
-	a := p.a
-	a.newAttempt()
+func (p *v5) Connect(ctx context.Context) Result {
+	cfg := &p.s
+	p.h.NewAttempt()
 	p.mu.Lock()
 	p.client, p.wire = nil, nil
 	p.mu.Unlock()
-	g, err := a.dial(a.cfg.ConnectTimeout, true)
+	g, err := p.h.Dial(cfg.ConnectTimeout, true)
 	if err != nil {
 		return Result{Code: NoConnack, Err: err}
 	}
 	c := paho5.NewClient(paho5.ClientConfig{
-		ClientID:                   a.cfg.ClientID,
+		ClientID:                   cfg.ClientID,
 		Conn:                       packets.NewThreadSafeConn(g),
 		Session:                    p.session,
-		PingHandler:                &pinger{timeout: a.cfg.PingTimeout},
-		PacketTimeout:              a.cfg.ConnectTimeout,
+		PingHandler:                &pinger{timeout: cfg.PingTimeout},
+		PacketTimeout:              cfg.ConnectTimeout,
 		EnableManualAcknowledgment: true, // a QoS 1 message acknowledged once its handler has it
 		OnPublishReceived:          []func(paho5.PublishReceived) (bool, error){func(r paho5.PublishReceived) (bool, error) { return p.received(g, r) }},
 		OnServerDisconnect:         func(d *paho5.Disconnect) { p.serverDisconnect(g, d) },
 		OnClientError:              func(err error) { p.lost(g, err) },
 	})
-	cctx, cancel := context.WithTimeout(ctx, a.cfg.ConnectTimeout)
+	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
 	ca, err := c.Connect(cctx, p.connectPacket())
 	cancel()
-	if v := a.oversized(); v != nil {
+	if v := g.Oversized(); v != nil {
 		return Result{Code: NoConnack, Err: v}
 	}
-	if v := a.brokeProtocol(); v != nil {
+	if v := g.Broken(); v != nil {
 		if err == nil {
 			_ = c.Disconnect(&paho5.Disconnect{ReasonCode: 0x82}) // paho.golang called it a session: the wire says otherwise
 		}
 		return Result{Code: NoConnack, Err: v}
 	}
 	if ca != nil && ca.ReasonCode >= 0x80 {
-		ce := &ConnackError{Code: int(ca.ReasonCode), Err: err}
+		r := Result{Code: int(ca.ReasonCode), Err: err}
 		if ca.Properties != nil {
-			ce.Reference = ca.Properties.ServerReference
+			r.Reference = ca.Properties.ServerReference
 		}
-		return Result{Code: ce.Code, Err: ce}
+		return r
 	}
 	if err != nil {
 		return Result{Code: NoConnack, Err: err}
@@ -110,7 +111,7 @@ func (p *v5) connect(ctx context.Context) Result {
 // it is as many as IncomingQueueBytes holds of the largest packet, at most
 // IncomingQueue: what waits there is bounded as the inbox is.
 func (p *v5) connectPacket() *paho5.Connect {
-	cfg := &p.a.cfg
+	cfg := &p.s
 	receive := uint16(max(1, min(cfg.IncomingQueue, cfg.IncomingQueueBytes/cfg.MaxIncomingPacket, math.MaxUint16)))
 	maxPacket := uint32(cfg.MaxIncomingPacket + 5)
 	cp := &paho5.Connect{ClientID: cfg.ClientID, KeepAlive: uint16(cfg.KeepAlive / time.Second), CleanStart: !cfg.PersistentSession,
@@ -132,27 +133,21 @@ func (p *v5) connectPacket() *paho5.Connect {
 // lost reports the loss of the session on g, if g is still the current
 // connection: paho.golang may report an error more than once, and after
 // the agent's own Disconnect.
-func (p *v5) lost(g *guardConn, err error) {
-	if p.a.wire.Load() != g {
-		return
-	}
-	select {
-	case p.a.lost <- err:
-	default:
+func (p *v5) lost(g *Conn, err error) {
+	if p.h.Wire() == g {
+		p.h.Lost(err)
 	}
 }
 
 // serverDisconnect is the broker ending the session: its reason code, and
 // a Server Reference if it named one. A code MQTT 5 does not define for a
 // server's DISCONNECT is a protocol error.
-func (p *v5) serverDisconnect(g *guardConn, d *paho5.Disconnect) {
-	if !v5Known(d.ReasonCode, 'd') {
-		pe := &ProtocolError{Type: 14, Reason: fmt.Sprintf("DISCONNECT reason code %d (%#x), unknown to MQTT 5", d.ReasonCode, d.ReasonCode)}
-		g.breakWith(pe)
-		p.lost(g, pe)
+func (p *v5) serverDisconnect(g *Conn, d *paho5.Disconnect) {
+	if !known(d.ReasonCode, 'd') {
+		p.lost(g, g.Break(14, fmt.Sprintf("DISCONNECT reason code %d (%#x), unknown to MQTT 5", d.ReasonCode, d.ReasonCode)))
 		return
 	}
-	de := &DisconnectError{Code: int(d.ReasonCode)}
+	de := &Disconnect{Code: int(d.ReasonCode)}
 	if d.Properties != nil {
 		de.Reference, de.Reason = d.Properties.ServerReference, d.Properties.ReasonString
 	}
@@ -162,7 +157,7 @@ func (p *v5) serverDisconnect(g *guardConn, d *paho5.Disconnect) {
 // received hands a message that came on g to the handlers of the
 // subscriptions it matches, through the inbox; one that matches none is
 // acknowledged at once.
-func (p *v5) received(g *guardConn, r paho5.PublishReceived) (bool, error) {
+func (p *v5) received(g *Conn, r paho5.PublishReceived) (bool, error) {
 	pb, c := r.Packet, r.Client
 	ack := func() {
 		select {
@@ -171,12 +166,12 @@ func (p *v5) received(g *guardConn, r paho5.PublishReceived) (bool, error) {
 			_ = c.Ack(pb)
 		}
 	}
-	h := p.a.handlerFor(pb.Topic)
+	h := p.h.HandlerFor(pb.Topic)
 	if h == nil {
 		ack()
 		return false, nil
 	}
-	p.a.inbox.put(delivery{handler: h, topic: pb.Topic, payload: pb.Payload, ack: ack}, g.closed)
+	p.h.Deliver(h, pb.Topic, pb.Payload, ack, g.Closed())
 	return true, nil
 }
 
@@ -188,27 +183,23 @@ var subackCodes = map[byte]string{
 	0xA1: "subscription identifiers not supported", 0xA2: "wildcard subscriptions not supported",
 }
 
-func (p *v5) subscribe(ctx context.Context, topic string, s subscription) error {
+func (p *v5) Subscribe(ctx context.Context, topic string, qos byte, _ Handler) error {
 	c, g := p.current()
 	if c == nil {
 		return ErrNotConnected
 	}
-	sa, err := c.Subscribe(ctx, &paho5.Subscribe{Subscriptions: []paho5.SubscribeOptions{{Topic: topic, QoS: s.qos}}})
+	sa, err := c.Subscribe(ctx, &paho5.Subscribe{Subscriptions: []paho5.SubscribeOptions{{Topic: topic, QoS: qos}}})
 	if sa == nil {
 		return err
 	}
 	if len(sa.Reasons) != 1 {
-		pe := &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK with %d reason codes for one topic", len(sa.Reasons))}
-		g.breakWith(pe)
-		return pe
+		return g.Break(9, fmt.Sprintf("a SUBACK with %d reason codes for one topic", len(sa.Reasons)))
 	}
 	code := sa.Reasons[0]
 	name, known := subackCodes[code]
 	switch {
 	case !known:
-		pe := &ProtocolError{Type: 9, Reason: fmt.Sprintf("SUBACK reason code %d (%#x), unknown to MQTT 5", code, code)}
-		g.breakWith(pe)
-		return pe
+		return g.Break(9, fmt.Sprintf("SUBACK reason code %d (%#x), unknown to MQTT 5", code, code))
 	case code >= 0x80:
 		return fmt.Errorf("%w: %s: %#02x (%s)", ErrSubscriptionRefused, topic, code, name)
 	}
@@ -233,7 +224,7 @@ func publishSize(topic string, qos byte, payload []byte) int {
 // ended before its PUBACK came.
 const errShutdown = "PUBLISH transmitted but not fully acknowledged at time of shutdown"
 
-func (p *v5) publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
+func (p *v5) Publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
 	c, _ := p.current()
 	if c == nil {
 		return ErrNotConnected
@@ -245,20 +236,20 @@ func (p *v5) publish(ctx context.Context, conn uint64, topic string, qos byte, r
 	resp, err := c.PublishWithOptions(ctx, &paho5.Publish{QoS: qos, Retain: retained, Topic: topic, Payload: payload}, paho5.PublishOptions{})
 	switch {
 	case resp != nil && resp.ReasonCode >= 0x80:
-		return fmt.Errorf("%w: PUBACK %#02x (%s)", ErrPublishRefused, resp.ReasonCode, codeText(int(resp.ReasonCode)))
+		return fmt.Errorf("%w: PUBACK %#02x (%s)", ErrPublishRefused, resp.ReasonCode, CodeText(int(resp.ReasonCode)))
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case qos > 0 && (err.Error() == errShutdown || p.a.conns.Load() != conn):
+	case qos > 0 && (err.Error() == errShutdown || p.h.Conns() != conn):
 		return ErrUnconfirmed
-	case !p.a.Connected():
+	case !p.h.Connected():
 		return ErrNotConnected
 	}
 	return err
 }
 
-func (p *v5) disconnect() {
+func (p *v5) Disconnect() {
 	p.mu.Lock()
 	c := p.client
 	p.client, p.wire = nil, nil

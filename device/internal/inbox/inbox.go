@@ -1,4 +1,6 @@
-package device
+// Package inbox is the device agent's queue of incoming messages: bounded
+// in count and bytes, handed to the handlers one at a time, in order.
+package inbox
 
 import (
 	"sync"
@@ -6,23 +8,7 @@ import (
 	"time"
 )
 
-// The defaults of Config.IncomingQueue and IncomingQueueBytes: enough to
-// ride out a handler's pause, little enough for any device.
-const (
-	DefaultIncomingQueue      = 32
-	DefaultIncomingQueueBytes = 1 << 20
-)
-
-// BackPressureCounter is a Metrics that also counts the time the agent
-// stopped reading from the broker because its handlers were behind (the
-// incoming queue full). It is optional, as PacketTooLargeCounter is, and
-// called from paho's reading goroutine once a hold ends: the same rule
-// holds, safe for concurrent use if shared by agents.
-type BackPressureCounter interface {
-	BackPressure(held time.Duration)
-}
-
-// inbox hands the messages paho reads to the handlers: one at a time, in
+// Queue hands the messages the MQTT client reads to their handlers: one at a time, in
 // the order they arrived, on one goroutine. It holds at most limit
 // messages and limitBytes of topics and payloads, the one a handler is on
 // included (one message is always taken, whatever its size). Past that,
@@ -30,14 +16,14 @@ type BackPressureCounter interface {
 // socket, and the broker meets TCP's back-pressure. So a flood costs a
 // device its queue and paho's few packets in flight, never a goroutine
 // and a copy a message.
-type inbox struct {
+type Queue struct {
 	limit, limitBytes int
 	clock             interface{ Now() time.Time }
 	stop              <-chan struct{} // the agent stopping
 	onHeld            func(time.Duration)
 
 	mu       sync.Mutex
-	items    []delivery
+	items    []Delivery
 	handling int           // 1 while a handler is on a message taken from items
 	bytes    int           // of items and the message handled
 	ready    chan struct{} // a message was put
@@ -45,27 +31,30 @@ type inbox struct {
 	held     atomic.Int64  // nanoseconds put waited, in all
 }
 
-// delivery is a message and the handler it is for; ack acknowledges it
+// Delivery is a message and the handler it is for; Ack acknowledges it
 // to the broker once the handler is done.
-type delivery struct {
-	handler Handler
-	topic   string
-	payload []byte
-	ack     func()
+type Delivery struct {
+	Handler func(topic string, payload []byte)
+	Topic   string
+	Payload []byte
+	Ack     func()
 	size    int
 }
 
-func newInbox(limit, limitBytes int, clock interface{ Now() time.Time }, stop <-chan struct{}, onHeld func(time.Duration)) *inbox {
-	return &inbox{limit: limit, limitBytes: limitBytes, clock: clock, stop: stop, onHeld: onHeld,
+// New makes a queue of at most limit messages and limitBytes of topics
+// and payloads. It stops taking and handing messages when stop closes;
+// onHeld, if set, is told of each wait of Put for room, once it ends.
+func New(limit, limitBytes int, clock interface{ Now() time.Time }, stop <-chan struct{}, onHeld func(time.Duration)) *Queue {
+	return &Queue{limit: limit, limitBytes: limitBytes, clock: clock, stop: stop, onHeld: onHeld,
 		ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
-// put queues a message for its handler, waiting while the queue is full.
+// Put queues a message for its handler, waiting while the queue is full.
 // It returns false if the agent stopped or the connection the message came
 // on closed meanwhile (gone: nil never is): the message is then dropped
 // unacknowledged, and a broker keeping the session sends it again.
-func (q *inbox) put(d delivery, gone <-chan struct{}) bool {
-	d.size = len(d.topic) + len(d.payload)
+func (q *Queue) Put(d Delivery, gone <-chan struct{}) bool {
+	d.size = len(d.Topic) + len(d.Payload)
 	var since time.Time
 	for {
 		q.mu.Lock()
@@ -97,10 +86,10 @@ func (q *inbox) put(d delivery, gone <-chan struct{}) bool {
 	}
 }
 
-// run delivers each message to its handler, in order, until the agent
+// Run delivers each message to its handler, in order, until the agent
 // stops (what is still queued then is dropped unacknowledged); deliver
 // runs the handler and acknowledges the message.
-func (q *inbox) run(deliver func(delivery)) {
+func (q *Queue) Run(deliver func(Delivery)) {
 	for {
 		select {
 		case <-q.stop:
@@ -118,7 +107,7 @@ func (q *inbox) run(deliver func(delivery)) {
 			}
 		}
 		d := q.items[0]
-		q.items[0] = delivery{}
+		q.items[0] = Delivery{}
 		q.items = q.items[1:]
 		q.handling = 1
 		q.mu.Unlock()
@@ -131,8 +120,8 @@ func (q *inbox) run(deliver func(delivery)) {
 	}
 }
 
-// heldFor is the time put has waited for room, in all.
-func (q *inbox) heldFor() time.Duration { return time.Duration(q.held.Load()) }
+// HeldFor is the time Put has waited for room, in all.
+func (q *Queue) HeldFor() time.Duration { return time.Duration(q.held.Load()) }
 
 // signal wakes a waiter on c, if none is already due to wake.
 func signal(c chan struct{}) {

@@ -1,6 +1,6 @@
 //go:build !nomqtt5
 
-package device
+package transport
 
 import (
 	"context"

@@ -1,6 +1,6 @@
 //go:build !nomqtt5
 
-package device
+package transport
 
 import (
 	"bytes"
@@ -24,8 +24,7 @@ func FuzzPahoGolangReadsThroughTheGuard(f *testing.F) {
 	f.Add([]byte{0x30, 0x0a, 0, 1, 'a', 0x05, 0x26, 0, 1, 'k', 0, 0xff}) // a user property cut short
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		const limit = 64
-		g := newGuardConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit)
-		g.v5 = true
+		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit, true)
 		for {
 			p, err := packets5.ReadPacket(g)
 			if err != nil {

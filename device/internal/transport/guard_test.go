@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"bytes"
@@ -64,7 +64,7 @@ func TestGuardFollowsFramesAcrossAnyChunking(t *testing.T) {
 		}
 		over := limit + 1 + rng.IntN(1<<20)
 		stream = append(stream, frame(3, make([]byte, over))...)
-		g := newGuardConn(&chunkConn{r: bytes.NewReader(stream), rng: rng}, limit)
+		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rng}, limit, false)
 		read := 0
 		var err error
 		buf := make([]byte, 1+rng.IntN(4096))
@@ -73,20 +73,20 @@ func TestGuardFollowsFramesAcrossAnyChunking(t *testing.T) {
 			n, err = g.Read(buf)
 			read += n
 		}
-		var v *PacketTooLargeError
+		var v *TooLarge
 		require.ErrorAs(t, err, &v, "seed %d", seed)
-		assert.Equal(t, PacketTooLargeError{Type: 3, Length: over, Limit: limit}, *v, "seed %d", seed)
-		assert.Equal(t, int(code), g.connackCode(), "seed %d", seed)
+		assert.Equal(t, TooLarge{Type: 3, Length: over, Limit: limit}, *v, "seed %d", seed)
+		assert.Equal(t, int(code), g.ConnackCode(), "seed %d", seed)
 		assert.Less(t, read, len(stream)-over, "seed %d: no byte of the oversized packet reached the reader", seed)
 		_, err = g.Read(buf)
 		assert.ErrorAs(t, err, &v, "every later read fails too")
 	}
 	// a stream that ends cleanly is passed through whole
-	g := newGuardConn(&chunkConn{r: bytes.NewReader(frame(2, []byte{0, 0})), rng: rand.New(rand.NewPCG(1, 1))}, limit)
+	g := NewConn(&chunkConn{r: bytes.NewReader(frame(2, []byte{0, 0})), rng: rand.New(rand.NewPCG(1, 1))}, limit, false)
 	b, err := io.ReadAll(g)
 	require.NoError(t, err)
 	assert.Len(t, b, 4)
-	assert.Equal(t, 0, g.connackCode())
+	assert.Equal(t, 0, g.ConnackCode())
 }
 
 // Whatever a broker sends, paho reading through the guard returns an
@@ -99,7 +99,7 @@ func FuzzPahoReadsThroughTheGuard(f *testing.F) {
 	f.Add([]byte{0x20, 2, 0, 0x87})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		const limit = 64
-		g := newGuardConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit)
+		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit, false)
 		for {
 			p, err := packets.ReadPacket(g)
 			if err != nil {

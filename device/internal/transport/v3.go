@@ -1,4 +1,4 @@
-package device
+package transport
 
 import (
 	"context"
@@ -16,13 +16,14 @@ import (
 // retry off: one paho client for the agent's life, told to connect once
 // each time the agent's timing says so, over a connection the agent dials.
 type v3 struct {
-	a       *Agent
+	s       Settings
+	h       Host
 	client  paho.Client
 	present atomic.Bool // the last accepted CONNACK's flag
 }
 
-func newV3(a *Agent) *v3 {
-	p := &v3{a: a}
+func newV3(s Settings, h Host) *v3 {
+	p := &v3{s: s, h: h}
 	p.client = paho.NewClient(p.options())
 	return p
 }
@@ -30,8 +31,8 @@ func newV3(a *Agent) *v3 {
 // options is the paho client the agent drives: paho's own reconnect and
 // retry off, since every connect's timing is the agent's.
 func (p *v3) options() *paho.ClientOptions {
-	a, cfg := p.a, &p.a.cfg
-	opts := paho.NewClientOptions().AddBroker(a.endpoints[0].String()).SetClientID(cfg.ClientID).
+	cfg, h := &p.s, p.h
+	opts := paho.NewClientOptions().AddBroker(cfg.Broker.String()).SetClientID(cfg.ClientID).
 		SetProtocolVersion(4). // else every refusal is retried as 3.1: twice the load in a storm
 		SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
@@ -39,14 +40,13 @@ func (p *v3) options() *paho.ClientOptions {
 		SetOrderMatters(true).    // each message handed to the inbox in order, by paho's reading goroutine
 		SetAutoAckDisabled(true). // a QoS 1 message acknowledged once its handler has it
 		SetCustomOpenConnectionFn(func(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
-			return a.dial(o.ConnectTimeout, false) // paho knows only the first endpoint
-		}).
-		SetConnectionLostHandler(func(_ paho.Client, err error) {
-			select {
-			case a.lost <- err:
-			default:
+			c, err := h.Dial(o.ConnectTimeout, false) // paho knows only the first endpoint
+			if err != nil {
+				return nil, err // not a nil *Conn in a non-nil net.Conn
 			}
-		})
+			return c, nil
+		}).
+		SetConnectionLostHandler(func(_ paho.Client, err error) { h.Lost(err) })
 	if cfg.Username != "" {
 		opts.SetUsername(cfg.Username)
 	}
@@ -56,7 +56,7 @@ func (p *v3) options() *paho.ClientOptions {
 	return opts
 }
 
-func (p *v3) sessionPresent() bool { return p.present.Load() }
+func (p *v3) SessionPresent() bool { return p.present.Load() }
 
 // paho's answers to a Connect made while its status has not settled: a failed
 // connect's token completes before its status returns to disconnected, and
@@ -72,18 +72,18 @@ const (
 // connect still waits for paho to finish with it, so no paho goroutine
 // outlives the agent and a connect that won the race is disconnected by the
 // caller.
-func (p *v3) connect(ctx context.Context) Result {
-	a := p.a
-	a.newAttempt()
+func (p *v3) Connect(ctx context.Context) Result {
+	h := p.h
+	h.NewAttempt()
 	var tok paho.Token
-	settle := time.Now().Add(a.cfg.ConnectTimeout) // real time: this is paho's internal state, not the schedule
+	settle := time.Now().Add(p.s.ConnectTimeout) // real time: this is paho's internal state, not the schedule
 	for {
 		tok = p.client.Connect()
 		select { // never overlap two connects
 		case <-tok.Done():
 		case <-ctx.Done():
-			if s := a.wire.Load(); s != nil {
-				s.Conn.Close()
+			if w := h.Wire(); w != nil {
+				w.Conn.Close()
 			}
 			<-tok.Done() // prompt now: a TCP/TLS dial watches ctx too
 		}
@@ -101,24 +101,25 @@ func (p *v3) connect(ctx context.Context) Result {
 		time.Sleep(time.Millisecond) // paho's status settles in microseconds
 	}
 	code := NoConnack
-	if s := a.wire.Load(); s != nil {
-		code = s.connackCode()
+	w := h.Wire()
+	if w != nil {
+		code = w.ConnackCode()
 	}
 	err := tok.Error()
-	if v := a.oversized(); v != nil && err != nil {
-		return Result{Code: NoConnack, Err: v}
+	if w != nil && w.Oversized() != nil && err != nil {
+		return Result{Code: NoConnack, Err: w.Oversized()}
 	}
-	if v := a.brokeProtocol(); v != nil {
+	if w != nil && w.Broken() != nil {
 		if err == nil {
 			p.client.Disconnect(0) // paho called it a session: the wire says otherwise
 		}
-		return Result{Code: NoConnack, Err: v}
+		return Result{Code: NoConnack, Err: w.Broken()}
 	}
 	switch {
 	case err == nil && code > 0:
 		// The zombie: paho calls it connected, the broker refused it.
 		p.client.Disconnect(0)
-		return Result{Code: code, Err: &ConnackError{Code: code, Err: errPahoZombie}}
+		return Result{Code: code, Err: errPahoZombie}
 	case err == nil:
 		p.present.Store(tok.(*paho.ConnectToken).SessionPresent())
 		return Result{Code: 0}
@@ -128,9 +129,6 @@ func (p *v3) connect(ctx context.Context) Result {
 			code = rc
 		}
 	}
-	if code > 0 {
-		err = &ConnackError{Code: code, Err: err}
-	}
 	return Result{Code: code, Err: err}
 }
 
@@ -138,16 +136,20 @@ func (p *v3) connect(ctx context.Context) Result {
 // as a session: a CONNACK code it does not know.
 var errPahoZombie = errors.New("paho reports it as a successful connect")
 
-func (p *v3) disconnect() {
+func (p *v3) Disconnect() {
 	if p.client.IsConnectionOpen() {
 		p.client.Disconnect(250)
 	}
 }
 
-func (p *v3) subscribe(ctx context.Context, topic string, s subscription) error {
-	a := p.a
-	tok := p.client.Subscribe(topic, s.qos, func(_ paho.Client, msg paho.Message) {
-		a.inbox.put(delivery{handler: s.handler, topic: msg.Topic(), payload: msg.Payload(), ack: msg.Ack}, a.wireGone())
+func (p *v3) Subscribe(ctx context.Context, topic string, qos byte, handler Handler) error {
+	h := p.h
+	tok := p.client.Subscribe(topic, qos, func(_ paho.Client, msg paho.Message) {
+		var gone <-chan struct{}
+		if w := h.Wire(); w != nil {
+			gone = w.Closed() // the message came on it: paho reads one connection at a time
+		}
+		h.Deliver(handler, msg.Topic(), msg.Payload(), msg.Ack, gone)
 	})
 	select {
 	case <-tok.Done():
@@ -163,7 +165,7 @@ func (p *v3) subscribe(ctx context.Context, topic string, s subscription) error 
 	}
 }
 
-func (p *v3) publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
+func (p *v3) Publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error {
 	tok := p.client.Publish(topic, qos, retained, payload)
 	select {
 	case <-tok.Done():
@@ -171,7 +173,7 @@ func (p *v3) publish(ctx context.Context, conn uint64, topic string, qos byte, r
 		switch {
 		case errors.Is(err, paho.ErrNotConnected):
 			return ErrNotConnected
-		case err == nil && qos > 0 && p.a.conns.Load() != conn:
+		case err == nil && qos > 0 && p.h.Conns() != conn:
 			return ErrUnconfirmed
 		}
 		return err

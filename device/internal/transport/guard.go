@@ -1,0 +1,266 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TooLarge is a packet the guard refused: its header declared more than
+// the limit, or a malformed length (Length -1).
+type TooLarge struct {
+	Type   byte // the MQTT control packet type
+	Length int  // the remaining length declared; -1 for a malformed length
+	Limit  int
+}
+
+func (e *TooLarge) Error() string {
+	if e.Length < 0 {
+		return fmt.Sprintf("incoming MQTT packet (type %d) has a malformed length", e.Type)
+	}
+	return fmt.Sprintf("incoming MQTT packet (type %d) declares %d bytes, over the %d-byte limit", e.Type, e.Length, e.Limit)
+}
+
+// Breach is a packet that breaks MQTT in a way the client would misread.
+type Breach struct {
+	Type   byte   // the MQTT control packet type
+	Reason string // what was wrong, as a sentence's end
+	V5     bool   // the connection spoke MQTT 5
+}
+
+func (e *Breach) Error() string {
+	return fmt.Sprintf("the broker broke MQTT (packet type %d): %s", e.Type, e.Reason)
+}
+
+// maxRemainingLength is MQTT's largest remaining length (four length bytes).
+const maxRemainingLength = 1<<28 - 1
+
+// Conn is the agent's view of every connection: it follows the MQTT
+// frames paho reads, so that it can
+//   - refuse a packet over the limit before paho allocates it (paho reads
+//     the fixed header and the length a byte at a time, then the body in
+//     one read of the declared size);
+//   - read the CONNACK return code off the wire, and refuse a CONNACK or a
+//     SUBACK paho would misread (Breach). paho v1.5.1 turns a code
+//     it does not know (an MQTT 5 code such as 0x87 sent to a 3.1.1
+//     client), or a CONNACK longer than two bytes, into a successful
+//     connect; the bytes on the wire are the only reliable answer.
+//
+// Read is called by one paho goroutine at a time (the connect, then the
+// incoming loop); what other goroutines read is atomic.
+type Conn struct {
+	net.Conn
+	limit int
+	v5    bool // MQTT 5: a CONNACK has properties, a SUBACK too
+
+	// frame state, only touched by Read
+	state   frameState
+	typ     byte // the current packet's type
+	flags   byte // its fixed header's flags
+	length  int  // remaining length, as decoded so far
+	lenByte int  // length bytes read of the current packet
+	left    int  // body bytes still to pass
+	packets int  // packets whose header was read
+
+	code     atomic.Int32 // the first packet's CONNACK code, or NoConnack
+	tooLarge atomic.Pointer[TooLarge]
+	broken   atomic.Pointer[Breach]
+	reported atomic.Bool // the agent has reported tooLarge or broken
+
+	closed    chan struct{} // closed by Close: a message waiting for the inbox gives up
+	closeOnce sync.Once
+}
+
+type frameState uint8
+
+const (
+	inHeader frameState = iota
+	inLength
+	inBody
+)
+
+// NewConn guards c: no packet over limit bytes reaches the client. v5
+// reads CONNACKs and SUBACKs as MQTT 5 has them.
+func NewConn(c net.Conn, limit int, v5 bool) *Conn {
+	g := &Conn{Conn: c, limit: limit, v5: v5, closed: make(chan struct{})}
+	g.code.Store(NoConnack)
+	return g
+}
+
+// Close closes the connection and tells whatever waits on it. paho closes
+// a connection it has lost before it waits for its goroutines, so a
+// message held back for a full inbox is let go rather than holding paho.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+func (c *Conn) Read(p []byte) (int, error) {
+	if err := c.tooLarge.Load(); err != nil {
+		return 0, err
+	}
+	if err := c.broken.Load(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(p)
+	if bad := c.follow(p[:n]); bad != nil {
+		switch v := bad.(type) {
+		case *TooLarge:
+			c.tooLarge.Store(v)
+		case *Breach:
+			v.V5 = c.v5
+			c.broken.Store(v)
+		}
+		_ = c.Close() // the rest of the packet is never read
+		return 0, bad // none of these bytes reach paho
+	}
+	return n, err
+}
+
+// Break ends the connection for a breach found above the frames (an MQTT
+// 5 SUBACK or DISCONNECT code), unless one was found already: the
+// session's loss is then reported as that one. It returns the breach.
+func (c *Conn) Break(typ byte, reason string) *Breach {
+	c.broken.CompareAndSwap(nil, &Breach{Type: typ, Reason: reason, V5: c.v5})
+	_ = c.Close()
+	return c.broken.Load()
+}
+
+// follow advances the frame state over b, returning the violation if a
+// header in it declares too much, or a CONNACK or SUBACK in it is not
+// what MQTT 3.1.1 says.
+func (c *Conn) follow(b []byte) error {
+	for i := 0; i < len(b); {
+		switch c.state {
+		case inHeader:
+			c.typ, c.flags, c.length, c.lenByte = b[i]>>4, b[i]&0x0f, 0, 0
+			c.packets++
+			c.state = inLength
+			i++
+			if c.packets == 1 && (c.typ != 2 || c.flags != 0) {
+				return &Breach{Type: c.typ, Reason: fmt.Sprintf("the first packet is of type %d, flags %#x, not a CONNACK", c.typ, c.flags)}
+			}
+			if c.typ == 9 && c.flags != 0 {
+				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK with reserved flags %#x", c.flags)}
+			}
+		case inLength:
+			d := b[i]
+			i++
+			c.length |= int(d&0x7f) << (7 * c.lenByte)
+			c.lenByte++
+			if d&0x80 != 0 {
+				if c.lenByte == 4 { // a fifth length byte: paho would take the next byte as body
+					return &TooLarge{Type: c.typ, Length: -1, Limit: c.limit}
+				}
+				continue
+			}
+			// The length is complete; paho allocates it on its next read.
+			if c.length > c.limit {
+				return &TooLarge{Type: c.typ, Length: c.length, Limit: c.limit}
+			}
+			switch {
+			case c.packets == 1 && !c.v5 && c.length != 2:
+				return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not 2", c.length)}
+			case c.packets == 1 && c.v5 && c.length < 2:
+				return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not at least 2", c.length)}
+			case c.typ == 9 && !c.v5 && c.length < 3:
+				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes, with no return code", c.length)}
+			case c.typ == 9 && c.v5 && c.length < 3: // a packet ID and a properties length, at least
+				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes", c.length)}
+			}
+			c.left = c.length
+			c.state = inBody
+			if c.left == 0 {
+				c.state = inHeader
+			}
+		case inBody:
+			k := min(c.left, len(b)-i)
+			if c.packets == 1 || c.typ == 9 { // only a CONNACK's and a SUBACK's bodies are read; a PUBLISH's is passed whole
+				for j := 0; j < k; j++ {
+					if bad := c.body(c.length-c.left+j, b[i+j]); bad != nil {
+						return bad
+					}
+				}
+			}
+			c.left -= k
+			i += k
+			if c.left == 0 {
+				c.state = inHeader
+			}
+		}
+	}
+	return nil
+}
+
+// body checks the byte at offset off of the current packet's body: the
+// CONNACK's flags and code, a SUBACK's return codes (MQTT 3.1.1: an MQTT 5
+// SUBACK's codes come after its properties, and the v5 protocol checks
+// them as paho.golang reads them).
+func (c *Conn) body(off int, v byte) *Breach {
+	switch {
+	case c.packets == 1 && off == 0 && v&0xfe != 0:
+		return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK with reserved flags %#x", v)}
+	case c.packets == 1 && off == 1 && c.v5:
+		if !known(v, 'c') {
+			return &Breach{Type: 2, Reason: fmt.Sprintf("CONNACK reason code %d (%#x), unknown to MQTT 5", v, v)}
+		}
+		c.code.Store(int32(v))
+	case c.packets == 1 && off == 1:
+		if v > 5 {
+			return &Breach{Type: 2, Reason: fmt.Sprintf("CONNACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
+		}
+		c.code.Store(int32(v))
+	case c.typ == 9 && !c.v5 && off >= 2 && v > 2 && v != 0x80:
+		return &Breach{Type: 9, Reason: fmt.Sprintf("SUBACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
+	}
+	return nil
+}
+
+// ConnackCode returns the code read, or NoConnack.
+func (c *Conn) ConnackCode() int { return int(c.code.Load()) }
+
+// Oversized returns the packet that closed the connection, if one did.
+func (c *Conn) Oversized() *TooLarge { return c.tooLarge.Load() }
+
+// Broken returns the packet that broke MQTT and closed the connection, if
+// one did.
+func (c *Conn) Broken() *Breach { return c.broken.Load() }
+
+// FirstReport says whether this is the first call since the connection
+// closed for a packet: the agent reports it once.
+func (c *Conn) FirstReport() bool { return c.reported.CompareAndSwap(false, true) }
+
+// Closed is closed when the connection is: a message it brought that
+// waits for the agent's queue gives up then.
+func (c *Conn) Closed() <-chan struct{} { return c.closed }
+
+// DialURL opens a TCP or TLS connection for a broker URL, as paho would,
+// giving up when ctx ends.
+func DialURL(ctx context.Context, u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, error) {
+	host := u.Host
+	switch u.Scheme {
+	case "tcp", "mqtt":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "1883")
+		}
+		return (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", host)
+	case "ssl", "tls", "mqtts", "tcps":
+		if u.Port() == "" {
+			host = net.JoinHostPort(u.Hostname(), "8883")
+		}
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if tlsCfg != nil {
+			cfg = tlsCfg.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = u.Hostname()
+		}
+		return (&tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}).DialContext(ctx, "tcp", host)
+	}
+	return nil, fmt.Errorf("device: unsupported broker URL scheme %q (tcp, mqtt, ssl, tls, mqtts)", u.Scheme)
+}
