@@ -190,7 +190,7 @@ const NoConnack = -1
 // starts no goroutine; its driver (the Agent with the real clock, or a
 // simulator in virtual time) passes the time in and carries out each Step.
 // A Machine is not safe for concurrent use. The zero value is not usable:
-// use NewMachine, or Init on one in place.
+// use NewMachine.
 type Machine struct {
 	// A simulator of millions of devices drives devicecore.Cores itself;
 	// a Machine is a Core with its own timing, random source and clock.
@@ -206,23 +206,13 @@ type Machine struct {
 // Policy and Guard it points to may be shared by a fleet and must not
 // change afterwards.
 func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
-	m := &Machine{}
-	if err := m.Init(timing, src); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// Init makes m a new machine, as NewMachine does, in place.
-func (m *Machine) Init(timing *Timing, src rand.Source) error {
 	if err := timing.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if src == nil {
 		src = jitter.NewSource()
 	}
-	*m = Machine{ct: timing.core(), src: src}
-	return nil
+	return &Machine{ct: timing.core(), src: src}, nil
 }
 
 // core is what a devicecore.Core reads of t.

@@ -159,6 +159,6 @@ func (b *Backoff) Policy() *Policy { return b.policy }
 // a device that takes new tuning mid-outage neither starts over nor jumps.
 func (b *Backoff) SetPolicy(p *Policy) { b.policy = p }
 
-// Float64 draws from b's source: for callers that need a little more jitter
-// from the same per-device sequence.
-func (b *Backoff) Float64() float64 { return jitter.Float64(b.src) }
+// draw draws from b's source: a little more jitter from the same
+// per-device sequence.
+func (b *Backoff) draw() float64 { return jitter.Float64(b.src) }

@@ -148,7 +148,7 @@ func DoValue[T any](ctx context.Context, r Retry, op func(context.Context) (T, e
 		}
 		hint := r.clampHint(err)
 		if hint > 0 {
-			if floor := addSaturating(hint, r.hintJitter(hint, b.Float64())); floor > delay {
+			if floor := addSaturating(hint, r.hintJitter(hint, b.draw())); floor > delay {
 				delay = floor
 				if max := r.Policy.limits.MaxElapsed; max > 0 && now.Add(delay).Sub(b.start) > max {
 					return zero, &RetryError{Attempts: attempt, Reason: ErrExhausted, Last: err}
