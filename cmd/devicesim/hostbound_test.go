@@ -17,10 +17,10 @@ import (
 
 // boundAbove is a run whose host binds it at every scale above limit.
 func boundAbove(limit float64, scales *[]float64) func(plan.Plan) (*report.Report, error) {
-	return func(c plan.Plan) (*report.Report, error) {
-		*scales = append(*scales, c.TimeScale)
-		r := &report.Report{Setup: report.Setup{Policy: c.Policy}}
-		if c.TimeScale > limit {
+	return func(p plan.Plan) (*report.Report, error) {
+		*scales = append(*scales, p.TimeScale)
+		r := &report.Report{Setup: report.Setup{Policy: p.Policy}}
+		if p.TimeScale > limit {
 			r.Host = report.Host{Bound: true, NoticeP99S: 0.644}
 		}
 		return r, nil
@@ -30,10 +30,10 @@ func boundAbove(limit float64, scales *[]float64) func(plan.Plan) (*report.Repor
 // A run that leaves its scale to the host runs again at half the scale
 // while the host binds it; one given its scale runs once, and reports it.
 func TestARunTheHostBoundRunsAgainSlower(t *testing.T) {
-	c := plan.Default()
+	p := plan.Default()
 	var scales []float64
 	var out bytes.Buffer
-	r, served, err := slowerWhileBound(context.Background(), c, &out, boundAbove(1, &scales))
+	r, served, err := slowerWhileBound(context.Background(), p, &out, boundAbove(1, &scales))
 	require.NoError(t, err)
 	assert.Equal(t, []float64{4, 2, 1}, scales)
 	assert.Equal(t, 1.0, served.TimeScale)
@@ -43,8 +43,8 @@ func TestARunTheHostBoundRunsAgainSlower(t *testing.T) {
 	assert.NotContains(t, out.String(), "HOST-BOUND")
 
 	scales = nil
-	c.AutoScale = false // -time-scale 4
-	r, _, err = slowerWhileBound(context.Background(), c, &out, boundAbove(1, &scales))
+	p.AutoScale = false // -time-scale 4
+	r, _, err = slowerWhileBound(context.Background(), p, &out, boundAbove(1, &scales))
 	require.NoError(t, err)
 	assert.Equal(t, []float64{4}, scales)
 	var e *exitError

@@ -46,16 +46,16 @@ func (w cancelOnWrite) Write(b []byte) (int, error) { w.cancel(); return len(b),
 // An interrupted run writes what it saw as a report marked incomplete, or,
 // stopped before it has one, nothing: not an empty events.csv.
 func TestInterruptedRunIsMarkedOrLeavesNothing(t *testing.T) {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, plan.ThrottledRestart, "iotcore", 1
-	c.AdmitRate = 0.2 // 300 s to readmit them: far beyond the first progress line
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy, p.TimeScale = 60, plan.ThrottledRestart, "iotcore", 1
+	p.AdmitRate = 0.2 // 300 s to readmit them: far beyond the first progress line
 
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		c.Progress = cancelOnWrite{cancel}
-		r, err := runWritingEvents(ctx, c, dir, true)
+		p.Progress = cancelOnWrite{cancel}
+		r, err := runWritingEvents(ctx, p, dir, true)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NotNil(t, r)
 		require.NoError(t, writeReport(r, dir))
@@ -73,8 +73,8 @@ func TestInterruptedRunIsMarkedOrLeavesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		c.Progress = nil
-		r, err := runWritingEvents(ctx, c, dir, true)
+		p.Progress = nil
+		r, err := runWritingEvents(ctx, p, dir, true)
 		require.ErrorIs(t, err, context.Canceled)
 		assert.Nil(t, r)
 	})

@@ -92,7 +92,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 // runFlags is devicesim run's command line.
 type runFlags struct {
-	c                                                  plan.Plan
+	p                                                  plan.Plan
 	retryCap, shards                                   *int
 	shard, child, admitMode, compare, out, metricsAddr *string
 	events, file                                       *string
@@ -105,62 +105,62 @@ type runFlags struct {
 
 // parseRunFlags reads args; a nil runFlags and nil error is -h.
 func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
-	f := &runFlags{c: plan.Default(), set: map[string]bool{}}
+	f := &runFlags{p: plan.Default(), set: map[string]bool{}}
 	fs := newFlagSet("devicesim run", runModes, stderr)
 	f.file = fs.String("f", "", "run the storm file (YAML; docs/storm.md): the fleet, the broker, the disruption and what the run must show; exit 1 if an expectation fails")
-	fs.TextVar(&f.c.Engine, "engine", f.c.Engine, "agents (real agents and broker, real time) or virtual (the model, virtual time)")
-	fs.IntVar(&f.c.Devices, "devices", f.c.Devices, "number of devices")
-	fs.TextVar(&f.c.Scenario, "scenario", f.c.Scenario, "one of "+scenarioNames())
-	fs.StringVar(&f.c.Policy, "policy", f.c.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
-	fs.DurationVar(&f.c.MaxBackoff, "max-backoff", f.c.MaxBackoff, "the policy's cap (unscaled)")
+	fs.TextVar(&f.p.Engine, "engine", f.p.Engine, "agents (real agents and broker, real time) or virtual (the model, virtual time)")
+	fs.IntVar(&f.p.Devices, "devices", f.p.Devices, "number of devices")
+	fs.TextVar(&f.p.Scenario, "scenario", f.p.Scenario, "one of "+scenarioNames())
+	fs.StringVar(&f.p.Policy, "policy", f.p.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
+	fs.DurationVar(&f.p.MaxBackoff, "max-backoff", f.p.MaxBackoff, "the policy's cap (unscaled)")
 	f.retryCap = fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
-	fs.DurationVar(&f.c.Outage, "outage", f.c.Outage, "how long the disruption lasts (unscaled)")
-	fs.DurationVar(&f.c.Flap, "flap", f.c.Flap, "flapping: how long each session lasts before the broker drops it (unscaled)")
-	fs.DurationVar(&f.c.Latency, "latency", f.c.Latency, "latency: added to every byte each way (unscaled)")
-	fs.DurationVar(&f.c.LatencyJitter, "latency-jitter", f.c.LatencyJitter, "latency: up to this much more, at random, keeping each direction in order (unscaled)")
-	fs.DurationVar(&f.c.KeepAlive, "keepalive", f.c.KeepAlive, "the agents' MQTT keepalive (unscaled; whole seconds once scaled, at least 2 s)")
-	fs.DurationVar(&f.c.PingTimeout, "ping-timeout", f.c.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
-	fs.DurationVar(&f.c.RetryAfter, "retry-after", f.c.RetryAfter, "config-outage: the Retry-After the config server sends (0: the time left in the fault)")
-	fs.DurationVar(&f.c.RetryAfterJitter, "retry-after-jitter", f.c.RetryAfterJitter, "config-outage: the jitter devices add to a Retry-After, at most (0: the firmware's; < 0: none)")
-	fs.TextVar(&f.c.Transport, "transport", f.c.Transport, "in-process broker transport: mem, tcp or tls (mutual TLS)")
-	fs.StringVar(&f.c.Broker, "broker", "", "your broker's URL, through the fault proxy; several, comma-separated: a cluster's nodes")
-	fs.StringVar(&f.c.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
-	fs.StringVar(&f.c.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
-	fs.StringVar(&f.c.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
-	fs.StringVar(&f.c.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of -ca, to issue each device its own certificate")
-	fs.DurationVar(&f.c.Duration, "duration", f.c.Duration, "observe: how long to wait for a disruption")
-	fs.IntVar(&f.c.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes")
-	fs.DurationVar(&f.c.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
+	fs.DurationVar(&f.p.Outage, "outage", f.p.Outage, "how long the disruption lasts (unscaled)")
+	fs.DurationVar(&f.p.Flap, "flap", f.p.Flap, "flapping: how long each session lasts before the broker drops it (unscaled)")
+	fs.DurationVar(&f.p.Latency, "latency", f.p.Latency, "latency: added to every byte each way (unscaled)")
+	fs.DurationVar(&f.p.LatencyJitter, "latency-jitter", f.p.LatencyJitter, "latency: up to this much more, at random, keeping each direction in order (unscaled)")
+	fs.DurationVar(&f.p.KeepAlive, "keepalive", f.p.KeepAlive, "the agents' MQTT keepalive (unscaled; whole seconds once scaled, at least 2 s)")
+	fs.DurationVar(&f.p.PingTimeout, "ping-timeout", f.p.PingTimeout, "how long an agent waits for a PINGRESP before it calls the connection dead (unscaled)")
+	fs.DurationVar(&f.p.RetryAfter, "retry-after", f.p.RetryAfter, "config-outage: the Retry-After the config server sends (0: the time left in the fault)")
+	fs.DurationVar(&f.p.RetryAfterJitter, "retry-after-jitter", f.p.RetryAfterJitter, "config-outage: the jitter devices add to a Retry-After, at most (0: the firmware's; < 0: none)")
+	fs.TextVar(&f.p.Transport, "transport", f.p.Transport, "in-process broker transport: mem, tcp or tls (mutual TLS)")
+	fs.StringVar(&f.p.Broker, "broker", "", "your broker's URL, through the fault proxy; several, comma-separated: a cluster's nodes")
+	fs.StringVar(&f.p.TLSCA, "ca", "", "-broker ssl://: PEM file of the CA that signs the broker (empty: the system's)")
+	fs.StringVar(&f.p.TLSCert, "cert", "", "-broker ssl://: PEM client certificate every device presents (mutual TLS)")
+	fs.StringVar(&f.p.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
+	fs.StringVar(&f.p.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of -ca, to issue each device its own certificate")
+	fs.DurationVar(&f.p.Duration, "duration", f.p.Duration, "observe: how long to wait for a disruption")
+	fs.IntVar(&f.p.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes")
+	fs.DurationVar(&f.p.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
-	fs.IntVar(&f.c.TCPPerProcess, "tcp-per-process", 0, "TCP devices this process holds before child processes take the rest (0: what descriptors allow)")
+	fs.IntVar(&f.p.TCPPerProcess, "tcp-per-process", 0, "TCP devices this process holds before child processes take the rest (0: what descriptors allow)")
 	f.child = fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
 	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: stream every device record to descriptor 3")
-	fs.DurationVar(&f.c.BootSpread, "boot-spread", 0, "window the devices first connect within (unscaled; 0: 10 s in boot-storm)")
-	fs.Float64Var(&f.c.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
-	fs.Float64Var(&f.c.TimeScale, "time-scale", f.c.TimeScale, "run every duration this many times faster; reports stay unscaled")
-	fs.Float64Var(&f.c.Connects, "host-connects", 0, "connects a second this host serves real agents (0: 5,000; make scale measures it)")
-	fs.Uint64Var(&f.c.Seed, "seed", f.c.Seed, "seed for every device's jitter (the same seed gives the same draws)")
-	fs.Float64Var(&f.c.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
-	fs.IntVar(&f.c.AdmitBurst, "admit-burst", 1, "admission burst")
+	fs.DurationVar(&f.p.BootSpread, "boot-spread", 0, "window the devices first connect within (unscaled; 0: 10 s in boot-storm)")
+	fs.Float64Var(&f.p.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
+	fs.Float64Var(&f.p.TimeScale, "time-scale", f.p.TimeScale, "run every duration this many times faster; reports stay unscaled")
+	fs.Float64Var(&f.p.Connects, "host-connects", 0, "connects a second this host serves real agents (0: 5,000; make scale measures it)")
+	fs.Uint64Var(&f.p.Seed, "seed", f.p.Seed, "seed for every device's jitter (the same seed gives the same draws)")
+	fs.Float64Var(&f.p.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
+	fs.IntVar(&f.p.AdmitBurst, "admit-burst", 1, "admission burst")
 	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3; MQTT 5: -admit-code), pause (stop accepting) or disconnect (accept, then drop)")
 	fs.Func("mqtt", "the devices' MQTT version: 3.1.1 or 5 (reason codes and Server References heard)", func(v string) error {
 		p, err := device.ParseProtocol(v)
 		if err != nil {
 			return fmt.Errorf("want 3.1.1 or 5")
 		}
-		f.c.MQTT5 = p == device.MQTT5
+		f.p.MQTT5 = p == device.MQTT5
 		return nil
 	})
 	fs.Func("server-signals", "MQTT 5: honour or ignore the broker's reason codes and Server References", func(v string) error {
 		if v != "honour" && v != "ignore" {
 			return fmt.Errorf("want honour or ignore")
 		}
-		f.c.IgnoreSignals = v == "ignore"
+		f.p.IgnoreSignals = v == "ignore"
 		return nil
 	})
-	fs.Func("admit-code", "MQTT 5: the reason code of a refusal over the admission limit (default 0x9F)", reasonCode(&f.c.AdmitCode))
-	fs.Func("busy-code", "busy-node: the reason code the busy node answers MQTT 5 devices with (default 0x89)", reasonCode(&f.c.BusyCode))
+	fs.Func("admit-code", "MQTT 5: the reason code of a refusal over the admission limit (default 0x9F)", reasonCode(&f.p.AdmitCode))
+	fs.Func("busy-code", "busy-node: the reason code the busy node answers MQTT 5 devices with (default 0x89)", reasonCode(&f.p.BusyCode))
 	f.compare = fs.String("compare", defaultCompare, "comma-separated policies, run one after another and compared in one table")
 	f.out = fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	fs.Var(&f.expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
@@ -190,76 +190,76 @@ func reasonCode(dst *byte) func(string) error {
 func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) (plan.Plan, error) {
 	if *f.file != "" {
 		if err := f.readStorm(getenv, stdout); err != nil {
-			return f.c, err
+			return f.p, err
 		}
 	}
-	c := f.c
-	if urls := strings.Split(c.Broker, ","); len(urls) > 1 { // a cluster's nodes
-		c.Broker, c.Peers = urls[0], urls[1:]
+	p := f.p
+	if urls := strings.Split(p.Broker, ","); len(urls) > 1 { // a cluster's nodes
+		p.Broker, p.Peers = urls[0], urls[1:]
 	}
 	if f.set["policy"] && !f.set["compare"] {
 		*f.compare = "" // one policy, as asked
 	}
 	if f.set["time-scale"] {
-		c.AutoScale = false // as asked
+		p.AutoScale = false // as asked
 	}
-	if c.Scenario == plan.Observe && !f.set["time-scale"] {
-		c.TimeScale, c.AutoScale = 1, false // the disruption is someone else's, in real time
+	if p.Scenario == plan.Observe && !f.set["time-scale"] {
+		p.TimeScale, p.AutoScale = 1, false // the disruption is someone else's, in real time
 	}
 	switch {
 	case *f.shard != "":
 		sh, err := plan.ParseShard(*f.shard)
 		if err != nil {
-			return c, fmt.Errorf("-shard: %w", err)
+			return p, fmt.Errorf("-shard: %w", err)
 		}
-		c.Shard = sh
+		p.Shard = sh
 	case *f.shards > 0:
 		idx := getenv("JOB_COMPLETION_INDEX")
 		i, err := strconv.Atoi(idx)
 		if err != nil {
-			return c, fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
+			return p, fmt.Errorf("-shards needs JOB_COMPLETION_INDEX (set by a Kubernetes Indexed Job), got %q", idx)
 		}
-		c.Shard = plan.Shard{Index: i, Count: *f.shards}
+		p.Shard = plan.Shard{Index: i, Count: *f.shards}
 	}
-	if c.Shard.Count > 0 && !f.set["out"] {
-		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(c.Shard.Index))
+	if p.Shard.Count > 0 && !f.set["out"] {
+		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(p.Shard.Index))
 	}
 	if *f.child != "" {
-		p, err := children.ReadPlan(*f.child)
+		child, err := children.ReadPlan(*f.child)
 		if err != nil {
-			return c, fmt.Errorf("-child: %w", err)
+			return p, fmt.Errorf("-child: %w", err)
 		}
-		c, *f.compare, *f.retryCap, *f.admitMode = p, "", p.RetryCap, p.AdmitMode.String()
-		c.Hold = stdin
+		p, *f.compare, *f.retryCap, *f.admitMode = child, "", child.RetryCap, child.AdmitMode.String()
+		p.Hold = stdin
 	}
 	if *f.streamEvents {
-		if c.Hold == nil {
-			return c, errors.New("-stream-events is for a child run: it needs -child")
+		if p.Hold == nil {
+			return p, errors.New("-stream-events is for a child run: it needs -child")
 		}
-		c.Stream = os.NewFile(3, "events")
+		p.Stream = os.NewFile(3, "events")
 	}
 	if exe, err := os.Executable(); err == nil {
-		c.Exe = exe
+		p.Exe = exe
 	}
-	if c.Descriptors == 0 { // a child's comes from its parent's plan
-		c.Descriptors = descriptors()
+	if p.Descriptors == 0 { // a child's comes from its parent's plan
+		p.Descriptors = descriptors()
 	}
-	c.RetryCap = *f.retryCap
+	p.RetryCap = *f.retryCap
 	mode, err := fault.ParseAdmissionMode(*f.admitMode)
 	if err != nil {
-		return c, fmt.Errorf("-admit-mode: %w", err)
+		return p, fmt.Errorf("-admit-mode: %w", err)
 	}
-	c.AdmitMode = mode
-	c.Warn = stderr
+	p.AdmitMode = mode
+	p.Warn = stderr
 	if t, ok := stdout.(interface{ Fd() uintptr }); ok && term.IsTerminal(int(t.Fd())) {
-		c.Progress = stdout // live progress only on a terminal
+		p.Progress = stdout // live progress only on a terminal
 	}
 	switch *f.events {
 	case "on", "off", "auto":
 	default:
-		return c, fmt.Errorf("-events: want on, off or auto, got %q", *f.events)
+		return p, fmt.Errorf("-events: want on, off or auto, got %q", *f.events)
 	}
-	return c, nil
+	return p, nil
 }
 
 // readStorm takes the plan, its compare and its expectations from the
@@ -284,7 +284,7 @@ func (f *runFlags) readStorm(getenv func(string) string, stdout io.Writer) error
 		return fmt.Errorf("-f %s: %w", *f.file, err)
 	}
 	fmt.Fprintf(stdout, "storm %s: engine %s (%s)\n", *f.file, p.Engine, why)
-	f.c, f.storm = p, sf
+	f.p, f.storm = p, sf
 	*f.compare, *f.retryCap, *f.admitMode = strings.Join(sf.Compare, ","), p.RetryCap, p.AdmitMode.String()
 	return nil
 }
@@ -294,16 +294,16 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if f == nil {
 		return err
 	}
-	c, err := f.resolve(getenv, stdin, stdout, stderr)
+	p, err := f.resolve(getenv, stdin, stdout, stderr)
 	if err != nil {
 		return err
 	}
-	writeEvents := *f.events == "on" || (*f.events == "auto" && c.Devices <= autoEventsDevices)
-	if err := checkPlan(c, *f.compare); err != nil {
+	writeEvents := *f.events == "on" || (*f.events == "auto" && p.Devices <= autoEventsDevices)
+	if err := checkPlan(p, *f.compare); err != nil {
 		return err
 	}
 	if *f.metricsAddr != "" {
-		if c.Engine == plan.Virtual {
+		if p.Engine == plan.Virtual {
 			return errors.New("-metrics follows real agents as they run; the virtual engine runs in virtual time")
 		}
 		fleet := livemetrics.NewFleet()
@@ -313,35 +313,35 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		}
 		defer stop()
 		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", addr)
-		c.Metrics = fleet
+		p.Metrics = fleet
 	}
 	if *f.compare == "" {
-		return runOne(ctx, c, *f.out, writeEvents, &f.expect, f.storm, stdout)
+		return runOne(ctx, p, *f.out, writeEvents, &f.expect, f.storm, stdout)
 	}
 	if f.expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
-	return runCompare(ctx, c, strings.Split(*f.compare, ","), *f.out, writeEvents, f.storm, stdout)
+	return runCompare(ctx, p, strings.Split(*f.compare, ","), *f.out, writeEvents, f.storm, stdout)
 }
 
 // runCompare runs the plan once for each policy, one after another, and
 // writes each run's report in its own directory, then one table and one
 // chart of them all.
-func runCompare(ctx context.Context, c plan.Plan, policies []string, out string, writeEvents bool, expect *storm.File, stdout io.Writer) error {
+func runCompare(ctx context.Context, p plan.Plan, policies []string, out string, writeEvents bool, expect *storm.File, stdout io.Writer) error {
 	var reports []*report.Report
 	var errs []error
-	c = servedScale(c, stdout)
-	for _, p := range policies {
-		c.Policy = strings.TrimSpace(p)
-		fmt.Fprintf(stdout, "== %s\n", c.Policy)
-		r, served, err := runServed(ctx, c, filepath.Join(out, c.Policy), writeEvents, stdout)
+	p = servedScale(p, stdout)
+	for _, name := range policies {
+		p.Policy = strings.TrimSpace(name)
+		fmt.Fprintf(stdout, "== %s\n", p.Policy)
+		r, served, err := runServed(ctx, p, filepath.Join(out, p.Policy), writeEvents, stdout)
 		if r == nil {
 			return err
 		}
-		c.TimeScale = served.TimeScale // what the host served one policy, it serves the next
+		p.TimeScale = served.TimeScale // what the host served one policy, it serves the next
 		r.Summary(stdout)
 		errs = append(errs, hostBound(r), err, checkStorm(r, expect, stdout))
-		if werr := writeReport(r, filepath.Join(out, c.Policy)); werr != nil {
+		if werr := writeReport(r, filepath.Join(out, p.Policy)); werr != nil {
 			return werr
 		}
 		if err != nil && ctx.Err() != nil {
@@ -365,26 +365,26 @@ func runCompare(ctx context.Context, c plan.Plan, policies []string, out string,
 // checkPlan checks the run, each policy of compare's, before anything
 // starts or a file is written: the flags, and whether this machine has the
 // memory for the fleet.
-func checkPlan(c plan.Plan, compare string) error {
-	policies := []string{c.Policy}
+func checkPlan(p plan.Plan, compare string) error {
+	policies := []string{p.Policy}
 	if compare != "" {
 		policies = strings.Split(compare, ",")
 	}
-	for _, p := range policies {
-		c.Policy = strings.TrimSpace(p)
-		if err := c.Validate(); err != nil {
+	for _, name := range policies {
+		p.Policy = strings.TrimSpace(name)
+		if err := p.Validate(); err != nil {
 			return err
 		}
 	}
-	return c.CheckFits(plan.AvailableMemory())
+	return p.CheckFits(plan.AvailableMemory())
 }
 
 // defaultCompare is the embedded default's compare: the mission's formula,
 // which devices ship with, and the policy the grid finds safe for a fleet.
 const defaultCompare = "iotcore,fleet-safe"
 
-func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expect *expectFlag, file *storm.File, stdout io.Writer) error {
-	r, _, err := runServed(ctx, servedScale(c, stdout), out, writeEvents, stdout)
+func runOne(ctx context.Context, p plan.Plan, out string, writeEvents bool, expect *expectFlag, file *storm.File, stdout io.Writer) error {
+	r, _, err := runServed(ctx, servedScale(p, stdout), out, writeEvents, stdout)
 	if r == nil {
 		return err
 	}
@@ -398,7 +398,7 @@ func runOne(ctx context.Context, c plan.Plan, out string, writeEvents bool, expe
 		beside = "report.json, arrivals.svg; no events.csv: -events off, or auto beyond 1,000,000 devices"
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (%s beside it)\n", out, beside)
-	if c.Hold == nil { // a child's host is its parent's to judge, over the whole fleet
+	if p.Hold == nil { // a child's host is its parent's to judge, over the whole fleet
 		err = errors.Join(hostBound(r), err)
 	}
 	return errors.Join(err, expect.check(r.Verdict))
@@ -420,41 +420,41 @@ func hostBound(r *report.Report) error {
 
 // servedScale starts a run that leaves its time scale to the host at the
 // scale the host's share of its cores, measured now, serves for the fleet.
-func servedScale(c plan.Plan, stdout io.Writer) plan.Plan {
-	if !c.AutoScale || c.Engine != plan.Agents || c.TimeScale <= 1 {
-		return c
+func servedScale(p plan.Plan, stdout io.Writer) plan.Plan {
+	if !p.AutoScale || p.Engine != plan.Agents || p.TimeScale <= 1 {
+		return p
 	}
 	share := hostload.Share(300 * time.Millisecond)
-	scale := hostload.Scale(c.TimeScale, share, c.Devices)
+	scale := hostload.Scale(p.TimeScale, share, p.Devices)
 	fmt.Fprintf(stdout, "time scale %gx (at most %gx): this run has %.0f %% of the host's cores now, for %d devices\n",
-		scale, c.TimeScale, 100*share, c.Devices)
-	c.TimeScale = scale
-	return c
+		scale, p.TimeScale, 100*share, p.Devices)
+	p.TimeScale = scale
+	return p
 }
 
 // runServed runs c and, when c leaves its time scale to the host, runs it
 // again slower for as long as the host bound it and a slower scale is
 // left. It returns the plan of the run it reports.
-func runServed(ctx context.Context, c plan.Plan, dir string, writeEvents bool, stdout io.Writer) (*report.Report, plan.Plan, error) {
-	return slowerWhileBound(ctx, c, stdout, func(c plan.Plan) (*report.Report, error) {
-		return runWritingEvents(ctx, c, dir, writeEvents)
+func runServed(ctx context.Context, p plan.Plan, dir string, writeEvents bool, stdout io.Writer) (*report.Report, plan.Plan, error) {
+	return slowerWhileBound(ctx, p, stdout, func(p plan.Plan) (*report.Report, error) {
+		return runWritingEvents(ctx, p, dir, writeEvents)
 	})
 }
 
 // slowerWhileBound is runServed's loop around one run of c.
-func slowerWhileBound(ctx context.Context, c plan.Plan, stdout io.Writer, run func(plan.Plan) (*report.Report, error)) (*report.Report, plan.Plan, error) {
+func slowerWhileBound(ctx context.Context, p plan.Plan, stdout io.Writer, run func(plan.Plan) (*report.Report, error)) (*report.Report, plan.Plan, error) {
 	for {
-		r, err := run(c)
-		if r == nil || !r.Host.Bound || !c.AutoScale || ctx.Err() != nil {
-			return r, c, err
+		r, err := run(p)
+		if r == nil || !r.Host.Bound || !p.AutoScale || ctx.Err() != nil {
+			return r, p, err
 		}
-		slower, ok := hostload.Slower(c.TimeScale)
+		slower, ok := hostload.Slower(p.TimeScale)
 		if !ok {
-			return r, c, err
+			return r, p, err
 		}
 		fmt.Fprintf(stdout, "the host set this run's times at %gx (%.0f ms late at the 99th percentile): running it again at %gx\n",
-			c.TimeScale, 1000*r.Host.LateP99S(), slower)
-		c.TimeScale = slower
+			p.TimeScale, 1000*r.Host.LateP99S(), slower)
+		p.TimeScale = slower
 	}
 }
 
@@ -487,9 +487,9 @@ const autoEventsDevices = 1_000_000
 //
 // An interrupted run's report, where Run has one, is marked incomplete;
 // where it has none, the events file goes too.
-func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) (*report.Report, error) {
-	c.Events = io.Discard
-	if err := c.Validate(); err != nil {
+func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) (*report.Report, error) {
+	p.Events = io.Discard
+	if err := p.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
 	}
 	events := filepath.Join(dir, "events.csv")
@@ -503,11 +503,11 @@ func runWritingEvents(ctx context.Context, c plan.Plan, dir string, write bool) 
 			return nil, err
 		}
 		defer f.Close()
-		c.Events = f
+		p.Events = f
 	} else {
 		_ = os.Remove(events) // not this run's
 	}
-	r, err := fleetsim.Run(ctx, c)
+	r, err := fleetsim.Run(ctx, p)
 	switch {
 	case r != nil && ctx.Err() != nil:
 		r.Incomplete = "interrupted"

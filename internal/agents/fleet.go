@@ -312,24 +312,24 @@ func (f *Fleet) setupFaults(mc *member.Config) error {
 // too large for this one, against url (the in-process broker, or the
 // fault proxy in front of a broker).
 func (f *Fleet) spawnChildren(url string) error {
-	c := children.Config{Plan: f.p, URL: url, Warn: f.warn}
+	p := children.Config{Plan: f.p, URL: url, Warn: f.warn}
 	if f.p.Transport == plan.TLS && len(f.nodes.Brokers) == 1 { // the children issue their devices' certificates from the broker's CA
 		b := f.nodes.Brokers[0]
-		c.CA = func(dir string) (plan.Target, error) {
+		p.CA = func(dir string) (plan.Target, error) {
 			files, err := b.WriteCAFiles(dir)
 			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
 		}
 	}
 	if len(f.nodes.Proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
-		c.BootSpread = f.unscale(f.wiring.BootSpread)
+		p.BootSpread = f.unscale(f.wiring.BootSpread)
 		var metrics func(int) device.Metrics
 		if f.p.Metrics != nil {
 			metrics = f.p.Metrics.Device
 		}
-		c.Follow = func(_ int, rd io.Reader) error { return f.devlog.Follow(rd, metrics) }
+		p.Follow = func(_ int, rd io.Reader) error { return f.devlog.Follow(rd, metrics) }
 	}
 	var err error
-	f.children, err = children.Spawn(c)
+	f.children, err = children.Spawn(p)
 	return err
 }
 

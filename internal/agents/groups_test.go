@@ -16,16 +16,16 @@ import (
 )
 
 // onBothEngines runs c on real agents in virtual time and on the model.
-func onBothEngines(t *testing.T, c plan.Plan) map[plan.Engine]*report.Report {
+func onBothEngines(t *testing.T, p plan.Plan) map[plan.Engine]*report.Report {
 	out := map[plan.Engine]*report.Report{}
 	for _, e := range []plan.Engine{plan.Agents, plan.Virtual} {
-		c.Engine = e
+		p.Engine = e
 		var r *report.Report
 		var err error
 		if e == plan.Agents {
-			r, err = fleetsimtest.InVirtualTime(t, c)
+			r, err = fleetsimtest.InVirtualTime(t, p)
 		} else {
-			r, err = fleetsim.Run(context.Background(), c)
+			r, err = fleetsim.Run(context.Background(), p)
 		}
 		require.NotNil(t, r, "%s: %v", e, err)
 		out[e] = r
@@ -38,20 +38,20 @@ func ptr[T any](v T) *T { return &v }
 // Groups may differ in more than their policy, and both engines honour
 // what they can: each group's boot window and retry cap.
 func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
-	c := fleetsimtest.Plan(plan.BootStorm, "full", 200)
-	c.Groups = []plan.Group{{Name: "quick", Devices: 100, BootSpread: 5 * time.Second},
+	p := fleetsimtest.Plan(plan.BootStorm, "full", 200)
+	p.Groups = []plan.Group{{Name: "quick", Devices: 100, BootSpread: 5 * time.Second},
 		{Name: "slow", Devices: 100, BootSpread: 20 * time.Second}}
-	for e, r := range onBothEngines(t, c) {
+	for e, r := range onBothEngines(t, p) {
 		require.Len(t, r.Groups, 2, e)
 		assert.Less(t, r.Groups[0].Recovery.MaxS, 5.0, "%s: inside its own 5 s", e)
 		assert.Greater(t, r.Groups[1].Recovery.MaxS, 5.0, "%s: beyond the other group's", e)
 		assert.Less(t, r.Groups[1].Recovery.MaxS, 20.0, e)
 	}
 
-	c = fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
-	c.Outage = time.Minute
-	c.Groups = []plan.Group{{Name: "gives up", Devices: 100, RetryCap: ptr(3)}, {Name: "forever", Devices: 100, RetryCap: ptr(reconnect.RetryForever)}}
-	for e, r := range onBothEngines(t, c) {
+	p = fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
+	p.Outage = time.Minute
+	p.Groups = []plan.Group{{Name: "gives up", Devices: 100, RetryCap: ptr(3)}, {Name: "forever", Devices: 100, RetryCap: ptr(reconnect.RetryForever)}}
+	for e, r := range onBothEngines(t, p) {
 		require.Len(t, r.Groups, 2, e)
 		assert.Zero(t, r.Groups[0].Recovery.P99S, "%s: gave up after 1, 2 and 4 s, inside the outage", e)
 		assert.False(t, r.Groups[0].Recovery.AllRecovered, e)
@@ -63,11 +63,11 @@ func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
 // On real agents a group also keeps its own keepalive and telemetry; the
 // model refuses a group's telemetry, which needs real devices.
 func TestGroupsKeepTheirOwnKeepaliveAndTelemetryOnRealAgents(t *testing.T) {
-	c := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 200)
-	c.Outage = 2 * time.Minute
-	c.Groups = []plan.Group{{Name: "chatty", Devices: 100, KeepAlive: 10 * time.Second, PingTimeout: 5 * time.Second, Telemetry: ptr(1.0)},
+	p := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 200)
+	p.Outage = 2 * time.Minute
+	p.Groups = []plan.Group{{Name: "chatty", Devices: 100, KeepAlive: 10 * time.Second, PingTimeout: 5 * time.Second, Telemetry: ptr(1.0)},
 		{Name: "quiet", Devices: 100, KeepAlive: 60 * time.Second}}
-	r, err := fleetsimtest.InVirtualTime(t, c)
+	r, err := fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.NotNil(t, r.Noticed)
 	assert.Equal(t, 200, r.Noticed.Devices)
@@ -79,7 +79,7 @@ func TestGroupsKeepTheirOwnKeepaliveAndTelemetryOnRealAgents(t *testing.T) {
 	assert.Equal(t, int(r.Telemetry.Enqueued), r.Telemetry.ReceivedUnique)
 	assert.Zero(t, r.Telemetry.Lost)
 
-	c.Engine = plan.Virtual
-	c.Scenario = plan.BrokerRestart
-	assert.ErrorContains(t, c.Validate(), "need real devices")
+	p.Engine = plan.Virtual
+	p.Scenario = plan.BrokerRestart
+	assert.ErrorContains(t, p.Validate(), "need real devices")
 }

@@ -16,16 +16,16 @@ import (
 
 // listening is c's fleet on MQTT 5, honouring the broker's reason codes
 // and Server References or (ignore) deaf to them.
-func listening(c plan.Plan, ignore bool) plan.Plan {
-	c.MQTT5, c.IgnoreSignals = true, ignore
-	return c
+func listening(p plan.Plan, ignore bool) plan.Plan {
+	p.MQTT5, p.IgnoreSignals = true, ignore
+	return p
 }
 
 // sameOnBothEngines asserts that real agents and the model agree on what
 // the broker saw and how the fleet came back.
-func sameOnBothEngines(t *testing.T, c plan.Plan) *report.Report {
+func sameOnBothEngines(t *testing.T, p plan.Plan) *report.Report {
 	t.Helper()
-	rs := onBothEngines(t, c)
+	rs := onBothEngines(t, p)
 	a, v := rs[plan.Agents], rs[plan.Virtual]
 	assert.Equal(t, a.Attempts.Total, v.Attempts.Total, "attempts")
 	assert.Equal(t, a.Attempts.Refused, v.Attempts.Refused, "refusals")
@@ -40,12 +40,12 @@ func sameOnBothEngines(t *testing.T, c plan.Plan) *report.Report {
 // one deaf to it keeps the formula's rounds, which the limit turns away
 // wave after wave. Real agents and the model agree exactly.
 func TestARateLimitedBrokerIsHeardOnBothEngines(t *testing.T) {
-	c := fleetsimtest.Plan(plan.RateLimited, "iotcore", 200)
-	c.AdmitRate, c.MaxBackoff = 10, 64*time.Second
+	p := fleetsimtest.Plan(plan.RateLimited, "iotcore", 200)
+	p.AdmitRate, p.MaxBackoff = 10, 64*time.Second
 	if fleetsimtest.RaceDetector { // the same recovery, half the devices at half the rate
-		c.Devices, c.AdmitRate = 100, 5
+		p.Devices, p.AdmitRate = 100, 5
 	}
-	honour, deaf := sameOnBothEngines(t, listening(c, false)), sameOnBothEngines(t, listening(c, true))
+	honour, deaf := sameOnBothEngines(t, listening(p, false)), sameOnBothEngines(t, listening(p, true))
 	require.True(t, honour.Recovery.AllRecovered)
 	require.True(t, deaf.Recovery.AllRecovered)
 	assert.Less(t, honour.Recovery.P99S*5, deaf.Recovery.P99S)
@@ -53,8 +53,8 @@ func TestARateLimitedBrokerIsHeardOnBothEngines(t *testing.T) {
 	assert.Equal(t, "spread", string(honour.Verdict))
 	assert.Equal(t, "waves", string(deaf.Verdict))
 
-	c.MQTT5, c.Engine = false, plan.Virtual // a 3.1.1 fleet reads CONNACK 3 and cannot be told more
-	v311, err := fleetsim.Run(context.Background(), c)
+	p.MQTT5, p.Engine = false, plan.Virtual // a 3.1.1 fleet reads CONNACK 3 and cannot be told more
+	v311, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	assert.Equal(t, deaf.Attempts.Total, v311.Attempts.Total, "deaf to 0x9F is 3.1.1's schedule")
 }
@@ -64,13 +64,13 @@ func TestARateLimitedBrokerIsHeardOnBothEngines(t *testing.T) {
 // devices and 5, 10 and 20 admitted a second, where the deaf fleet of 300
 // at 5/s did not all come back within the run's bound on any seed.
 func TestHonouringTheRateLimitWinsOnEverySeed(t *testing.T) {
-	c := fleetsimtest.Plan(plan.RateLimited, "iotcore", 200)
-	c.AdmitRate, c.MaxBackoff, c.Engine = 10, 64*time.Second, plan.Virtual
+	p := fleetsimtest.Plan(plan.RateLimited, "iotcore", 200)
+	p.AdmitRate, p.MaxBackoff, p.Engine = 10, 64*time.Second, plan.Virtual
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c.Seed = seed
-		honour, err := fleetsim.Run(context.Background(), listening(c, false))
+		p.Seed = seed
+		honour, err := fleetsim.Run(context.Background(), listening(p, false))
 		require.NoError(t, err)
-		deaf, _ := fleetsim.Run(context.Background(), listening(c, true)) // may end unrecovered
+		deaf, _ := fleetsim.Run(context.Background(), listening(p, true)) // may end unrecovered
 		require.NotNil(t, deaf)
 		assert.Less(t, honour.Recovery.P99S, deaf.Recovery.P99S, "seed %d", seed)
 		assert.Less(t, honour.Attempts.PerDeviceMean, deaf.Attempts.PerDeviceMean, "seed %d", seed)
@@ -82,9 +82,9 @@ func TestHonouringTheRateLimitWinsOnEverySeed(t *testing.T) {
 // so the survivors' busiest second is lower. The 3.1.1 fleet, closed and
 // refused with CONNACK 3, is the deaf one's twin.
 func TestABusyNodeIsHeardOnBothEngines(t *testing.T) {
-	c := fleetsimtest.Plan(plan.BusyNode, "full", 300)
-	c.Nodes, c.Outage = 3, 30*time.Second
-	honour, deaf := sameOnBothEngines(t, listening(c, false)), sameOnBothEngines(t, listening(c, true))
+	p := fleetsimtest.Plan(plan.BusyNode, "full", 300)
+	p.Nodes, p.Outage = 3, 30*time.Second
+	honour, deaf := sameOnBothEngines(t, listening(p, false)), sameOnBothEngines(t, listening(p, true))
 	for _, r := range []*report.Report{honour, deaf} {
 		require.True(t, r.Recovery.AllRecovered)
 		require.Len(t, r.Nodes, 3)
@@ -93,8 +93,8 @@ func TestABusyNodeIsHeardOnBothEngines(t *testing.T) {
 	assert.Less(t, honour.Broker.Arrivals.PeakPerS1s, deaf.Broker.Arrivals.PeakPerS1s)
 	assert.Less(t, honour.Recovery.P99S, 2*deaf.Recovery.P99S, "stretched by less than its wait")
 
-	c.MQTT5 = false
-	assert.Equal(t, deaf.Broker.Arrivals.PeakPerS1s, sameOnBothEngines(t, c).Broker.Arrivals.PeakPerS1s)
+	p.MQTT5 = false
+	assert.Equal(t, deaf.Broker.Arrivals.PeakPerS1s, sameOnBothEngines(t, p).Broker.Arrivals.PeakPerS1s)
 }
 
 // A rolling drain hands each node's devices to the next with 0x9C: the
@@ -102,9 +102,9 @@ func TestABusyNodeIsHeardOnBothEngines(t *testing.T) {
 // Reference changes nothing here. The drain moves the fleet exactly as a
 // rolling restart does (TestARollingRestartPilesOntoTheSurvivorsOnRealAgents).
 func TestARollingDrainHandsEachNodeToTheNext(t *testing.T) {
-	c := fleetsimtest.Plan(plan.RollingDrain, "fleet-safe", 150)
-	c.Nodes, c.Gap, c.Outage = 3, time.Minute, 30*time.Second
-	honour, deaf := sameOnBothEngines(t, listening(c, false)), sameOnBothEngines(t, listening(c, true))
+	p := fleetsimtest.Plan(plan.RollingDrain, "fleet-safe", 150)
+	p.Nodes, p.Gap, p.Outage = 3, time.Minute, 30*time.Second
+	honour, deaf := sameOnBothEngines(t, listening(p, false)), sameOnBothEngines(t, listening(p, true))
 	for _, r := range []*report.Report{honour, deaf} {
 		require.True(t, r.Recovery.AllRecovered)
 		require.Len(t, r.Nodes, 3)

@@ -19,10 +19,10 @@ import (
 // recoveries, two bursts); the formula's rounds read waves either way.
 func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := fleetsimtest.Plan(plan.BrokerRestart, "full", 200)
-		c.Seed = seed
-		c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
-		r, err := fleetsimtest.InVirtualTime(t, c)
+		p := fleetsimtest.Plan(plan.BrokerRestart, "full", 200)
+		p.Seed = seed
+		p.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+		r, err := fleetsimtest.InVirtualTime(t, p)
 		require.NoError(t, err)
 		require.Len(t, r.Disruptions, 2)
 		for _, d := range r.Disruptions {
@@ -35,9 +35,9 @@ func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 		assert.Equal(t, stormstats.Spread, r.Verdict, "seed %d: separate disruptions are not waves", seed)
 		assert.Equal(t, stormstats.Waves, r.Fleet.Judgement.Verdict, "seed %d: as one series", seed)
 	}
-	c := fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
-	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.DropAll}}
-	r, err := fleetsimtest.InVirtualTime(t, c)
+	p := fleetsimtest.Plan(plan.BrokerRestart, "iotcore", 200)
+	p.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.DropAll}}
+	r, err := fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.Len(t, r.Disruptions, 2)
 	assert.Equal(t, stormstats.Waves, r.Disruptions[0].Verdict, "the formula's rounds")
@@ -54,9 +54,9 @@ func TestATimelineJudgesEachRecoveryOnRealAgents(t *testing.T) {
 // 2 restarts, node 0 (back by then) takes the whole fleet.
 func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
-		c.Seed, c.Nodes, c.Gap, c.Outage = seed, 3, time.Minute, 30*time.Second
-		r, err := fleetsimtest.InVirtualTime(t, c)
+		p := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
+		p.Seed, p.Nodes, p.Gap, p.Outage = seed, 3, time.Minute, 30*time.Second
+		r, err := fleetsimtest.InVirtualTime(t, p)
 		require.NoError(t, err)
 		require.True(t, r.Recovery.AllRecovered)
 		require.Len(t, r.Nodes, 3)
@@ -70,9 +70,9 @@ func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 			assert.True(t, d.Recovery.AllRecovered, "seed %d, node %d", seed, k)
 		}
 	}
-	c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 30)
-	c.Nodes, c.Gap, c.Transport = 3, time.Minute, plan.TLS
-	assert.ErrorContains(t, c.Validate(), "one CA")
+	p := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 30)
+	p.Nodes, p.Gap, p.Transport = 3, time.Minute, plan.TLS
+	assert.ErrorContains(t, p.Validate(), "one CA")
 }
 
 // Only real agents break the path: a timeline of a broker restart, then a
@@ -82,12 +82,12 @@ func TestARollingRestartPilesOntoTheSurvivorsOnRealAgents(t *testing.T) {
 // round trip. The model refuses the same timeline, naming the engine that
 // runs it.
 func TestATimelineBreaksThePathOnRealAgents(t *testing.T) {
-	c := fleetsimtest.Plan(plan.BrokerRestart, "fleet-safe", 100)
-	c.Then = []plan.Event{
+	p := fleetsimtest.Plan(plan.BrokerRestart, "fleet-safe", 100)
+	p.Then = []plan.Event{
 		{At: 3 * time.Minute, Scenario: plan.Blackhole, Outage: time.Minute},
 		{At: 6 * time.Minute, Scenario: plan.Latency, Outage: 30 * time.Second, Latency: 2 * time.Second, LatencyJitter: 500 * time.Millisecond},
 	}
-	r, err := fleetsimtest.InVirtualTime(t, c)
+	r, err := fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.Len(t, r.Disruptions, 3)
 	require.NotNil(t, r.Proxy, "the proxy stood in the path for the whole timeline")
@@ -99,6 +99,6 @@ func TestATimelineBreaksThePathOnRealAgents(t *testing.T) {
 	assert.GreaterOrEqual(t, r.Disruptions[2].Recovery.MaxS, 1.5+2.0, "the slow path: fleet-safe's first wait and the latency")
 	assert.Equal(t, []float64{0, 180, 360}, []float64{r.Disruptions[0].AtS, r.Disruptions[1].AtS, r.Disruptions[2].AtS})
 
-	c.Engine = plan.Virtual
-	assert.ErrorContains(t, c.Validate(), "timeline[1]: blackhole breaks the network path, which the virtual engine does not model: the agents engine runs it")
+	p.Engine = plan.Virtual
+	assert.ErrorContains(t, p.Validate(), "timeline[1]: blackhole breaks the network path, which the virtual engine does not model: the agents engine runs it")
 }

@@ -194,25 +194,25 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 
 // calibrateCell runs one cell on both engines, once per seed.
 func calibrateCell(ctx context.Context, cell CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner) (CalibrationRow, error) {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
-	c.AdmitRate, c.AdmitMode, c.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
-	c.Then, c.Events, c.Nodes = cell.Then, io.Discard, cell.Nodes
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy, p.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
+	p.AdmitRate, p.AdmitMode, p.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
+	p.Then, p.Events, p.Nodes = cell.Then, io.Discard, cell.Nodes
 	if runAgents != nil {
 		cell.TimeScale = 0 // a host's allowance: virtual time needs none
 	}
 	row := CalibrationRow{Cell: cell.String()}
 	var verdicts []string
 	for _, seed := range seeds {
-		c.Seed = seed
+		p.Seed = seed
 		var got [2]*report.Report
 		for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
-			c.Engine = engine
+			p.Engine = engine
 			var err error
 			if engine == plan.Agents && runAgents != nil {
-				got[k], err = runAgents(c)
+				got[k], err = runAgents(p)
 			} else {
-				got[k], err = fleetsim.Run(ctx, c)
+				got[k], err = fleetsim.Run(ctx, p)
 			}
 			if got[k] == nil {
 				return row, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)

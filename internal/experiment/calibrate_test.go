@@ -25,7 +25,7 @@ import (
 // agentsInVirtualTime is the calibration's agents runner for tests: each
 // run in its own bubble.
 func agentsInVirtualTime(t *testing.T) experiment.AgentsRunner {
-	return func(c plan.Plan) (*report.Report, error) { return fleetsimtest.InVirtualTime(t, c) }
+	return func(p plan.Plan) (*report.Report, error) { return fleetsimtest.InVirtualTime(t, p) }
 }
 
 // calibrated is cells calibrated on fleets of devices over consecutive

@@ -241,25 +241,25 @@ func (gc GridConfig) validate() error {
 // run runs one cell and judges it.
 func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	mode, _ := fault.ParseAdmissionMode(cell.AdmitMode)
-	c := plan.Default()
-	c.Engine, c.Devices, c.Scenario, c.Policy, c.Seed = plan.Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
-	c.Outage, c.MaxBackoff, c.Events = gc.Outage, gc.MaxBackoff, io.Discard
-	c.AdmitRate, c.AdmitBurst, c.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
-	c.MQTT5, c.IgnoreSignals = cell.MQTT != MQTT311, cell.MQTT == MQTT5Deaf
+	p := plan.Default()
+	p.Engine, p.Devices, p.Scenario, p.Policy, p.Seed = plan.Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
+	p.Outage, p.MaxBackoff, p.Events = gc.Outage, gc.MaxBackoff, io.Discard
+	p.AdmitRate, p.AdmitBurst, p.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
+	p.MQTT5, p.IgnoreSignals = cell.MQTT != MQTT311, cell.MQTT == MQTT5Deaf
 	capS := gc.MaxBackoff.Seconds()
 	cell.IdealS = float64(cell.Devices) / cell.AdmitRate
 	from := gc.Outage.Seconds()
 	if cell.Scenario == plan.BootStorm {
 		from = 0
-		c.BootSpread = max(bootSpread, time.Duration(cell.IdealS*float64(time.Second)))
-		cell.BootSpreadS = c.BootSpread.Seconds()
+		p.BootSpread = max(bootSpread, time.Duration(cell.IdealS*float64(time.Second)))
+		cell.BootSpreadS = p.BootSpread.Seconds()
 		cell.MaxP99S = 1.2*cell.BootSpreadS + 2
 		cell.MaxAttempts = 1.5
 	} else {
 		cell.MaxP99S = 1.2*cell.IdealS + capS
 		cell.MaxAttempts = 1.5 * (1 + cell.IdealS/(2*capS))
 	}
-	c.Bound = time.Duration((from + 2*cell.MaxP99S + capS) * float64(time.Second))
+	p.Bound = time.Duration((from + 2*cell.MaxP99S + capS) * float64(time.Second))
 	ninetyNine := int(math.Ceil(0.99 * float64(cell.Devices)))
 	giveUp := &virtual.GiveUp{MaxAfterReturn: int64(cell.MaxAttempts * float64(cell.Devices)),
 		P99By: time.Duration((from + cell.MaxP99S) * float64(time.Second)), P99Count: ninetyNine}
@@ -267,12 +267,12 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 		giveUp.MaxAfterReturn = math.MaxInt64
 	}
 	if gc.Full {
-		giveUp, c.Bound = nil, 0 // the plan's own bound, from the outage, the cap and the admission
+		giveUp, p.Bound = nil, 0 // the plan's own bound, from the outage, the cap and the admission
 	}
-	if err := c.Validate(); err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
-	r, err := virtual.Run(ctx, c, virtual.Options{GiveUp: giveUp, Inline: gc.inline(), FleetVerdictOnly: !gc.Full})
+	r, err := virtual.Run(ctx, p, virtual.Options{GiveUp: giveUp, Inline: gc.inline(), FleetVerdictOnly: !gc.Full})
 	if r == nil {
 		return fmt.Errorf("grid cell %s %s %d devices %g/s: %w", cell.Policy, cell.Scenario, cell.Devices, cell.AdmitRate, err)
 	}

@@ -80,21 +80,21 @@ func RunMix(ctx context.Context, mc MixConfig) (*Mix, error) {
 		if share < 0 || share > 1 {
 			return nil, fmt.Errorf("mix: share %g is not in [0, 1]", share)
 		}
-		c := mc.Storm
-		c.Engine, c.Events = plan.Virtual, io.Discard
-		moved := int(math.Round(share * float64(c.Devices)))
-		c.Groups = nil
-		if moved > 0 && moved < c.Devices {
-			c.Groups = []plan.Group{{Name: mc.From, Devices: c.Devices - moved, Policy: mc.From}, {Name: mc.To, Devices: moved, Policy: mc.To}}
+		p := mc.Storm
+		p.Engine, p.Events = plan.Virtual, io.Discard
+		moved := int(math.Round(share * float64(p.Devices)))
+		p.Groups = nil
+		if moved > 0 && moved < p.Devices {
+			p.Groups = []plan.Group{{Name: mc.From, Devices: p.Devices - moved, Policy: mc.From}, {Name: mc.To, Devices: moved, Policy: mc.To}}
 		}
-		c.Policy = mc.From
-		if moved == c.Devices {
-			c.Policy = mc.To
+		p.Policy = mc.From
+		if moved == p.Devices {
+			p.Policy = mc.To
 		}
-		if err := c.Validate(); err != nil {
+		if err := p.Validate(); err != nil {
 			return nil, fmt.Errorf("mix at %g: %w", share, err)
 		}
-		r, err := virtual.Run(ctx, c, virtual.Options{})
+		r, err := virtual.Run(ctx, p, virtual.Options{})
 		if r == nil || (err != nil && !errors.Is(err, report.ErrNotRecovered)) {
 			return m, fmt.Errorf("mix at %g: %w", share, err)
 		}

@@ -105,19 +105,19 @@ const soakTolerance = 0.10
 // policy, telemetry and pace, its throttled storms' admission refusing over
 // the rate in bursts of a twentieth of it.
 func (sc SoakConfig) plan() (plan.Plan, error) {
-	c := plan.Default()
-	c.Devices, c.Policy, c.Telemetry, c.TimeScale, c.Seed = sc.Devices, sc.Policy, sc.Telemetry, sc.TimeScale, sc.Seed
-	c.Outage, c.Scenario = sc.Outage, plan.BrokerRestart
-	c.AdmitRate, c.AdmitBurst, c.AdmitMode = sc.AdmitRate, max(1, int(sc.AdmitRate/20)), fault.RefuseOverLimit
+	p := plan.Default()
+	p.Devices, p.Policy, p.Telemetry, p.TimeScale, p.Seed = sc.Devices, sc.Policy, sc.Telemetry, sc.TimeScale, sc.Seed
+	p.Outage, p.Scenario = sc.Outage, plan.BrokerRestart
+	p.AdmitRate, p.AdmitBurst, p.AdmitMode = sc.AdmitRate, max(1, int(sc.AdmitRate/20)), fault.RefuseOverLimit
 	switch {
 	case sc.Storms < 1:
-		return c, fmt.Errorf("storms must be >= 1, got %d", sc.Storms)
+		return p, fmt.Errorf("storms must be >= 1, got %d", sc.Storms)
 	case !(sc.Telemetry > 0):
-		return c, fmt.Errorf("a soak needs telemetry (> 0 messages per device per second), got %g", sc.Telemetry)
+		return p, fmt.Errorf("a soak needs telemetry (> 0 messages per device per second), got %g", sc.Telemetry)
 	case !(sc.AdmitRate > 0):
-		return c, fmt.Errorf("admit rate must be > 0, got %g", sc.AdmitRate)
+		return p, fmt.Errorf("admit rate must be > 0, got %g", sc.AdmitRate)
 	}
-	return c, c.Validate()
+	return p, p.Validate()
 }
 
 // Soak runs a soak: one live fleet (agents.Start) through storm after

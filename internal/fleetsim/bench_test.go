@@ -15,15 +15,15 @@ import (
 func BenchmarkDropAll(b *testing.B) {
 	for _, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
 		b.Run("engine="+string(engine), func(b *testing.B) {
-			c := plan.Default()
-			c.Engine, c.Scenario, c.Policy = engine, plan.DropAll, "full"
+			p := plan.Default()
+			p.Engine, p.Scenario, p.Policy = engine, plan.DropAll, "full"
 			debug.FreeOSMemory() // each engine starts from the same returned heap, not the other's leftovers
 			for b.Loop() {
-				if _, err := fleetsim.Run(context.Background(), c); err != nil {
+				if _, err := fleetsim.Run(context.Background(), p); err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(c.Devices), "ns/device")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(p.Devices), "ns/device")
 		})
 	}
 }

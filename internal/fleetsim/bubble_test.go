@@ -8,14 +8,14 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 )
 
-func inVirtualTime(t *testing.T, c plan.Plan) (*report.Report, error) {
+func inVirtualTime(t *testing.T, p plan.Plan) (*report.Report, error) {
 	t.Helper()
-	return fleetsimtest.InVirtualTime(t, c)
+	return fleetsimtest.InVirtualTime(t, p)
 }
 
-func inBubble(t *testing.T, c plan.Plan) (*report.Report, error) {
+func inBubble(t *testing.T, p plan.Plan) (*report.Report, error) {
 	t.Helper()
-	return fleetsimtest.InBubble(t, c)
+	return fleetsimtest.InBubble(t, p)
 }
 
 func seeds() uint64 { return fleetsimtest.Seeds() }

@@ -22,13 +22,13 @@ import (
 func TestObserveMosquittoRestart(t *testing.T) {
 	m := mosquittotest.Start(t, "")
 	url := m.URL()
-	c := plan.Default()
-	c.Devices, c.Scenario, c.TimeScale, c.Broker, c.Duration = 50, plan.Observe, 1, url, 30*time.Second
-	c.Ready = func() {
+	p := plan.Default()
+	p.Devices, p.Scenario, p.TimeScale, p.Broker, p.Duration = 50, plan.Observe, 1, url, 30*time.Second
+	p.Ready = func() {
 		m.Stop()
 		m.Start() // same port: the fleet's retries find it back
 	}
-	r, err := fleetsim.Run(context.Background(), c)
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	assert.Equal(t, plan.Observe, r.Scenario)
 	assert.Equal(t, "devices", r.Fleet.MeasuredAt)
@@ -57,13 +57,13 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 		t.Run(string(tc.scenario), func(t *testing.T) {
 			m := mosquittotest.Start(t, "")
 			url := m.URL()
-			c := plan.Default()
-			c.Devices, c.Scenario, c.Broker, c.Policy, c.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
-			c.TimeScale = 10 // real time: this asserts counts, which no pace moves
-			c.AdmitRate, c.AdmitBurst = tc.admitRate, 25
+			p := plan.Default()
+			p.Devices, p.Scenario, p.Broker, p.Policy, p.Outage = 300, tc.scenario, url, "fleet-safe", 30*time.Second
+			p.TimeScale = 10 // real time: this asserts counts, which no pace moves
+			p.AdmitRate, p.AdmitBurst = tc.admitRate, 25
 			before := -1
-			c.Ready = func() { before = m.Accepted() }
-			r, err := fleetsim.Run(context.Background(), c)
+			p.Ready = func() { before = m.Accepted() }
+			r, err := fleetsim.Run(context.Background(), p)
 			require.NoError(t, err)
 			require.True(t, r.Recovery.AllRecovered)
 			require.NotNil(t, r.Broker)
@@ -98,13 +98,13 @@ func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
 	listener := fmt.Sprintf("cafile %s\ncertfile %s\nkeyfile %s\nrequire_certificate true\n", server.CA, server.Cert, server.Key)
 	m := mosquittotest.Start(t, listener)
 	url := m.URL()
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = 300, plan.BrokerRestart, "fleet-safe", 10
-	c.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
-	c.TLSCA, c.TLSCert, c.TLSKey = client.CA, client.Cert, client.Key
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy, p.TimeScale = 300, plan.BrokerRestart, "fleet-safe", 10
+	p.Broker = strings.Replace(url, "tcp://", "ssl://", 1)
+	p.TLSCA, p.TLSCert, p.TLSKey = client.CA, client.Cert, client.Key
 	before := -1
-	c.Ready = func() { before = m.Accepted() }
-	r, err := fleetsim.Run(context.Background(), c)
+	p.Ready = func() { before = m.Accepted() }
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Proxy)
@@ -159,18 +159,18 @@ func TestFaultProxiesStormAMosquittoCluster(t *testing.T) {
 		nodes, urls = append(nodes, m), append(urls, m.URL())
 	}
 	zero := 0
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.Outage, c.Gap = 300, plan.RollingRestart, "fleet-safe", 10*time.Second, 20*time.Second
-	c.Broker, c.Peers = urls[0], urls[1:]
-	c.Then = []plan.Event{{At: time.Minute, Scenario: plan.DropAll, Node: &zero}}
-	c.TimeScale = 10 // real time: this asserts counts, which no pace moves
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy, p.Outage, p.Gap = 300, plan.RollingRestart, "fleet-safe", 10*time.Second, 20*time.Second
+	p.Broker, p.Peers = urls[0], urls[1:]
+	p.Then = []plan.Event{{At: time.Minute, Scenario: plan.DropAll, Node: &zero}}
+	p.TimeScale = 10 // real time: this asserts counts, which no pace moves
 	before := make([]int, len(nodes))
-	c.Ready = func() {
+	p.Ready = func() {
 		for k, m := range nodes {
 			before[k] = m.Accepted()
 		}
 	}
-	r, err := fleetsim.Run(context.Background(), c)
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Broker)

@@ -24,38 +24,38 @@ import (
 func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 	type mod func(*plan.Plan)
 	cases := map[string]mod{
-		"boot-storm":     func(c *plan.Plan) { c.Scenario = plan.BootStorm },
-		"broker-restart": func(c *plan.Plan) {},
-		"broker-restart, unjittered": func(c *plan.Plan) {
-			c.Policy = "exponential" // the whole fleet at each round's instant
+		"boot-storm":     func(p *plan.Plan) { p.Scenario = plan.BootStorm },
+		"broker-restart": func(p *plan.Plan) {},
+		"broker-restart, unjittered": func(p *plan.Plan) {
+			p.Policy = "exponential" // the whole fleet at each round's instant
 		},
-		"drop-all": func(c *plan.Plan) { c.Scenario = plan.DropAll },
-		"drop-all, paho-default": func(c *plan.Plan) {
-			c.Scenario, c.Policy = plan.DropAll, plan.PahoDefault
+		"drop-all": func(p *plan.Plan) { p.Scenario = plan.DropAll },
+		"drop-all, paho-default": func(p *plan.Plan) {
+			p.Scenario, p.Policy = plan.DropAll, plan.PahoDefault
 		},
-		"flapping": func(c *plan.Plan) { c.Scenario = plan.Flapping },
-		"blackhole": func(c *plan.Plan) {
-			c.Scenario, c.Outage = plan.Blackhole, time.Minute
+		"flapping": func(p *plan.Plan) { p.Scenario = plan.Flapping },
+		"blackhole": func(p *plan.Plan) {
+			p.Scenario, p.Outage = plan.Blackhole, time.Minute
 		},
-		"latency":       func(c *plan.Plan) { c.Scenario = plan.Latency },
-		"failover":      func(c *plan.Plan) { c.Scenario = plan.Failover },
-		"config-outage": func(c *plan.Plan) { c.Scenario = plan.ConfigOutage },
-		"telemetry":     func(c *plan.Plan) { c.Telemetry = 1 },
+		"latency":       func(p *plan.Plan) { p.Scenario = plan.Latency },
+		"failover":      func(p *plan.Plan) { p.Scenario = plan.Failover },
+		"config-outage": func(p *plan.Plan) { p.Scenario = plan.ConfigOutage },
+		"telemetry":     func(p *plan.Plan) { p.Telemetry = 1 },
 	}
 	for _, m := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
-		cases["throttled-restart, "+m.String()] = func(c *plan.Plan) {
-			c.Scenario, c.AdmitRate, c.AdmitBurst, c.AdmitMode = plan.ThrottledRestart, 20, 2, m
+		cases["throttled-restart, "+m.String()] = func(p *plan.Plan) {
+			p.Scenario, p.AdmitRate, p.AdmitBurst, p.AdmitMode = plan.ThrottledRestart, 20, 2, m
 		}
 	}
 	for name, mod := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := small(plan.BrokerRestart, "iotcore")
-			c.Outage, c.Seed = 10*time.Second, 7
-			mod(&c)
+			p := small(plan.BrokerRestart, "iotcore")
+			p.Outage, p.Seed = 10*time.Second, 7
+			mod(&p)
 			var reports [2][]byte
 			var events [2][]byte
 			for k := range 2 {
-				r, err := inVirtualTime(t, c)
+				r, err := inVirtualTime(t, p)
 				require.NoError(t, err)
 				require.Positive(t, r.Attempts.Total)
 				r.Host = report.Host{}
@@ -76,7 +76,7 @@ func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 					}
 				}
 			}
-			if c.Scenario != plan.BootStorm && c.Policy != plan.PahoDefault { // paho retries at once
+			if p.Scenario != plan.BootStorm && p.Policy != plan.PahoDefault { // paho retries at once
 				assert.NotContains(t, string(events[0]), "\n0.0000,", "no boot connect counted at the disruption's instant")
 			}
 		})

@@ -24,11 +24,11 @@ import (
 )
 
 func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
-	c := small(plan.DropAll, plan.PahoDefault)
-	c.Devices = 200
+	p := small(plan.DropAll, plan.PahoDefault)
+	p.Devices = 200
 	var warn strings.Builder
-	c.Warn = &warn
-	r, err := inBubble(t, c) // at small()'s 50x
+	p.Warn = &warn
+	r, err := inBubble(t, p) // at small()'s 50x
 	require.NoError(t, err)
 	assert.Contains(t, warn.String(), "time scale 1", "paho's timers cannot be scaled, and the run says so")
 	assert.Equal(t, 1.0, r.TimeScale)
@@ -46,9 +46,9 @@ func TestPahoDefaultReconnectsAtOnceInOneBurst(t *testing.T) {
 }
 
 func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
-	c := small(plan.Flapping, "iotcore")
-	c.Outage, c.Flap = 20*time.Second, 2*time.Second
-	r, err := inVirtualTime(t, c)
+	p := small(plan.Flapping, "iotcore")
+	p.Outage, p.Flap = 20*time.Second, 2*time.Second
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	assert.Equal(t, 20.0, r.BrokerBackS, "the flapping window lasts 20 s")
@@ -62,11 +62,11 @@ func TestFlappingKeepsTheFleetBackingOff(t *testing.T) {
 // hint as a floor and adds jitter, so the fleet does not come back together;
 // without the jitter it comes back in two bursts, at the end of each half.
 func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
-	c := small(plan.ConfigOutage, "iotcore")
-	c.Devices, c.Outage = 200, 10*time.Second // 503 until 5 s, then 429 until 10 s
+	p := small(plan.ConfigOutage, "iotcore")
+	p.Devices, p.Outage = 200, 10*time.Second // 503 until 5 s, then 429 until 10 s
 	var warn strings.Builder
-	c.Warn = &warn
-	r, err := inBubble(t, c) // at small()'s 50x
+	p.Warn = &warn
+	r, err := inBubble(t, p) // at small()'s 50x
 	require.NoError(t, err)
 	assert.Contains(t, warn.String(), "time scale 1", "Retry-After travels in whole seconds")
 	assert.Equal(t, "config-server", r.Fleet.MeasuredAt)
@@ -92,8 +92,8 @@ func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
 	assert.Positive(t, codes["429"])
 	assert.Equal(t, 200, codes["200"])
 
-	c.RetryAfterJitter = -1 // the hint taken as an instant
-	r, err = inVirtualTime(t, c)
+	p.RetryAfterJitter = -1 // the hint taken as an instant
+	r, err = inVirtualTime(t, p)
 	require.NoError(t, err)
 	j := r.Fleet.Judgement
 	assert.Equal(t, stormstats.Waves, r.Verdict, j.Reason)
@@ -105,10 +105,10 @@ func TestConfigOutageRetryAfterIsAFloorNotAnInstant(t *testing.T) {
 }
 
 func TestTCPTransport(t *testing.T) {
-	c := small(plan.DropAll, "full")
-	c.Transport = plan.TCP
-	c.TimeScale = 5 // real time: a connect timeout of 2 s, which no busy host reaches
-	r, err := fleetsim.Run(context.Background(), c)
+	p := small(plan.DropAll, "full")
+	p.Transport = plan.TCP
+	p.TimeScale = 5 // real time: a connect timeout of 2 s, which no busy host reaches
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	assert.Equal(t, "tcp", r.Transport)
 	assert.True(t, r.Recovery.AllRecovered)
@@ -135,15 +135,15 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 	errs := make([]error, 2)
 	var wg sync.WaitGroup
 	for i := range 2 {
-		c := plan.Default()
-		c.Devices, c.Scenario, c.TimeScale, c.Broker = 40, plan.Observe, 1, b.URL()
-		c.Duration = 30 * time.Second
-		c.Shard = plan.Shard{Index: i, Count: 2}
-		c.Ready = ready.Done
+		p := plan.Default()
+		p.Devices, p.Scenario, p.TimeScale, p.Broker = 40, plan.Observe, 1, b.URL()
+		p.Duration = 30 * time.Second
+		p.Shard = plan.Shard{Index: i, Count: 2}
+		p.Ready = ready.Done
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			reports[i], errs[i] = fleetsim.Run(context.Background(), c)
+			reports[i], errs[i] = fleetsim.Run(context.Background(), p)
 		}()
 	}
 	wg.Wait()
@@ -188,11 +188,11 @@ func readCSV(t *testing.T, path string) [][]string {
 }
 
 func TestTelemetryLosesNothingAcrossTheRestart(t *testing.T) {
-	c := small(plan.BrokerRestart, "full")
-	c.Telemetry = 2 // a reading every 0.5 s
+	p := small(plan.BrokerRestart, "full")
+	p.Telemetry = 2 // a reading every 0.5 s
 	for seed := uint64(1); seed <= seeds(); seed++ {
-		c.Seed = seed
-		r, err := inVirtualTime(t, c)
+		p.Seed = seed
+		r, err := inVirtualTime(t, p)
 		require.NoError(t, err, "seed %d", seed)
 		tm := r.Telemetry
 		require.NotNil(t, tm)
@@ -215,15 +215,15 @@ func (w cancelOnWrite) Write(b []byte) (int, error) { w.cancel(); return len(b),
 func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	c := small(plan.ThrottledRestart, "iotcore")
-	c.AdmitRate = 0.2 // 300 s to readmit 60 devices: far beyond the first progress line
-	c.Progress = cancelOnWrite{cancel}
-	c.TimeScale = 1
+	p := small(plan.ThrottledRestart, "iotcore")
+	p.AdmitRate = 0.2 // 300 s to readmit 60 devices: far beyond the first progress line
+	p.Progress = cancelOnWrite{cancel}
+	p.TimeScale = 1
 	var r *report.Report
 	var err error
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
-		r, err = fleetsim.Run(ctx, c)
+		r, err = fleetsim.Run(ctx, p)
 		// The first progress line comes a second after the broker's 30 s
 		// absence; the bound is over five minutes.
 		assert.Less(t, time.Since(start), 35*time.Second, "an interrupt ends the wait, not the bound")
@@ -239,9 +239,9 @@ func TestInterruptedRunReportsWhatItSaw(t *testing.T) {
 // sessions' pings spread over a keepalive), and the connections made into
 // the silence hang until their connect timeout.
 func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
-	c := small(plan.Blackhole, "fleet-safe")
-	c.Devices, c.Outage = 100, 60*time.Second
-	r, err := inVirtualTime(t, c)
+	p := small(plan.Blackhole, "fleet-safe")
+	p.Devices, p.Outage = 100, 60*time.Second
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.Noticed)
@@ -261,9 +261,9 @@ func TestBlackholeIsNoticedThroughKeepaliveAndRecovered(t *testing.T) {
 // each connect pays the round trip, so recovery is later than the policy's
 // first wait alone.
 func TestLatencySlowsTheWayBack(t *testing.T) {
-	c := small(plan.Latency, "fleet-safe")
-	c.Devices, c.Latency, c.LatencyJitter = 100, 2*time.Second, 500*time.Millisecond
-	r, err := inVirtualTime(t, c)
+	p := small(plan.Latency, "fleet-safe")
+	p.Devices, p.Latency, p.LatencyJitter = 100, 2*time.Second, 500*time.Millisecond
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	// fleet-safe's first wait is U[1.5 s, 3 s); the broker sees the CONNECT
@@ -278,14 +278,14 @@ func TestLatencySlowsTheWayBack(t *testing.T) {
 // policy's wait, goes to the standby, which sees one spread-out arrival a
 // device and no wave.
 func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
-	c := small(plan.Failover, "fleet-safe")
-	c.Devices = 200
+	p := small(plan.Failover, "fleet-safe")
+	p.Devices = 200
 	// The run watches the devices' own word for who is connected, which
 	// lags the primary's death: it must wait for every device to notice
 	// before it waits for them to come back, on every seed.
 	for seed := uint64(1); seed <= seeds(); seed++ {
-		c.Seed = seed
-		r, err := inVirtualTime(t, c)
+		p.Seed = seed
+		r, err := inVirtualTime(t, p)
 		require.NoError(t, err, "seed %d", seed)
 		assert.True(t, r.Recovery.AllRecovered)
 		require.NotNil(t, r.Broker)
@@ -301,9 +301,9 @@ func TestFailoverMovesTheFleetToTheStandby(t *testing.T) {
 // A TLS fleet: every device its own client certificate from the broker's
 // CA, every reconnect a full mutual-TLS handshake the report costs.
 func TestTLSFleetReportsTheBrokersHandshakeCPU(t *testing.T) {
-	c := small(plan.BrokerRestart, "fleet-safe")
-	c.Devices, c.TimeScale, c.Transport = 100, 10, plan.TLS
-	r, err := fleetsim.Run(context.Background(), c)
+	p := small(plan.BrokerRestart, "fleet-safe")
+	p.Devices, p.TimeScale, p.Transport = 100, 10, plan.TLS
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	require.NotNil(t, r.TLS)

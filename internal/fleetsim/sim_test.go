@@ -27,15 +27,15 @@ func TestMain(m *testing.M) {
 
 // modelled is a plan for the virtual engine.
 func modelled(scenario plan.Scenario, policy string, devices int) plan.Plan {
-	c := plan.Default()
-	c.Engine, c.Devices, c.Scenario, c.Policy = plan.Virtual, devices, scenario, policy
-	return c
+	p := plan.Default()
+	p.Engine, p.Devices, p.Scenario, p.Policy = plan.Virtual, devices, scenario, policy
+	return p
 }
 
 func small(scenario plan.Scenario, policy string) plan.Plan {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy, c.TimeScale = 60, scenario, policy, 50
-	return c
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy, p.TimeScale = 60, scenario, policy, 50
+	return p
 }
 
 func TestBrokerRestartWithoutJitterComesBackInWaves(t *testing.T) {
@@ -127,41 +127,41 @@ func TestDropAllWithFullJitterRecovers(t *testing.T) {
 
 func TestInvalidConfigIsAnError(t *testing.T) {
 	for name, mod := range map[string]func(*plan.Plan){
-		"no devices":     func(c *plan.Plan) { c.Devices = 0 },
-		"scenario":       func(c *plan.Plan) { c.Scenario = "meteor" },
-		"policy":         func(c *plan.Plan) { c.Policy = "hope" },
-		"time scale":     func(c *plan.Plan) { c.TimeScale = 0 },
-		"outage":         func(c *plan.Plan) { c.Outage = 0 },
-		"max backoff":    func(c *plan.Plan) { c.MaxBackoff = time.Millisecond },
-		"negative retry": func(c *plan.Plan) { c.RetryCap = -5 },
-		"keepalive under a second": func(c *plan.Plan) {
-			c.Scenario, c.KeepAlive = plan.Blackhole, 500*time.Millisecond
+		"no devices":     func(p *plan.Plan) { p.Devices = 0 },
+		"scenario":       func(p *plan.Plan) { p.Scenario = "meteor" },
+		"policy":         func(p *plan.Plan) { p.Policy = "hope" },
+		"time scale":     func(p *plan.Plan) { p.TimeScale = 0 },
+		"outage":         func(p *plan.Plan) { p.Outage = 0 },
+		"max backoff":    func(p *plan.Plan) { p.MaxBackoff = time.Millisecond },
+		"negative retry": func(p *plan.Plan) { p.RetryCap = -5 },
+		"keepalive under a second": func(p *plan.Plan) {
+			p.Scenario, p.KeepAlive = plan.Blackhole, 500*time.Millisecond
 		},
-		"no latency": func(c *plan.Plan) { c.Scenario, c.Latency, c.LatencyJitter = plan.Latency, 0, 0 },
-		"the proxy in the virtual engine": func(c *plan.Plan) {
-			c.Scenario, c.Engine = plan.Blackhole, plan.Virtual
+		"no latency": func(p *plan.Plan) { p.Scenario, p.Latency, p.LatencyJitter = plan.Latency, 0, 0 },
+		"the proxy in the virtual engine": func(p *plan.Plan) {
+			p.Scenario, p.Engine = plan.Blackhole, plan.Virtual
 		},
-		"more descriptors than the machine has": func(c *plan.Plan) {
-			c.Scenario, c.Broker, c.Devices = plan.DropAll, "tcp://127.0.0.1:1883", 7000
+		"more descriptors than the machine has": func(p *plan.Plan) {
+			p.Scenario, p.Broker, p.Devices = plan.DropAll, "tcp://127.0.0.1:1883", 7000
 		},
-		"a broker URL the proxy cannot stand in front of": func(c *plan.Plan) {
-			c.Scenario, c.Broker = plan.DropAll, "ws://127.0.0.1:8080"
+		"a broker URL the proxy cannot stand in front of": func(p *plan.Plan) {
+			p.Scenario, p.Broker = plan.DropAll, "ws://127.0.0.1:8080"
 		},
-		"config-outage against an external broker": func(c *plan.Plan) {
-			c.Scenario, c.Broker = plan.ConfigOutage, "tcp://127.0.0.1:1883"
+		"config-outage against an external broker": func(p *plan.Plan) {
+			p.Scenario, p.Broker = plan.ConfigOutage, "tcp://127.0.0.1:1883"
 		},
 	} {
-		c := plan.Default()
-		mod(&c)
-		_, err := fleetsim.Run(context.Background(), c)
+		p := plan.Default()
+		mod(&p)
+		_, err := fleetsim.Run(context.Background(), p)
 		assert.Error(t, err, name)
 	}
 }
 
 func TestThrottledRestartReportsTheLimit(t *testing.T) {
-	c := small(plan.ThrottledRestart, "full")
-	c.AdmitRate = 20 // 60 devices: 3 s at best once the broker is back
-	r, err := inVirtualTime(t, c)
+	p := small(plan.ThrottledRestart, "full")
+	p.AdmitRate = 20 // 60 devices: 3 s at best once the broker is back
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	require.NotNil(t, r.Limit)
 	assert.Equal(t, 20.0, r.Limit.AdmitRate)
@@ -174,9 +174,9 @@ func TestThrottledRestartReportsTheLimit(t *testing.T) {
 }
 
 func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
-	c := small(plan.BootStorm, "iotcore")
-	c.Devices = 200
-	r, err := inVirtualTime(t, c)
+	p := small(plan.BootStorm, "iotcore")
+	p.Devices = 200
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	assert.Less(t, r.Recovery.MaxS, 10.0, "everyone connects inside the 10 s boot spread")
@@ -195,10 +195,10 @@ func TestCompareTable(t *testing.T) {
 // reported on its own; the unjittered group comes back in lock-step
 // rounds, the fleet-safe one spread.
 func TestRealAgentsInAMixedFleet(t *testing.T) {
-	c := small(plan.BrokerRestart, "exponential")
-	c.Devices = 300
-	c.Groups = []plan.Group{{Name: "old", Devices: 150, Policy: "exponential"}, {Name: "new", Devices: 150, Policy: "fleet-safe"}}
-	r, err := inVirtualTime(t, c)
+	p := small(plan.BrokerRestart, "exponential")
+	p.Devices = 300
+	p.Groups = []plan.Group{{Name: "old", Devices: 150, Policy: "exponential"}, {Name: "new", Devices: 150, Policy: "fleet-safe"}}
+	r, err := inVirtualTime(t, p)
 	require.NoError(t, err)
 	require.Len(t, r.Groups, 2)
 	assert.Equal(t, stormstats.Waves, r.Groups[0].Verdict)

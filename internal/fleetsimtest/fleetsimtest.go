@@ -20,15 +20,15 @@ import (
 // its scheduled instant whatever else the host is doing, so a test asserts
 // the code's figures, never the machine's. Time scale 1: virtual time costs
 // nothing to wait through.
-func InVirtualTime(t *testing.T, c plan.Plan) (*report.Report, error) {
+func InVirtualTime(t *testing.T, p plan.Plan) (*report.Report, error) {
 	t.Helper()
-	c.TimeScale = 1
-	return InBubble(t, c)
+	p.TimeScale = 1
+	return InBubble(t, p)
 }
 
 // InBubble is InVirtualTime at the time scale c names (which the run may
 // refuse, and say so).
-func InBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
+func InBubble(t *testing.T, p plan.Plan) (r *report.Report, err error) {
 	t.Helper()
 	if RaceDetector {
 		// One P under the race detector: the runtime fires a bubble's
@@ -39,7 +39,7 @@ func InBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
 		// stack depot, in about one make test in two, with Go 1.26).
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
-	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), c) })
+	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), p) })
 	return r, err
 }
 
@@ -47,9 +47,9 @@ func InBubble(t *testing.T, c plan.Plan) (r *report.Report, err error) {
 // test's starting point, the engine left to the plan's default (real
 // agents).
 func Plan(scenario plan.Scenario, policy string, devices int) plan.Plan {
-	c := plan.Default()
-	c.Devices, c.Scenario, c.Policy = devices, scenario, policy
-	return c
+	p := plan.Default()
+	p.Devices, p.Scenario, p.Policy = devices, scenario, policy
+	return p
 }
 
 // Seeds is how many consecutive seeds a statistical test runs on real

@@ -55,12 +55,12 @@ func TestServesTheFleetsCountsAsItRuns(t *testing.T) {
 func testServesTheFleetsCounts(t *testing.T) {
 	fleet := livemetrics.NewFleet()
 	h := fleet.Handler()
-	c := plan.Default()
-	c.Devices, c.TimeScale, c.Policy = 100, 1, "fleet-safe"
-	c.Metrics = fleet
+	p := plan.Default()
+	p.Devices, p.TimeScale, p.Policy = 100, 1, "fleet-safe"
+	p.Metrics = fleet
 	var during map[string]float64
-	c.Ready = func() { during = scrape(t, h) } // the fleet is up, the disruption next
-	r, err := fleetsim.Run(context.Background(), c)
+	p.Ready = func() { during = scrape(t, h) } // the fleet is up, the disruption next
+	r, err := fleetsim.Run(context.Background(), p)
 	require.NoError(t, err)
 	assert.Equal(t, 100.0, during["herdguard_devices_connected"])
 	assert.Zero(t, during["herdguard_disruption_timestamp_seconds"])

@@ -80,9 +80,9 @@ func BenchmarkMillionThrottledRestart(b *testing.B) {
 	}{{"impl=engine", func() io.Writer { return io.Discard }}, {"impl=engine-csv", func() io.Writer { return &formatted{} }}} {
 		b.Run(tc.name, func(b *testing.B) {
 			for range b.N {
-				c := model(plan.ThrottledRestart, "full", devices)
-				c.AdmitRate, c.AdmitBurst, c.Outage, c.Events = 10_000, 500, time.Minute, tc.events()
-				if _, err := run(c); err != nil {
+				p := model(plan.ThrottledRestart, "full", devices)
+				p.AdmitRate, p.AdmitBurst, p.Outage, p.Events = 10_000, 500, time.Minute, tc.events()
+				if _, err := run(p); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -95,9 +95,9 @@ func BenchmarkMillionThrottledRestart(b *testing.B) {
 // also keep a client-side flood guard, which the floor leaves out).
 func TestTheFloorModelsTheSameStorm(t *testing.T) {
 	const devices = 20_000
-	c := model(plan.ThrottledRestart, "full", devices)
-	c.AdmitRate, c.AdmitBurst, c.Outage = 200, 10, time.Minute
-	r, err := run(c)
+	p := model(plan.ThrottledRestart, "full", devices)
+	p.AdmitRate, p.AdmitBurst, p.Outage = 200, 10, time.Minute
+	r, err := run(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +117,9 @@ func BenchmarkIdleHour(b *testing.B) {
 		b.Run("outage="+outage.String(), func(b *testing.B) {
 			attempts := int64(0)
 			for range b.N {
-				c := model(plan.BrokerRestart, "full", 100_000)
-				c.Outage, c.MaxBackoff, c.Events = outage, 10*time.Minute, io.Discard
-				r, err := run(c)
+				p := model(plan.BrokerRestart, "full", 100_000)
+				p.Outage, p.MaxBackoff, p.Events = outage, 10*time.Minute, io.Discard
+				r, err := run(p)
 				if err != nil {
 					b.Fatal(err)
 				}

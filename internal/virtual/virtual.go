@@ -44,7 +44,7 @@ const (
 
 // fleet is the engine's state.
 type fleet struct {
-	c       plan.Plan
+	p       plan.Plan
 	giveUp  *GiveUp // a grid cell's bounds, or nil
 	epoch   time.Time
 	devs    []unit
@@ -125,11 +125,11 @@ type Options struct {
 // Run runs plan c (which the caller has validated) in virtual time. A run
 // that ends with devices still offline returns its report and an error
 // wrapping report.ErrNotRecovered.
-func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
+func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	start := time.Now()
-	c.TimeScale = 1 // virtual time costs nothing to run at full length
-	c = c.WithDefaults()
-	groups := c.GroupsOrWhole()
+	p.TimeScale = 1 // virtual time costs nothing to run at full length
+	p = p.WithDefaults()
+	groups := p.GroupsOrWhole()
 	timings, ends, err := groupTimings(groups)
 	if err != nil {
 		return nil, err
@@ -142,42 +142,42 @@ func Run(ctx context.Context, c plan.Plan, o Options) (*report.Report, error) {
 		o.GiveUp.Certain = 0
 	}
 	before := report.HeapInUse()
-	v := newFleet(c, o.GiveUp, start, timings, ends)
+	v := newFleet(p, o.GiveUp, start, timings, ends)
 	v.v5 = v5
 	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1 // a core beside the builder's: a wave's buckets are sorted there
 	returned := v.setup()
-	v.b = report.NewBuilder(c.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", c.Events)
+	v.b = report.NewBuilder(p.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", p.Events)
 	v.b.FleetVerdictOnly = o.FleetVerdictOnly
 	v.b.SplitGroups(groups)
 	v.b.SplitNodes(len(v.nodes))
 	v.refusals = v.b.CountsRefusals()
 	v.back = v.b.Back()
-	bound := c.RecoveryBound(c.Devices)
+	bound := p.RecoveryBound(p.Devices)
 	last := v.splitDisruptions() // the last disruption, after the first
-	p := newPipe(v.b, o.Inline)
-	v.sink = p
+	pipe := newPipe(v.b, o.Inline)
+	v.sink = pipe
 	finished, err := v.run(ctx, v.t0+last+bound)
-	p.close() // the builder has every record
+	pipe.close() // the builder has every record
 	if err != nil {
 		return nil, err
 	}
 	until := max(v.now, v.t0)
 	if finished {
-		until += c.MaxBackoff // everyone back: nobody left to retry
+		until += p.MaxBackoff // everyone back: nobody left to retry
 	}
 	v.b.WatchedUntil(v.at(until))
-	memPerDevice := float64(report.HeapInUse()-before) / float64(c.Devices) / 1024 // machines, queue and the report's state
+	memPerDevice := float64(report.HeapInUse()-before) / float64(p.Devices) / 1024 // machines, queue and the report's state
 	v.devs, v.q = nil, eventq.Queue{}                                              // the report needs neither: judging it may reuse their memory
 	runtime.GC()
-	rep := report.New(c, plan.Virtual, "model", c.Devices, v.at(v.t0))
+	rep := report.New(p, plan.Virtual, "model", p.Devices, v.at(v.t0))
 	if err := v.b.Fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = report.LimitOf(c.AdmitRate, c.Devices), v.b.Back().Seconds()
+	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, p.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0 // every device up, and every device the run disrupted back
 	if !rep.Recovery.AllRecovered {
-		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), c.Devices, bound)
+		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), p.Devices, bound)
 	}
 	return rep, nil
 }
@@ -216,21 +216,21 @@ func coreTiming(t device.Timing) devicecore.Timing {
 
 // newFleet lays out c's fleet, each device seeded with its own source,
 // and its broker's nodes.
-func newFleet(c plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore.Timing, ends []int) *fleet {
-	v := &fleet{c: c, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](c.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(c.Seed, 1<<63)), strikes: c.Strikes(), gap: longestGap(timings, c.AdmitMode), upFor: -1}
-	if len(v.strikes) > 1 && c.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
-		v.session = make([]uint16, c.Devices)
+func newFleet(p plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore.Timing, ends []int) *fleet {
+	v := &fleet{p: p, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](p.Devices), timings: timings, ends: ends,
+		order: rand.New(rand.NewPCG(p.Seed, 1<<63)), strikes: p.Strikes(), gap: longestGap(timings, p.AdmitMode), upFor: -1}
+	if len(v.strikes) > 1 && p.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
+		v.session = make([]uint16, p.Devices)
 	}
-	v.nodes = make([]brokerModel, max(c.Nodes, 1))
+	v.nodes = make([]brokerModel, max(p.Nodes, 1))
 	v.broker = &v.nodes[0]
-	if c.Nodes > 1 {
-		v.node = make([]uint8, c.Devices)
+	if p.Nodes > 1 {
+		v.node = make([]uint8, p.Devices)
 		for i := range v.node {
-			v.node[i] = uint8(i % c.Nodes) // its home node
+			v.node[i] = uint8(i % p.Nodes) // its home node
 		}
 	}
-	inParallel(len(v.devs), func(i int) { v.devs[i].rng.Seed(c.Seed, uint64(i)) })
+	inParallel(len(v.devs), func(i int) { v.devs[i].rng.Seed(p.Seed, uint64(i)) })
 	return v
 }
 
@@ -314,14 +314,14 @@ func (v *fleet) result(i int, now time.Duration, r devicecore.Result) devicecore
 // its first disruption at t0 and schedules the rest, and returns when the
 // broker (every node) is first back.
 func (v *fleet) setup() (returned time.Duration) {
-	c := v.c
+	p := v.p
 	v.t0 = time.Second
-	if c.Scenario == plan.BootStorm {
+	if p.Scenario == plan.BootStorm {
 		v.t0 = 0
 		for i := range v.devs {
 			v.schedule(i, 0, v.start(i))
 		}
-		if c.AdmitRate > 0 {
+		if p.AdmitRate > 0 {
 			v.limitNodes(0)
 		}
 		return 0
@@ -335,10 +335,10 @@ func (v *fleet) setup() (returned time.Duration) {
 	for _, s := range v.strikes {
 		v.arrange(s)
 	}
-	returned = v.t0 + c.FirstReturn()
-	if c.AdmitRate > 0 {
+	returned = v.t0 + p.FirstReturn()
+	if p.AdmitRate > 0 {
 		from := v.t0
-		if c.Scenario == plan.ThrottledRestart {
+		if p.Scenario == plan.ThrottledRestart {
 			from = returned
 		}
 		v.limitNodes(from)
@@ -367,7 +367,7 @@ func (v *fleet) arrange(s plan.Strike) {
 		case plan.BusyNode:
 			n.busy = append(n.busy, window{from: from, until: from + s.Event.Outage})
 		case plan.Flapping: // its sessions last > 0 (the plan checks): the broker's answer reads 0 as no flap
-			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.c.Flap)})
+			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.p.Flap)})
 		}
 	}
 }
@@ -381,7 +381,7 @@ func (v *fleet) endSessions(s plan.Strike, now time.Duration) {
 	case plan.RollingDrain:
 		code = device.CodeUseAnotherServer
 	case plan.BusyNode:
-		code = int(v.c.Busy())
+		code = int(v.p.Busy())
 	}
 	if s.Node != plan.AllNodes {
 		for i := range v.devs {
@@ -456,9 +456,9 @@ func (v *fleet) connect(i int, now time.Duration) {
 	a := v.nodes[node].connect(now)
 	code := a.code()
 	if a.outcome == fault.Refused && v.v5[v.group(i)] { // an MQTT 5 device reads why
-		code = int(v.c.Admission().RefusalCode())
+		code = int(v.p.Admission().RefusalCode())
 		if v.nodes[node].busyAt(now) {
-			code = int(v.c.Busy())
+			code = int(v.p.Busy())
 		}
 	}
 	v.record(i, node, now, a.outcome, max(code, 0), a.seen)
@@ -614,7 +614,7 @@ func (v *fleet) newSession(i int) int {
 
 // limitNodes applies the admission limit on every node from from.
 func (v *fleet) limitNodes(from time.Duration) {
-	a := v.c.Admission()
+	a := v.p.Admission()
 	for k := range v.nodes {
 		v.nodes[k].limit(a, from)
 	}
@@ -674,7 +674,7 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		if n%65536 == 0 && ctx.Err() != nil {
 			return false, ctx.Err()
 		}
-		if v.up == len(v.devs) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.flapsEnd(), v.c.Flap)) {
+		if v.up == len(v.devs) && v.pending == 0 && (v.q.Len() == 0 || v.q.Peek().At >= max(v.flapsEnd(), v.p.Flap)) {
 			return true, nil
 		}
 		if v.q.Len() == 0 {

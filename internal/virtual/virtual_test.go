@@ -17,17 +17,17 @@ import (
 )
 
 // run validates c, as every run does before anything starts, and runs it.
-func run(c plan.Plan) (*report.Report, error) {
-	if err := c.Validate(); err != nil {
+func run(p plan.Plan) (*report.Report, error) {
+	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return virtual.Run(context.Background(), c, virtual.Options{})
+	return virtual.Run(context.Background(), p, virtual.Options{})
 }
 
 func model(scenario plan.Scenario, policy string, devices int) plan.Plan {
-	c := plan.Default()
-	c.Engine, c.Devices, c.Scenario, c.Policy = plan.Virtual, devices, scenario, policy
-	return c
+	p := plan.Default()
+	p.Engine, p.Devices, p.Scenario, p.Policy = plan.Virtual, devices, scenario, policy
+	return p
 }
 
 func TestVirtualEngineMatchesTheAgents(t *testing.T) {
@@ -62,18 +62,18 @@ func TestVirtualEngineIsReproducible(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, a.Recovery, b.Recovery, "same seed, same draws, same virtual times")
 	assert.Equal(t, a.Fleet, b.Fleet)
-	c := model(plan.BrokerRestart, "full", 5000)
-	c.Seed = 2
-	d, err := run(c)
+	p := model(plan.BrokerRestart, "full", 5000)
+	p.Seed = 2
+	d, err := run(p)
 	require.NoError(t, err)
 	assert.NotEqual(t, a.Recovery, d.Recovery)
 }
 
 func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 	for _, mode := range []fault.AdmissionMode{fault.RefuseOverLimit, fault.PauseOverLimit, fault.DisconnectOverLimit} {
-		c := model(plan.ThrottledRestart, "full", 2000)
-		c.AdmitRate, c.AdmitBurst, c.AdmitMode = 100, 10, mode // 20 s at best after the return
-		r, err := run(c)
+		p := model(plan.ThrottledRestart, "full", 2000)
+		p.AdmitRate, p.AdmitBurst, p.AdmitMode = 100, 10, mode // 20 s at best after the return
+		r, err := run(p)
 		require.NoError(t, err, mode)
 		assert.True(t, r.Recovery.AllRecovered, mode)
 		assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+20-0.2, "%v: nobody beats the outage plus devices/rate", mode)
@@ -86,9 +86,9 @@ func TestVirtualThrottledRestartRespectsTheLimit(t *testing.T) {
 }
 
 func TestVirtualFlappingAndBootStorm(t *testing.T) {
-	c := model(plan.Flapping, "iotcore", 1000)
-	c.Outage, c.Flap = 20*time.Second, 2*time.Second
-	r, err := run(c)
+	p := model(plan.Flapping, "iotcore", 1000)
+	p.Outage, p.Flap = 20*time.Second, 2*time.Second
+	r, err := run(p)
 	require.NoError(t, err)
 	assert.True(t, r.Recovery.AllRecovered)
 	assert.GreaterOrEqual(t, r.Recovery.P50S, 18.0, "sessions admitted in the window were dropped")
@@ -105,17 +105,17 @@ func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
 		"paho-default":  model(plan.BrokerRestart, plan.PahoDefault, 10),
 		"config-outage": model(plan.ConfigOutage, "iotcore", 10),
 		"tcp": func() plan.Plan {
-			c := model(plan.DropAll, "iotcore", 10)
-			c.Transport = plan.TCP
-			return c
+			p := model(plan.DropAll, "iotcore", 10)
+			p.Transport = plan.TCP
+			return p
 		}(),
 	} {
 		_, err := run(c)
 		assert.ErrorContains(t, err, "agents", name)
 	}
-	c := model(plan.DropAll, "iotcore", 10)
-	c.Engine = "quantum"
-	_, err := run(c)
+	p := model(plan.DropAll, "iotcore", 10)
+	p.Engine = "quantum"
+	_, err := run(p)
 	assert.ErrorContains(t, err, "unknown engine")
 }
 
@@ -124,10 +124,10 @@ func TestVirtualEngineRefusesWhatNeedsRealDevices(t *testing.T) {
 // add up to the fleet's, and the fleet-safe devices come back in fewer
 // attempts than the formula's.
 func TestAMixedFleetReportsEachGroup(t *testing.T) {
-	c := model(plan.ThrottledRestart, "iotcore", 10_000)
-	c.AdmitRate, c.AdmitBurst = 500, 25
-	c.Groups = []plan.Group{{Name: "old firmware", Devices: 7000, Policy: "iotcore"}, {Name: "new firmware", Devices: 3000, Policy: "fleet-safe"}}
-	r, err := run(c)
+	p := model(plan.ThrottledRestart, "iotcore", 10_000)
+	p.AdmitRate, p.AdmitBurst = 500, 25
+	p.Groups = []plan.Group{{Name: "old firmware", Devices: 7000, Policy: "iotcore"}, {Name: "new firmware", Devices: 3000, Policy: "fleet-safe"}}
+	r, err := run(p)
 	require.NoError(t, err)
 	require.Len(t, r.Groups, 2)
 	old, safe := r.Groups[0], r.Groups[1]
@@ -138,8 +138,8 @@ func TestAMixedFleetReportsEachGroup(t *testing.T) {
 	assert.True(t, old.Recovery.AllRecovered && safe.Recovery.AllRecovered)
 	assert.Less(t, safe.Attempts.PerDeviceMean, old.Attempts.PerDeviceMean)
 
-	c.Groups[1].Devices = 2000
-	_, err = run(c)
+	p.Groups[1].Devices = 2000
+	_, err = run(p)
 	assert.ErrorContains(t, err, "add up to 9000, not the fleet's 10000")
 }
 
@@ -149,10 +149,10 @@ func TestAMixedFleetReportsEachGroup(t *testing.T) {
 // bursts); the formula's rounds read waves either way.
 func TestATimelineJudgesEachRecovery(t *testing.T) {
 	for seed := range uint64(20) {
-		c := model(plan.BrokerRestart, "full", 2000)
-		c.Seed = seed
-		c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
-		r, err := run(c)
+		p := model(plan.BrokerRestart, "full", 2000)
+		p.Seed = seed
+		p.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+		r, err := run(p)
 		require.NoError(t, err)
 		require.Len(t, r.Disruptions, 2)
 		for _, d := range r.Disruptions {
@@ -164,18 +164,18 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 		assert.Equal(t, stormstats.Spread, r.Verdict, "seed %d: separate disruptions are not waves", seed)
 		assert.Equal(t, stormstats.Waves, r.Fleet.Judgement.Verdict, "seed %d: as one series", seed)
 	}
-	c := model(plan.BrokerRestart, "iotcore", 2000)
-	c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.DropAll}}
-	r, err := run(c)
+	p := model(plan.BrokerRestart, "iotcore", 2000)
+	p.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.DropAll}}
+	r, err := run(p)
 	require.NoError(t, err)
 	assert.Equal(t, stormstats.Waves, r.Disruptions[0].Verdict, "the formula's rounds")
 	assert.Equal(t, stormstats.Waves, r.Verdict)
 
-	c.Then[0].Scenario = plan.Blackhole
-	_, err = run(c)
+	p.Then[0].Scenario = plan.Blackhole
+	_, err = run(p)
 	assert.ErrorContains(t, err, "timeline[1]: blackhole breaks the network path, which the virtual engine does not model: the agents engine runs it")
-	c.Then[0].Scenario, c.Then[0].At = plan.DropAll, 0
-	_, err = run(c)
+	p.Then[0].Scenario, p.Then[0].At = plan.DropAll, 0
+	_, err = run(p)
 	assert.ErrorContains(t, err, "not after the disruption before it")
 }
 
@@ -183,14 +183,14 @@ func TestATimelineJudgesEachRecovery(t *testing.T) {
 // recovery, attempts and verdicts, the disruptions' and the groups' too,
 // with no broker's side to read.
 func TestAFleetVerdictOnlyRunLeavesOnlyTheBrokerUnjudged(t *testing.T) {
-	c := model(plan.ThrottledRestart, "equal", 2000)
-	c.AdmitRate, c.AdmitBurst = 200, 10
-	c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
-	c.Groups = []plan.Group{{Name: "old", Devices: 1500, Policy: "iotcore"}, {Name: "new", Devices: 500, Policy: "equal"}}
-	require.NoError(t, c.Validate())
-	whole, err := virtual.Run(context.Background(), c, virtual.Options{})
+	p := model(plan.ThrottledRestart, "equal", 2000)
+	p.AdmitRate, p.AdmitBurst = 200, 10
+	p.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second}}
+	p.Groups = []plan.Group{{Name: "old", Devices: 1500, Policy: "iotcore"}, {Name: "new", Devices: 500, Policy: "equal"}}
+	require.NoError(t, p.Validate())
+	whole, err := virtual.Run(context.Background(), p, virtual.Options{})
 	require.NoError(t, err)
-	brief, err := virtual.Run(context.Background(), c, virtual.Options{FleetVerdictOnly: true})
+	brief, err := virtual.Run(context.Background(), p, virtual.Options{FleetVerdictOnly: true})
 	require.NoError(t, err)
 	require.NotNil(t, whole.Broker)
 	assert.Nil(t, brief.Broker)
@@ -220,9 +220,9 @@ func TestAFleetVerdictOnlyRunLeavesOnlyTheBrokerUnjudged(t *testing.T) {
 // takes both; when node 2 restarts, node 0 (back by then) takes the whole
 // fleet.
 func TestARollingRestartPilesOntoTheSurvivors(t *testing.T) {
-	c := model(plan.RollingRestart, "fleet-safe", 3000)
-	c.Nodes, c.Gap, c.Outage = 3, time.Minute, 30*time.Second
-	r, err := run(c)
+	p := model(plan.RollingRestart, "fleet-safe", 3000)
+	p.Nodes, p.Gap, p.Outage = 3, time.Minute, 30*time.Second
+	r, err := run(p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	require.Len(t, r.Nodes, 3)
@@ -230,8 +230,8 @@ func TestARollingRestartPilesOntoTheSurvivors(t *testing.T) {
 	assert.Equal(t, int64(6000), r.Broker.Arrivals.Count, "every connect the cluster took, node by node")
 	assert.InDelta(t, 150.0, r.BrokerBackS, 0.001, "the last node back at 2 gaps + the outage")
 
-	c.Nodes = 1
-	_, err = run(c)
+	p.Nodes = 1
+	_, err = run(p)
 	assert.ErrorContains(t, err, "needs a cluster")
 }
 
@@ -239,20 +239,20 @@ func TestARollingRestartPilesOntoTheSurvivors(t *testing.T) {
 // 100/s where the plan names no rate; a timeline has a length it may not
 // pass.
 func TestALaterThrottledRestartIsThrottled(t *testing.T) {
-	c := model(plan.BrokerRestart, "full", 2000)
-	c.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.ThrottledRestart, Outage: 30 * time.Second}}
-	r, err := run(c)
+	p := model(plan.BrokerRestart, "full", 2000)
+	p.Then = []plan.Event{{At: 10 * time.Minute, Scenario: plan.ThrottledRestart, Outage: 30 * time.Second}}
+	r, err := run(p)
 	require.NoError(t, err)
 	require.NotNil(t, r.Limit)
 	assert.Equal(t, float64(plan.DefaultThrottle), r.Limit.AdmitRate)
 	require.NotNil(t, r.Broker)
 	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, float64(plan.DefaultThrottle)+1, "no second admits more than the limit")
 
-	c.Then = make([]plan.Event, 1001)
-	for k := range c.Then {
-		c.Then[k] = plan.Event{At: time.Duration(k+1) * time.Minute, Scenario: plan.DropAll}
+	p.Then = make([]plan.Event, 1001)
+	for k := range p.Then {
+		p.Then[k] = plan.Event{At: time.Duration(k+1) * time.Minute, Scenario: plan.DropAll}
 	}
-	_, err = run(c)
+	_, err = run(p)
 	assert.ErrorContains(t, err, "at most 1001")
 }
 
@@ -264,9 +264,9 @@ func TestALaterThrottledRestartIsThrottled(t *testing.T) {
 // and 50.2 s (full) and 23.0 and 24.2 s (the formula) after it began.
 func TestARecoveryAfterFlappingIsTheSessionThatStayed(t *testing.T) {
 	for _, policy := range []string{"full", "iotcore"} {
-		c := model(plan.BrokerRestart, policy, 2000)
-		c.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}
-		r, err := run(c)
+		p := model(plan.BrokerRestart, policy, 2000)
+		p.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second}}
+		r, err := run(p)
 		require.NoError(t, err)
 		require.Len(t, r.Disruptions, 2)
 		flap := r.Disruptions[1].Recovery
@@ -286,13 +286,13 @@ func node(k int) *int { return &k }
 // node 0's restart sends all of it to node 1, and the drop to node 2, the
 // next node of every device's list: each node takes exactly that.
 func TestAClusterTakesATimeline(t *testing.T) {
-	c := model(plan.RollingRestart, "fleet-safe", 3000)
-	c.Nodes, c.Gap, c.Outage = 3, time.Minute, 30*time.Second
-	c.Then = []plan.Event{
+	p := model(plan.RollingRestart, "fleet-safe", 3000)
+	p.Nodes, p.Gap, p.Outage = 3, time.Minute, 30*time.Second
+	p.Then = []plan.Event{
 		{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second, Node: node(0)},
 		{At: 8 * time.Minute, Scenario: plan.DropAll},
 	}
-	r, err := run(c)
+	r, err := run(p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	require.Len(t, r.Nodes, 3)
@@ -319,13 +319,13 @@ func TestEveryNodeAtOnceAndARollingRestartLater(t *testing.T) {
 		seeds = 3
 	}
 	for seed := range seeds {
-		c := model(plan.BrokerRestart, "full", 1000)
-		c.Nodes, c.Seed = 3, seed
-		c.Then = []plan.Event{
+		p := model(plan.BrokerRestart, "full", 1000)
+		p.Nodes, p.Seed = 3, seed
+		p.Then = []plan.Event{
 			{At: 5 * time.Minute, Scenario: plan.RollingRestart, Outage: 30 * time.Second, Gap: time.Minute},
 			{At: 9 * time.Minute, Scenario: plan.Flapping, Outage: 20 * time.Second},
 		}
-		r, err := run(c)
+		r, err := run(p)
 		require.NoError(t, err)
 		require.True(t, r.Recovery.AllRecovered)
 		require.Len(t, r.Disruptions, 5)
@@ -350,21 +350,21 @@ func TestAClusterTimelineRefusesWhatItCannotRun(t *testing.T) {
 		change func(*plan.Plan)
 		want   string
 	}{
-		{func(c *plan.Plan) { c.Nodes = 1 }, "timeline[1]: node 0: one node's disruption needs a cluster"},
-		{func(c *plan.Plan) { c.Then[0].Node = node(3) }, "timeline[1]: node 3: the cluster's nodes are 0 to 2"},
-		{func(c *plan.Plan) { c.Then[0].Scenario = plan.RollingRestart; c.Then[0].Gap = time.Minute }, "rolling-restart takes no node"},
-		{func(c *plan.Plan) { c.Then[0].Gap = time.Minute }, "timeline[1]: gap 1m0s: a gap is a rolling restart's"},
-		{func(c *plan.Plan) {
-			c.Then = append([]plan.Event{{At: 3 * time.Minute, Scenario: plan.RollingRestart, Outage: time.Second, Gap: time.Minute}}, c.Then...)
+		{func(p *plan.Plan) { p.Nodes = 1 }, "timeline[1]: node 0: one node's disruption needs a cluster"},
+		{func(p *plan.Plan) { p.Then[0].Node = node(3) }, "timeline[1]: node 3: the cluster's nodes are 0 to 2"},
+		{func(p *plan.Plan) { p.Then[0].Scenario = plan.RollingRestart; p.Then[0].Gap = time.Minute }, "rolling-restart takes no node"},
+		{func(p *plan.Plan) { p.Then[0].Gap = time.Minute }, "timeline[1]: gap 1m0s: a gap is a rolling restart's"},
+		{func(p *plan.Plan) {
+			p.Then = append([]plan.Event{{At: 3 * time.Minute, Scenario: plan.RollingRestart, Outage: time.Second, Gap: time.Minute}}, p.Then...)
 		}, "timeline[1] and timeline[2]: two disruptions begin at 5m0s, which makes them one recovery"},
-		{func(c *plan.Plan) { c.Then[0].Scenario = plan.Latency }, "latency breaks the network path, which the virtual engine does not model"},
+		{func(p *plan.Plan) { p.Then[0].Scenario = plan.Latency }, "latency breaks the network path, which the virtual engine does not model"},
 	} {
-		c := model(plan.BrokerRestart, "full", 300)
-		c.Nodes = 3
-		c.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: time.Second, Node: node(0)}}
-		require.NoError(t, c.Validate())
-		tc.change(&c)
-		_, err := run(c)
+		p := model(plan.BrokerRestart, "full", 300)
+		p.Nodes = 3
+		p.Then = []plan.Event{{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: time.Second, Node: node(0)}}
+		require.NoError(t, p.Validate())
+		tc.change(&p)
+		_, err := run(p)
 		assert.ErrorContains(t, err, tc.want)
 	}
 }
@@ -377,17 +377,17 @@ func TestAClusterTimelineRefusesWhatItCannotRun(t *testing.T) {
 // up, which admit them before the limit holds (from node 0's return): a
 // device the disruption left alone is not one the run waits for.
 func TestAThrottledClusterAdmitsAtEachNode(t *testing.T) {
-	c := model(plan.ThrottledRestart, "full", 3000)
-	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 100, 10
-	r, err := run(c)
+	p := model(plan.ThrottledRestart, "full", 3000)
+	p.Nodes, p.AdmitRate, p.AdmitBurst = 3, 100, 10
+	r, err := run(p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, 3*(100.0+10), "no node admits beyond its limit")
 	assert.Greater(t, r.Admitted.PeakPerS1s, 100.0+10, "the nodes admit side by side, not one limit between them")
 	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+10-0.2, "nobody beats the outage plus devices / (nodes x rate)")
 
-	c.Node = node(0)
-	r, err = run(c)
+	p.Node = node(0)
+	r, err = run(p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered, "node 0's 1,000 back; the other 2,000 never left")
 	assert.Equal(t, 1000, r.Recovered())
@@ -409,10 +409,10 @@ func TestACellCutEarlyMissesItsP99RunToTheEnd(t *testing.T) {
 	ideal := devices / rate
 	p99By := time.Duration((60 + 1.2*ideal + capS) * float64(time.Second))
 	cell := func(policy string, seed uint64) plan.Plan {
-		c := model(plan.ThrottledRestart, policy, devices)
-		c.Seed, c.MaxBackoff, c.AdmitRate, c.AdmitBurst = seed, capS*time.Second, rate, 1
-		c.Bound = 2*p99By + capS*time.Second
-		return c
+		p := model(plan.ThrottledRestart, policy, devices)
+		p.Seed, p.MaxBackoff, p.AdmitRate, p.AdmitBurst = seed, capS*time.Second, rate, 1
+		p.Bound = 2*p99By + capS*time.Second
+		return p
 	}
 	cut := 0
 	for _, policy := range plan.PolicyNames() {
@@ -482,12 +482,12 @@ func TestACellCutOnItsAttemptsMakesMoreRunToTheEnd(t *testing.T) {
 // returns 1 if it was cut.
 func cutOnAttempts(t *testing.T, mode fault.AdmissionMode, policy string, seed uint64, devices int, rate, capS float64, budget int64) int {
 	t.Helper()
-	c := model(plan.ThrottledRestart, policy, devices)
-	c.Seed, c.MaxBackoff, c.AdmitRate, c.AdmitBurst, c.AdmitMode = seed, time.Duration(capS)*time.Second, rate, 1, mode
-	c.Bound = 3 * time.Duration(float64(devices)/rate) * time.Second
-	require.NoError(t, c.Validate())
+	p := model(plan.ThrottledRestart, policy, devices)
+	p.Seed, p.MaxBackoff, p.AdmitRate, p.AdmitBurst, p.AdmitMode = seed, time.Duration(capS)*time.Second, rate, 1, mode
+	p.Bound = 3 * time.Duration(float64(devices)/rate) * time.Second
+	require.NoError(t, p.Validate())
 	giveUp := &virtual.GiveUp{MaxAfterReturn: budget}
-	r, _ := virtual.Run(context.Background(), c, virtual.Options{GiveUp: giveUp})
+	r, _ := virtual.Run(context.Background(), p, virtual.Options{GiveUp: giveUp})
 	require.NotNil(t, r)
 	if giveUp.Certain == 0 {
 		return 0 // not cut on attempts still to come
@@ -495,7 +495,7 @@ func cutOnAttempts(t *testing.T, mode fault.AdmissionMode, policy string, seed u
 	made := int64(r.Attempts.AfterReturnPerDeviceMean * float64(devices))
 	t.Logf("%v %s seed %d: cut at %.0f s, %d attempts made, at least %d certain, %d up", mode, policy, seed, r.WatchedS, made, giveUp.Certain, r.Recovered())
 	assert.LessOrEqual(t, made, budget, "%v %s seed %d: past the bound already, cut for what was certain", mode, policy, seed)
-	whole, _ := virtual.Run(context.Background(), c, virtual.Options{})
+	whole, _ := virtual.Run(context.Background(), p, virtual.Options{})
 	require.NotNil(t, whole)
 	all := int64(math.Round(whole.Attempts.AfterReturnPerDeviceMean * float64(devices)))
 	assert.Greater(t, all, budget, "%v %s seed %d: cut with %d certain, but run to the end it made %d (bound %d)",

@@ -20,13 +20,13 @@ func node(k int) *int { return &k }
 // every device's list; each node takes exactly that on every seed.
 func TestAClusterTakesATimelineOnRealAgents(t *testing.T) {
 	for seed := uint64(1); seed <= fleetsimtest.Seeds(); seed++ {
-		c := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
-		c.Seed, c.Nodes, c.Gap, c.Outage = seed, 3, time.Minute, 30*time.Second
-		c.Then = []plan.Event{
+		p := fleetsimtest.Plan(plan.RollingRestart, "fleet-safe", 300)
+		p.Seed, p.Nodes, p.Gap, p.Outage = seed, 3, time.Minute, 30*time.Second
+		p.Then = []plan.Event{
 			{At: 5 * time.Minute, Scenario: plan.BrokerRestart, Outage: 30 * time.Second, Node: node(0)},
 			{At: 8 * time.Minute, Scenario: plan.DropAll},
 		}
-		r, err := fleetsimtest.InVirtualTime(t, c)
+		r, err := fleetsimtest.InVirtualTime(t, p)
 		require.NoError(t, err)
 		require.True(t, r.Recovery.AllRecovered)
 		require.Len(t, r.Nodes, 3)
@@ -54,10 +54,10 @@ func TestAClusterTakesATimelineOnRealAgents(t *testing.T) {
 // goes on to its next node: node 0's to node 1, node 2's (its own and node
 // 1's) to node 0. Each node's proxy counts what its node took.
 func TestAClusterBehindAFaultProxyANode(t *testing.T) {
-	c := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 300)
-	c.Nodes, c.Outage, c.Node = 3, time.Minute, node(1)
-	c.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Latency, Outage: 30 * time.Second, Latency: 2 * time.Second}}
-	r, err := fleetsimtest.InVirtualTime(t, c)
+	p := fleetsimtest.Plan(plan.Blackhole, "fleet-safe", 300)
+	p.Nodes, p.Outage, p.Node = 3, time.Minute, node(1)
+	p.Then = []plan.Event{{At: 3 * time.Minute, Scenario: plan.Latency, Outage: 30 * time.Second, Latency: 2 * time.Second}}
+	r, err := fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	require.Len(t, r.Disruptions, 2)
@@ -75,8 +75,8 @@ func TestAClusterBehindAFaultProxyANode(t *testing.T) {
 		assert.EqualValues(t, n.Arrivals.Count, n.Proxy.Answered, "node %d: every connection its proxy saw answered, and no other, reached it", k)
 	}
 
-	c.Engine = plan.Virtual
-	assert.ErrorContains(t, c.Validate(), "latency breaks the network path, which the virtual engine does not model: the agents engine runs it")
+	p.Engine = plan.Virtual
+	assert.ErrorContains(t, p.Validate(), "latency breaks the network path, which the virtual engine does not model: the agents engine runs it")
 }
 
 // A throttled restart of every node of a cluster of real brokers, as in
@@ -86,17 +86,17 @@ func TestAClusterBehindAFaultProxyANode(t *testing.T) {
 // node 0 restarted alone sends its 100 devices to node 1, and the run
 // waits for them alone.
 func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
-	c := fleetsimtest.Plan(plan.ThrottledRestart, "full", 300)
-	c.Nodes, c.AdmitRate, c.AdmitBurst = 3, 10, 1
-	r, err := fleetsimtest.InVirtualTime(t, c)
+	p := fleetsimtest.Plan(plan.ThrottledRestart, "full", 300)
+	p.Nodes, p.AdmitRate, p.AdmitBurst = 3, 10, 1
+	r, err := fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered)
 	assert.LessOrEqual(t, r.Admitted.PeakPerS1s, 3*(10.0+1), "no node admits beyond its limit")
 	assert.Greater(t, r.Admitted.PeakPerS1s, 10.0+1, "the nodes admit side by side, not one limit between them")
 	assert.GreaterOrEqual(t, r.Recovery.MaxS, 30.0+10-0.2, "nobody beats the outage plus devices / (nodes x rate)")
 
-	c.Node = node(0)
-	r, err = fleetsimtest.InVirtualTime(t, c)
+	p.Node = node(0)
+	r, err = fleetsimtest.InVirtualTime(t, p)
 	require.NoError(t, err)
 	require.True(t, r.Recovery.AllRecovered, "node 0's 100 back; the other 200 never left")
 	assert.Equal(t, 100, r.Recovered())
@@ -106,11 +106,11 @@ func TestAThrottledClusterAdmitsAtEachNodeOnRealAgents(t *testing.T) {
 // A boot storm on a cluster boots each device at its home node, its index
 // modulo the nodes, on both engines.
 func TestABootStormOnAClusterBootsAtHome(t *testing.T) {
-	c := fleetsimtest.Plan(plan.BootStorm, "fleet-safe", 300)
-	c.Nodes = 3
+	p := fleetsimtest.Plan(plan.BootStorm, "fleet-safe", 300)
+	p.Nodes = 3
 	for _, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
-		c.Engine = engine
-		r, err := fleetsimtest.InVirtualTime(t, c)
+		p.Engine = engine
+		r, err := fleetsimtest.InVirtualTime(t, p)
 		require.NoError(t, err, engine)
 		require.Len(t, r.Nodes, 3, engine)
 		assert.Equal(t, []int64{100, 100, 100}, []int64{r.Nodes[0].Arrivals.Count, r.Nodes[1].Arrivals.Count, r.Nodes[2].Arrivals.Count}, engine)
