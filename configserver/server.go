@@ -1,12 +1,13 @@
 // Package configserver is an HTTP server that serves each device its JSON
-// configuration and misbehaves on a schedule, as a cloud API has a bad
-// minute: 503 and 429 with Retry-After (seconds, an HTTP-date, or the time
-// left until the fault's end, as a maintenance page sends), 500, 403 with a
-// rate-limit reason or without, 404, a hang, malformed JSON, an oversized
-// body. It records every request.
+// configuration. It misbehaves on a schedule, as a cloud API has a bad
+// minute. It can answer 503 and 429 with Retry-After: seconds, an
+// HTTP-date, or the time left until the fault's end, as a maintenance page
+// sends. It can answer 500, 403 with a rate-limit reason or without, and
+// 404. It can hang, send malformed JSON, or send an oversized body. It
+// records every request.
 //
 // A Server has httptest.Server's lifecycle: NewServer is NewUnstartedServer
-// and Start; fields are set before Start; Close blocks until every request
+// and Start. Fields are set before Start. Close blocks until every request
 // has ended. StartInMemory serves on an in-process listener instead of a
 // socket, so that a test runs it inside a testing/synctest bubble. A fault
 // AddFault cannot apply is an error wrapping [ErrInvalid].

@@ -27,13 +27,13 @@ var (
 	// ErrAlreadyStarted: Start was called twice.
 	ErrAlreadyStarted = errors.New("device: agent already started")
 	// ErrUnconfirmed: a QoS 1 publish completed without proof of a PUBACK.
-	// The connection it went out on ended before paho reported it done, and
+	// The connection it went out on ended before paho reported it done.
 	// paho v1.5.1 completes such a publish when it resends it on the next
-	// connection of a persistent session, before any PUBACK. The message may
-	// or may not have arrived: publish it again (package publisher does).
-	// On MQTT 5 it is a publish whose connection ended before its PUBACK
-	// and whose session did not survive to resend it (paho.golang waits
-	// for the resend's PUBACK when it does).
+	// connection of a persistent session, before any PUBACK. The message
+	// may or may not have arrived: publish it again (package publisher
+	// does). On MQTT 5 it is a publish whose connection ended before its
+	// PUBACK and whose session did not survive to resend it. When the
+	// session does survive, paho.golang waits for the resend's PUBACK.
 	ErrUnconfirmed = transport.ErrUnconfirmed
 	// ErrPublishRefused: an MQTT 5 broker answered a QoS 1 publish with a
 	// PUBACK reason code of 0x80 or more (not authorized, quota exceeded,
@@ -58,11 +58,11 @@ type subscription struct {
 	handler Handler
 }
 
-// Agent keeps one device's MQTT session, 3.1.1 or 5 (Config.Protocol): it
-// owns every connect's timing (the client's own reconnect is off), restores
-// subscriptions on every reconnect and reports its state through channels
-// and a non-blocking event callback. Its methods are safe for concurrent
-// use. The zero value is not usable: use New.
+// Agent keeps one device's MQTT session, 3.1.1 or 5 (Config.Protocol). It
+// owns every connect's timing, as the client's own reconnect is off. It
+// restores subscriptions on every reconnect. It reports its state through
+// channels and a non-blocking event callback. Its methods are safe for
+// concurrent use. The zero value is not usable: use New.
 type Agent struct {
 	cfg   Config
 	log   *slog.Logger
@@ -77,9 +77,10 @@ type Agent struct {
 	// redirected, if set, is where an MQTT 5 broker sent the device: the
 	// next attempt goes there instead, and the session made there stays.
 	redirected atomic.Pointer[url.URL]
-	hops       int                            // references followed since the last session (the loop's alone)
-	wire       atomic.Pointer[transport.Conn] // the current attempt's connection
-	lost       chan error
+	// references followed since the last session (the loop's alone)
+	hops int
+	wire atomic.Pointer[transport.Conn] // the current attempt's connection
+	lost chan error
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
 	// resend rather than by a PUBACK.
@@ -157,12 +158,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the session: it disconnects and waits, until ctx's deadline, for
-// the loop to finish, and for a handler running to return. It returns
-// ctx.Err() if the deadline came first. A connect attempt in progress is cut
-// short (its socket closed), so Stop does not wait out ConnectTimeout
-// against a broker that never answers; messages still queued for the
-// handlers are dropped unacknowledged.
+// Stop ends the session. It disconnects and waits, until ctx's deadline,
+// for the loop to finish and for a handler running to return. It returns
+// ctx.Err() if the deadline came first. A connect attempt in progress is
+// cut short (its socket closed). Stop therefore does not wait out
+// ConnectTimeout against a broker that never answers. Messages still queued
+// for the handlers are dropped unacknowledged.
 func (a *Agent) Stop(ctx context.Context) error {
 	a.mu.Lock()
 	cancel, started := a.cancel, a.started
@@ -255,7 +256,9 @@ func (a *Agent) run(ctx context.Context) {
 		a.err = final
 		cancel := a.cancel
 		a.mu.Unlock()
-		cancel() // the loop may end on its own (gave up, refused): the delivery goroutine ends with it
+		// the loop may end on its own (gave up, refused): the delivery
+		// goroutine ends with it
+		cancel()
 		close(a.done)
 	}()
 	s := a.step(func(m *Machine) Step { return m.Start(a.clock.Now()) })
@@ -465,9 +468,9 @@ func (a *Agent) heldBack(d time.Duration) {
 	}
 }
 
-// handlerFor is the handler for a message on topic: that of the one
-// subscription it matches, or one that calls each of several in turn, as
-// paho's router does on 3.1.1; nil if none matches.
+// handlerFor is the handler for a message on topic. It is that of the one
+// subscription the topic matches, or one that calls each of several in
+// turn, as paho's router does on 3.1.1. It is nil if none matches.
 func (a *Agent) handlerFor(topic string) Handler {
 	a.mu.Lock()
 	defer a.mu.Unlock()

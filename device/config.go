@@ -18,18 +18,18 @@ import (
 )
 
 // DialFunc opens a connection to broker, an endpoint of Config's, for one
-// attempt: ctx ends when the attempt's connect timeout passes or the agent
-// stops, and the dial should end with it. A DialFunc may be called from
-// the agent's goroutines one attempt at a time; it must not keep ctx. A nil
-// DialFunc (Config.Dial unset) means plain TCP or TLS. One shared by several
-// agents is called by each of them at once, so it must then be safe for
-// concurrent use.
+// attempt. ctx ends when the attempt's connect timeout passes or the agent
+// stops. The dial should end with it. A DialFunc may be called from the
+// agent's goroutines one attempt at a time. It must not keep ctx. A nil
+// DialFunc (Config.Dial unset) means plain TCP or TLS. A DialFunc shared by
+// several agents is called by each of them at once. It must then be safe
+// for concurrent use.
 type DialFunc func(ctx context.Context, broker *url.URL) (net.Conn, error)
 
-// Config configures an Agent. Broker and ClientID are required; the rest
+// Config configures an Agent. Broker and ClientID are required. The rest
 // has defaults. The zero Config is invalid: New refuses it. New copies the
-// Config; the TLS and Timing it points to are only read, so a fleet may share
-// them if they do not change, but a Source must not be shared.
+// Config. The TLS and Timing it points to are only read, so a fleet may
+// share them if they do not change. A Source must not be shared.
 type Config struct {
 	Broker string // tcp://host:1883, ssl://host:8883, or any URL Dial understands
 	// Protocol is the MQTT version the agent speaks (the zero value,
@@ -37,10 +37,10 @@ type Config struct {
 	// this Config says holds on either.
 	Protocol Protocol
 	// Failover lists more endpoints, in the same forms as Broker. After a
-	// failed attempt or a lost session the next attempt goes to the next
-	// endpoint in turn (Broker, Failover[0], ..., Broker again); a session
+	// failed attempt or a lost session, the next attempt goes to the next
+	// endpoint in turn (Broker, Failover[0], ..., Broker again). A session
 	// stays where it was made. The wait before each attempt is still the
-	// policy's: a fleet that fails over reaches the survivor on the same
+	// policy's. A fleet that fails over reaches the survivor on the same
 	// spread-out schedule it would have come back on, not all at once.
 	Failover []string
 	ClientID string
@@ -77,26 +77,26 @@ type Config struct {
 	// policy's schedule.
 	MaxIncomingPacket int
 	// IncomingQueue and IncomingQueueBytes bound the messages waiting for
-	// their handlers, the one being handled included (0 means
-	// DefaultIncomingQueue, 32, and DefaultIncomingQueueBytes, 1 MiB; one
-	// message is always taken, whatever its size). Handlers run one at a
-	// time, in the order the messages arrived; past these bounds the agent
-	// reads no more from the broker (TCP's back-pressure) until a handler
-	// catches up, and Stats.BackPressure, and BackPressureCounter, count the
+	// their handlers, the one being handled included. 0 means
+	// DefaultIncomingQueue (32) and DefaultIncomingQueueBytes (1 MiB). One
+	// message is always taken, whatever its size. Handlers run one at a
+	// time, in the order the messages arrived. Past these bounds the agent
+	// reads no more from the broker until a handler catches up (TCP's
+	// back-pressure). Stats.BackPressure and BackPressureCounter count the
 	// time held so. A handler held longer than KeepAlive + PingTimeout ends
-	// the session: the agent reads no PINGRESP meanwhile.
+	// the session, as the agent reads no PINGRESP meanwhile.
 	IncomingQueue      int
 	IncomingQueueBytes int
 
-	// KeepAlive is the MQTT keepalive (0 means 30 s): after that long
+	// KeepAlive is the MQTT keepalive (0 means 30 s). After that long
 	// without traffic the agent sends a PINGREQ. PingTimeout is how long it
 	// then waits for the PINGRESP before it calls the connection dead (0
 	// means 10 s). Together they bound how long a silent path goes
-	// unnoticed, a NAT or load balancer that forgot the connection without
-	// a reset: at most KeepAlive + PingTimeout + min(KeepAlive/4, 5 s), the
-	// last being how often paho checks. A fleet's sessions start at
-	// different times, so their pings, and the moments they notice, are
-	// spread over a keepalive.
+	// unnoticed: a NAT or load balancer that forgot the connection without
+	// a reset. Such a path goes unnoticed for at most
+	// KeepAlive + PingTimeout + min(KeepAlive/4, 5 s). The last term is how
+	// often paho checks. A fleet's sessions start at different times. Their
+	// pings, and the moments they notice, are thus spread over a keepalive.
 	// KeepAlive is sent in whole seconds, at most 65,535 (MQTT's two bytes).
 	KeepAlive   time.Duration
 	PingTimeout time.Duration
@@ -104,27 +104,27 @@ type Config struct {
 	// every connect at 0). Stopping the agent cuts an attempt short.
 	ConnectTimeout time.Duration
 	// PersistentSession asks the broker to keep the session across
-	// connections (CleanSession false): subscriptions and the QoS 1 messages
-	// sent to the device while it was away survive a reconnect, and
+	// connections (CleanSession false). Subscriptions and the QoS 1
+	// messages sent to the device while it was away survive a reconnect.
 	// EventConnected says whether the broker resumed the session. paho
-	// resends an unacknowledged publish on the next connection and, in this
-	// mode, reports it complete before its PUBACK: Publish returns
-	// ErrUnconfirmed for it rather than success, so a caller that removes a
-	// message only when Publish succeeds still loses nothing.
+	// resends an unacknowledged publish on the next connection. In this
+	// mode, paho reports it complete before its PUBACK. Publish returns
+	// ErrUnconfirmed for it rather than success. A caller that removes a
+	// message only when Publish succeeds thus still loses nothing.
 	PersistentSession bool
 
 	// SessionExpiry is how long an MQTT 5 broker keeps a PersistentSession
-	// after its connection ends (0 means a day); the broker may grant less,
+	// after its connection ends (0 means a day). The broker may grant less,
 	// and the agent takes what it grants. MQTT 3.1.1 has no such field.
 	SessionExpiry time.Duration
 	// RedirectDomains names where an MQTT 5 broker may send the device with
 	// 0x9C (use another server) or 0x9D (server moved) and a Server
-	// Reference, beyond the hosts of Broker and Failover: "example.com"
-	// allows example.com and every name under it. A reference elsewhere is
-	// refused (EventRedirectRefused) and the next attempt goes where it
-	// would have gone. A redirected attempt keeps the endpoint's scheme
-	// (TLS stays TLS, verified against the new host's name), credentials
-	// and the policy's wait.
+	// Reference. These add to the hosts of Broker and Failover.
+	// "example.com" allows example.com and every name under it. A reference
+	// elsewhere is refused (EventRedirectRefused). The next attempt then
+	// goes where it would have gone. A redirected attempt keeps the
+	// endpoint's scheme, credentials and the policy's wait. TLS stays TLS,
+	// verified against the new host's name.
 	RedirectDomains []string
 	// MaxRedirects bounds the references followed in a row without a
 	// session (0 means 3): a broker cannot keep the device hopping.
@@ -260,9 +260,9 @@ func isTLS(raw string) bool {
 	return err == nil && tlsScheme(u.Scheme)
 }
 
-// redact returns a broker URL fit for a log: the password masked, or a
-// placeholder if it does not parse or has an '@' outside its user info
-// (its text might hold a password).
+// redact returns a broker URL fit for a log, with the password masked. It
+// returns a placeholder if the URL does not parse or has an '@' outside its
+// user info. Such text might hold a password.
 func redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -275,14 +275,14 @@ func redact(raw string) string {
 }
 
 // strayAt says whether u has an '@' outside its user info, as
-// ssl://u:pw/x@host has: url.Parse takes u for the host and pw for its
-// port, and the password would reach logs and DNS.
+// ssl://u:pw/x@host has. url.Parse takes u for the host and pw for its
+// port. The password would then reach logs and DNS.
 func strayAt(u *url.URL) bool {
 	return strings.ContainsRune(u.Opaque+u.Host+u.Path+u.RawPath+u.RawQuery+u.Fragment, '@')
 }
 
-// parseEndpoints parses Broker and Failover, moves credentials from the
-// Broker URL into cfg (paho would use them, but only for its first URL), and
+// parseEndpoints parses Broker and Failover. It moves credentials from the
+// Broker URL into cfg, as paho would use them only for its first URL. It
 // enforces the transport rules: credentials only over TLS unless
 // AllowPlaintext, never TLS and plaintext mixed.
 func parseEndpoints(cfg *Config) ([]*url.URL, error) {

@@ -25,8 +25,8 @@ const maxRemainingLength = 1<<28 - 1
 // PacketTooLargeError is why the agent closed a connection whose next
 // packet declared more bytes than Config.MaxIncomingPacket, or whose length
 // was malformed. The agent closes the connection before paho reads the
-// packet: paho v1.5.1 allocates whatever length a header declares, then
-// copies the payload again, so one hostile header could take a device's
+// packet. paho v1.5.1 allocates whatever length a header declares, then
+// copies the payload again. One hostile header could thus take a device's
 // memory. The zero value is not meaningful: the agent makes them. Once made
 // it is not changed, so it is safe to share.
 type PacketTooLargeError struct {
@@ -44,14 +44,14 @@ func (e *PacketTooLargeError) Error() string {
 }
 
 // ProtocolError is why the agent closed a connection on which the broker
-// broke MQTT 3.1.1 in a way paho v1.5.1 would misread: a first packet that
-// is not a CONNACK of exactly two bytes with its reserved bits clear and a
-// return code 3.1.1 knows (paho takes a CONNACK of any length, and an
-// unknown code, as a session), or a SUBACK with a return code other than
-// 0, 1, 2 and 0x80. The attempt, or the session, does not count as
-// connected, and the next attempt waits the policy's delay. It wraps
-// ErrProtocol. The agent makes them; once made it is not changed, so it is
-// safe to share.
+// broke MQTT 3.1.1 in a way paho v1.5.1 would misread. One case is a first
+// packet that is not a CONNACK of exactly two bytes with its reserved bits
+// clear and a return code 3.1.1 knows. paho takes a CONNACK of any length,
+// and an unknown code, as a session. The other case is a SUBACK with a
+// return code other than 0, 1, 2 and 0x80. The attempt, or the session,
+// does not count as connected. The next attempt waits the policy's delay.
+// It wraps ErrProtocol. The agent makes them. Once made it is not changed,
+// so it is safe to share.
 type ProtocolError struct {
 	Type     byte     // the MQTT control packet type (2 CONNACK, 9 SUBACK, 14 DISCONNECT, ...)
 	Reason   string   // what was wrong, as a sentence's end

@@ -13,18 +13,35 @@ import (
 type EventKind uint8
 
 const (
-	EventConnecting      EventKind = iota + 1 // a connect attempt starts (Attempt)
-	EventConnected                            // the session is up (Attempt)
-	EventAttemptFailed                        // a connect attempt failed (Attempt, Code, Err)
-	EventLost                                 // the session ended (Err)
-	EventBackingOff                           // waiting before the next attempt (Attempt, Delay)
-	EventGaveUp                               // the agent stopped retrying (Err)
-	EventConfigApplied                        // a new configuration is in force
-	EventConfigRejected                       // a configuration was refused (Err); the last good one stays
-	EventHandlerPanic                         // a subscription handler panicked (Err); the agent carries on
-	EventPacketTooLarge                       // a packet over MaxIncomingPacket closed the connection (Err: *PacketTooLargeError)
-	EventRedirected                           // an MQTT 5 broker named another server; the next attempt goes there (Endpoint)
-	EventRedirectRefused                      // an MQTT 5 broker named a server the Config does not allow, or one too many (Err)
+	// EventConnecting: a connect attempt starts (Attempt).
+	EventConnecting EventKind = iota + 1
+	// EventConnected: the session is up (Attempt).
+	EventConnected
+	// EventAttemptFailed: a connect attempt failed (Attempt, Code, Err).
+	EventAttemptFailed
+	// EventLost: the session ended (Err).
+	EventLost
+	// EventBackingOff: waiting before the next attempt (Attempt, Delay).
+	EventBackingOff
+	// EventGaveUp: the agent stopped retrying (Err).
+	EventGaveUp
+	// EventConfigApplied: a new configuration is in force.
+	EventConfigApplied
+	// EventConfigRejected: a configuration was refused (Err). The last
+	// good one stays.
+	EventConfigRejected
+	// EventHandlerPanic: a subscription handler panicked (Err). The agent
+	// carries on.
+	EventHandlerPanic
+	// EventPacketTooLarge: a packet over MaxIncomingPacket closed the
+	// connection (Err: *PacketTooLargeError).
+	EventPacketTooLarge
+	// EventRedirected: an MQTT 5 broker named another server. The next
+	// attempt goes there (Endpoint).
+	EventRedirected
+	// EventRedirectRefused: an MQTT 5 broker named a server the Config
+	// does not allow, or one too many (Err).
+	EventRedirectRefused
 )
 
 var eventNames = map[EventKind]string{

@@ -27,14 +27,15 @@ var (
 	ErrInvalid = errors.New("device: invalid input")
 )
 
-// ConnackError is a broker's refusal: the return code of its CONNACK (1 to
-// 5 in MQTT 3.1.1; any other non-zero byte a broker sent is kept as sent).
-// errors.As finds it in an EventAttemptFailed's Err, in a Step's Err, and
-// in Agent.Err when the refusal ended the session (then beside ErrRefused)
-// or was the last before the retry cap (beside ErrGaveUp). Err is the
-// transport's own report of the same refusal, if it made one. The zero
-// ConnackError (Code 0) is not a refusal and not meaningful. Once made it is
-// not changed, so it is safe to share.
+// ConnackError is a broker's refusal: the return code of its CONNACK. MQTT
+// 3.1.1 uses 1 to 5. Any other non-zero byte a broker sent is kept as sent.
+// errors.As finds it in an EventAttemptFailed's Err and in a Step's Err.
+// errors.As also finds it in Agent.Err, beside ErrRefused, when the refusal
+// ended the session. It is there too, beside ErrGaveUp, when the refusal
+// was the last before the retry cap. Err is the transport's own report of
+// the same refusal, if it made one. The zero ConnackError (Code 0) is not a
+// refusal and not meaningful. Once made it is not changed, so it is safe to
+// share.
 type ConnackError struct {
 	Code int
 	Err  error
@@ -94,11 +95,11 @@ type Timing struct {
 	IgnoreServerSignals bool
 }
 
-// DefaultTiming returns the session's defaults: the IoTCore formula (1 s
-// base, 1000 ms jitter, 32 s cap) retrying forever, a 10 s boot spread, a
-// 60 s stability window, credential refusals retried at the 32 s cap, and a
-// guard of 10 attempts a minute with bursts of 5 (which the formula's own
-// schedule never reaches).
+// DefaultTiming returns the session's defaults. The policy is the IoTCore
+// formula (1 s base, 1000 ms jitter, 32 s cap), retrying forever. The boot
+// spread is 10 s. The stability window is 60 s. Credential refusals are
+// retried at the 32 s cap. The guard allows 10 attempts a minute with
+// bursts of 5. The formula's own schedule never reaches that guard.
 func DefaultTiming() Timing {
 	p, err := reconnect.New(reconnect.DefaultIoTCore, reconnect.Limits{MaxRetries: reconnect.RetryForever})
 	if err != nil {
@@ -185,20 +186,22 @@ type Result struct {
 // NoConnack is Result.Code for an attempt that got no CONNACK at all.
 const NoConnack = -1
 
-// Machine is the reconnect state machine of one device: when to attempt, what
-// each outcome means, when to reset and when to give up. It does no I/O and
-// starts no goroutine; its driver (the Agent with the real clock, or a
-// simulator in virtual time) passes the time in and carries out each Step.
-// A Machine is not safe for concurrent use. The zero value is not usable:
-// use NewMachine.
+// Machine is the reconnect state machine of one device: when to attempt,
+// what each outcome means, when to reset and when to give up. It does no
+// I/O and starts no goroutine. Its driver passes the time in and carries
+// out each Step. The driver is the Agent with the real clock, or a
+// simulator in virtual time. A Machine is not safe for concurrent use. The
+// zero value is not usable: use NewMachine.
 type Machine struct {
 	// A simulator of millions of devices drives devicecore.Cores itself;
 	// a Machine is a Core with its own timing, random source and clock.
-	core      devicecore.Core
-	ct        devicecore.Timing // what the core reads of the caller's Timing, with the policy SetPolicy chose
-	src       rand.Source       // the jitter's
-	origin    time.Time         // the first time the machine was given: core's times count from it
-	lastError error             // what the retry sequence last met: a gave-up Step says it
+	core devicecore.Core
+	// what the core reads of the caller's Timing, with the policy SetPolicy
+	// chose
+	ct        devicecore.Timing
+	src       rand.Source // the jitter's
+	origin    time.Time   // the first time the machine was given: core's times count from it
+	lastError error       // what the retry sequence last met: a gave-up Step says it
 }
 
 // NewMachine validates timing and returns a machine drawing its jitter from

@@ -16,14 +16,15 @@ var (
 	pahoInstall sync.Once
 )
 
-// RoutePahoLogs sends paho's own log output to logger at matching levels,
-// dropping the spurious "BUG BUG BUG reconnection function is nil" that paho
-// v1.5.1 logs on every loss when its reconnect is off, as it is here.
+// RoutePahoLogs sends paho's own log output to logger at matching levels.
+// It drops the spurious "BUG BUG BUG reconnection function is nil". paho
+// v1.5.1 logs that line on every loss when its reconnect is off, as it is
+// here.
 //
-// paho's loggers are package-level variables that its goroutines read without
-// synchronisation, so they are assigned only once per process, on the first
-// call (make it before creating clients); later calls only change where the
-// output goes, safely.
+// paho's loggers are package-level variables that its goroutines read
+// without synchronisation. They are therefore assigned only once per
+// process, on the first call. Make that call before creating clients. Later
+// calls only change where the output goes, safely.
 func RoutePahoLogs(logger *slog.Logger) {
 	pahoTarget.Store(logger)
 	pahoInstall.Do(func() {

@@ -43,10 +43,10 @@ func ParseProtocol(s string) (Protocol, error) {
 }
 
 // newProtocol makes the client of the MQTT version the Config names. The
-// agent owns the timing and the endpoints; the client makes the one
-// attempt it is asked for, over a connection the agent dials (host.Dial),
-// carries subscriptions and publishes while the session is up, and
-// reports the session's loss on Agent.lost.
+// agent owns the timing and the endpoints. The client makes the one attempt
+// it is asked for, over a connection the agent dials (host.Dial). It
+// carries subscriptions and publishes while the session is up. It reports
+// the session's loss on Agent.lost.
 func newProtocol(a *Agent) (transport.Client, error) {
 	cfg := &a.cfg
 	s := transport.Settings{Broker: a.endpoints[0], ClientID: cfg.ClientID, Username: cfg.Username, Password: cfg.Password,
@@ -91,9 +91,9 @@ func (h host) Dial(timeout time.Duration, v5 bool) (*transport.Conn, error) {
 	return g, nil
 }
 
-// NewAttempt readies the agent for a connect attempt: a loss reported of
-// an earlier session is stale, and the attempt is counted before it can
-// complete anything (a resend may complete older publishes).
+// NewAttempt readies the agent for a connect attempt. A loss reported of an
+// earlier session is stale. The attempt is counted before it can complete
+// anything, as a resend may complete older publishes.
 func (h host) NewAttempt() {
 	select {
 	case <-h.a.lost:
@@ -125,9 +125,9 @@ func (h host) HandlerFor(topic string) transport.Handler {
 	return nil // not a nil Handler in a non-nil func value
 }
 
-// meaning gives a fact the transport reported its public error: the
-// too-large packet or the broken frame of the current connection
-// (reported once), a broker's refusal or DISCONNECT with its code.
+// meaning gives a fact the transport reported its public error. The facts
+// are the too-large packet or the broken frame of the current connection
+// (reported once), and a broker's refusal or DISCONNECT with its code.
 func (a *Agent) meaning(err error) error {
 	var tl *transport.TooLarge
 	var br *transport.Breach

@@ -9,12 +9,13 @@ import (
 )
 
 // followRedirect sends the next attempt to the server an MQTT 5 broker
-// named with 0x9C (use another server) or 0x9D (server moved), if err
-// carries one and the Config allows it; it reports whether it did. A
-// reference the Config does not allow, or one past MaxRedirects in a row
-// without a session, is refused: an event and a log line, and the next
-// attempt goes where it would have gone. The wait before it is the
-// policy's either way: a redirect never makes the device retry sooner.
+// named with 0x9C (use another server) or 0x9D (server moved). It does so
+// if err carries one and the Config allows it. It reports whether it did. A
+// reference the Config does not allow is refused. So is one past
+// MaxRedirects in a row without a session. A refusal makes an event and a
+// log line. The next attempt then goes where it would have gone. The wait
+// before it is the policy's either way: a redirect never makes the device
+// retry sooner.
 func (a *Agent) followRedirect(err error) bool {
 	code, ref := 0, ""
 	var ce *ConnackError
@@ -51,10 +52,11 @@ func (a *Agent) followRedirect(err error) bool {
 	return true
 }
 
-// referenceURL makes a Server Reference ("host", "host:port", or a URL;
-// of a space-separated list, the first) into the URL of the next attempt:
-// the current endpoint's scheme and port unless it names a port, on a host
-// the Config allows. It returns nil and why not otherwise.
+// referenceURL makes a Server Reference into the URL of the next attempt. A
+// reference is "host", "host:port", or a URL. Of a space-separated list,
+// the first counts. The URL keeps the current endpoint's scheme, and its
+// port unless the reference names one. Its host must be one the Config
+// allows. Otherwise referenceURL returns nil and why not.
 func (a *Agent) referenceURL(ref string) (*url.URL, string) {
 	from := a.target()
 	first, _, _ := strings.Cut(strings.TrimSpace(ref), " ")

@@ -8,9 +8,9 @@ import (
 	"os"
 )
 
-// LoadTLS builds a client TLS configuration from PEM files: caFile (the CA
-// pool that signs the broker; empty means the system pool) and, for mutual
-// TLS, the device's certFile and keyFile (both or neither).
+// LoadTLS builds a client TLS configuration from PEM files. caFile is the
+// CA pool that signs the broker. An empty caFile means the system pool.
+// certFile and keyFile are the device's, for mutual TLS (both or neither).
 func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if caFile != "" {
@@ -30,7 +30,8 @@ func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
 	if certFile != "" {
 		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("device: device certificate: %w", err) // names files, never key material
+			// names files, never key material
+			return nil, fmt.Errorf("device: device certificate: %w", err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -2,9 +2,9 @@ package device
 
 import "strings"
 
-// topicMatches says whether an MQTT topic filter matches a topic name:
-// '+' is one level, '#' as the last level is that level and every one
-// below, and a filter that starts with a wildcard does not match a topic
+// topicMatches says whether an MQTT topic filter matches a topic name. The
+// wildcard '+' is one level. '#' as the last level is that level and every
+// one below. A filter that starts with a wildcard does not match a topic
 // that starts with '$' (MQTT 3.1.1 4.7, MQTT 5 4.7).
 func topicMatches(filter, topic string) bool {
 	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {

@@ -15,10 +15,11 @@ const (
 	// CONNACK 3 "server unavailable" (an MQTT 5 client, Admission.Code),
 	// the fault proxy resets it.
 	RefuseOverLimit AdmissionMode = iota
-	// PauseOverLimit keeps it waiting until a token is free, as a broker
-	// that stops accepting leaves sockets in its listen backlog (EMQX 4's
-	// max_conn_rate, HiveMQ's overload protection): the test broker stops
-	// accepting, the fault proxy holds the connection, bytes and all.
+	// PauseOverLimit keeps it waiting until a token is free. This is what a
+	// broker does when it stops accepting and leaves sockets in its listen
+	// backlog (EMQX 4's max_conn_rate, HiveMQ's overload protection). The
+	// test broker stops accepting. The fault proxy holds the connection,
+	// bytes and all.
 	PauseOverLimit
 	// DisconnectOverLimit accepts it and closes it after its CONNECT (AWS
 	// IoT's THROTTLED, EMQX 5's max_conn_rate).

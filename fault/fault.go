@@ -1,10 +1,10 @@
-// Package fault is the vocabulary of a storm's faults, shared by the test
-// broker (testbroker), the fault proxy in front of any broker (faultproxy)
-// and the simulator that drives them: one Breaker interface both implement,
-// one Admission limit both take, and one Attempt record with its Outcome and
-// Counts that both keep. A run says what it does to the fleet's broker
-// once, and the same words work whichever of the two stands in the path.
-// An invalid Admission is an error wrapping [ErrInvalid].
+// Package fault is the vocabulary of a storm's faults. The test broker
+// (testbroker), the fault proxy in front of any broker (faultproxy) and the
+// simulator that drives them share it. It has one Breaker interface both
+// implement and one Admission limit both take. It has one Attempt record
+// with its Outcome and Counts that both keep. A run says what it does to
+// the fleet's broker once. The same words work whichever of the two stands
+// in the path. An invalid Admission is an error wrapping [ErrInvalid].
 package fault
 
 import (
@@ -91,8 +91,12 @@ type Attempt struct {
 	Decided  time.Time // when its outcome was settled; zero while pending
 	ClientID string    // from the CONNECT; empty if none was read
 	Outcome  Outcome
-	Code     byte // the CONNACK code sent with Refused (a 3.1.1 return code, or an MQTT 5 reason code), else 0
-	Protocol byte // its CONNECT's protocol level: 4 MQTT 3.1.1, 5 MQTT 5 (3 for 3.1); 0 if none was read
+	// Code is the CONNACK code sent with Refused (a 3.1.1 return code, or
+	// an MQTT 5 reason code), else 0.
+	Code byte
+	// Protocol is its CONNECT's protocol level: 4 MQTT 3.1.1, 5 MQTT 5 (3
+	// for 3.1); 0 if none was read.
+	Protocol byte
 }
 
 // Counts summarises attempts by outcome. The zero value counts nothing. It

@@ -47,9 +47,9 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 	var w *delayedWriter
 	var rerr error
 	first := true
-	// The device's first bytes, kept until they hold its whole CONNECT: a
+	// The device's first bytes, kept until they hold its whole CONNECT. A
 	// client may write one in several pieces (paho.golang's header, then
-	// its body), and a read may get any of them.
+	// its body). A read may get any of them.
 	var head []byte
 	sniffing := fromDevice && !l.sniffed
 	for {
@@ -129,9 +129,9 @@ const (
 	closed ending = iota // both closed: an end passed on
 	reset                // both reset: a reset passed on, or a path that broke
 	// dropped: the proxy ended the session. The device sees its broker
-	// close; the broker is reset, so that this host, which dials the broker
-	// from one address, keeps no TIME_WAIT (and no ephemeral port) for each
-	// of the thousands of sessions a storm drops.
+	// close. The broker is reset. This host dials the broker from one
+	// address. The reset leaves it no TIME_WAIT (and no ephemeral port) for
+	// each of the thousands of sessions a storm drops.
 	dropped
 )
 

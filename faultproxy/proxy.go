@@ -23,14 +23,14 @@ var _ fault.Breaker = (*Proxy)(nil)
 
 // MaxHeldBytes is what the proxy keeps of a held connection's bytes while
 // it waits its turn, the CONNECT and anything sent behind it. A device's
-// CONNECT is far below it (only a will or password near MQTT's 64 KiB
-// field limit would reach it); the bound is there so that no client, by
-// sending without end while held, can grow the proxy's memory.
+// CONNECT is far below it. Only a will or password near MQTT's 64 KiB field
+// limit would reach it. The bound is there so that no client, by sending
+// without end while held, can grow the proxy's memory.
 const MaxHeldBytes = 64 << 10
 
-// The defaults of Config.MaxHeld and Config.MaxHeldTotal: room for a fleet
-// of ten thousand held at once with their CONNECTs, and a bound on what a
-// crowd of clients that send without end can make the proxy keep.
+// The defaults of Config.MaxHeld and Config.MaxHeldTotal. They leave room
+// for a fleet of ten thousand held at once with their CONNECTs. They bound
+// what a crowd of clients that send without end can make the proxy keep.
 const (
 	DefaultMaxHeld      = 10000
 	DefaultMaxHeldTotal = 16 << 20
@@ -86,24 +86,26 @@ type Proxy struct {
 	ln  net.Listener
 	rec Recorder
 
-	mu         sync.Mutex
-	closed     bool
-	outage     bool
-	blackhole  bool
-	limiter    *rate.Limiter
-	mode       fault.AdmissionMode
-	flap       time.Duration
-	slow       atomic.Bool // latency or jitter set: the pumps ask delay
-	latency    time.Duration
-	jitter     time.Duration
-	rng        *rand.Rand
-	links      map[*link]struct{}
-	pending    map[net.Conn]struct{} // accepted, not yet linked: held, hanging or being dialled upstream
+	mu        sync.Mutex
+	closed    bool
+	outage    bool
+	blackhole bool
+	limiter   *rate.Limiter
+	mode      fault.AdmissionMode
+	flap      time.Duration
+	slow      atomic.Bool // latency or jitter set: the pumps ask delay
+	latency   time.Duration
+	jitter    time.Duration
+	rng       *rand.Rand
+	links     map[*link]struct{}
+	// accepted, not yet linked: held, hanging or being dialled upstream
+	pending    map[net.Conn]struct{}
 	hanging    map[net.Conn]struct{} // opened into the current black hole
 	blackholed map[*link]struct{}    // links open when the current black hole began
 	held       int                   // connections waiting for their turn
-	holdFull   bool                  // the last one was turned away for it; logged once until one leaves
-	heldBytes  atomic.Int64          // what all held connections sent, kept to be passed on
+	// the last one was turned away for it; logged once until one leaves
+	holdFull  bool
+	heldBytes atomic.Int64 // what all held connections sent, kept to be passed on
 
 	wg sync.WaitGroup
 }
@@ -278,13 +280,14 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 	return true
 }
 
-// swallow holds a connection made during a black hole: whatever the
-// device sends is lost, nothing comes back, and when the black hole ends
-// the connection is reset (its bytes are gone; the stream cannot resume).
+// swallow holds a connection made during a black hole. Whatever the device
+// sends is lost, and nothing comes back. When the black hole ends, the
+// connection is reset. Its bytes are gone, and the stream cannot resume.
 // Nothing is kept, so a device that sends without end costs no memory.
 func (p *Proxy) swallow(seq int, c net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(io.Discard, c) // until the device gives up or the end of the black hole resets it
+	// until the device gives up or the end of the black hole resets it
+	_, _ = io.Copy(io.Discard, c)
 	p.forget(c)
 	p.rec.decide(seq, fault.Dropped, p.cfg.Now())
 }
@@ -300,9 +303,9 @@ func (p *Proxy) throttle(seq int, c net.Conn) {
 	p.rec.decide(seq, fault.Throttled, p.cfg.Now())
 }
 
-// admit waits out a held connection's turn, dials the broker, and links
-// the two. While it waits, the device's bytes are kept to be forwarded, up
-// to MaxHeldBytes; a device that gives up first, or is cut off for sending
+// admit waits out a held connection's turn, dials the broker, and links the
+// two. While it waits, the device's bytes are kept to be forwarded, up to
+// MaxHeldBytes. A device that gives up first, or is cut off for sending
 // more, gives its token back.
 func (p *Proxy) admit(seq int, c net.Conn, wait time.Duration, reservation *rate.Reservation) {
 	defer p.wg.Done()
@@ -488,9 +491,9 @@ func closeAll(links []*link, pending []net.Conn, how ending) {
 	}
 }
 
-// DropAll ends every session it let through and returns how many: each
-// device sees its broker close the connection, and the broker sees a reset
-// (no TIME_WAIT left on this host for it). Connections still held or
+// DropAll ends every session it let through and returns how many. Each
+// device sees its broker close the connection. The broker sees a reset, and
+// no TIME_WAIT is left on this host for it. Connections still held or
 // hanging are closed too. The path stays up.
 func (p *Proxy) DropAll() int {
 	p.mu.Lock()
@@ -524,12 +527,13 @@ func (p *Proxy) EndOutage() error {
 }
 
 // SetAdmission limits the connections let through from now on, replacing
-// any earlier limit; the zero Admission lifts it. Over the limit the proxy
-// resets the connection (RefuseOverLimit), holds it, bytes and all, until a
-// token is free (PauseOverLimit: what the client sends meanwhile is kept,
-// up to MaxHeldBytes, and a client that sends more is reset and recorded as
-// Overflowed; with Config.MaxHeld waiting, the next is refused), or reads
-// its CONNECT and closes (DisconnectOverLimit).
+// any earlier limit. The zero Admission lifts it. Over the limit the proxy
+// does one of three things. With RefuseOverLimit it resets the connection.
+// With PauseOverLimit it holds the connection, bytes and all, until a token
+// is free. What the client sends meanwhile is kept, up to MaxHeldBytes. A
+// client that sends more is reset and recorded as Overflowed. With
+// Config.MaxHeld waiting, the next is refused. With DisconnectOverLimit it
+// reads the connection's CONNECT and closes it.
 func (p *Proxy) SetAdmission(a fault.Admission) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -583,8 +587,8 @@ func (p *Proxy) delay() time.Duration {
 }
 
 // BeginBlackhole makes the path silent, as a NAT or load balancer that
-// forgets its connections: open connections stay open but nothing passes
-// either way, no close is passed on, and new connections hang. Devices
+// forgets its connections does. Open connections stay open but nothing
+// passes either way. No close is passed on. New connections hang. Devices
 // notice only through their keepalive, and the broker through its own.
 func (p *Proxy) BeginBlackhole() {
 	p.mu.Lock()

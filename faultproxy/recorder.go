@@ -65,12 +65,12 @@ func (r *Recorder) answer(seq int) {
 }
 
 // Answered returns how many of the connections passed on since the last
-// Reset the broker has answered (sent at least a byte on: its CONNACK, or
-// under TLS its handshake). A broker that was slow to accept can leave a
-// connection the proxy passed on unanswered: its kernel completed the
-// handshake, but the broker itself never took the connection from its
-// backlog before the device gave up and closed it, so the broker's own log
-// never shows it.
+// Reset the broker has answered. Answering means sending at least a byte
+// on: its CONNACK, or under TLS its handshake. A broker that was slow to
+// accept can leave a connection the proxy passed on unanswered. Its kernel
+// completed the handshake. The broker itself never took the connection from
+// its backlog before the device gave up and closed it. The broker's own log
+// thus never shows it.
 func (r *Recorder) Answered() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -123,9 +123,9 @@ func ConnectClientID(b []byte) (id string, ok bool) {
 	return id, ok
 }
 
-// ParseConnect reads the client ID and the protocol level (3 for MQTT
-// 3.1, 4 for 3.1.1, 5 for MQTT 5) from a CONNECT at the start of b, as
-// ConnectClientID does.
+// ParseConnect reads the client ID and the protocol level from a CONNECT at
+// the start of b, as ConnectClientID does. The level is 3 for MQTT 3.1, 4
+// for 3.1.1 and 5 for MQTT 5.
 func ParseConnect(b []byte) (id string, level byte, ok bool) {
 	if len(b) < 2 || b[0] != 0x10 {
 		return "", 0, false

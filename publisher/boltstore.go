@@ -32,13 +32,13 @@ var ErrStoreInUse = errors.New("publisher: store in use by another process")
 var errLocked = ErrStoreInUse
 
 // CorruptStoreError reports a damaged store that OpenBoltStore recovered
-// from: it comes with a usable store. If MovedTo is set, the damaged file was
-// renamed to MovedTo (never deleted) and the store starts with an empty
-// queue and a new epoch. If MovedTo is empty, only one of the file's two meta
-// pages was damaged: the store keeps what the other one describes (which may
-// be one change older than the last) and starts a new epoch, since a
-// sequence number may have been rolled back. It is a plain value, built by
-// OpenBoltStore: the zero value is not meaningful, and once built it is safe
+// from. It comes with a usable store. If MovedTo is set, the damaged file
+// was renamed to MovedTo (never deleted). The store then starts with an
+// empty queue and a new epoch. If MovedTo is empty, only one of the file's
+// two meta pages was damaged. The store keeps what the other one describes,
+// which may be one change older than the last. It starts a new epoch, since
+// a sequence number may have been rolled back. It is a plain value, built
+// by OpenBoltStore. The zero value is not meaningful. Once built it is safe
 // to share.
 type CorruptStoreError struct {
 	Path, MovedTo string
@@ -66,16 +66,17 @@ type BoltOptions struct {
 	// release the store before failing with ErrStoreInUse (0: 1 s).
 	LockTimeout time.Duration
 	// Dir, when set, is the directory the store is in, held open (the
-	// device's data directory): OpenBoltStore's path is then the store's
-	// name within it, and the file is opened (and moved aside) through it,
-	// so that no link or rename of the directory's path can point it
-	// elsewhere. OpenBoltStore does not close it.
+	// device's data directory). OpenBoltStore's path is then the store's
+	// name within it. The file is opened (and moved aside) through it. No
+	// link or rename of the directory's path can thus point it elsewhere.
+	// OpenBoltStore does not close it.
 	Dir *os.File
 }
 
 // ErrNotPrivate is wrapped by OpenBoltStore's error for a store file that
-// is not the device's own: another user's, a link, a FIFO or a device, or a
-// file with more than one link. Nothing in it was read, changed or moved.
+// is not the device's own. Such a file is another user's, a link, a FIFO or
+// a device, or a file with more than one link. Nothing in it was read,
+// changed or moved.
 var ErrNotPrivate = datadir.ErrNotPrivate
 
 // BoltStore is a durable Store in one go.etcd.io/bbolt file: it survives the
@@ -94,11 +95,11 @@ type BoltStore struct {
 }
 
 // OpenBoltStore opens the store at path (with BoltOptions.Dir, a name in
-// it), creating it if there is none: the device's own regular file, opened
-// through its directory, never through a link (see ErrNotPrivate). The
-// file is checked, page by page, before bbolt reads it (see boltcheck.go):
-// bbolt crashes the process on some damaged pages rather than failing. Its
-// results:
+// it), creating it if there is none. The store is the device's own regular
+// file. It is opened through its directory, never through a link (see
+// ErrNotPrivate). The file is checked, page by page, before bbolt reads it
+// (see boltcheck.go). bbolt crashes the process on some damaged pages
+// rather than failing. Its results:
 //
 //   - (s, nil): the store, with whatever its last run left queued.
 //   - (s, *CorruptStoreError): the file was damaged; s is usable and the
@@ -157,8 +158,8 @@ func OpenBoltStore(path string, opts BoltOptions) (*BoltStore, error) {
 		f.Close()
 		return nil, fmt.Errorf("publisher: reading store %s: %w", path, err)
 	}
-	// Damaged. The lock on f is held until the file is renamed, so no
-	// other process reads it meanwhile; one that was waiting for it finds
+	// Damaged. The lock on f is held until the file is renamed, so no other
+	// process reads it meanwhile. A process that was waiting for it finds
 	// the file moved and opens the new one (openLocked).
 	movedName := fmt.Sprintf("%s.corrupt-%s", name, time.Now().UTC().Format("20060102T150405.000000000"))
 	moved := filepath.Join(dir.Name(), movedName)
@@ -288,10 +289,10 @@ func recoverBolt(err *error) {
 	}
 }
 
-// noSpaceError is an error bbolt flattened to text (its "file resize
-// error" and "file sync error" when the file cannot grow are formatted with
-// %s) that says the disk is full: it matches syscall.ENOSPC again, so that
-// DropOldest can make room.
+// noSpaceError is an error bbolt flattened to text that says the disk is
+// full. bbolt formats its "file resize error" and "file sync error" with %s
+// when the file cannot grow. noSpaceError matches syscall.ENOSPC again, so
+// that DropOldest can make room.
 type noSpaceError struct{ err error }
 
 func (e *noSpaceError) Error() string   { return e.err.Error() }

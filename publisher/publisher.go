@@ -46,9 +46,10 @@ type Session interface {
 type Overflow int
 
 const (
-	// DropOldest makes room by dropping the oldest messages (counted), for
-	// the queue's bounds and when the store's disk is full (ENOSPC): a full
-	// disk loses the oldest telemetry, not the newest.
+	// DropOldest makes room by dropping the oldest messages (counted). It
+	// does so for the queue's bounds and when the store's disk is full
+	// (ENOSPC). A full disk thus loses the oldest telemetry, not the
+	// newest.
 	DropOldest Overflow = iota
 	// RejectNew refuses the new message with ErrQueueFull (counted). On a
 	// full disk Publish returns the store's error (wrapping ENOSPC).
@@ -76,8 +77,8 @@ type Config struct {
 	DrainBurst int
 	// Retry times the waits after a failed publish (nil: IoTCore, forever).
 	// With a finite cap (MaxRetries or MaxElapsed), Run gives up when one
-	// message has used it up: it returns an error wrapping
-	// reconnect.ErrExhausted and the message stays at the front of the queue
+	// message has used it up. It then returns an error wrapping
+	// reconnect.ErrExhausted. The message stays at the front of the queue
 	// for the next Run. Failures while the session is down do not count:
 	// the session's own reconnect paces those.
 	Retry *reconnect.Policy
@@ -210,10 +211,10 @@ func validTopic(t string) error {
 }
 
 // Publish enqueues payload for topic and returns its sequence number (in
-// the store's epoch: see Epoch). It never waits for the network: it fails
-// only on bad input, a full queue under RejectNew, or a store that cannot be
-// written (under DropOldest, a full disk fails only once dropping every
-// older message did not make room).
+// the store's epoch: see Epoch). It never waits for the network. It fails
+// only on bad input, a full queue under RejectNew, or a store that cannot
+// be written. Under DropOldest, a full disk fails it only once dropping
+// every older message did not make room.
 func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	if err := validTopic(topic); err != nil {
 		return 0, err
@@ -257,23 +258,24 @@ func (p *Publisher) Publish(topic string, payload []byte) (uint64, error) {
 	return m.Seq, nil
 }
 
-// appendMakingRoom appends m to the store. Under DropOldest, a full disk (ENOSPC)
-// costs the oldest messages rather than m: they are dropped, counted, and
-// the append tried again, until it succeeds or the queue is empty.
+// appendMakingRoom appends m to the store. Under DropOldest, a full disk
+// (ENOSPC) costs the oldest messages rather than m. They are dropped and
+// counted, and the append is tried again. This goes on until the append
+// succeeds or the queue is empty.
 //
-// Each round drops twice as many as the last: few attempts (about log2 of
-// the number that must go), and at most about twice as many dropped as
-// needed. One at a time would cost an attempt per message and often free
-// nothing, since bbolt reuses only whole pages (dozens of small messages),
-// and only once the transaction that freed them has committed: a BoltStore
-// drops each round in a transaction of its own.
+// Each round drops twice as many as the last. That takes few attempts,
+// about log2 of the number that must go. It drops at most about twice as
+// many as needed. One at a time would cost an attempt per message and often
+// free nothing. bbolt reuses only whole pages (dozens of small messages).
+// It reuses them only once the transaction that freed them has committed. A
+// BoltStore drops each round in a transaction of its own.
 //
-// Dropping needs room too: bbolt rewrites a leaf it removes part of, and a
-// leaf of large messages spans several pages, for which a full disk may
-// have no free run. Such a leaf holds at most maxLeafMessages, and dropping
-// it whole rewrites only one-page parents, so a drop that fails for want of
-// room is retried one message further, up to maxLeafMessages times, before
-// the count doubles.
+// Dropping needs room too: bbolt rewrites a leaf it removes part of. A leaf
+// of large messages spans several pages, for which a full disk may have no
+// free run. Such a leaf holds at most maxLeafMessages. Dropping it whole
+// rewrites only one-page parents. A drop that fails for want of room is
+// thus retried one message further, up to maxLeafMessages times, before the
+// count doubles.
 func (p *Publisher) appendMakingRoom(m Message) error {
 	err := p.store.Append(m)
 	for want, further := 1, 0; err != nil && p.cfg.Overflow == DropOldest && errors.Is(err, syscall.ENOSPC); {
@@ -424,13 +426,13 @@ func (p *Publisher) Flush(ctx context.Context) error {
 }
 
 // Run delivers the queue until ctx ends, then returns ctx.Err(). Messages
-// go one at a time in sequence order; one that fails stays at the front and
+// go one at a time in sequence order. One that fails stays at the front and
 // is retried after a backoff wait. If the Retry policy has a finite cap and
 // one message uses it up, Run returns an error wrapping
-// reconnect.ErrExhausted (and the message's last error); the message stays
-// queued, and calling Run again starts a fresh retry sequence. Run also
-// returns when the session ends for good (its AwaitConnection error) or the
-// store fails. Only one Run may be active at a time.
+// reconnect.ErrExhausted (and the message's last error). The message stays
+// queued. Calling Run again starts a fresh retry sequence. Run also returns
+// when the session ends for good (its AwaitConnection error) or the store
+// fails. Only one Run may be active at a time.
 func (p *Publisher) Run(ctx context.Context) error {
 	src := p.cfg.Source
 	if src == nil {
@@ -518,16 +520,16 @@ func (p *Publisher) Close() error {
 //	 "time": "2026-11-21T10:00:00.123Z", "payload": "<base64>"}
 //
 // (epoch, seq) identifies a message of one device. seq counts from 1 within
-// the epoch and is never reused in it (it survives restarts with a durable
-// store); the epoch changes whenever the sequence may restart (see
-// Store.Epoch). With at-least-once delivery a receiver keeps, per device and
-// epoch, the highest seq seen and drops a message at or below it; a message
-// in an epoch it has not seen is new. time is when the device enqueued the
-// message. An envelope from before epochs has none ("").
+// the epoch and is never reused in it. seq survives restarts with a durable
+// store. The epoch changes whenever the sequence may restart (see
+// Store.Epoch). With at-least-once delivery, a receiver keeps the highest
+// seq seen, per device and epoch. It drops a message at or below it. A
+// message in an epoch it has not seen is new. time is when the device
+// enqueued the message. An envelope from before epochs has none ("").
 //
 // The zero Envelope is not one the publisher sends: DecodeEnvelope rejects
-// seq 0. It is a plain value; copies share Payload, so one is safe to
-// share while no one changes its Payload.
+// seq 0. It is a plain value. Copies share Payload, so one is safe to share
+// while no one changes its Payload.
 type Envelope struct {
 	Epoch   string    `json:"epoch,omitempty"`
 	Seq     uint64    `json:"seq"`

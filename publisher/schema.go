@@ -22,8 +22,8 @@ type fileCheck struct {
 
 // checkBoltFile reports whether the store file r (size bytes) is one that
 // bbolt can open and this package can use without either of them reaching a
-// malformed page: boltcheck reads bbolt's own pages, schema the store's
-// buckets and records in them. An error that is not a
+// malformed page. boltcheck reads bbolt's own pages. schema reads the
+// store's buckets and records in them. An error that is not a
 // *boltcheck.DamageError is a failure to read.
 func checkBoltFile(r io.ReaderAt, size int64) (fileCheck, error) {
 	var fc fileCheck
@@ -36,10 +36,10 @@ func checkBoltFile(r io.ReaderAt, size int64) (fileCheck, error) {
 	return fc, st.done()
 }
 
-// schema checks the store's own layout as the walk meets it: the root holds
-// the buckets "queue" and "meta" and nothing else; meta holds last_seq (8
-// bytes), epoch and dirty; queue holds records under 8-byte keys, none above
-// last_seq.
+// schema checks the store's own layout as the walk meets it. The root holds
+// the buckets "queue" and "meta" and nothing else. meta holds last_seq
+// (8 bytes), epoch and dirty. queue holds records under 8-byte keys, none
+// above last_seq.
 type schema struct {
 	fc            *fileCheck
 	buckets       map[string]bool

@@ -37,10 +37,10 @@ type Store interface {
 	// that message has since left the queue: sequence numbers survive restarts.
 	LastSeq() uint64
 	// Epoch names the store's sequence. It changes whenever the sequence
-	// may restart or roll back (a new store, one moved aside or damaged, a
-	// MemoryStore in each process), so that (epoch, seq) never names two
-	// messages. At most 64 printable ASCII bytes; "" only for a store
-	// written before epochs existed, whose sequence never restarted.
+	// may restart or roll back: a new store, one moved aside or damaged, a
+	// MemoryStore in each process. (epoch, seq) thus never names two
+	// messages. It is at most 64 printable ASCII bytes. It is "" only for a
+	// store written before epochs existed, whose sequence never restarted.
 	Epoch() string
 	Close() error
 }
@@ -123,9 +123,9 @@ func (s *MemoryStore) Remove(seq uint64) error {
 	return nil
 }
 
-// compact keeps the queue's memory proportional to what it holds: removed
-// slots at the front are reused, and an array left large by a backlog that
-// has drained is given back, so a device settles to its baseline after an
+// compact keeps the queue's memory proportional to what it holds. Removed
+// slots at the front are reused. An array left large by a backlog that has
+// drained is given back. A device thus settles to its baseline after an
 // outage (a soak measures it).
 func (s *MemoryStore) compact() {
 	live := len(s.q) - s.head

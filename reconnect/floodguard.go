@@ -8,13 +8,13 @@ import (
 )
 
 // FloodGuard keeps a caller under Requests per Window, whatever its retry
-// policy says, by making each call wait just long enough. It is a token bucket
-// (golang.org/x/time/rate) refilled at Requests/Window with room for Burst:
-// in any Window a caller makes at most Requests + Burst - 1 calls, so Burst 1
-// (the default) is a hard "at most Requests per Window".
+// policy says, by making each call wait just long enough. It is a token
+// bucket (golang.org/x/time/rate) refilled at Requests/Window with room for
+// Burst. In any Window a caller makes at most Requests + Burst - 1 calls.
+// Burst 1 (the default) is thus a hard "at most Requests per Window".
 //
-// A FloodGuard is safe for concurrent use. The zero value is not usable: use
-// [NewFloodGuard].
+// A FloodGuard is safe for concurrent use. The zero value is not usable:
+// use [NewFloodGuard].
 type FloodGuard struct {
 	lim   *rate.Limiter
 	clock Clock

@@ -46,12 +46,13 @@ func (e *HTTPError) Retryable() bool {
 // RetryAfterHint returns the parsed Retry-After.
 func (e *HTTPError) RetryAfterHint() time.Duration { return e.RetryAfter }
 
-// RetryableStatus classifies a status code as IoT Core's guidance does: back
-// off and retry on 429 and on every 5xx (501 included: a caller whose server
-// means it for good opts in with [NotImplementedIsPermanent]), and on a 403
-// when any of reasons names a rate limit (Google APIs answer flood
-// protection that way). Every other status is permanent. reasons are the
-// body's error reasons (see [ErrorReasons]); only a 403 consults them.
+// RetryableStatus classifies a status code as IoT Core's guidance does.
+// That guidance is to back off and retry on 429 and on every 5xx. 501 is
+// included: a caller whose server means it for good opts in with
+// [NotImplementedIsPermanent]. A 403 is retried too when any of reasons
+// names a rate limit. Google APIs answer flood protection that way. Every
+// other status is permanent. reasons are the body's error reasons (see
+// [ErrorReasons]). Only a 403 consults them.
 func RetryableStatus(code int, reasons ...string) bool {
 	switch {
 	case code == http.StatusTooManyRequests, code >= 500 && code <= 599:
@@ -74,8 +75,8 @@ var rateLimitReasons = map[string]bool{
 }
 
 // NotImplementedIsPermanent is a [Retry.Retryable] predicate for callers
-// whose server answers 501 Not Implemented for something it will never do:
-// it is [IsRetryable], except that an *HTTPError with status 501 is
+// whose server answers 501 Not Implemented for something it will never do.
+// It is [IsRetryable], except that an *HTTPError with status 501 is
 // permanent. Without it a 501 is retried like any 5xx.
 func NotImplementedIsPermanent(err error) bool {
 	var he *HTTPError
@@ -95,10 +96,10 @@ const maxReasons = 32
 // otherwise. For an error it reads (at most 64 KiB of) the body for its
 // Google-style reasons and parses Retry-After. A Retry-After given as an
 // HTTP-date is measured against the response's own Date header when that is
-// valid, so a device whose clock is wrong (one without a real-time clock
-// that booted in 1970) waits what the server meant; now is the fallback. The
-// caller still closes the body. A malformed Retry-After is ignored, not an
-// error.
+// valid. A device whose clock is wrong (one without a real-time clock that
+// booted in 1970) thus waits what the server meant. Without a valid Date,
+// now is the fallback. The caller still closes the body. A malformed
+// Retry-After is ignored, not an error.
 func CheckResponse(resp *http.Response, now time.Time) error {
 	if resp.StatusCode < 400 {
 		return nil

@@ -33,10 +33,10 @@ func (l Limits) Validate() error {
 	return nonNegative("MaxElapsed", l.MaxElapsed)
 }
 
-// Policy is a validated Shape with its Limits. It is read-only after [New],
-// so a single *Policy is safe for concurrent use by any number of goroutines
-// and is meant to be shared by a whole fleet; the per-device part is a
-// [Backoff]. The zero Policy is not valid: use New.
+// Policy is a validated Shape with its Limits. It is read-only after [New].
+// A single *Policy is thus safe for concurrent use by any number of
+// goroutines. It is meant to be shared by a whole fleet. The per-device
+// part is a [Backoff]. The zero Policy is not valid: use New.
 type Policy struct {
 	shape  Shape
 	limits Limits

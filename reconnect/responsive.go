@@ -63,12 +63,12 @@ func (c ResponsiveConfig) Validate() error {
 	return nil
 }
 
-// Responsive paces a steady stream of calls against a service that throttles:
-// it sleeps before each call for a delay that rises on every failure and falls
-// after a run of successes, so the callers settle near the rate the service
-// accepts. Unlike a Backoff, one Responsive is shared by all the workers that
-// call the same service; it is safe for concurrent use. The zero value is not
-// usable: use [NewResponsive].
+// Responsive paces a steady stream of calls against a service that
+// throttles. It sleeps before each call for a delay that rises on every
+// failure and falls after a run of successes. The callers thus settle near
+// the rate the service accepts. Unlike a Backoff, one Responsive is shared
+// by all the workers that call the same service. It is safe for concurrent
+// use. The zero value is not usable: use [NewResponsive].
 type Responsive struct {
 	cfg   ResponsiveConfig
 	clock Clock

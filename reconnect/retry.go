@@ -24,19 +24,20 @@ var (
 	ErrPermanent = errors.New("reconnect: permanent error")
 )
 
-// DefaultMaxRetryAfter is the ceiling put on a server's Retry-After hint when
-// [Retry.MaxRetryAfter] is zero: long enough to honour a real overload, short
-// enough that a hostile or broken "Retry-After: 9999999" cannot park a device.
+// DefaultMaxRetryAfter is the ceiling put on a server's Retry-After hint
+// when [Retry.MaxRetryAfter] is zero. It is long enough to honour a real
+// overload. It is short enough that a hostile or broken "Retry-After:
+// 9999999" cannot park a device.
 const DefaultMaxRetryAfter = 5 * time.Minute
 
 // DefaultMaxRetryAfterJitter bounds the jitter added to a server's hint when
 // [Retry.RetryAfterJitter] is zero; see there.
 const DefaultMaxRetryAfterJitter = time.Minute
 
-// Retry runs one operation until it succeeds, fails permanently, runs out of
-// retries or its context ends. It is plain configuration: the zero value is
-// not usable (Policy is required), and a Retry value may be shared and used
-// by concurrent Do calls, each of which keeps its own state and its own
+// Retry runs one operation until it succeeds, fails permanently, runs out
+// of retries or its context ends. It is plain configuration. The zero value
+// is not usable, as Policy is required. A Retry value may be shared and
+// used by concurrent Do calls. Each Do call keeps its own state and its own
 // random generator (see Source).
 type Retry struct {
 	// Policy times the waits and caps the retries. Required.
@@ -47,24 +48,25 @@ type Retry struct {
 	// MaxRetryAfter caps a server's hint (an error carrying a RetryAfterHint).
 	// 0 means DefaultMaxRetryAfter; a negative value ignores hints.
 	MaxRetryAfter time.Duration
-	// RetryAfterJitter bounds the jitter added to a hint. A hint is a floor,
-	// not an instant: after a hint h (already capped by MaxRetryAfter) the
-	// wait is h + U[0, J), or the policy's own wait if that is longer, so a
-	// fleet given the same hint at the same moment does not come back at
-	// the same instant. 0 means J = min(h, DefaultMaxRetryAfterJitter): the
-	// fleet returns spread over [h, 2h), at most one minute past h. A
-	// positive value is J itself; a negative one adds no jitter.
+	// RetryAfterJitter bounds the jitter added to a hint. A hint is a
+	// floor, not an instant. After a hint h (already capped by
+	// MaxRetryAfter) the wait is h + U[0, J), or the policy's own wait if
+	// that is longer. A fleet given the same hint at the same moment thus
+	// does not come back at the same instant. 0 means
+	// J = min(h, DefaultMaxRetryAfterJitter): the fleet returns spread over
+	// [h, 2h), at most one minute past h. A positive value is J itself. A
+	// negative one adds no jitter.
 	RetryAfterJitter time.Duration
 	// Notify, if set, is called before each wait. It must not block.
 	Notify func(Notice)
 	// Clock is the source of time (nil: SystemClock). Tests pass a fake.
 	Clock Clock
 	// Source seeds the jitter. Each Do call seeds a generator of its own
-	// with two draws from Source, made under a lock that every Retry shares,
-	// so one Retry with a Source may serve concurrent Do calls, and a seeded
-	// Source makes a sequence of Do calls reproducible. Source itself must
-	// not be drawn from elsewhere while a Do call may be starting. nil: each
-	// Do call seeds its generator from crypto/rand.
+	// with two draws from Source. The draws are made under a lock that
+	// every Retry shares. One Retry with a Source may thus serve concurrent
+	// Do calls. A seeded Source makes a sequence of Do calls reproducible.
+	// Source itself must not be drawn from elsewhere while a Do call may be
+	// starting. nil: each Do call seeds its generator from crypto/rand.
 	Source rand.Source
 }
 

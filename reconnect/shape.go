@@ -6,16 +6,16 @@ import (
 	"time"
 )
 
-// Shape is the curve a [Policy] follows: the wait before retry number n
-// (n = 0 is the first retry). Shapes are plain configuration values; once
-// given to [New] they are copied and never change, so one Policy can be shared
-// by any number of goroutines and devices. A nil Shape is invalid: New
-// refuses it.
+// Shape is the curve a [Policy] follows: the wait before retry number n (n
+// = 0 is the first retry). Shapes are plain configuration values. Once
+// given to [New] they are copied and never change. One Policy can thus be
+// shared by any number of goroutines and devices. A nil Shape is invalid:
+// New refuses it.
 //
-// Delay must be a pure function of its arguments: prev is the previous wait
-// (0 before the first retry; only [Decorrelated] and [FleetSafe] use it) and u is a uniform
-// random number in [0, 1) supplied by the caller, so that every draw is
-// reproducible from a seed.
+// Delay must be a pure function of its arguments. prev is the previous
+// wait, 0 before the first retry. Only [Decorrelated] and [FleetSafe] use
+// prev. u is a uniform random number in [0, 1) supplied by the caller.
+// Every draw is thus reproducible from a seed.
 type Shape interface {
 	Delay(n int, prev time.Duration, u float64) time.Duration
 	// Validate reports why the parameters cannot produce a sane schedule.
@@ -23,23 +23,25 @@ type Shape interface {
 	String() string
 }
 
-// IoTCore is the mission's formula, the schedule Google Cloud IoT Core
-// documented for devices:
+// IoTCore is the mission's formula. Google Cloud IoT Core documented it
+// for devices:
 //
 //	wait_n = min(2^n * Base + U[0, Jitter], MaxBackoff)
 //
-// The first wait (n = 0) is Base + U[0, Jitter]. Taken literally the formula
-// loses all jitter once 2^n * Base + Jitter passes MaxBackoff: every device
-// then waits exactly MaxBackoff and a fleet that drifts there retries in step.
-// JitterAtCap applies the min before adding the jitter instead,
+// The first wait (n = 0) is Base + U[0, Jitter]. Taken literally, the
+// formula loses all jitter once 2^n * Base + Jitter passes MaxBackoff.
+// Every device then waits exactly MaxBackoff. A fleet that drifts there
+// retries in step. JitterAtCap applies the min before adding the jitter
+// instead. The wait is then:
 //
 //	wait_n = min(2^n * Base, MaxBackoff) + U[0, Jitter]
 //
-// so waits at the cap still spread over Jitter (and may exceed MaxBackoff by
-// up to Jitter).
+// Waits at the cap then still spread over Jitter. They may exceed
+// MaxBackoff by up to Jitter.
 //
-// The zero IoTCore is invalid (Base must be > 0); start from DefaultIoTCore.
-// It is a plain value with pure methods: safe for concurrent use.
+// The zero IoTCore is invalid (Base must be > 0); start from
+// DefaultIoTCore. It is a plain value with pure methods: safe for
+// concurrent use.
 type IoTCore struct {
 	Base        time.Duration
 	Jitter      time.Duration
@@ -156,11 +158,11 @@ func (s EqualJitter) Validate() error {
 
 func (s EqualJitter) String() string { return fmt.Sprintf("equal(base=%v,max=%v)", s.Base, s.Max) }
 
-// Decorrelated waits min(Max, U[Base, 3 * prev)), with prev the previous wait
-// (Base before the first retry): the AWS "decorrelated jitter", which grows
-// from the last wait rather than from the retry count. The zero Decorrelated
-// is invalid (Base must be > 0). It is a plain value with pure methods: safe
-// for concurrent use.
+// Decorrelated waits min(Max, U[Base, 3 * prev)), with prev the previous
+// wait (Base before the first retry). It is the AWS "decorrelated jitter",
+// which grows from the last wait rather than from the retry count. The zero
+// Decorrelated is invalid (Base must be > 0). It is a plain value with pure
+// methods: safe for concurrent use.
 type Decorrelated struct {
 	Base time.Duration
 	Max  time.Duration
@@ -184,24 +186,25 @@ func (s Decorrelated) String() string {
 	return fmt.Sprintf("decorrelated(base=%v,max=%v)", s.Base, s.Max)
 }
 
-// FleetSafe waits U[hi/2, hi) with hi = min(Max, 3 * prev), prev the
-// previous wait (Base before the first retry): equal jitter on the envelope
-// of decorrelated jitter. The first wait is U[1.5, 3) x Base. It is the shape
-// that passes every cell of devicesim's grid, fleets of 1,000 to a million
-// devices against a broker back from a minute's outage that admits 500 to
-// 50,000 connects/s and refuses, holds or drops the rest (docs/measurements.md):
+// FleetSafe waits U[hi/2, hi) with hi = min(Max, 3 * prev), prev being the
+// previous wait (Base before the first retry). This is equal jitter on the
+// envelope of decorrelated jitter. The first wait is U[1.5, 3) x Base.
+// FleetSafe is the shape that passes every cell of devicesim's grid
+// (docs/measurements.md). The grid has fleets of 1,000 to a million devices
+// against a broker back from a minute's outage. The broker admits 500 to
+// 50,000 connects/s and refuses, holds or drops the rest:
 //
-//   - At the cap it still spreads its waits over [Max/2, Max), where
-//     [Decorrelated] waits exactly Max two times in three, so that devices
-//     refused together come back together one cap later.
+//   - At the cap it still spreads its waits over [Max/2, Max). There
+//     [Decorrelated] waits exactly Max two times in three. Devices refused
+//     together under it come back together one cap later.
 //   - It waits at least half its envelope, three quarters of the cap on
-//     average once there, so that a fleet queued behind a slow admission
-//     makes fewer attempts than with [FullJitter], whose waits average half
-//     the cap (too many attempts a device when the queue is long).
-//   - Its envelope grows from each device's own previous draw, so that
-//     devices that lost their sessions together share no schedule after it,
-//     as they do under [EqualJitter]'s 2^n envelope (which comes back from
-//     a flapping broker in rounds).
+//     average once there. A fleet queued behind a slow admission thus makes
+//     fewer attempts than with [FullJitter]. FullJitter's waits average half
+//     the cap: too many attempts a device when the queue is long.
+//   - Its envelope grows from each device's own previous draw. Devices that
+//     lost their sessions together thus share no schedule after it. Under
+//     [EqualJitter]'s 2^n envelope they do, and come back from a flapping
+//     broker in rounds.
 //
 // The zero FleetSafe is invalid (Base must be > 0); start from
 // DefaultFleetSafe. It is a plain value with pure methods: safe for

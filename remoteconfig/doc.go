@@ -1,7 +1,7 @@
-// Package remoteconfig keeps a device's configuration fresh over HTTP: a
-// Fetcher GETs the device's Document with If-None-Match, retries 429 and
-// 5xx on the same backoff as the device's reconnects (package reconnect),
-// and keeps the last good Document in force, and on disk, across reboots.
+// Package remoteconfig keeps a device's configuration fresh over HTTP. A
+// Fetcher GETs the device's Document with If-None-Match. It retries 429 and
+// 5xx on the same backoff as the device's reconnects (package reconnect).
+// It keeps the last good Document in force, and on disk, across reboots.
 //
 // A Document is trusted only as far as the firmware's Bounds allow: a
 // broken or hostile server cannot turn backoff off. It is taken only from
@@ -9,8 +9,8 @@
 // server verified, unless plain http is allowed in so many words.
 //
 // Errors: every invalid input (a Config) wraps [ErrInvalid]. A rejected
-// Document wraps [ErrBadDocument] or [ErrTooLarge]; an answer refused
-// unread wraps [ErrRedirectRefused] or [ErrWeakTLS]; a stored file that is
+// Document wraps [ErrBadDocument] or [ErrTooLarge]. An answer refused
+// unread wraps [ErrRedirectRefused] or [ErrWeakTLS]. A stored file that is
 // not the device's own wraps [ErrNotPrivate]. In each case the last good
 // Document stays in force.
 package remoteconfig

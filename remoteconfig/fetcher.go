@@ -38,26 +38,30 @@ type Config struct {
 	// host): anyone on the path could then rewrite the device's settings
 	// within Bounds.
 	AllowPlaintext bool
-	// Client, if set, makes the requests (nil: a client with a 30 s timeout).
-	// Whichever client is used, a redirect is followed only to https (or,
-	// with AllowPlaintext, to the URL's own scheme) on the URL's own host,
-	// and TLS is 1.2 or later with the server verified: New refuses
-	// a Client whose *http.Transport skips verification, raises a lower
-	// MinVersion on a copy of it, and a response over a weaker connection
-	// (from a RoundTripper it cannot look into) is refused unread; the
-	// request, with any token in URL, has gone out over it by then.
+	// Client, if set, makes the requests (nil: a client with a 30 s
+	// timeout). Whichever client is used, a redirect is followed only to
+	// https on the URL's own host. With AllowPlaintext, a redirect to the
+	// URL's own scheme is followed too. TLS is 1.2 or later with the server
+	// verified. New refuses a Client whose *http.Transport skips
+	// verification. New raises a lower MinVersion on a copy of that
+	// transport. A response over a weaker connection (from a RoundTripper
+	// it cannot look into) is refused unread. The request, with any token
+	// in URL, has gone out over it by then.
 	Client *http.Client
-	// Retry times a round's retries as reconnect.Do does: its Policy (nil:
-	// IoTCore, 1 s base, 1000 ms jitter, 32 s cap, 5 retries: 1, 2, 4, 8,
-	// 16 s plus jitter), MaxRetryAfter and RetryAfterJitter (a Retry-After
-	// is a floor: 0 waits a hint h for h + U[0, min(h, 1 min))), Retryable
-	// (nil: 429, every 5xx and a 403 whose body names a rate limit) and
-	// Notify (beside the fetcher's own log line). Its Clock and Source
-	// must be nil: the fetcher's Clock and Source time its refresh too.
+	// Retry times a round's retries as reconnect.Do does. It uses its
+	// Policy, MaxRetryAfter, RetryAfterJitter, Retryable and Notify. A nil
+	// Policy means IoTCore, 1 s base, 1000 ms jitter, 32 s cap, 5 retries:
+	// 1, 2, 4, 8, 16 s plus jitter. A Retry-After is a floor:
+	// RetryAfterJitter 0 waits a hint h for h + U[0, min(h, 1 min)). A nil
+	// Retryable means 429, every 5xx and a 403 whose body names a rate
+	// limit. Notify is called beside the fetcher's own log line. Its Clock
+	// and Source must be nil: the fetcher's Clock and Source time its
+	// refresh too.
 	Retry reconnect.Retry
-	// Refresh is the time between rounds unless the config sets its own (0: 1 h);
-	// each wait is jittered to Refresh x U[0.75, 1.25) so a fleet does not poll
-	// in step, and the first round waits U[0, FirstSpread) (0: 10 s).
+	// Refresh is the time between rounds unless the config sets its own (0:
+	// 1 h). Each wait is jittered to Refresh x U[0.75, 1.25), so a fleet
+	// does not poll in step. The first round waits U[0, FirstSpread) (0:
+	// 10 s).
 	Refresh     time.Duration
 	FirstSpread time.Duration
 	Bounds      *Bounds // nil: DefaultBounds
@@ -65,18 +69,21 @@ type Config struct {
 	Clock       reconnect.Clock
 	Source      rand.Source
 	Logger      *slog.Logger
-	OnEvent     func(device.Event) // device.EventConfigApplied, device.EventConfigRejected; must not block
-	OnApply     func(Document)     // called with each newly applied config
+	// OnEvent receives device.EventConfigApplied and
+	// device.EventConfigRejected. It must not block.
+	OnEvent func(device.Event)
+	OnApply func(Document) // called with each newly applied config
 }
 
-// Fetcher keeps a device's configuration fresh over HTTP: GET with
-// If-None-Match; retry 429, every 5xx and a 403 whose body names a rate
-// limit, with backoff; take a Retry-After as a floor and add jitter on top
-// (reconnect.Retry.RetryAfterJitter's default: a hint h is waited h +
-// U[0, min(h, 1 min))), measuring an HTTP-date against the response's Date
-// so that a device without a real-time clock waits what the server meant;
-// reject bad documents and keep the last good one. Its methods are safe for
-// concurrent use. The zero value is not usable: use New.
+// Fetcher keeps a device's configuration fresh over HTTP. It GETs with
+// If-None-Match. It retries 429, every 5xx and a 403 whose body names a
+// rate limit, with backoff. It takes a Retry-After as a floor and adds
+// jitter on top. By reconnect.Retry.RetryAfterJitter's default, a hint h is
+// waited h + U[0, min(h, 1 min)). It measures an HTTP-date against the
+// response's Date, so that a device without a real-time clock waits what
+// the server meant. It rejects bad documents and keeps the last good one.
+// Its methods are safe for concurrent use. The zero value is not usable:
+// use New.
 type Fetcher struct {
 	cfg    Config
 	shown  string // the URL as logs and errors show it
@@ -199,15 +206,15 @@ func (f *Fetcher) emit(e device.Event) {
 
 // Fetch runs one round: GET, retrying what is worth retrying within the
 // Retry policy. It returns nil when the config is unchanged (304) or a new
-// one was applied; a rejected document is an error wrapping
-// ErrBadDocument or ErrTooLarge, a refused redirect one wrapping
-// ErrRedirectRefused; a round that runs out of retries
-// wraps reconnect.ErrExhausted. In every error case the last good
-// configuration stays in force.
+// one was applied. A rejected document is an error wrapping ErrBadDocument
+// or ErrTooLarge. A refused redirect is one wrapping ErrRedirectRefused. A
+// round that runs out of retries wraps reconnect.ErrExhausted. In every
+// error case the last good configuration stays in force.
 func (f *Fetcher) Fetch(ctx context.Context) error {
 	f.mu.Lock()
 	etag := f.etag
-	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64()) // one round's jitter, from the device's sequence
+	// one round's jitter, from the device's sequence
+	src := rand.NewPCG(f.src.Uint64(), f.src.Uint64())
 	f.mu.Unlock()
 
 	ans, err := reconnect.DoValue(ctx, f.roundRetry(src), func(ctx context.Context) (*configAnswer, error) {

@@ -33,17 +33,17 @@ type Store interface {
 type FileStore struct {
 	// Path is the file; with Dir set, its name within Dir.
 	Path string
-	// Dir, when set, is the directory Path is in, held open (the
-	// agent's data directory): the file is opened through it, so that no
-	// link or rename of the directory's path can point it elsewhere. The
-	// FileStore does not close it.
+	// Dir, when set, is the directory Path is in, held open (the agent's
+	// data directory). The file is opened through it. No link or rename of
+	// the directory's path can thus point it elsewhere. The FileStore does
+	// not close it.
 	Dir *os.File
 }
 
 // ErrNotPrivate is wrapped by a FileStore's error for a file, or a data
-// directory, that is not the device's own: another user's, a link, a FIFO
-// or a device, or a file with more than one link. Nothing in it was read,
-// changed or renamed.
+// directory, that is not the device's own. Such a file is another user's, a
+// link, a FIFO or a device, or a file with more than one link. Nothing in
+// it was read, changed or renamed.
 var ErrNotPrivate = datadir.ErrNotPrivate
 
 type storedConfig struct {
@@ -82,7 +82,8 @@ func (s FileStore) Load() ([]byte, string, error) {
 		return nil, "", fmt.Errorf("remoteconfig: config store: %w", err)
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 2*MaxDocumentBytes+1024)) // a stored document passed the same limit
+	// a stored document passed the same limit
+	b, err := io.ReadAll(io.LimitReader(f, 2*MaxDocumentBytes+1024))
 	if err != nil {
 		return nil, "", err
 	}

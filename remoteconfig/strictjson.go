@@ -15,9 +15,9 @@ import (
 type keySet map[string]keySet
 
 // configKeys are a configuration document's keys. encoding/json matches
-// keys without regard to case and keeps the last of two, so a document
-// with "heartbeat_interval" and "HEARTBEAT_INTERVAL" would be read with
-// one of them silently winning: checkStrict refuses it first.
+// keys without regard to case and keeps the last of two. A document with
+// "heartbeat_interval" and "HEARTBEAT_INTERVAL" would thus be read with one
+// of them silently winning. checkStrict refuses it first.
 var configKeys = keySet{
 	"reconnect":          {"base": nil, "jitter": nil, "max_backoff": nil},
 	"heartbeat_interval": nil,
@@ -25,10 +25,11 @@ var configKeys = keySet{
 	"settings":           nil, // the application's: any keys, but none twice
 }
 
-// checkStrict refuses what encoding/json would take but a device should
-// not guess at: a document that is not one object (null included), a key
-// twice in one object or twice but for case, a key of ours spelt in
-// another case, null for a key of ours, and anything after the document.
+// checkStrict refuses what encoding/json would take but a device should not
+// guess at. It refuses a document that is not one object (null included).
+// It refuses a key twice in one object, or twice but for case. It refuses a
+// key of ours spelt in another case. It refuses null for a key of ours. It
+// refuses anything after the document.
 func checkStrict(body []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -96,9 +97,9 @@ func strictObject(dec *json.Decoder, keys keySet, depth int) error {
 	return err
 }
 
-// strictValue reads one value within an object depth levels down: the
-// value of our key name (with keys, if an object, the names it may hold),
-// or any value when name is "".
+// strictValue reads one value within an object depth levels down. That is
+// the value of our key name, or any value when name is "". If the value is
+// an object, keys holds the names it may hold.
 func strictValue(dec *json.Decoder, keys keySet, name string, depth int) error {
 	tok, err := dec.Token()
 	if err != nil {

@@ -10,9 +10,10 @@ import (
 	"github.com/herdguard/herdguard/internal/endpoint"
 )
 
-// redirectPolicy follows a redirect only to https (or, with plaintext
-// allowed, the URL's own scheme) on the URL's own host and port: a
-// configuration is taken only from the server the device was pointed at.
+// redirectPolicy follows a redirect only to https on the URL's own host and
+// port. With plaintext allowed, it also follows one to the URL's own
+// scheme. A configuration is thus taken only from the server the device was
+// pointed at.
 func redirectPolicy(origin *url.URL, allowPlaintext bool) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
 		to := req.URL
@@ -83,12 +84,13 @@ func strictClient(c *http.Client) (*http.Client, error) {
 	return &copied, nil
 }
 
-// checkConnection refuses an answer that came over TLS older than 1.2,
-// from a server that was not verified, or with no TLS state at all when
-// the URL is https (a redirect from it goes only to https: a RoundTripper
-// must be hiding it). The request has gone out by then: this keeps what
-// came back from being used, and a RoundTripper that weakens TLS should
-// not be given a URL with a token.
+// checkConnection refuses an answer that came over TLS older than 1.2, or
+// from a server that was not verified. It also refuses an answer with no
+// TLS state at all when the URL is https. A redirect from such a URL goes
+// only to https, so a RoundTripper must be hiding the TLS state. The
+// request has gone out by then. The check keeps what came back from being
+// used. A RoundTripper that weakens TLS should not be given a URL with a
+// token.
 func checkConnection(cs *tls.ConnectionState, https bool) error {
 	switch {
 	case cs == nil && https:

@@ -116,8 +116,9 @@ type Broker struct {
 	started   atomic.Bool
 	closeOnce sync.Once
 
-	admission     atomic.Pointer[activeLimit]
-	busy          atomic.Int32                  // > 0: the reason code every CONNECT is refused with (BeginBusy)
+	admission atomic.Pointer[activeLimit]
+	// > 0: the reason code every CONNECT is refused with (BeginBusy)
+	busy          atomic.Int32
 	flapAfter     atomic.Int64                  // time.Duration
 	latency       atomic.Int64                  // time.Duration
 	dropPublishes atomic.Bool                   // drop QoS 1+ PUBLISHes without a PUBACK
@@ -234,8 +235,8 @@ func (b *Broker) Recorder() *Recorder { return b.rec }
 func (b *Broker) Connected() int { return b.rec.Counts().Connected }
 
 // DialContext connects to this broker over the in-memory transport,
-// whatever the URL says: it waits while the broker is not accepting (until
-// ctx is done) and fails like a refused TCP connection while the broker is
+// whatever the URL says. It waits while the broker is not accepting, until
+// ctx is done. It fails like a refused TCP connection while the broker is
 // down. It is a device.DialFunc.
 func (b *Broker) DialContext(ctx context.Context, _ *url.URL) (net.Conn, error) {
 	if b.cfg.Transport != Memory {
@@ -264,9 +265,10 @@ func (b *Broker) Dial(u *url.URL, opts paho.ClientOptions) (net.Conn, error) {
 	return b.DialContext(ctx, u)
 }
 
-// ClientOptions returns paho options that reach this broker as a well-behaved
-// 3.1.1 client: protocol version pinned to 4, paho's own reconnect off, a
-// connect timeout set, and the transport's TLS config or dialer.
+// ClientOptions returns paho options that reach this broker as a
+// well-behaved 3.1.1 client. The protocol version is pinned to 4 and paho's
+// own reconnect is off. A connect timeout is set, and so is the transport's
+// TLS config or dialer.
 func (b *Broker) ClientOptions(clientID string) *paho.ClientOptions {
 	o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID(clientID).
 		SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false).
@@ -298,7 +300,8 @@ func (b *Broker) kick(cl *mqtt.Client, cause Cause) {
 		tc.cause.CompareAndSwap(nil, &cause)
 	}
 	if cl.Properties.ProtocolVersion >= 5 && b.ctx.Err() == nil {
-		_ = cl.Net.Conn.SetWriteDeadline(time.Now().Add(time.Second)) // a peer that stops reading must not block us
+		// a peer that stops reading must not block us
+		_ = cl.Net.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		_ = b.srv.DisconnectClient(cl, packets.ErrServerUnavailable)
 		return
 	}
@@ -306,9 +309,10 @@ func (b *Broker) kick(cl *mqtt.Client, cause Cause) {
 }
 
 // forget runs when mochi has finished with a connection, cleanup included.
-// mochi returns without OnDisconnect when the CONNACK cannot be written (the
-// client gave up while the broker was slow): the session it had established
-// ends here instead, or Connected would drift up under overload.
+// mochi returns without OnDisconnect when the CONNACK cannot be written, as
+// when the client gave up while the broker was slow. The session it had
+// established ends here instead. Otherwise Connected would drift up under
+// overload.
 func (b *Broker) forget(tc *trackedConn) {
 	if tc.est.Load() && !isClosed(tc.ended) {
 		b.rec.disconnect(Disconnect{Time: time.Now(), ClientID: tc.clientID(), Cause: CauseError,
@@ -323,9 +327,9 @@ func (b *Broker) forget(tc *trackedConn) {
 
 // awaitPreviousSession holds a CONNECT for id while that ID's previous
 // session has ended but mochi is still cleaning it up. mochi's cleanup
-// unsubscribes and deletes by client ID, so a device that reconnects inside
-// that window would lose its new session from the client map and its
-// messages would go nowhere. A session still live is a takeover, which mochi
+// unsubscribes and deletes by client ID. A device that reconnects inside
+// that window would lose its new session from the client map. Its messages
+// would then go nowhere. A session still live is a takeover, which mochi
 // handles itself.
 func (b *Broker) awaitPreviousSession(id string, tc *trackedConn) {
 	v, ok := b.sessions.Load(id)
@@ -357,19 +361,20 @@ func (b *Broker) kickAll(cause Cause) {
 	}
 }
 
-// Drain ends every session with an MQTT 5 DISCONNECT of code and, if
-// reference is not empty, a Server Reference (0x9C use another server to
-// send the fleet to another node; 0x8B server shutting down; 0x89 server
-// busy); a 3.1.1 session, which has no such packet, is closed. The broker
-// stays up. It returns how many sessions it ended, once each end is
-// recorded.
+// Drain ends every session with an MQTT 5 DISCONNECT of code. If reference
+// is not empty, the DISCONNECT carries it as a Server Reference. The code
+// may be 0x9C (use another server), to send the fleet to another node. It
+// may be 0x8B (server shutting down) or 0x89 (server busy). A 3.1.1
+// session, which has no such packet, is closed. The broker stays up. It
+// returns how many sessions it ended, once each end is recorded.
 func (b *Broker) Drain(code byte, reference string) int {
 	return b.dropAllWith(CauseDrain, func(cl *mqtt.Client) {
 		if cl.Properties.ProtocolVersion < 5 {
 			cl.Stop(fmt.Errorf("testbroker: %s", CauseDrain))
 			return
 		}
-		_ = cl.Net.Conn.SetWriteDeadline(time.Now().Add(time.Second)) // a peer that stops reading must not block us
+		// a peer that stops reading must not block us
+		_ = cl.Net.Conn.SetWriteDeadline(time.Now().Add(time.Second))
 		pk := packets.Packet{FixedHeader: packets.FixedHeader{Type: packets.Disconnect}, ReasonCode: code,
 			Properties: packets.Properties{ServerReference: reference, ReasonString: "drained"}}
 		_ = cl.WritePacket(pk)
@@ -499,15 +504,16 @@ func (b *Broker) SetConnackLatency(d time.Duration) error {
 }
 
 // DropPublishes makes the broker drop every QoS 1 or 2 PUBLISH it reads,
-// unacknowledged and out of the record (Counts.DroppedPublishes counts
-// them), as a broker that fails before storing one does, until called
-// again with false. A client keeps such a message in flight; with a
-// persistent session it resends it on its next connection.
+// until called again with false. A dropped PUBLISH is unacknowledged and
+// out of the record (Counts.DroppedPublishes counts them). A broker that
+// fails before storing one does the same. A client keeps such a message in
+// flight. With a persistent session it resends it on its next connection.
 func (b *Broker) DropPublishes(on bool) { b.dropPublishes.Store(on) }
 
 // DelayPubacks makes the broker record each QoS 1 or 2 PUBLISH as usual but
-// hold back its PUBACK until DelayPubacks(false) (or Close): a client's
-// message stays in flight, already received, for as long as a test needs.
+// hold back its PUBACK until DelayPubacks(false) (or Close). A client's
+// message thus stays in flight, already received, for as long as a test
+// needs.
 func (b *Broker) DelayPubacks(on bool) {
 	if on {
 		ch := make(chan struct{})
@@ -567,10 +573,10 @@ type refusal struct {
 	reference string
 }
 
-// RefuseTo is Refuse naming another server: an MQTT 5 client is refused
-// with code (0x9C use another server, 0x9D server moved) and reference as
-// the CONNACK's Server Reference; a 3.1.1 client, which has no such field,
-// only with the code.
+// RefuseTo is Refuse naming another server. An MQTT 5 client is refused
+// with code (0x9C use another server, 0x9D server moved). reference goes as
+// the CONNACK's Server Reference. A 3.1.1 client, which has no such field,
+// is refused only with the code.
 func (b *Broker) RefuseTo(code ConnackCode, reference string, clientIDs ...string) error {
 	if code == 0 || (code > RefuseNotAuthorised && code < 0x80) {
 		return fmt.Errorf("%w: %d is not a refusal code (1-5, or >= 0x80 to send raw)", ErrInvalid, code)
@@ -606,10 +612,11 @@ type activeLimit struct {
 }
 
 // SetAdmission limits the connections admitted from now on, replacing any
-// earlier limit; the zero Admission lifts it. Over the limit the broker
-// refuses with CONNACK 3 (RefuseOverLimit), stops accepting sockets
-// (PauseOverLimit: they wait in the listen backlog), or accepts and closes
-// the session right after its CONNACK (DisconnectOverLimit).
+// earlier limit. The zero Admission lifts it. Over the limit the broker
+// does one of three things. RefuseOverLimit refuses with CONNACK 3.
+// PauseOverLimit stops accepting sockets, which wait in the listen backlog.
+// DisconnectOverLimit accepts and closes the session right after its
+// CONNACK.
 func (b *Broker) SetAdmission(a fault.Admission) error {
 	if err := a.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

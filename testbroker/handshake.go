@@ -19,12 +19,12 @@ var ErrNoThreadCPU = errors.New("testbroker: per-thread CPU time is not availabl
 var ErrInvalid = errors.New("testbroker: invalid input")
 
 // HandshakeCPU measures the CPU time one TLS handshake costs the broker's
-// side: the mean over n full handshakes (no session resumption, as after a
-// device's reboot or with no session cache) with a device certificate when
-// the broker asks for one. Each runs over an in-memory pipe with the
-// broker's half locked to one thread, whose CPU time is read before and
-// after, so the device's half and everything else the process does are not
-// counted.
+// side. It is the mean over n full handshakes, with no session resumption,
+// as after a device's reboot or with no session cache. A device certificate
+// is used when the broker asks for one. Each handshake runs over an
+// in-memory pipe with the broker's half locked to one thread. That thread's
+// CPU time is read before and after. The device's half and everything else
+// the process does are thus not counted.
 func (b *Broker) HandshakeCPU(n int) (time.Duration, error) {
 	if b.pki == nil {
 		return 0, errNotTLS

@@ -16,10 +16,11 @@ import (
 	"github.com/herdguard/herdguard/internal/memnet"
 )
 
-// faultListener is the broker's one mochi listener. It owns the real listening
-// socket (or in-memory queue) so that an outage can take it away and bring it
-// back on the same address, and admission control can stop accepting, without
-// mochi knowing: mochi's own TCP listener stops for good on any accept error.
+// faultListener is the broker's one mochi listener. It owns the real
+// listening socket (or in-memory queue) without mochi knowing. An outage
+// can thus take it away and bring it back on the same address. Admission
+// control can stop accepting. mochi's own TCP listener stops for good on
+// any accept error.
 type faultListener struct {
 	b    *Broker
 	id   string
@@ -137,7 +138,7 @@ func (l *faultListener) mem() *memnet.Listener {
 // Serve runs the accept loop until Close.
 func (l *faultListener) Serve(establish listeners.EstablishFn) {
 	// mochi starts Serve in a goroutine of its own, which may run after a
-	// Close: the loop joins Close's wait under the lock that marks it
+	// Close. The loop joins Close's wait under the lock that marks it
 	// closed, or not at all.
 	l.mu.Lock()
 	if l.closed {
@@ -186,10 +187,11 @@ func (l *faultListener) Serve(establish listeners.EstablishFn) {
 }
 
 // Close stops the accept loop, closes every client, and waits for the
-// connection goroutines to finish. It does not call mochi's CloseFn: that is
-// Clients.GetByListener, which takes its read lock twice and deadlocks when a
-// client connects or disconnects in between (mochi-mqtt/server #488, fixes
-// unreleased in v2.7.9), which is exactly what a broker closing mid-storm sees.
+// connection goroutines to finish. It does not call mochi's CloseFn, which
+// is Clients.GetByListener. That takes its read lock twice. It deadlocks
+// when a client connects or disconnects in between (mochi-mqtt/server #488,
+// fixes unreleased in v2.7.9). A broker closing mid-storm sees exactly
+// that.
 func (l *faultListener) Close(listeners.CloseFn) {
 	l.mu.Lock()
 	if l.closed {

@@ -148,8 +148,8 @@ func (r *Recorder) Publishes() []Publish {
 	return append([]Publish(nil), r.publishes...)
 }
 
-// TakePublishes returns every accepted PUBLISH recorded since the last
-// take (or reset) and forgets them, in one step: a long run counts its
+// TakePublishes returns every accepted PUBLISH recorded since the last take
+// (or reset) and forgets them, in one step. A long run thus counts its
 // messages as it goes instead of holding them all.
 func (r *Recorder) TakePublishes() []Publish {
 	r.mu.Lock()
@@ -212,9 +212,9 @@ func (r *Recorder) Reset() {
 }
 
 // ResetConnections forgets the attempts and disconnects recorded so far and
-// keeps the publishes, in one step: a run that measures a disruption's
-// connections while counting messages over the whole run loses none to a
-// gap between reading and resetting.
+// keeps the publishes, in one step. A run may measure a disruption's
+// connections while counting messages over the whole run. It then loses
+// none to a gap between reading and resetting.
 func (r *Recorder) ResetConnections() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -8,10 +8,10 @@ import (
 	"syscall"
 )
 
-// reservePort holds addr's port during an outage with a socket that is bound
-// but not listening: connects to it are still refused (RST), but no other
-// socket, nor a client's ephemeral source port, can take the port meanwhile,
-// so the broker comes back on the same address.
+// reservePort holds addr's port during an outage with a socket that is
+// bound but not listening. Connects to it are still refused (RST). No other
+// socket, nor a client's ephemeral source port, can take the port
+// meanwhile. The broker thus comes back on the same address.
 func reservePort(addr string) (io.Closer, error) {
 	a, err := net.ResolveTCPAddr("tcp", addr)
 	if err != nil {

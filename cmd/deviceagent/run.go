@@ -23,11 +23,11 @@ import (
 	"github.com/herdguard/herdguard/remoteconfig"
 )
 
-// options are the agent's settings: each flag falls back to an environment
-// variable (HERDGUARD_ and the flag's name in capitals, dashes as
-// underscores), so a container or a systemd unit can configure it either way.
-// The password is never a flag (flags show in process listings): it comes
-// from HERDGUARD_PASSWORD or -password-file.
+// options are the agent's settings. Each flag falls back to an environment
+// variable: HERDGUARD_ and the flag's name in capitals, dashes as
+// underscores. A container or a systemd unit can thus configure it either
+// way. The password is never a flag, as flags show in process listings. It
+// comes from HERDGUARD_PASSWORD or -password-file.
 type options struct {
 	broker, failover, clientID, username string
 	password, passwordFile               string
@@ -42,7 +42,8 @@ type options struct {
 	logLevel                             string
 	mqttVersion, redirectDomains         string
 	fromEnv                              map[string]bool // the flags the environment set
-	passwordFrom                         string          // where the password came from, for the log
+	// where the password came from, for the log
+	passwordFrom string
 }
 
 // envName is the environment variable a flag falls back to.
@@ -289,7 +290,8 @@ func (b *byteSize) Set(s string) error {
 		}
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n <= 0 || n > maxPacketFlag/mult { // int is 32 bits on ARM: no product may overflow
+	// int is 32 bits on ARM: no product may overflow
+	if err != nil || n <= 0 || n > maxPacketFlag/mult {
 		return fmt.Errorf("want a size from %d to %d bytes (MQTT's largest packet), such as 262144, 256KiB or 1MiB", device.MinIncomingPacket, maxPacketFlag)
 	}
 	*b = byteSize(n * mult)
@@ -441,9 +443,9 @@ func (o *options) logCredentials(log *slog.Logger) {
 	}
 }
 
-// newFetcher makes the fetcher of the device's configuration, trusting
-// what the broker is trusted by, and applies the last good configuration
-// from before the reboot, if the data directory keeps one.
+// newFetcher makes the fetcher of the device's configuration, trusting what
+// the broker is trusted by. It applies the last good configuration from
+// before the reboot, if the data directory keeps one.
 func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbeat, log *slog.Logger) (*remoteconfig.Fetcher, error) {
 	fc := remoteconfig.Config{URL: o.configURL, TLS: trust, AllowPlaintext: o.allowPlaintext, Logger: log, FirstSpread: o.bootSpread, OnApply: func(c remoteconfig.Document) {
 		if p, err := c.Policy(); err == nil && p != nil {
@@ -466,9 +468,9 @@ func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbea
 	return fetcher, nil
 }
 
-// newPublisher opens the telemetry queue and the publisher on it; a queue
+// newPublisher opens the telemetry queue and the publisher on it. A queue
 // found damaged (and moved aside) is also told to the fleet's operators as
-// an event, since a device's log is rarely read.
+// an event. A device's log is rarely read.
 func newPublisher(o *options, agent *device.Agent, log *slog.Logger) (*publisher.Publisher, error) {
 	store, damage, err := openQueue(o.data, log)
 	if err != nil {
@@ -489,9 +491,9 @@ func newPublisher(o *options, agent *device.Agent, log *slog.Logger) (*publisher
 	return pub, nil
 }
 
-// stop stops the agent within timeout and says why it ended: nil for a
-// stop that was asked for, the agent's error if it gave up or was refused
-// (firmware supervision decides what next).
+// stop stops the agent within timeout and says why it ended. It returns nil
+// for a stop that was asked for. It returns the agent's error if the agent
+// gave up or was refused. Firmware supervision decides what comes next.
 func stop(agent *device.Agent, timeout time.Duration, log *slog.Logger) error {
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), timeout)
 	defer stopCancel()
@@ -505,10 +507,10 @@ func stop(agent *device.Agent, timeout time.Duration, log *slog.Logger) error {
 	return nil
 }
 
-// deliver runs the publisher until ctx ends or the session is over for
-// good (agentDone). Run also stops on a store error (a full disk can fail
-// even the removal of a delivered message): that is logged, and delivery
-// starts again after retry rather than never.
+// deliver runs the publisher until ctx ends or the session is over for good
+// (agentDone). Run also stops on a store error. A full disk can fail even
+// the removal of a delivered message. That stop is logged. Delivery starts
+// again after retry rather than never.
 func deliver(ctx context.Context, pub *publisher.Publisher, agentDone <-chan struct{}, retry time.Duration, log *slog.Logger) {
 	for {
 		err := pub.Run(ctx)

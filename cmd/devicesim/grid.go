@@ -80,9 +80,9 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return err
 }
 
-// mixCmd is grid -mix: the rollout question, how much of the fleet must
-// move to a new policy before the broker's peak stays under a bound and
-// the fleet comes back spread out.
+// mixCmd is grid -mix: the rollout question. It asks how much of the fleet
+// must move to a new policy before the broker's peak stays under a bound
+// and the fleet comes back spread out.
 func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mc := experiment.DefaultMix()
 	fs := newFlagSet("devicesim grid -mix", mixModes, stderr)

@@ -7,9 +7,9 @@ import (
 	"strings"
 )
 
-// cpuProfiled starts a CPU profile to the file that a leading
-// -cpuprofile FILE names (make pgo profiles the grid and the default run
-// this way), and returns the arguments after it and what stops it.
+// cpuProfiled starts a CPU profile to the file that a leading -cpuprofile
+// FILE names. make pgo profiles the grid and the default run this way. It
+// returns the arguments after it and what stops it.
 func cpuProfiled(args []string) (rest []string, stop func() error, err error) {
 	stop = func() error { return nil }
 	if len(args) == 0 {

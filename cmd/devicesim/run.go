@@ -432,9 +432,9 @@ func servedScale(p plan.Plan, stdout io.Writer) plan.Plan {
 	return p
 }
 
-// runServed runs c and, when c leaves its time scale to the host, runs it
-// again slower for as long as the host bound it and a slower scale is
-// left. It returns the plan of the run it reports.
+// runServed runs c. When c leaves its time scale to the host, runServed
+// runs it again slower for as long as the host bound it and a slower scale
+// is left. It returns the plan of the run it reports.
 func runServed(ctx context.Context, p plan.Plan, dir string, writeEvents bool, stdout io.Writer) (*report.Report, plan.Plan, error) {
 	return slowerWhileBound(ctx, p, stdout, func(p plan.Plan) (*report.Report, error) {
 		return runWritingEvents(ctx, p, dir, writeEvents)
@@ -605,9 +605,10 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// pahoDelays prints paho's reconnect waits after a lost connection: the
-// first retry at once, then 1 s doubling to the cap, the same for every
-// device (paho draws no jitter, so -seed changes nothing).
+// pahoDelays prints paho's reconnect waits after a lost connection. The
+// first retry comes at once, then 1 s doubling to the cap. The waits are
+// the same for every device: paho draws no jitter, so -seed changes
+// nothing.
 func pahoDelays(stdout io.Writer, attempts, samples int, maxBackoff time.Duration) error {
 	w := csv.NewWriter(stdout)
 	_ = w.Write([]string{"attempt", "delay_ms"})

@@ -5,9 +5,9 @@ import (
 	"sync"
 )
 
-// unfinished holds the files a run has begun and not finished writing, for
-// an interrupted devicesim to remove on its way out: a report is complete,
-// marked incomplete, or not there.
+// unfinished holds the files a run has begun and not finished writing. An
+// interrupted devicesim removes them on its way out. A report is then
+// complete, marked incomplete, or not there.
 var unfinished files
 
 type files struct {

@@ -51,10 +51,11 @@ func (f *Fleet) setupConfigs() error {
 }
 
 // configOutage makes the config server answer 503 for the first half of
-// the outage and 429 for the second, both with Retry-After (the time left
-// in that half unless the run names a hint), while every device fetches
-// once (spread over fetchSpread, as after a config push); the window's
-// recovery is the fetches' end. The run is in real time (time scale 1).
+// the outage and 429 for the second. Both carry Retry-After: the time left
+// in that half, unless the run names a hint. Meanwhile every device
+// fetches once, spread over fetchSpread, as after a config push. The
+// window's recovery is the fetches' end. The run is in real time (time
+// scale 1).
 func (f *Fleet) configOutage(ctx context.Context, t0 time.Time) error {
 	outage, hint := f.p.Outage, f.p.RetryAfter
 	atEnd := hint == 0

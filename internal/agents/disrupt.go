@@ -12,9 +12,10 @@ import (
 	"github.com/herdguard/herdguard/internal/plan"
 )
 
-// window is the stretch of the fleet's life one recovery covers: from its
-// first disruption until the fleet was back, with every disruption made
-// meanwhile (a timeline's, a rolling restart's node by node).
+// window is the stretch of the fleet's life one recovery covers. It runs
+// from its first disruption until the fleet was back. It holds every
+// disruption made meanwhile (a timeline's, a rolling restart's node by
+// node).
 type window struct {
 	t0     time.Time
 	at     []time.Duration // each disruption's start since t0, unscaled
@@ -25,9 +26,10 @@ type window struct {
 	// ends are the disruptions the fleet's return waits for: while the
 	// broker is down, flaps or sits behind a black hole, nobody is back.
 	ends []<-chan struct{}
-	// noticed, for a disruption the devices hear of only later (through
-	// the proxy, or a primary that died), is who must notice it before
-	// their word on who is connected means anything: the last one's.
+	// noticed is set for a disruption the devices hear of only later
+	// (through the proxy, or a primary that died). It is who must notice
+	// it before their word on who is connected means anything: the last
+	// one's.
 	noticed *owed
 	fetched func() error // config-outage: the fetches' end
 	// stopProgress ends the progress lines, if the run prints them.
@@ -50,10 +52,10 @@ func (f *Fleet) begin(now time.Time, e plan.Event) {
 	f.w.events = append(f.w.events, e)
 }
 
-// open starts a window at t0: the attempts recorded before it (the boot's,
-// the last storm's) are forgotten if forget says so, since in virtual time
-// the last boot connect falls on the disruption's instant and only the
-// order of the records tells them apart; the live metrics hear of the
+// open starts a window at t0. The attempts recorded before it (the boot's,
+// the last storm's) are forgotten if forget says so. In virtual time the
+// last boot connect falls on the disruption's instant, and only the order
+// of the records tells them apart. The live metrics hear of the
 // disruption, and the progress lines begin.
 func (f *Fleet) open(t0 time.Time, forget bool) {
 	f.w = &window{t0: t0, returned: t0}
@@ -66,20 +68,20 @@ func (f *Fleet) open(t0 time.Time, forget bool) {
 	f.w.stopProgress = progress(f.p.Progress, f.obs, len(f.ids), f.p.TimeScale, t0)
 }
 
-// Disrupt makes disruption e now (its At is the caller's to keep: a
-// timeline's driver calls Disrupt at each event's time) and returns once it
-// is under way; how long it lasts, the fleet carries out on its own, and
+// Disrupt makes disruption e now and returns once it is under way. e's At
+// is the caller's to keep: a timeline's driver calls Disrupt at each
+// event's time. The fleet carries out how long it lasts on its own, and
 // AwaitRecovery waits for its end. The first disruption after Start,
-// AwaitUp or the last recovery opens a window, which AwaitRecovery closes
-// and Report reports: every disruption made in it is judged on its own.
-// Disruptions may overlap, as the model's do: a node is down while any
-// outage of it lasts.
+// AwaitUp or the last recovery opens a window. AwaitRecovery closes the
+// window and Report reports it: every disruption made in it is judged on
+// its own. Disruptions may overlap, as the model's do: a node is down
+// while any outage of it lasts.
 //
 // On a cluster, e strikes every node at once, or the node e.Node names
-// alone, whose devices fail over to the others: the fleet's return waits
+// alone, whose devices fail over to the others. The fleet's return waits
 // for the end of a disruption of every node (and of any flapping window),
-// not for one node's outage. A rolling restart is its nodes' restarts, one
-// a gap: Run makes them, RestartNode each.
+// not for one node's outage. A rolling restart is its nodes' restarts,
+// one a gap: Run makes them, RestartNode each.
 //
 // e's durations are unscaled; a Flap, Latency or LatencyJitter of 0 is the
 // plan's. A throttled restart brings the nodes back admitting the plan's
@@ -123,7 +125,8 @@ func (f *Fleet) Disrupt(ctx context.Context, e plan.Event) error {
 	switch {
 	case len(f.w.at) == 1:
 		f.w.returned = back
-	case e.Node != nil && back.After(f.w.returned): // node restarts one after another: the cluster whole when the last is back
+	// node restarts one after another: the cluster whole when the last is back
+	case e.Node != nil && back.After(f.w.returned):
 		f.w.returned = back
 	}
 	if noticed != nil {
@@ -230,18 +233,18 @@ func (f *Fleet) carryOutElsewhere(ctx context.Context, e plan.Event, now time.Ti
 func (f *Fleet) breaker(k int) fault.Breaker { return f.nodes.Breaker(k) }
 
 // RestartNode takes node k of the cluster down for outage (unscaled) and
-// brings it back, one step of a rolling restart: Disrupt of a broker
-// restart of node k alone. Its sessions end now and their devices fail
-// over to the next node, on their policy's schedule; the fleet's return
+// brings it back. It is one step of a rolling restart: Disrupt of a broker
+// restart of node k alone. Its sessions end now, and their devices fail
+// over to the next node on their policy's schedule. The fleet's return
 // does not wait for the node's, since its devices go elsewhere.
 func (f *Fleet) RestartNode(ctx context.Context, k int, outage time.Duration) error {
 	return f.Disrupt(ctx, plan.Event{Scenario: plan.BrokerRestart, Outage: outage, Node: &k})
 }
 
 // DrainNode drains node k of the cluster to the next and takes it down
-// for outage (unscaled), one step of a rolling drain: its MQTT 5 devices
-// are sent on with 0x9C and a Server Reference, its 3.1.1 devices see the
-// connection close and fail over to the same next node.
+// for outage (unscaled). It is one step of a rolling drain. Its MQTT 5
+// devices are sent on with 0x9C and a Server Reference. Its 3.1.1 devices
+// see the connection close and fail over to the same next node.
 func (f *Fleet) DrainNode(ctx context.Context, k int, outage time.Duration) error {
 	return f.Disrupt(ctx, plan.Event{Scenario: plan.RollingDrain, Outage: outage, Node: &k})
 }

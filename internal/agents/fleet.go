@@ -1,19 +1,20 @@
 // Package agents is the engine of real devices, and the live fleet it
-// runs on. A Fleet is device.Agents (paho clients, their store-and-forward
-// publishers and config fetchers) against the in-process test broker, a
-// cluster of its nodes, or any broker (or cluster of brokers) through a
-// fault proxy a node, in scaled real time or, in tests, a synctest bubble;
-// it stays up across disruptions:
+// runs on. A Fleet is device.Agents: paho clients, their store-and-forward
+// publishers and config fetchers. They run against the in-process test
+// broker, a cluster of its nodes, or any broker (or cluster of brokers)
+// through a fault proxy a node. They run in scaled real time or, in
+// tests, in a synctest bubble. The fleet stays up across disruptions:
 //
-//	Start ─▶ AwaitUp ─▶ Disrupt, Disrupt, ... ─▶ AwaitRecovery ─▶ Report ─▶ Disrupt ... ─▶ Stop
+//	Start ─▶ AwaitUp ─▶ Disrupt, Disrupt, ... ─▶ AwaitRecovery ─▶ Report
+//	      ─▶ Disrupt ... ─▶ Stop
 //
-// Run, the engine, is one client of it: the plan's timeline of
-// disruptions (a rolling restart among them, node by node), then one
-// report, each disruption judged on its own. The soak (package
+// Run, the engine, is one client of it. It runs the plan's timeline of
+// disruptions (a rolling restart among them, node by node), then makes
+// one report, each disruption judged on its own. The soak (package
 // experiment) is another: storm after storm on one fleet. The fleet
-// connects to the brokers package cluster makes, watches its devices
-// through package observer, builds them with package member, and runs a
-// fleet too large for one process's descriptors in child processes
+// connects to the brokers package cluster makes. It watches its devices
+// through package observer and builds them with package member. It runs
+// a fleet too large for one process's descriptors in child processes
 // (package children).
 package agents
 
@@ -39,23 +40,24 @@ import (
 	"github.com/herdguard/herdguard/remoteconfig"
 )
 
-// Fleet is a fleet of real agents kept up across disruptions: its broker
-// (the in-process one, a cluster of its nodes, or external ones, each
-// behind a fault proxy of its own), its members, and what watches them. Between Start and
-// Stop it is disrupted and awaited as often as its user likes; each
-// recovery is a window of its own (see Disrupt). Its methods are called
-// from one goroutine, one at a time; its agents run on their own. The zero
-// Fleet is not usable: use Start.
+// Fleet is a fleet of real agents kept up across disruptions. It holds
+// its broker, its members, and what watches them. The broker is the
+// in-process one, a cluster of its nodes, or external ones, each behind a
+// fault proxy of its own. Between Start and Stop the fleet is disrupted
+// and awaited as often as its user likes. Each recovery is a window of
+// its own (see Disrupt). Its methods are called from one goroutine, one
+// at a time; its agents run on their own. The zero Fleet is not usable:
+// use Start.
 type Fleet struct {
 	p      plan.Plan // with its defaults, at the time scale the run allows
 	ids    []int     // the devices this process runs (a shard's)
 	wiring member.Wiring
 
-	nodes    *cluster.Cluster // the brokers, what stands in front of them, and how the devices reach them
+	nodes    *cluster.Cluster // the brokers, what is in front of them, and how devices reach them
 	configs  *configserver.Server
 	fetchers []*remoteconfig.Fetcher
 
-	devlog       *observer.DeviceLog // every attempt the devices made here (or, through the proxy, in children)
+	devlog       *observer.DeviceLog // every attempt made here (or, through the proxy, in children)
 	obs          observer.Observer   // what the fleet waits on: the brokers' side or the devices'
 	members      []member.Member
 	children     *children.Children
@@ -67,7 +69,7 @@ type Fleet struct {
 	upAt       time.Time          // when the fleet was last all up
 
 	stopMembers context.CancelFunc
-	faults      []timedfault.Faults // by node: the disruptions in force at it, each until its timer ends it
+	faults      []timedfault.Faults // by node: its disruptions in force, each until its timer ends
 	w           *window             // the recovery under way, if a disruption opened one
 	cleanups    []func()
 }
@@ -85,12 +87,12 @@ func (f *Fleet) warn(format string, args ...any) {
 	}
 }
 
-// Start builds the fleet of plan p, which the caller has validated: its
-// broker (or nodes, or the fault proxy in front of an external one), the
-// config server if the storm needs one, and a member a device, and starts
-// them; it returns once they are started, not connected (AwaitUp). A
-// boot-storm's boot is its disruption: the fleet's first window opens as
-// the members start. An error stops what had started.
+// Start builds the fleet of plan p, which the caller has validated, and
+// starts it. It builds its broker (or nodes, or the fault proxy in front
+// of an external one), the config server if the storm needs one, and a
+// member a device. It returns once they are started, not connected
+// (AwaitUp). A boot-storm's boot is its disruption: the fleet's first
+// window opens as the members start. An error stops what had started.
 func Start(ctx context.Context, p plan.Plan) (*Fleet, error) {
 	f := newFleet(p)
 	if err := f.setup(); err != nil {
@@ -180,9 +182,10 @@ func (f *Fleet) Stop() {
 	}
 }
 
-// SetAdmission limits the connects the broker (each node of a cluster, or
-// the fault proxy in front of each external broker) admits from now on to
-// a, in unscaled connects a second; the zero Admission lifts the limit.
+// SetAdmission limits the connects the broker admits from now on to a, in
+// unscaled connects a second. The broker here is each node of a cluster,
+// or the fault proxy in front of each external broker. The zero Admission
+// lifts the limit.
 func (f *Fleet) SetAdmission(a fault.Admission) error {
 	if a != (fault.Admission{}) {
 		a = fault.Admission{Rate: a.Rate * f.p.TimeScale, Burst: max(a.Burst, 1), Mode: a.Mode, Code: a.Code}
@@ -278,10 +281,11 @@ func (f *Fleet) memberConfig() (member.Config, error) {
 	return mc, nil
 }
 
-// observer is what the fleet waits on: the in-process brokers' recorders,
-// a session a node holds; or the devices' own word, where no broker alone
-// knows it (failover's two brokers, external ones) or a broker behind a
-// silent path still counts its sessions until its own keepalive gives up.
+// observer is what the fleet waits on. It is the in-process brokers'
+// recorders (a session a node holds). It is instead the devices' own word
+// where no broker alone knows it (failover's two brokers, external ones).
+// The devices' word is also used where a broker behind a silent path still
+// counts its sessions until its own keepalive gives up.
 func (f *Fleet) observer() observer.Observer {
 	n := f.nodes
 	if len(n.Brokers) == 0 || n.Standby != nil || len(n.Proxies) > 0 {
@@ -309,18 +313,21 @@ func (f *Fleet) setupFaults(mc *member.Config) error {
 }
 
 // spawnChildren starts the processes that run the agents of a TCP fleet
-// too large for this one, against url (the in-process broker, or the
-// fault proxy in front of a broker).
+// too large for this one. They run against url: the in-process broker, or
+// the fault proxy in front of a broker.
 func (f *Fleet) spawnChildren(url string) error {
 	p := children.Config{Plan: f.p, URL: url, Warn: f.warn}
-	if f.p.Transport == plan.TLS && len(f.nodes.Brokers) == 1 { // the children issue their devices' certificates from the broker's CA
+	// the children issue their devices' certificates from the broker's CA
+	if f.p.Transport == plan.TLS && len(f.nodes.Brokers) == 1 {
 		b := f.nodes.Brokers[0]
 		p.CA = func(dir string) (plan.Target, error) {
 			files, err := b.WriteCAFiles(dir)
 			return plan.Target{TLSCA: files.CA, TLSCAKey: files.Key}, err
 		}
 	}
-	if len(f.nodes.Proxies) > 0 { // their devices' records come back as they happen, as do their sessions spread over a keepalive
+	// their devices' records come back as they happen, as do their sessions
+	// spread over a keepalive
+	if len(f.nodes.Proxies) > 0 {
 		p.BootSpread = f.unscale(f.wiring.BootSpread)
 		var metrics func(int) device.Metrics
 		if f.p.Metrics != nil {

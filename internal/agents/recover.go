@@ -39,13 +39,14 @@ type Watch struct {
 }
 
 // AwaitRecovery closes the window the disruptions since the last recovery
-// opened: it waits for those the fleet's return depends on to end (an
-// outage, a flapping window, a black hole), for every device to hear of the
-// last one, and for every device to be back, within the plan's bound; then
-// for every attempt's outcome. It returns the window, and an error that
-// wraps ErrNotRecovered when the bound passed first, or is ctx's when ctx
-// ended: either way the window can still be reported. Any other error (a
-// disruption that could not end) means it cannot.
+// opened. It waits for those the fleet's return depends on to end (an
+// outage, a flapping window, a black hole). It waits for every device to
+// hear of the last one, and for every device to be back, within the
+// plan's bound. Then it waits for every attempt's outcome. It returns the
+// window, and an error that wraps ErrNotRecovered when the bound passed
+// first, or is ctx's when ctx ended. Either way the window can still be
+// reported. Any other error (a disruption that could not end) means it
+// cannot.
 func (f *Fleet) AwaitRecovery(ctx context.Context) (Watch, error) {
 	w := f.w
 	if w == nil {

@@ -11,20 +11,21 @@ import (
 )
 
 // hostTimerPrecision is how finely a loaded host keeps thousands of agents'
-// timers: no burst narrower than this (times the time scale, unscaled) can
+// timers. No burst narrower than this (times the time scale, unscaled) can
 // be told from the host starting attempts in batches.
 const hostTimerPrecision = 2 * time.Millisecond
 
 // Report is rec's window as the report has it, as the virtual engine
-// reports the same storm: what the devices did and, where the run sees it,
-// what reached the broker (each node of a cluster counted on its own, by
-// its proxy where one stands in front of it),
-// from the window's first disruption on, each of its disruptions' recovery
-// judged on its own. It then lets go of the window's records, so that a
-// fleet that lives through storm after storm holds one storm's at most: a
-// window is reported once. A fleet whose agents run in child processes
-// hands them rec.T0 here and takes their reports: it reports one window.
-// The report's Recovery.AllRecovered, Telemetry and Host are the caller's.
+// reports the same storm. It holds what the devices did and, where the
+// run sees it, what reached the broker, from the window's first
+// disruption on. Each node of a cluster is counted on its own, by its
+// proxy where one stands in front of it. Each of the window's
+// disruptions has its recovery judged on its own. Report then lets go of
+// the window's records, so that a fleet that lives through storm after
+// storm holds one storm's at most: a window is reported once. A fleet
+// whose agents run in child processes hands them rec.T0 here and takes
+// their reports: it reports one window. The report's
+// Recovery.AllRecovered, Telemetry and Host are the caller's.
 func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 	defer f.forget()
 	if f.children != nil && f.childReports == nil {
@@ -58,7 +59,8 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 			seen = append(seen, n.Recorder())
 		}
 		if f.nodes.Standby != nil {
-			seen = observer.Brokers{f.nodes.Standby.Recorder()} // the survivor: where the fleet arrived
+			// the survivor: where the fleet arrived
+			seen = observer.Brokers{f.nodes.Standby.Recorder()}
 		}
 		for _, a := range seen.Since(rec.T0) {
 			b.Add(brokerRecord(b, a))
@@ -106,10 +108,11 @@ func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
 	return "devices", "broker"
 }
 
-// addFleetSide adds what the devices did since the window's start: the
-// config server's requests in config-outage, the children's own records
-// where their agents ran beside nobody's proxy, else the devices' log
-// here, and how soon they noticed each disruption.
+// addFleetSide adds what the devices did since the window's start. In
+// config-outage that is the config server's requests. Where their agents
+// ran beside nobody's proxy, it is the children's own records; else it is
+// the devices' log here. It also adds how soon they noticed each
+// disruption.
 func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
 	t0 := rec.T0
 	switch {
@@ -127,17 +130,19 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
 		for _, a := range f.devlog.Since(t0) {
 			b.Add(fleetRecord(b, a))
 		}
-		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe { // observe's t0 is the first loss noticed
+		// observe's t0 is the first loss noticed
+		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe {
 			f.addNotices(b, rep, rec)
 		}
 	}
 }
 
 // addNotices adds how long the devices took to notice each disruption of
-// the window that ended their sessions, from its own start: the host's
-// lateness (Builder.Noticed), or, after a black hole, which the devices
-// notice only through their keepalive, the fleet's own figure
-// (report.Noticed). A child's window is its parent's first disruption.
+// the window that ended their sessions, from its own start. That is the
+// host's lateness (Builder.Noticed). After a black hole, which the
+// devices notice only through their keepalive, it is the fleet's own
+// figure (report.Noticed). A child's window is its parent's first
+// disruption.
 func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Watch) {
 	events, at := rec.Disruptions, rec.At
 	if len(at) == 0 {

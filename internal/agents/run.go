@@ -14,13 +14,14 @@ import (
 // ErrLost is wrapped when telemetry went missing.
 var ErrLost = errors.New("agents: telemetry lost")
 
-// Run runs plan p, which the caller has validated, on real agents: a live
-// fleet booted, put through the plan's disruption (or its timeline, each
-// disruption at its time after the first; or a cluster's rolling restart,
-// node by node), awaited, and reported, every disruption's recovery judged
-// on its own. A run that ends with devices still offline returns its
-// report and an error wrapping ErrNotRecovered; an interrupted one (ctx
-// ended) its report so far and ctx's error.
+// Run runs plan p, which the caller has validated, on real agents. A live
+// fleet is booted, put through the plan's disruption, awaited, and
+// reported. The plan may instead have a timeline, each disruption at its
+// time after the first, or a cluster's rolling restart, node by node.
+// Every disruption's recovery is judged on its own. A run that ends with
+// devices still offline returns its report and an error wrapping
+// ErrNotRecovered. An interrupted one (ctx ended) returns its report so
+// far and ctx's error.
 func Run(ctx context.Context, p plan.Plan) (*report.Report, error) {
 	start := time.Now()
 	f, err := Start(ctx, p)
@@ -142,7 +143,8 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 // everyone back and lost nothing.
 func (f *Fleet) outcome(ctx context.Context, rep *report.Report, recoverErr, drainErr error) error {
 	n, recovered := len(f.ids), rep.Recovered()
-	rep.Recovery.AllRecovered = recoverErr == nil && rep.Stranded() == 0 // every device up, and every device disrupted back
+	// every device up, and every device disrupted back
+	rep.Recovery.AllRecovered = recoverErr == nil && rep.Stranded() == 0
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())

@@ -33,9 +33,9 @@ func (f *Fleet) Drain(ctx context.Context) error {
 }
 
 // Settle waits until the devices' queues hold no more than one message a
-// device (the one in flight), for at most a minute and two caps, while
-// they go on producing, and counts what the broker received by then (see
-// Telemetry); it returns what was queued when it began.
+// device (the one in flight), while they go on producing. It waits for at
+// most a minute and two caps. It counts what the broker received by then
+// (see Telemetry). It returns what was queued when it began.
 func (f *Fleet) Settle(ctx context.Context) (queuedAtStart int, err error) {
 	queuedAtStart = f.Queued()
 	if err := f.awaitQueued(ctx, len(f.members)); err != nil {
@@ -66,11 +66,12 @@ func (f *Fleet) awaitQueued(ctx context.Context, most int) error {
 	}
 }
 
-// Telemetry counts the fleet's messages end to end so far: what the
-// devices (and the children's, once reported) enqueued, had acknowledged
-// and still hold, and what the in-process broker received once, by the
-// envelope's rule. It takes what the broker recorded since the last call,
-// so that a long run does not hold every message.
+// Telemetry counts the fleet's messages end to end so far. It counts what
+// the devices (and the children's, once reported) enqueued, had
+// acknowledged and still hold. It counts what the in-process broker
+// received once, by the envelope's rule. It takes what the broker
+// recorded since the last call, so that a long run does not hold every
+// message.
 func (f *Fleet) Telemetry() *report.Telemetry {
 	t := &report.Telemetry{RatePerDevice: f.p.TelemetryRate(), ReceivedUnique: -1}
 	for _, m := range f.members {

@@ -1,19 +1,21 @@
 // Package arrivallog reads the logs people have into arrival times for
-// the judgement (internal/stormstats): the logs of the brokers fleets run
-// (mosquitto, RabbitMQ, EMQX, HiveMQ, VerneMQ), as they write them and
-// as syslog, journald, docker and the kubelet carry them; the connection
-// events of AWS IoT Core and Azure IoT Hub; JSON lines; CSV and TSV with a
-// time column; devicesim's events.csv; plain columns of seconds or Unix
-// milliseconds; and any other log through a pattern. The format is found
+// the judgement (internal/stormstats). It reads the logs of the brokers
+// fleets run (mosquitto, RabbitMQ, EMQX, HiveMQ, VerneMQ). It reads them
+// as they write them and as syslog, journald, docker and the kubelet
+// carry them. It reads the connection events of AWS IoT Core and Azure
+// IoT Hub. It reads JSON lines, CSV and TSV with a time column, and
+// devicesim's events.csv. It reads plain columns of seconds or Unix
+// milliseconds, and any other log through a pattern. The format is found
 // from the lines themselves. Only connects are arrivals: every other line
-// is counted by what it says. Times are read exactly from their digits,
-// and an error names the line and what was expected there.
+// is counted by what it says. Times are read exactly from their digits.
+// An error names the line and what was expected there.
 //
 // A log that holds several disruptions, judged as one series, reads as
-// waves. Where the log shows them (the broker's stop and start lines, a
-// crowd of sessions ended at once, the same devices back after holding
-// their sessions, a crowd of devices never seen before), Log.Disruptions
-// finds them, and Log.Recoveries judges each recovery on its own.
+// waves. Log.Disruptions finds them where the log shows them. The broker's
+// stop and start lines show one, and so does a crowd of sessions ended at
+// once. So do the same devices back after holding their sessions, and a
+// crowd of devices never seen before. Log.Recoveries judges each recovery
+// on its own.
 package arrivallog
 
 import (
@@ -36,14 +38,14 @@ import (
 // ParseLog makes one; the zero value is an empty log. A Log is plain data:
 // safe to read from several goroutines, not to change while they do.
 type Log struct {
-	// Format is the format taken, as a person would name it: "mosquitto",
-	// "rabbitmq", "mosquitto under syslog (RFC 3164 stamps ...)",
+	// Format is the format taken, as a person would name it. Examples are
+	// "mosquitto", "rabbitmq", "mosquitto under syslog (RFC 3164 stamps ...)",
 	// "aws-iot lifecycle events (JSON lines)", "csv (t_s)", "events.csv",
 	// "seconds", "unix ms" ...
 	Format string
-	// Times holds each arrival's time: since the Unix epoch for the
-	// absolute formats (broker logs, Unix ms, RFC 3339), as written for
-	// relative ones (t_s, plain seconds), to the nanosecond as written.
+	// Times holds each arrival's time, to the nanosecond as written. For
+	// the absolute formats (broker logs, Unix ms, RFC 3339) it is since the
+	// Unix epoch. For relative ones (t_s, plain seconds) it is as written.
 	Times []time.Duration
 	// Lines holds the line each arrival came from (from 1; a CSV record
 	// spanning lines, the first; an element of a JSON document, the line
@@ -76,8 +78,8 @@ type Log struct {
 	Lost []Note
 	// Gaps are the spans in which the log says its logger dropped every
 	// line (OTP's drop mode, from its switch to drop mode to its switch
-	// back): judged with them taken out, so that a hole is not read as
-	// the quiet between bursts.
+	// back). The log is judged with them taken out, so that a hole is not
+	// read as the quiet between bursts.
 	Gaps []Gap
 
 	// What the other lines say about disruptions (Log.Disruptions).
@@ -113,34 +115,34 @@ type Options struct {
 	// Location is the zone of times written without one; nil is UTC.
 	Location *time.Location
 	// Written is when the log was written, as far as the caller knows
-	// (the file's modification time): the year of syslog's stamps, which
-	// have none, and the day of stamps that are a time of day alone. The
-	// zero value is now.
+	// (the file's modification time). It gives the year of syslog's
+	// stamps, which have none. It gives the day of stamps that are a time
+	// of day alone. The zero value is now.
 	Written time.Time
 }
 
 // FormatNames are the formats ParseLog can be told to take:
 //
 //   - mosquitto: mosquitto's log, with its own stamp (Unix seconds or any
-//     log_timestamp_format) and under syslog, journald or a container
-//     runtime; its "New client connected" lines are the arrivals
+//     log_timestamp_format). It may come under syslog, journald or a
+//     container runtime. Its "New client connected" lines are the arrivals.
 //   - rabbitmq: RabbitMQ's log, text or JSON, with its MQTT plugin's
-//     "accepting MQTT connection" (3.12 on: "Accepted MQTT connection")
+//     "accepting MQTT connection" (3.12 on: "Accepted MQTT connection").
 //   - emqx: EMQX 5's log, text or JSON: at debug, the CONNACK each
-//     client is sent
-//   - hivemq: HiveMQ's event.log (and hivemq.log's start and stop)
-//   - vernemq: VerneMQ's console.log and its tracer's CONNACK lines
+//     client is sent.
+//   - hivemq: HiveMQ's event.log (and hivemq.log's start and stop).
+//   - vernemq: VerneMQ's console.log and its tracer's CONNACK lines.
 //   - aws-iot: AWS IoT Core's lifecycle events (connected, disconnected)
 //     and its CloudWatch logs (Connect, Disconnect), as JSON lines or a
-//     CloudWatch Logs export
+//     CloudWatch Logs export.
 //   - azure-iot: Azure IoT Hub's device connection events (Event Grid or
-//     CloudEvents schema) and its Connections resource logs
+//     CloudEvents schema) and its Connections resource logs.
 //   - jsonl: one JSON object a line, its time in ts, timestamp,
-//     @timestamp, time or t, each an arrival unless it says otherwise
+//     @timestamp, time or t, each an arrival unless it says otherwise.
 //   - csv, tsv: a header naming t_s (seconds), unix_ms, or a column of
-//     times (time, timestamp, ts or @timestamp)
-//   - seconds: one time in seconds a line (12.25, 1700000000)
-//   - unix-ms: one time in Unix milliseconds a line (1700000000123)
+//     times (time, timestamp, ts or @timestamp).
+//   - seconds: one time in seconds a line (12.25, 1700000000).
+//   - unix-ms: one time in Unix milliseconds a line (1700000000123).
 var FormatNames = []string{"mosquitto", "rabbitmq", "emqx", "hivemq", "vernemq", "aws-iot", "azure-iot", "jsonl", "csv", "tsv", "seconds", "unix-ms"}
 
 // ErrNoArrivals is returned by ParseLog and ReadArrivals for a log with no
@@ -164,22 +166,22 @@ var ErrLineTooLong = fmt.Errorf("longer than %d MiB", MaxLineBytes>>20)
 const MaxLineBytes = 16 << 20
 
 // ParseLog reads an arrival log as Options say: in o.Format, or in the
-// format its first lines show (a broker's log may open with lines of
-// every kind; detection reads past them). Everywhere a UTF-8 byte-order
+// format its first lines show. A broker's log may open with lines of
+// every kind; detection reads past them. Everywhere a UTF-8 byte-order
 // mark, CRLF line ends, blank lines and lines starting with # are fine.
 // Times are read exactly from their digits, never through a float64:
 // "12.3" is 12.3 s to the nanosecond. A time must lie within 285 years
 // either side of 0.
 //
-// Only the lines that say a session was accepted are arrivals: the others
-// are counted by kind (Log.Kinds), and those that end a session or stop
-// the broker tell Log.Disruptions where the log's disruptions were. Exact
+// Only the lines that say a session was accepted are arrivals. The others
+// are counted by kind (Log.Kinds). Those that end a session or stop the
+// broker tell Log.Disruptions where the log's disruptions were. Exact
 // copies of a line read before are dropped and counted.
 //
-// A line it cannot read is a *fileline.Error naming what was expected there; a
-// log with no arrival, ErrNoArrivals naming the format taken and what the
-// log held instead; a format it does not know, ErrUnknownFormat. No Log is
-// returned with an error.
+// A line it cannot read is a *fileline.Error naming what was expected
+// there. A log with no arrival is ErrNoArrivals, naming the format taken
+// and what the log held instead. A format it does not know is
+// ErrUnknownFormat. No Log is returned with an error.
 func ParseLog(r io.Reader, o Options) (*Log, error) {
 	if o.Format != "" && !isFormatName(o.Format) {
 		return nil, fmt.Errorf("%w %q: want one of %s (or none, to detect it)", ErrUnknownFormat, o.Format, strings.Join(FormatNames, ", "))
@@ -291,10 +293,10 @@ func (l *Log) add(t time.Duration, n int, client string, hasClient bool) {
 
 // ReadArrivals reads an arrival log in any format ParseLog detects into a
 // stormstats.Histogram, with the method to judge it with (see
-// Log.Histogram). It drops the stormstats.Preparation: a caller that judges
-// a log someone wrote, whose stamps may sit on a coarse tick, should use
-// ParseLog, Log.Histogram and the Preparation's Qualify, as devicesim judge
-// does.
+// Log.Histogram). It drops the stormstats.Preparation. A caller that
+// judges a log someone wrote, whose stamps may sit on a coarse tick,
+// should use ParseLog, Log.Histogram and the Preparation's Qualify. That
+// is what devicesim judge does.
 func ReadArrivals(r io.Reader) (*stormstats.Histogram, stormstats.Method, error) {
 	return ReadArrivalsFormat(r, "")
 }
@@ -310,12 +312,13 @@ func ReadArrivalsFormat(r io.Reader, format string) (*stormstats.Histogram, stor
 	return h, m, nil
 }
 
-// Histogram prepares the log's arrivals for stormstats.Judge (see
-// stormstats.Prepare: lines far from the rest set aside, each arrival
-// placed within the tick its stamp sits on) and returns the method to judge
-// them with: stormstats.DefaultMethod, with no burst narrower than the tick
-// looked for, nor, when the log has devicesim's lag_ms column, narrower
-// than twice its 99th percentile, as a run does. l.Times is left as it was.
+// Histogram prepares the log's arrivals for stormstats.Judge and returns
+// the method to judge them with. The preparation is stormstats.Prepare's:
+// lines far from the rest are set aside, and each arrival is placed within
+// the tick its stamp sits on. The method is stormstats.DefaultMethod, with
+// no burst narrower than the tick looked for. When the log has devicesim's
+// lag_ms column, no burst narrower than twice its 99th percentile is
+// looked for either, as a run does. l.Times is left as it was.
 func (l *Log) Histogram() (*stormstats.Histogram, stormstats.Method, stormstats.Preparation) {
 	return stormstats.Prepare(l.closeGaps(slices.Clone(l.Times)), l.Lines, l.method())
 }

@@ -11,9 +11,9 @@ import (
 )
 
 // CSV and TSV: a header, then one row an arrival. Quoting is as
-// spreadsheets write it (RFC 4180, for tabs too): a field that starts with
-// a quote ends at the next lone quote and may hold delimiters, "" and line
-// ends; quotes within an unquoted field are kept as they are.
+// spreadsheets write it (RFC 4180, for tabs too). A field that starts with
+// a quote ends at the next lone quote. It may hold delimiters, "" and line
+// ends. Quotes within an unquoted field are kept as they are.
 var (
 	secondsColumns = []string{"t_s"}
 	millisColumns  = []string{"unix_ms"}

@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// Devices is what a log's client IDs say of its fleet over a span of it:
-// how many devices arrived, how often each, and which devices seen before
-// the span's start never arrived within it (still out).
+// Devices is what a log's client IDs say of its fleet over a span of it.
+// It says how many devices arrived, and how often each. It also says
+// which devices seen before the span's start never arrived within it
+// (still out).
 type Devices struct {
 	Seen      int     `json:"seen"`                // devices with an arrival in the span
 	Arrivals  int64   `json:"arrivals"`            // their arrivals
@@ -15,8 +16,8 @@ type Devices struct {
 	Most      int     `json:"most_arrivals"`       // the most of one device
 	MostID    string  `json:"most_arrivals_id"`
 	// Before counts the devices the log showed arriving before the span
-	// (0 for the first), and StillOut those of them that did not arrive
-	// within it, the first few of them named in StillOutIDs.
+	// (0 for the first). StillOut counts those of them that did not arrive
+	// within it. The first few of them are named in StillOutIDs.
 	Before      int      `json:"seen_before"`
 	StillOut    int      `json:"still_out"`
 	StillOutIDs []string `json:"still_out_ids,omitempty"`

@@ -11,48 +11,49 @@ import (
 )
 
 // A log that holds several disruptions, judged as one series, reads as
-// waves: each recovery is a burst against the quiet between them. What
-// tells a new disruption from a round of retries is in the log itself
-// where it has client IDs or the broker's own lines:
+// waves. Each recovery is a burst against the quiet between them. Where
+// the log has client IDs or the broker's own lines, it tells a new
+// disruption from a round of retries itself. These are its signs:
 //
 //   - the broker's stop and start lines ("mosquitto version 2.0.11
-//     terminating", "... starting"): a restart, or a cluster node's when
-//     the nodes' logs are merged;
+//     terminating", "... starting"). They mark a restart, or a cluster
+//     node's restart when the nodes' logs are merged.
 //   - the same devices again: a device that had come back, and held its
 //     session a minute or more, arriving again. Rounds of retries are
-//     devices whose attempt failed or never reached the broker, so a
-//     device admitted in one round is not in the next; after a second
-//     outage, those the first one's recovery admitted come back;
-//   - different devices: where the log shows failed attempts too
-//     (devicesim's outcome column), every device that retries is in the
-//     log from its first failure on, so a crowd of devices never seen
+//     devices whose attempt failed or never reached the broker. A device
+//     admitted in one round is thus not in the next. After a second
+//     outage, those the first one's recovery admitted come back.
+//   - different devices: this needs a log that shows failed attempts too
+//     (devicesim's outcome column). There every device that retries is in
+//     the log from its first failure on. A crowd of devices never seen
 //     before, arriving after a minute in which no newcomer did, lost their
-//     connection at a new moment (a second node's restart, a drop of
-//     another part of the fleet). A log of admitted sessions alone cannot
-//     say this: each round behind an admission limit admits devices it has
-//     not shown before.
+//     connection at a new moment. That moment may be a second node's
+//     restart, or a drop of another part of the fleet. A log of admitted
+//     sessions alone cannot say this. Each round behind an admission limit
+//     admits devices it has not shown before.
 //
 //   - sessions ended at once: a crowd of devices whose sessions end
-//     together (within seconds, as a broker's drop or its keepalive after
-//     a partition ends them) though they began at different times. Rounds
-//     of a flapping link end sessions as they began them: their ends are
-//     no narrower than their starts, and are not a disruption.
+//     together though they began at different times. Together means
+//     within seconds, as a broker's drop or its keepalive after a
+//     partition ends them. Rounds of a flapping link end sessions as they
+//     began them. Their ends are no narrower than their starts, and are
+//     not a disruption.
 //
 // A log of times alone carries none of these; -disruptions names them.
 
 // heldSession is how long a session must have lasted for its device's next
-// arrival to be a return from a new disruption rather than a retry: longer
-// than the formula's cap (32 s) plus its jitter, and than a flapping link's
-// up time. Where the log shows when the session ended (mosquitto's
-// "Client ID closed its connection."), that is its length; otherwise the
-// time to the next arrival, which a retry schedule capped above a minute
-// can also reach.
+// arrival to be a return from a new disruption rather than a retry. It is
+// longer than the formula's cap (32 s) plus its jitter. It is also longer
+// than a flapping link's up time. Where the log shows when the session
+// ended (mosquitto's "Client ID closed its connection."), that is its
+// length. Otherwise its length is the time to the next arrival, which a
+// retry schedule capped above a minute can also reach.
 const heldSession = time.Minute
 
 // ownEnds is how long after a disruption the ends of sessions begun
-// before it are its own (a broker's drop logged client by client, a
-// keepalive noticing a partition at 1.5 times its period), not a new
-// disruption's.
+// before it are its own, not a new disruption's. Such ends come from a
+// broker's drop logged client by client, or from a keepalive noticing a
+// partition at 1.5 times its period.
 const ownEnds = 2 * time.Minute
 
 // Disruption is a moment the log itself shows its fleet losing the broker.
@@ -85,15 +86,16 @@ func before(at time.Duration, line int32, t time.Duration, arrival int32) bool {
 }
 
 // Disruptions finds the disruptions the log shows after its first arrival
-// (see the comment above): a broker stopping ("mosquitto version 2.0.11
-// terminating"), or starting when no stop was logged and a minute or more
-// has passed since the last disruption (a crash, and not the start that
-// ends a stop); and a minute in which at least 5 % of the log's devices
-// (and at least 10) return after holding a session since the last
-// disruption or, in a log of failed attempts too, arrive for the first
-// time after a minute without a newcomer. Lines between two arrivals make
-// at most one disruption, at the first. Nil for a log that shows none,
-// which is then one recovery.
+// (see the comment above). A broker stopping ("mosquitto version 2.0.11
+// terminating") is one. A broker starting is one when no stop was logged
+// and a minute or more has passed since the last disruption. That start
+// is a crash, and not the start that ends a stop. A minute is one when at
+// least 5 % of the log's devices (and at least 10) return in it after
+// holding a session since the last disruption. In a log of failed
+// attempts too, a minute is also one when as many arrive in it for the
+// first time after a minute without a newcomer. Lines between two
+// arrivals make at most one disruption, at the first. It returns nil for
+// a log that shows none, which is then one recovery.
 func (l *Log) Disruptions() []Disruption {
 	if len(l.Times) == 0 {
 		return nil
@@ -129,9 +131,9 @@ type finder struct {
 	stopped int                      // brokers stopped and not yet started again
 	last    map[string]int           // each client's latest arrival
 	ended   map[string]time.Duration // when that arrival's session ended, where the log says
-	returns []comeback               // arrivals since `since` that are returns or newcomers, in time order
+	returns []comeback               // returns and newcomers arrived since `since`, in time order
 	// the latest newcomer, and when the current crowd of them began (-1:
-	// none, or it belongs to the last disruption found): newcomers count
+	// none, or it belongs to the last disruption found). Newcomers count
 	// only in a crowd that follows a minute without one, so that the first
 	// arrivals, and a trickle, are not a new disruption
 	lastNew, crowd time.Duration
@@ -174,7 +176,8 @@ func newFinder(l *Log, first time.Duration) *finder {
 // the sessions still ending around it are its own.
 func (f *finder) disrupted(d Disruption) {
 	f.found = append(f.found, d)
-	f.since, f.returns, f.crowd = d.At, f.returns[:0], -1 // newcomers still arriving are this disruption's
+	// newcomers still arriving are this disruption's
+	f.since, f.returns, f.crowd = d.At, f.returns[:0], -1
 	f.ending = f.ending[:0]
 }
 
@@ -191,7 +194,8 @@ func (f *finder) brokerLines(i int) {
 		case f.stopped > 0:
 			f.stopped--
 		}
-		if disrupts && line.at > f.since && next == nil { // after the log's first arrival, and the last disruption
+		// after the log's first arrival, and the last disruption
+		if disrupts && line.at > f.since && next == nil {
 			next = &Disruption{At: line.at, AtS: line.at.Seconds(), Line: int(line.line), Why: "the broker logged: " + line.text}
 		}
 	}
@@ -231,14 +235,15 @@ func (f *finder) sessionEnds(i int) {
 	}
 }
 
-// endCrowd looks, after a session ended at t, for a crowd of ends: need
-// distinct devices' sessions ended within a minute, and the latest need
-// of them together, though they had lasted different times: the spread of
-// the middle half of their lengths is at least 4 times the span of their
-// ends, plus two ticks, and a tenth of their median length. A drop ends
-// sessions however long they had lasted; a flapping link ends each about
-// as long after it began as the next, give or take the broker's time to
-// accept and log them (4 % of the flap here, on RabbitMQ at 6x).
+// endCrowd looks for a crowd of ends after a session ended at t. A crowd
+// is need distinct devices' sessions ended within a minute. The latest
+// need of them must have ended together, though they had lasted different
+// times. That is, the spread of the middle half of their lengths is at
+// least 4 times the span of their ends, plus two ticks. The spread is also
+// at least a tenth of their median length. A drop ends sessions however
+// long they had lasted. A flapping link ends each about as long after it
+// began as the next. The difference is the broker's time to accept and
+// log them: 4 % of the flap here, on RabbitMQ at 6x.
 func (f *finder) endCrowd(t time.Duration) {
 	k := 0
 	for k < len(f.ending) && t-f.ending[k].at > heldSession {

@@ -9,16 +9,17 @@ import (
 // emqx_logger_jsonfmt.erl at v5.8.9): a text line is its time, its level
 // and "key: value" pairs, the client first, then msg:
 //
-//	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: dev-1, msg: mqtt_packet_sent, p ...
-//	2024-01-02T03:04:06.394694+00:00 [info] clientid: dev-1, msg: terminate, peername: 192.168.1. ...
-//	1704164647454059 [warning] clientid: dev-1, msg: socket_error, peername: 192.168.1.20:52814, ...
+//	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: dev-1, msg: mqtt_packet_sent ...
+//	2024-01-02T03:04:06.394694+00:00 [info] clientid: dev-1, msg: terminate, peername: 192.168 ...
+//	1704164647454059 [warning] clientid: dev-1, msg: socket_error, peername: 192.168.1.20 ...
 //
-// and a JSON line the same pairs as an object, time in Unix µs. EMQX logs
-// a successful connect only at debug (the CONNACK it sent, ReasonCode=0;
-// emqx_connection.erl:893); at info each TCP session's end ("terminate",
-// emqx_connection.erl:666); at its default, warning, socket errors
-// (emqx_connection.erl:963) and flapping (emqx_flapping.erl). Versions up
-// to 5.5 write msg first and the client after the peer.
+// A JSON line holds the same pairs as an object, its time in Unix µs.
+// EMQX logs a successful connect only at debug (the CONNACK it sent,
+// ReasonCode=0; emqx_connection.erl:893). At info it logs each TCP
+// session's end ("terminate", emqx_connection.erl:666). At its default,
+// warning, it logs socket errors (emqx_connection.erl:963) and flapping
+// (emqx_flapping.erl). Versions up to 5.5 write msg first and the client
+// after the peer.
 type emqxFields struct {
 	msg, clientid, packet, reason string
 }

@@ -4,7 +4,7 @@ package arrivallog
 type Kind uint8
 
 const (
-	KindOther      Kind = iota // anything else: the broker's own business, subscriptions, a TCP accept ...
+	KindOther      Kind = iota // all else: the broker's business, subscriptions, a TCP accept ...
 	KindConnect                // a session accepted: an arrival, the only kind judged
 	KindDisconnect             // a session ended
 	KindRefused                // a connect refused: credentials, a limit, a ban
@@ -38,8 +38,8 @@ type entry struct {
 	kind   Kind
 	client string
 	// conn names the connection where the line does not name its client
-	// (RabbitMQ's closing lines: the process or the address pair), so that
-	// a session's end finds the client its accepting line named
+	// (RabbitMQ's closing lines: the process or the address pair). A
+	// session's end thus finds the client its accepting line named
 	conn string
 	// label says what an Other line is ("tcp accept", "subscribe" ...),
 	// counted under it; for a start, a stop or a lost line, its text

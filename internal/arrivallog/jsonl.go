@@ -19,23 +19,23 @@ import (
 // {"records": [...]}). Each object says what it is by its own fields:
 //
 //   - journald (journalctl -o json): __REALTIME_TIMESTAMP and MESSAGE, a
-//     broker's line inside
-//   - docker's json-file: log, stream and time, a broker's line inside
+//     broker's line inside.
+//   - docker's json-file: log, stream and time, a broker's line inside.
 //   - a CloudWatch Logs event: timestamp and message (a JSON event or a
-//     line), with ingestionTime, logStreamName or eventId
+//     line), with ingestionTime, logStreamName or eventId.
 //   - AWS IoT Core's lifecycle events: eventType connected, disconnected,
-//     connect_failed, subscribed, unsubscribed; clientId; timestamp (ms)
+//     connect_failed, subscribed, unsubscribed; clientId; timestamp (ms).
 //   - AWS IoT Core's CloudWatch logs (AWSIotLogsV2): eventType Connect,
-//     Disconnect ..., status Success or Failure
+//     Disconnect ..., status Success or Failure.
 //   - Azure IoT Hub: eventType (Event Grid) or type (CloudEvents)
-//     Microsoft.Devices.DeviceConnected or DeviceDisconnected, and the
-//     Connections resource logs' operationName deviceConnect or
-//     deviceDisconnect
+//     Microsoft.Devices.DeviceConnected or DeviceDisconnected. The
+//     Connections resource logs have operationName deviceConnect or
+//     deviceDisconnect.
 //   - a broker's JSON log (RabbitMQ's log.file.formatter = json, EMQX's
-//     formatter = json, VerneMQ's): its msg
-//   - any other: its time in the first of jsonTimeFields it has, an event
-//     in event, eventType, type, action or status where it has one, and
-//     otherwise an arrival.
+//     formatter = json, VerneMQ's): its msg.
+//   - any other: its time in the first of jsonTimeFields it has. Its event
+//     is in event, eventType, type, action or status where it has one.
+//     Otherwise it is an arrival.
 var (
 	jsonTimeFields   = []string{"ts", "timestamp", "@timestamp", "time", "t", "eventTime", "date", "datetime"}
 	jsonClientFields = []string{"clientid", "client_id", "clientId", "client", "deviceId", "device_id", "device"}
@@ -563,9 +563,9 @@ func (w *docWalker) syntax(err error) error {
 	return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()), Err: fmt.Errorf("expected a JSON document (or JSON lines): %v", err)}
 }
 
-// value reads the value that tok starts: an object is an event unless it
-// holds arrays of them; an array's objects are events, or, as Logs
-// Insights writes a row, {"field": ..., "value": ...} pairs of one.
+// value reads the value that tok starts. An object is an event unless it
+// holds arrays of them. An array's objects are events. They may instead be
+// {"field": ..., "value": ...} pairs of one, as Logs Insights writes a row.
 func (w *docWalker) value(tok json.Token) error {
 	switch tok {
 	case json.Delim('{'):

@@ -9,9 +9,9 @@ import (
 )
 
 // A time layout the user names (-time-layout) for stamps the reader does
-// not know by itself: strftime, as mosquitto's log_timestamp_format and
-// most loggers take it (%Y-%m-%d %H:%M:%S), or Go's reference time
-// (2006-01-02 15:04:05).
+// not know by itself. It is strftime, as mosquitto's log_timestamp_format
+// and most loggers take it (%Y-%m-%d %H:%M:%S). It may instead be Go's
+// reference time (2006-01-02 15:04:05).
 type layout struct {
 	text   string         // as given
 	goForm string         // as time.Parse takes it

@@ -16,9 +16,9 @@ import (
 //	1700000004: Client <unknown> disconnected, not authorised.
 //	1700000005: mosquitto version 2.0.11 terminating
 //
-// A session is an arrival when mosquitto has accepted its CONNECT: the
-// "New client connected" line, not "New connection" (a TCP connection,
-// which may never send one). Bridges are not the fleet's.
+// A session is an arrival when mosquitto has accepted its CONNECT. That
+// is the "New client connected" line, not "New connection" (a TCP
+// connection, which may never send one). Bridges are not the fleet's.
 const mosquittoArrival = "New client connected from "
 
 func classifyMosquitto(s string) (entry, bool) {
@@ -77,11 +77,15 @@ func mosquittoConnack(rest string) (rc int, client string, ok bool) {
 }
 
 // mosquittoSessionEnd reads a line saying a session ended, or that a
-// connect was refused, and the client it names: "Client ID closed its
-// connection.", "Client ID disconnected.", "Client ID has exceeded
-// timeout, disconnecting.", "Client ID disconnected due to ...", "Client
-// ID disconnected, not authorised." (refused), "Socket error on client ID,
-// disconnecting." (1.6), "Bad socket read/write on client ID: ...".
+// connect was refused, and the client it names:
+//
+//	Client ID closed its connection.
+//	Client ID disconnected.
+//	Client ID has exceeded timeout, disconnecting.
+//	Client ID disconnected due to ...
+//	Client ID disconnected, not authorised.       (refused)
+//	Socket error on client ID, disconnecting.     (1.6)
+//	Bad socket read/write on client ID: ...
 func mosquittoSessionEnd(msg string) (client string, kind Kind, ok bool) {
 	if rest, found := strings.CutPrefix(msg, "Socket error on client "); found {
 		client, ok = strings.CutSuffix(rest, ", disconnecting.")
@@ -114,11 +118,13 @@ func mosquittoSessionEnd(msg string) (client string, kind Kind, ok bool) {
 	return "", KindOther, false
 }
 
-// mosquittoClientID finds the client ID in the end of an arrival line,
-// "127.0.0.1:57648 as ID (p2, c1, k30).": the ID may hold spaces and
-// parentheses itself, so it ends at the first " (" that the connection's
-// flags follow. Without them (another version's line), all that follows
-// " as " is the ID.
+// mosquittoClientID finds the client ID in the end of an arrival line:
+//
+//	127.0.0.1:57648 as ID (p2, c1, k30).
+//
+// The ID may hold spaces and parentheses itself. It therefore ends at the
+// first " (" that the connection's flags follow. Without them (another
+// version's line), all that follows " as " is the ID.
 func mosquittoClientID(rest string) string {
 	_, id, ok := strings.Cut(rest, " as ")
 	if !ok {
@@ -168,7 +174,8 @@ func isConnectFlags(s string) bool {
 
 // mosquittoMessageAt finds where a mosquitto message starts in a line whose
 // stamp the reader could not read (a log_timestamp_format of the user's
-// own): after the first ": " that a message it knows follows. -1: none.
+// own). The message starts after the first ": " that a message it knows
+// follows. -1: none.
 func mosquittoMessageAt(line []byte) int {
 	for i := 0; ; {
 		j := bytes.Index(line[i:], []byte(": "))

@@ -14,9 +14,9 @@ import (
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
-// Detection reads at most this much of a log before it decides: a
+// Detection reads at most this much of a log before it decides. A
 // broker's log may open with hundreds of boot lines before its first
-// connect; the first detectLines decide where one of them is. An envelope
+// connect. The first detectLines decide where one of them is. An envelope
 // that fits none of the first envelopeTrial lines is not tried further.
 const (
 	sampleLines   = 5000
@@ -211,9 +211,9 @@ func (p *parser) finish(lines int) (*Log, error) {
 	return l, nil
 }
 
-// detect chooses how to read the log from its first lines: a JSON
-// document or JSON lines, plain times, a CSV or TSV header, or a broker's
-// text log in one of the envelopes.
+// detect chooses how to read the log from its first lines. The log may be
+// a JSON document or JSON lines, plain times, a CSV or TSV header, or a
+// broker's text log in one of the envelopes.
 func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err error) {
 	fl := src.sample[first]
 	t := bytes.TrimSpace(fl.text)
@@ -286,8 +286,8 @@ func csvHeader(t []byte) (string, bool) {
 }
 
 // detectText finds the envelope under which the most sample lines are
-// lines a broker here writes (connects, session ends, starts and stops
-// first, then any line it knows); found false when none are.
+// lines a broker here writes. Connects, session ends, starts and stops
+// count first, then any line it knows. It returns false when none are.
 func (p *parser) detectText(src *source) (*textParser, bool) {
 	// The first detectLines content lines decide, unless none of them is a
 	// broker's event: then the whole sample.
@@ -299,8 +299,8 @@ func (p *parser) detectText(src *source) (*textParser, bool) {
 }
 
 // bestEnvelope scores each envelope on the first most content lines of
-// the sample: the broker's events it reads, then the lines of a broker it
-// knows, then the lines of its shape.
+// the sample. It scores first by the broker's events it reads, then by the
+// lines of a broker it knows, then by the lines of its shape.
 func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 	best, bestScore := envNone, [3]int{}
 	var j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)

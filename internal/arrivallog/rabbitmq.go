@@ -9,16 +9,16 @@ import (
 // node), after the text formatter's prefix (rabbit_logger_text_fmt.erl:
 // time, level, the process):
 //
-//	2026-11-27 05:06:56.613778+00:00 [info] <0.707.0> accepting MQTT connection <0.707.0> (127.0. ...
-//	2026-11-27 05:06:56.615168+00:00 [info] <0.707.0> closing MQTT connection <0.707.0> (127.0.0. ...
-//	2026-11-27 05:07:14.068225+00:00 [error] <0.833.0> closing MQTT connection "127.0.0.1:43498 - ...
-//	2026-11-27 05:06:57.619999+00:00 [error] <0.742.0> MQTT connection 127.0.0.1:56886 -> 127.0.0 ...
+//	2026-11-27 05:06:56.613778+00:00 [info] <0.707.0> accepting MQTT connection <0.707.0> ...
+//	2026-11-27 05:06:56.615168+00:00 [info] <0.707.0> closing MQTT connection <0.707.0> ...
+//	2026-11-27 05:07:14.068225+00:00 [error] <0.833.0> closing MQTT connection "127.0.0.1 ...
+//	2026-11-27 05:06:57.619999+00:00 [error] <0.742.0> MQTT connection 127.0.0.1:56886 -> ...
 //
 // 3.12 and later accept with "Accepted MQTT connection A -> B for client
-// ID dev-1" and refuse with "Rejected MQTT connection A -> B with CONNACK
-// return code 5" (3.13: "with Connect Reason Code 135"). Only the accept
-// names the client: the lines that end a session name the connection
-// (the process, or the address pair), which entry.conn carries.
+// ID dev-1". They refuse with "Rejected MQTT connection A -> B with
+// CONNACK return code 5" (3.13: "with Connect Reason Code 135"). Only the
+// accept names the client. The lines that end a session name the
+// connection (the process, or the address pair), which entry.conn carries.
 func classifyRabbitMQ(s, proc string) (entry, bool) {
 	s = strings.TrimSpace(s)
 	e := entry{broker: "rabbitmq", conn: proc}
@@ -41,7 +41,8 @@ func classifyRabbitMQ(s, proc string) (entry, bool) {
 		e.kind, e.client = KindConnect, s[i+len(" for client ID "):]
 	case strings.HasPrefix(s, "closing MQTT connection ") && strings.HasSuffix(s, "(login timeout)"):
 		e.label = "login timeout"
-	case strings.HasPrefix(s, "closing MQTT connection "), // after a DISCONNECT, or (keepalive timeout)
+	// "closing MQTT connection": after a DISCONNECT, or (keepalive timeout)
+	case strings.HasPrefix(s, "closing MQTT connection "),
 		strings.HasPrefix(s, "MQTT connection ") && strings.HasSuffix(s, " will terminate because peer closed TCP connection"),
 		strings.HasPrefix(s, "MQTT detected network error"), strings.HasPrefix(s, "MQTT closing connection "):
 		e.kind = KindDisconnect

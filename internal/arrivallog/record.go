@@ -13,9 +13,10 @@ import (
 // noTime marks an event without a second stamp.
 const noTime = time.Duration(math.MinInt64)
 
-// recorder keeps what each line said in the Log: arrivals, the ends of
-// sessions and the broker's own starts and stops (for Disruptions), the
-// counts of every kind, and the exact copies it dropped.
+// recorder keeps what each line said in the Log. That is the arrivals,
+// the ends of sessions and the broker's own starts and stops (for
+// Disruptions). It also keeps the counts of every kind, and the exact
+// copies it dropped.
 type recorder struct {
 	l      *Log
 	dedupe bool
@@ -29,7 +30,7 @@ type recorder struct {
 	forced  string         // -format that names a broker: the others' lines are skipped
 
 	// Where a line carries two stamps (an envelope's and the broker's
-	// own), the second: the envelope's is taken for every line where it
+	// own), the second. The envelope's is taken for every line where it
 	// is finer and agrees with the broker's (finish).
 	alt, endAlt, brokerAlt []time.Duration
 	both, agree, same      int
@@ -84,9 +85,9 @@ func (rc *recorder) when(s lineTimes, event bool) (at, alt time.Duration, timed 
 
 // record keeps what a line said. A connect without a time is an error;
 // other lines without one are counted and no more. An exact copy of a
-// line read before is dropped where it cannot be another event: a
-// connect (its line names the client's port, or its session), or any
-// line stamped to the millisecond or finer. Lines on a whole-second
+// line read before is dropped where it cannot be another event. That is a
+// connect (its line names the client's port, or its session). It is also
+// any line stamped to the millisecond or finer. Lines on a whole-second
 // stamp that name no session ("Client <unknown> disconnected, not
 // authorised.") repeat as events do.
 func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
@@ -178,10 +179,11 @@ func (rc *recorder) gap(g int8, at time.Duration, line int) {
 }
 
 // finish takes the envelope's stamps for every line that had two, where
-// they are finer than the broker's own and agree with them: to within the
-// broker's tick (and 2 s), at 99 % of the lines, and no more than 5 % of
-// them the same as the line's before (a writer's buffer flushed at once
-// gives its lines one time). It returns whether it did.
+// they are finer than the broker's own and agree with them. Agreeing means
+// within the broker's tick (and 2 s), at 99 % of the lines. No more than
+// 5 % of the lines may have the same stamp as the line before. A writer's
+// buffer flushed at once gives its lines one time. It returns whether it
+// did.
 func (rc *recorder) finish() bool {
 	if rc.envTaken {
 		return true

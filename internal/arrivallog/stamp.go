@@ -8,8 +8,8 @@ import (
 )
 
 // A log line's time stamp, as brokers, syslog, journald, docker and
-// kubectl write it, is read by scanStamp into its civil parts; a clock
-// turns those into a time, supplying what the text left out: the zone
+// kubectl write it, is read by scanStamp into its civil parts. A clock
+// turns those into a time. It supplies what the text left out: the zone
 // (-tz), the year (syslog's "Nov 27 03:12:00") or the whole date (a time
 // of day alone).
 //
@@ -45,9 +45,9 @@ const (
 	zoneOffset                 // written: Z, +01:00, UTC, CET ...
 )
 
-// scanStamp reads a time stamp at the start of s and returns its parts and
-// the bytes it took (a closing bracket included); ok false when s does not
-// start with one.
+// scanStamp reads a time stamp at the start of s. It returns its parts and
+// the bytes it took (a closing bracket included). ok is false when s does
+// not start with one.
 func scanStamp(s []byte) (c civil, n int, ok bool) {
 	open := len(s) > 0 && s[0] == '['
 	i := 0
@@ -243,7 +243,8 @@ func scanZone(s []byte, j int, c *civil) int {
 		}
 	case b == ' ':
 		if j+1 < len(s) && (s[j+1] == '+' || s[j+1] == '-') {
-			if k, off, ok := scanOffset(s, j+1); ok && k-j-1 >= 5 { // " +0100", not " -" before a message
+			// " +0100", not " -" before a message
+			if k, off, ok := scanOffset(s, j+1); ok && k-j-1 >= 5 {
 				c.zone, c.offset = zoneOffset, off
 				return k
 			}
@@ -361,10 +362,11 @@ func validDate(y, m, d int) bool {
 	return d <= time.Date(y, time.Month(m)+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
-// clock turns stamps into times since the epoch: in loc where the stamp
-// names no zone, in the year (and on the day) the log is taken to run in
-// where it names none, rolling on when the stamps do (December to
-// January, or a time of day that goes back by half a day).
+// clock turns stamps into times since the epoch. Where the stamp names no
+// zone, the time is in loc. Where it names no year (or no day), the time
+// is in the year (and on the day) the log is taken to run in. The clock
+// rolls on when the stamps do: December to January, or a time of day that
+// goes back by half a day.
 type clock struct {
 	loc *time.Location
 	// ref is when the log was written, as far as the reader knows (the

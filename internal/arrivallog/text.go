@@ -9,8 +9,9 @@ import (
 )
 
 // A broker's text log, in whatever envelope carries it, is read in two
-// layers: the envelope (envelope.go), then the broker's own line, whose
-// parts any broker here writes in this order, each optional:
+// layers. The first is the envelope (envelope.go), the second the
+// broker's own line. Any broker here writes that line's parts in this
+// order, each optional:
 //
 //	STAMP [: | - ] LEVEL [- ] PROCESS MESSAGE
 //	1700000000: New client connected from ...                          mosquitto
@@ -18,11 +19,11 @@ import (
 //	2024-01-02T03:04:05.547202+00:00 [debug] tag: MQTT, clientid: ...     EMQX
 //	2024-05-06 10:11:12,345 - Client ID: sensor-17, IP: ...               HiveMQ event.log
 //	2024-05-06 10:00:00,101 INFO  - Starting HiveMQ ...                   hivemq.log
-//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: can't .. ...
+//	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: ...
 //
 // The message is then recognised by what each broker writes (mosquitto.go,
-// rabbitmq.go, emqx.go, hivemq.go, vernemq.go), so that one reader takes
-// them all, and a log that merges several brokers' lines is read whole.
+// rabbitmq.go, emqx.go, hivemq.go, vernemq.go). One reader thus takes
+// them all. A log that merges several brokers' lines is read whole.
 type textReader struct {
 	env      envelope
 	layout   *layout // -time-layout, for the broker's own stamps

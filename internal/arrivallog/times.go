@@ -9,7 +9,7 @@ import (
 )
 
 // Times are read exactly, from their decimal digits: "12.3" is 12.3 s to
-// the nanosecond, where a float64 is 12.300000000000000711 s, and a tick
+// the nanosecond. A float64 holds it as 12.300000000000000711 s. A tick
 // found in the times would be found in the float's error instead.
 
 // maxNanos bounds a time: 9e9 s, 285 years either side of 0, inside what
@@ -26,10 +26,10 @@ var (
 const maxExponent = 1 << 30
 
 // parseDecimal reads s, a decimal number such as -12.25, 1700000000, .5 or
-// 1.5e3 (no spaces, no Inf or NaN), as a whole number of 10^-scale units:
-// exactly, rounding digits beyond the scale to the nearest unit, ties to
-// even. A number that is not within maxNanos units is errTooFar; anything
-// else, errNotNumber.
+// 1.5e3 (no spaces, no Inf or NaN), as a whole number of 10^-scale units.
+// It reads it exactly, rounding digits beyond the scale to the nearest
+// unit, ties to even. A number that is not within maxNanos units is
+// errTooFar; anything else, errNotNumber.
 func parseDecimal[T string | []byte](s T, scale int) (int64, error) {
 	d, ok := scanDecimal(s)
 	if !ok {
@@ -115,8 +115,8 @@ func parseExponent[T string | []byte](s T) (exp int64, ok bool) {
 }
 
 // roundDigits is the whole number of units that digits (and a point,
-// skipped) make when those before index keep are whole units: the digit
-// at keep rounds to the nearest, ties to even, those after it only break
+// skipped) make when those before index keep are whole units. The digit
+// at keep rounds to the nearest, ties to even. Those after it only break
 // ties. Beyond maxNanos it is errTooFar.
 func roundDigits[T string | []byte](digits T, keep int64) (int64, error) {
 	var v, k int64
@@ -205,9 +205,9 @@ func excerpt[T string | []byte](s T) string {
 	return string(s[:cut]) + "..."
 }
 
-// parseISOTime reads an RFC 3339 time (2024-01-02T03:04:05.25Z), also with
-// a space for the T and, as mosquitto's ISO stamps, without a zone (then
-// UTC), as the time since the Unix epoch.
+// parseISOTime reads an RFC 3339 time (2024-01-02T03:04:05.25Z) as the
+// time since the Unix epoch. It also reads one with a space for the T.
+// As in mosquitto's ISO stamps, it reads one without a zone as UTC.
 func parseISOTime(s string) (time.Duration, error) {
 	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[13] != ':' {
 		return 0, errNotNumber
@@ -274,9 +274,9 @@ func numberKind[T string | []byte](v T) stampKind {
 	return stampSeconds
 }
 
-// stamps reads a column or field of times that may be numbers (Unix
-// seconds, ms, µs or ns, by magnitude) or stamps (RFC 3339 and the other
-// forms scanStamp reads), all like the first.
+// stamps reads a column or field of times, all like the first. They may
+// be numbers (Unix seconds, ms, µs or ns, by magnitude). They may instead
+// be stamps (RFC 3339 and the other forms scanStamp reads).
 type stamps struct {
 	kind  stampKind
 	first int    // the line of the first

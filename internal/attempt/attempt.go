@@ -1,8 +1,9 @@
 // Package attempt is the one record every engine of the simulator emits:
 // a connection attempt by one device, as one side saw it. The report is
-// built from these records, events.csv holds them, merging shards reads
-// them back, and a child process running part of a fleet's agents streams
-// its devices' records to its parent, all through this package's codec:
+// built from these records, and events.csv holds them. Merging shards
+// reads them back. A child process running part of a fleet's agents
+// streams its devices' records to its parent. All of these go through
+// this package's codec:
 //
 //	plan -> engine -> attempt.Record -> Sink (the report's builder, events.csv)
 //	     -> judgement -> report
@@ -35,10 +36,11 @@ func (s Witness) String() string {
 	return "fleet"
 }
 
-// Kind is what a Record tells. events.csv holds Attempts alone; a live
+// Kind is what a Record tells. events.csv holds Attempts alone. A live
 // stream of a device log (a child process's, to the parent that runs the
-// storm) also carries the moments the parent must know as they happen: an
-// attempt begun, whose outcome is not known yet, and a session lost.
+// storm) also carries the moments the parent must know as they happen.
+// Those are an attempt begun, whose outcome is not known yet, and a
+// session lost.
 type Kind uint8
 
 const (
@@ -79,8 +81,8 @@ type Record struct {
 	// T is unscaled time since the disruption; on a live stream, where the
 	// disruption is not known yet, since the Unix epoch.
 	T       time.Duration
-	Lag     time.Duration // unscaled: how late the device left against its schedule; negative: unknown
-	Device  int32         // the fleet's index (client ID dev-<Device>); -1: a client ID not of that form
+	Lag     time.Duration // unscaled: how late the device left against its schedule; <0: unknown
+	Device  int32         // the fleet's index (client ID dev-<Device>); -1: any other client ID
 	Code    int32         // the CONNACK code, or the HTTP status of a config fetch
 	Outcome fault.Outcome
 	Seen    Witness

@@ -1,7 +1,8 @@
-// Package attemptlog keeps the attempts a fault.Breaker records: appended
-// in fixed-size blocks, so that a storm's millions are recorded without ever
-// copying the ones before (a growing slice would, under the lock every
-// accept waits on), with their counts kept in step.
+// Package attemptlog keeps the attempts a fault.Breaker records, with
+// their counts kept in step. They are appended in fixed-size blocks, so
+// that a storm's millions are recorded without ever copying the ones
+// before. A growing slice would copy them, under the lock every accept
+// waits on.
 package attemptlog
 
 import (

@@ -1,6 +1,6 @@
-// Package certs issues the short-lived ECDSA P-256 certificates a test or a
-// storm run needs: a server's, and one a device, from a CA held in memory
-// or read from PEM files.
+// Package certs issues the short-lived ECDSA P-256 certificates a test or
+// a storm run needs: a server's, and one a device. It issues them from a
+// CA held in memory or read from PEM files.
 package certs
 
 import (

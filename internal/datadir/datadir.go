@@ -1,10 +1,11 @@
-// Package datadir keeps the agent's data directory its own: the directory
-// is held open by one handle, taken without following a symbolic link at
-// any step of its path and refused where another user could swap a step
-// of it, and every file in it is opened through that handle, refused
-// unless it is a regular file of the agent's, with one link. A file
-// another user planted is never read, changed, renamed or used; a FIFO or
-// a device file in a file's place never blocks the agent.
+// Package datadir keeps the agent's data directory its own. The directory
+// is held open by one handle. The handle is taken without following a
+// symbolic link at any step of its path. The directory is refused where
+// another user could swap a step of that path. Every file in the directory
+// is opened through that handle. A file is refused unless it is a regular
+// file of the agent's, with one link. A file another user planted is never
+// read, changed, renamed or used. A FIFO or a device file in a file's
+// place never blocks the agent.
 //
 // The functions take the directory as an *os.File, so that the firmware's
 // public packages (device, publisher) can accept it without naming this
@@ -19,9 +20,10 @@ import (
 	"strings"
 )
 
-// ErrNotPrivate is wrapped by every refusal: a directory or file another
-// user owns, could write to or could have planted, a symbolic link, a file
-// that is not a regular one, or one with more than one link.
+// ErrNotPrivate is wrapped by every refusal. A refusal is of a directory
+// or file another user owns, could write to or could have planted. It is
+// also of a symbolic link, a file that is not a regular one, or one with
+// more than one link.
 var ErrNotPrivate = errors.New("not the agent's own")
 
 // Dir is a data directory held open. Open makes one; the zero value is not

@@ -14,16 +14,16 @@ import (
 )
 
 // Open takes path as the agent's private data directory. It walks the
-// path from the root one step at a time, each step opened relative to the
-// one before and never through a symbolic link (openat2 with
+// path from the root one step at a time. Each step is opened relative to
+// the one before and never through a symbolic link. It uses openat2 with
 // RESOLVE_NO_SYMLINKS where the kernel has it, O_NOFOLLOW|O_DIRECTORY
-// otherwise), so that no link anywhere on the way, and no rename of a
-// step meanwhile, can point it elsewhere. Each step before the last must
-// belong to root or to the agent's user and, if others may write to it,
-// carry the sticky bit: otherwise another user could replace what follows.
-// Steps missing are created 0700. The directory itself must be the
-// agent's user's; if others may enter it, it is tightened to 0700 on its
-// handle and warn says so.
+// otherwise. No link anywhere on the way, and no rename of a step
+// meanwhile, can thus point it elsewhere. Each step before the last must
+// belong to root or to the agent's user. If others may write to it, it
+// must carry the sticky bit; otherwise another user could replace what
+// follows. Steps missing are created 0700. The directory itself must be
+// the agent's user's. If others may enter it, it is tightened to 0700 on
+// its handle and warn says so.
 func Open(path string, warn Warn) (*Dir, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -77,9 +77,9 @@ func Open(path string, warn Warn) (*Dir, error) {
 }
 
 // safeParent refuses a directory on the way to the data directory that
-// another user could change: one of theirs, or one others may write to
-// without the sticky bit (which keeps them from renaming or removing what
-// is not theirs).
+// another user could change. That is one of theirs, or one others may
+// write to without the sticky bit. The sticky bit keeps them from
+// renaming or removing what is not theirs.
 func safeParent(fd int, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -116,14 +116,14 @@ func stepInto(fd int, name string) (next int, created bool, err error) {
 	return next, created, nil
 }
 
-// OpenFile opens name, a file directly in dir, through dir's handle: never
-// through a link (O_NOFOLLOW), and without waiting on a FIFO or a device
-// (O_NONBLOCK, cleared once the file is known to be a regular one). It
-// refuses, before reading, changing or renaming anything, a file that is
-// not regular, belongs to another user or has more than one link (another
-// name for it elsewhere could be written). The agent's file is then made
-// 0600, whatever the umask or an older version made it. flag and perm are
-// os.OpenFile's.
+// OpenFile opens name, a file directly in dir, through dir's handle. It
+// never goes through a link (O_NOFOLLOW). It does not wait on a FIFO or a
+// device (O_NONBLOCK, cleared once the file is known to be a regular
+// one). Before reading, changing or renaming anything, it refuses a file
+// that is not regular or belongs to another user. It also refuses one
+// that has more than one link: another name for it elsewhere could be
+// written. The agent's file is then made 0600, whatever the umask or an
+// older version made it. flag and perm are os.OpenFile's.
 func OpenFile(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func SameFile(dir *os.File, name string, f *os.File) bool {
 }
 
 // OpenParent opens the directory a path names a file in, as a caller that
-// was given a path rather than a Dir needs it: following links, as the
+// was given a path rather than a Dir needs it. It follows links, as the
 // path itself would. The files in it are then opened as OpenFile does.
 func OpenParent(path string) (*os.File, string, error) {
 	dir, err := os.Open(filepath.Dir(path))

@@ -9,17 +9,21 @@ const (
 	plainFailure codeClass = iota // retried on the policy's schedule
 	permanent                     // no retry of this firmware and client ID will succeed: stop
 	credentials                   // retried at the cap (Timing.CredentialsArePermanent)
-	backPressure                  // the broker is over a limit: the wait is stretched (Core.stretch)
+	backPressure                  // the broker is over a limit: the wait stretches (Core.stretch)
 )
 
-// classOf classes a code; 0, NoConnack and every code not named are plain
-// failures (3 server unavailable, 0x88 server unavailable, 0x8B server
-// shutting down, 0x9C and 0x9D, whose Server Reference the agent follows).
+// classOf classes a code. 0, NoConnack and every code not named are plain
+// failures. They include 3 server unavailable, 0x88 server unavailable
+// and 0x8B server shutting down. They also include 0x9C and 0x9D, whose
+// Server Reference the agent follows.
 func classOf(code int) codeClass {
 	switch code {
-	case 1, 2, 0x84, 0x85: // unacceptable or unsupported protocol version; identifier rejected or not valid
+	// unacceptable or unsupported protocol version; identifier rejected or
+	// not valid
+	case 1, 2, 0x84, 0x85:
 		return permanent
-	case 4, 5, 0x86, 0x87, 0x8A, 0x8C: // bad credentials, not authorised, banned, bad authentication method
+	// bad credentials, not authorised, banned, bad authentication method
+	case 4, 5, 0x86, 0x87, 0x8A, 0x8C:
 		return credentials
 	case 0x89, 0x97, 0x9F: // server busy, quota exceeded, connection rate exceeded
 		return backPressure

@@ -1,6 +1,6 @@
 // Package devicecore is one device's reconnect state as a simulator keeps
-// it: a Core's steps are device.Machine's, with the timing, the random
-// source and the clock passed in on every call, so that a hundred million
+// it. A Core's steps are device.Machine's. The timing, the random source
+// and the clock are passed in on every call, so that a hundred million
 // devices fit in memory. device.Machine is built on it; the virtual engine
 // drives Cores directly. It is not part of any public API.
 package devicecore
@@ -42,8 +42,8 @@ type Step struct {
 }
 
 // stepInRegisters fails the build if a Step outgrows 32 bytes on a 64-bit
-// platform: the compiler keeps a Step of up to 32 in registers, and at 40
-// it went through memory on every call, nearly a fifth of a simulated grid
+// platform. The compiler keeps a Step of up to 32 in registers. At 40 it
+// went through memory on every call, nearly a fifth of a simulated grid
 // cell's time.
 var _ [32 - unsafe.Sizeof(Step{})*(unsafe.Sizeof(uintptr(0))/8)]struct{}
 
@@ -68,12 +68,12 @@ type Result struct {
 // NoConnack is Result.Code for an attempt that got no CONNACK at all.
 const NoConnack = -1
 
-// Core is a device.Machine without what a fleet shares or a simulator keeps once:
-// the Timing, the random source and the clock are passed in on every call,
-// and times are durations since an origin the caller chooses, so that a
-// simulator keeps only each device's own state. A Machine is a Core with
-// its Timing, source and clock; both take the same steps for the same
-// inputs.
+// Core is a device.Machine without what a fleet shares or a simulator
+// keeps once. The Timing, the random source and the clock are passed in on
+// every call. Times are durations since an origin the caller chooses. A
+// simulator thus keeps only each device's own state. A Machine is a Core
+// with its Timing, source and clock; both take the same steps for the
+// same inputs.
 //
 // The zero Core is a device that has not started; it is ready to use. A
 // Core is not safe for concurrent use. Every call must pass the same valid
@@ -81,8 +81,8 @@ const NoConnack = -1
 // do not go backwards. Its count of retries stops at 16,777,215, so a
 // retry cap above that is never reached.
 type Core struct {
-	// A Core is 48 bytes, its flood guard's bucket included: with a
-	// 16-byte random source beside it a device is one cache line, and a
+	// A Core is 48 bytes, its flood guard's bucket included. With a
+	// 16-byte random source beside it a device is one cache line. A
 	// hundred million fit in a simulator's memory (TestCoreIsSmall).
 	prev     time.Duration // the policy's previous wait (decorrelated jitter grows from it)
 	start    time.Duration // the retry sequence's first failure (for MaxElapsed), when started
@@ -91,8 +91,8 @@ type Core struct {
 	filled   time.Duration // when the bucket last changed
 	attempts int32         // attempts since the last stable connection
 	// state is the retries the policy has granted since the sequence
-	// began (the low 24 bits) and the flags (the top 8): one word, so that
-	// a Core is 48 bytes
+	// began (the low 24 bits) and the flags (the top 8). It is one word,
+	// so that a Core is 48 bytes
 	state uint32
 }
 
@@ -101,9 +101,9 @@ type coreFlags uint32
 const (
 	started   coreFlags = 1 << (24 + iota) // a retry sequence has begun: start is set
 	everUp                                 // a connection has come up: upSince is set
-	guarded                                // the pending wait was the guard's: its slot is free at its end
+	guarded                                // the guard's pending wait: its slot is free at its end
 	guardUsed                              // the guard's bucket has been drawn from: tokens is set
-	online                                 // connected: the last step was KindOnline, and Lost has not come
+	online                                 // connected: last step KindOnline, and Lost has not come
 
 	maxRetries = 1<<24 - 1 // the count's bits in state
 )
@@ -138,7 +138,7 @@ func (c *Core) Due(t *Timing, src rand.Source, now time.Duration) Step {
 		case d > 0 && !c.is(guarded):
 			c.set(guarded)
 			// Every device whose bucket was full when a disruption hit the
-			// fleet gets its slots on the same grid: up to one slot's time
+			// fleet gets its slots on the same grid. Up to one slot's time
 			// on top keeps guarded devices from retrying in step. The slot
 			// is taken when the wait is over, so the guard's bound holds.
 			return c.waitFor(d + time.Duration(jitter.Float64(src)*float64(slot)))
@@ -182,8 +182,8 @@ func (c *Core) Lost(t *Timing, src rand.Source, now time.Duration) Step {
 }
 
 // Disconnected is Lost for a session the broker ended with an MQTT 5
-// DISCONNECT and its reason code: a back-pressure code (0x89, 0x97, 0x9F)
-// stretches the wait, as in a CONNACK; any other is a loss like any other.
+// DISCONNECT and its reason code. A back-pressure code (0x89, 0x97, 0x9F)
+// stretches the wait, as in a CONNACK. Any other is a loss like any other.
 func (c *Core) Disconnected(t *Timing, src rand.Source, now time.Duration, code int) Step {
 	c.clear(online)
 	if !c.is(everUp) || now-c.upSince >= t.StableAfter {
@@ -198,12 +198,12 @@ func (c *Core) Disconnected(t *Timing, src rand.Source, now time.Duration, code 
 }
 
 // stretch lengthens a wait the broker asked for with a back-pressure code
-// (server busy, quota or connection rate exceeded), unless t ignores server
-// signals: the policy's wait d becomes d + U[0, d). It is never shorter
-// than the policy's, 1.5 times as long on average, and a fleet refused in
-// the same second comes back spread over a whole d rather than over the
-// policy's jitter: at the IoTCore formula's 32 s cap, over 32 s rather
-// than 1.
+// (server busy, quota or connection rate exceeded), unless t ignores
+// server signals. The policy's wait d becomes d + U[0, d). It is never
+// shorter than the policy's, and 1.5 times as long on average. A fleet
+// refused in the same second comes back spread over a whole d rather than
+// over the policy's jitter. At the IoTCore formula's 32 s cap, that is
+// over 32 s rather than 1.
 func (c *Core) stretch(t *Timing, src rand.Source, s Step) Step {
 	if s.Kind != KindWait || t.IgnoreServerSignals {
 		return s

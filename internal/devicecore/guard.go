@@ -8,13 +8,14 @@ import (
 )
 
 // The flood guard's token bucket, kept in a Core as 16 bytes and a bit
-// (tokens, filled, guardUsed) rather than as a rate.Limiter of its own (80
-// bytes on the heap, a mutex and a pointer: the largest part of a device in
-// a hundred-million-device simulation, and a cache miss on every attempt).
-// Its arithmetic is golang.org/x/time/rate's, step for step, as
-// reconnect.FloodGuard uses it: same float operations in the same order, so
-// that a device takes the same slots either way, which a test checks by
-// driving both on the same times.
+// (tokens, filled, guardUsed) rather than as a rate.Limiter of its own.
+// A rate.Limiter is 80 bytes on the heap, a mutex and a pointer. It would
+// be the largest part of a device in a hundred-million-device simulation,
+// and a cache miss on every attempt. The bucket's arithmetic is
+// golang.org/x/time/rate's, step for step, as reconnect.FloodGuard uses
+// it: same float operations in the same order. A device thus takes the
+// same slots either way. A test checks this by driving both on the same
+// times.
 
 // rateOf is the guard's refill rate in tokens a second, and its burst.
 func rateOf(g *reconnect.FloodGuardConfig) (limit, burst float64) {
@@ -46,9 +47,9 @@ func (c *Core) reserve(g *reconnect.FloodGuardConfig, now time.Duration) time.Du
 	return wait
 }
 
-// tryReserve takes a slot at now if one is free and returns 0; otherwise it
-// leaves the bucket as it was and returns how long until one is
-// (reconnect.FloodGuard.TryReserve: a reservation cancelled at once).
+// tryReserve takes a slot at now if one is free and returns 0. Otherwise
+// it leaves the bucket as it was and returns how long until one is. This
+// is reconnect.FloodGuard.TryReserve: a reservation cancelled at once.
 func (c *Core) tryReserve(g *reconnect.FloodGuardConfig, now time.Duration) time.Duration {
 	wait := c.reserve(g, now)
 	if wait > 0 { // Reservation.CancelAt(now): the token comes back

@@ -1,6 +1,7 @@
 // Package endpoint holds the rules the firmware holds every server to,
-// the broker and the config server alike: a URL with a host, whose errors
-// never quote it, and TLS 1.2 or later with the server verified.
+// the broker and the config server alike. A server needs a URL with a
+// host, and errors about the URL never quote it. It needs TLS 1.2 or
+// later with the server verified.
 //
 // Its errors carry no sentinel: the public package that calls it wraps
 // its own ErrInvalid around them.
@@ -21,7 +22,8 @@ func ParseURL(field, raw string) (*url.URL, error) {
 	if err != nil {
 		detail := ""
 		var ue *url.Error
-		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) { // quoted parts echo the input
+		// quoted parts echo the input
+		if errors.As(err, &ue) && !strings.Contains(ue.Err.Error(), `"`) {
 			detail = ": " + ue.Err.Error()
 		}
 		return nil, fmt.Errorf("%s is not a valid URL%s", field, detail)

@@ -2,16 +2,17 @@
 // due at virtual times, earliest first.
 //
 // It is a calendar queue, as discrete-event simulators of large
-// populations use: a ring of buckets 17 ms wide covering the next 69
-// seconds, each an unsorted slice until its turn comes, when it is
-// sorted once and read in order (a crowded one, if the driver asks, on
-// another core while the one before it is read); events further ahead
-// wait, as unsorted, in eras of half its length until the ring reaches
-// them. A push is an append and a pop a read of the next element, where a
-// heap of a million events costs ten levels of cache misses each way; and
-// a fleet idle at its cap for an hour costs only the buckets it skips, 64
-// to a word of a bitmap. Events pop in exactly the order Before defines,
-// so a run's sequence is the same as any other priority queue's.
+// populations use. A ring of buckets 17 ms wide covers the next 69
+// seconds. Each bucket is an unsorted slice until its turn comes. Then it
+// is sorted once and read in order. If the driver asks, a crowded bucket
+// is sorted on another core while the one before it is read. Events
+// further ahead wait, unsorted, in eras of half the ring's length until
+// the ring reaches them. A push is an append, and a pop is a read of the
+// next element. A heap of a million events costs ten levels of cache
+// misses each way. A fleet idle at its cap for an hour costs only the
+// buckets it skips, 64 to a word of a bitmap. Events pop in exactly the
+// order Before defines. A run's sequence is thus the same as any other
+// priority queue's.
 package eventq
 
 import (
@@ -40,8 +41,8 @@ type What struct {
 	Code int16
 }
 
-// Before orders events by time, then Key, then device, then kind and code:
-// a total order, so that a run with the same keys pops the same sequence
+// Before orders events by time, then Key, then device, then kind and code.
+// The order is total, so a run with the same keys pops the same sequence
 // from any queue.
 func (e Event) Before(f Event) bool {
 	switch {
@@ -86,13 +87,13 @@ const (
 // is not safe for concurrent use.
 type Queue struct {
 	// SortAhead sorts the next crowded bucket on a goroutine of its own
-	// while the driver reads the one before it: a driver with a core to
+	// while the driver reads the one before it. A driver with a core to
 	// spare gains the sort's time. Events pop in the same order either
 	// way. A Queue dropped with a sort running leaves it to end on its own.
 	SortAhead bool
 	ring      []bucket      // by index: the buckets ahead; the current one's events are in now
 	free      []*chunk      // the buckets' storage not in use
-	occ       []uint64      // a bit for each bucket of the ring that holds events, or is being sorted ahead
+	occ       []uint64      // a bit for each ring bucket holding events or being sorted ahead
 	cur       int           // the current bucket
 	start     time.Duration // its first instant
 	now       []Event       // its events, sorted from head on
@@ -108,8 +109,8 @@ type Queue struct {
 	sortedAhead int
 }
 
-// A bucket of the ring is a list of chunks: its storage grows and shrinks
-// 1 KiB at a time, shared by all the buckets, so the queue holds about
+// A bucket of the ring is a list of chunks. Its storage grows and shrinks
+// 1 KiB at a time, shared by all the buckets. The queue thus holds about
 // its events and no more, whichever buckets they crowd into.
 type bucket struct {
 	first, last *chunk // nil: the bucket is empty
@@ -172,11 +173,11 @@ func (q *Queue) put(b *bucket, e Event) (first bool) {
 }
 
 // An era is half the ring's length of time. Events beyond the ring wait
-// in their era's list, unsorted as a bucket's are, and enter the ring all
-// at once when its first instant reaches the era before theirs: every one
-// of them then falls within the ring, and none is due yet. A fleet booting
-// over half an hour puts a million events there, where a heap would take
-// ten levels of cache misses to pop each.
+// in their era's list, unsorted as a bucket's are. They enter the ring
+// all at once when its first instant reaches the era before theirs. Every
+// one of them then falls within the ring, and none is due yet. A fleet
+// booting over half an hour puts a million events there. A heap would
+// take ten levels of cache misses to pop each of them.
 const eraBits = spanBits + ringBits - 1
 
 func era(at time.Duration) int64 { return int64(at >> eraBits) }
@@ -218,7 +219,8 @@ func (q *Queue) enter() {
 
 // chunk returns an empty chunk.
 func (q *Queue) chunk() *chunk {
-	if len(q.free) == 0 { // chunks come in slabs: as many as are out, up to 4 MiB at a time, on huge pages
+	// chunks come in slabs: as many as are out, up to 4 MiB at a time, on huge pages
+	if len(q.free) == 0 {
 		slab := hugepage.Make[chunk](min(max(q.made, 64), slabLen))
 		q.made += len(slab)
 		for i := range slab {
@@ -259,7 +261,9 @@ func (q *Queue) settle() {
 			q.cur = index(q.start)
 			q.enter()
 			if q.occ[q.cur/64]&(1<<(q.cur%64)) == 0 {
-				continue // its events come later: the next bucket holding some is theirs or the ring's
+				// its events come later: the next bucket holding some is theirs or
+				// the ring's
+				continue
 			}
 		} else {
 			q.start, q.cur = at, next
@@ -298,8 +302,8 @@ func (q *Queue) sortHere(dst []Event, i int) []Event {
 }
 
 // aheadMin is the fewest events in a bucket worth sorting on another
-// goroutine: enough that the hand-over is small beside the sort (1,024
-// made no difference to the million-device throttled restart).
+// goroutine: enough that the hand-over is small beside the sort. A value
+// of 1,024 made no difference to the million-device throttled restart.
 const aheadMin = 4096
 
 // sortAhead is a bucket being sorted on a goroutine of its own, and the
@@ -374,13 +378,13 @@ type sorter struct {
 
 // sort returns bucket b's events (its first instant start) in order, in
 // dst's storage. Events in a bucket differ in At by less than a span, so
-// each one's order is mostly one uint64: the bits of its time in the
-// bucket in which the bucket's events differ, as many bits of its Key as
+// each one's order is mostly one uint64. That key holds the bits of its
+// time in which the bucket's events differ, as many bits of its Key as
 // fit, and its place in the bucket. Sorting those is a sort of integers,
-// with no call per comparison; the events are then read from the chunks in
-// that order, and the few alike in time and those bits put in order by
+// with no call per comparison. The events are then read from the chunks
+// in that order. The few alike in time and those bits are put in order by
 // compare among themselves. A fleet without jitter puts thousands at one
-// instant: their keys are then nearly all Key, and few are alike.
+// instant. Their keys are then nearly all Key, and few are alike.
 func (s *sorter) sort(dst []Event, b bucket, start time.Duration) []Event {
 	now, chunks, keys := dst[:0], s.chunks[:0], s.keys[:0]
 	all, some := uint64(span-1), uint64(0) // the bits every event's time has, and any has
@@ -425,8 +429,9 @@ func (b bucket) filled(c *chunk) int {
 }
 
 // keyLayout is where a bucket's sort keys put an event's time, Key and
-// place: its time's bits from the highest in which the bucket's events
-// differ, then the top keyBits of its Key, then placeBits for its place.
+// place. Its time's bits come first, from the highest in which the
+// bucket's events differ. The top keyBits of its Key follow, then
+// placeBits for its place.
 type keyLayout struct {
 	timeMask            uint64
 	keyBits, placeBits  int
@@ -448,12 +453,12 @@ func (l keyLayout) key(e Event, start time.Duration, p int) uint64 {
 	return uint64(e.At-start)&l.timeMask<<l.keyShift | uint64(e.Key)>>(32-l.keyBits)<<l.placeBits | uint64(p)
 }
 
-// radixMin is how many keys to sort make a counting pass by a digit of
-// their key (the first bits in which they differ), and a sort of each
-// digit's few, beat a comparison sort of them all; the digit has enough values for about four
-// keys each, at most 2^radixBits. A hundred million devices put a million
-// and more in a bucket: the keys of each top digit are then many, and
-// spread by the next digit in turn.
+// radixMin is how many keys a counting pass must have to beat a comparison
+// sort of them all. The counting pass goes by a digit of their key (the
+// first bits in which they differ), then sorts each digit's few. The digit
+// has enough values for about four keys each, at most 2^radixBits. A
+// hundred million devices put a million and more in a bucket. The keys of
+// each top digit are then many, and are spread by the next digit in turn.
 const (
 	radixMin  = 64
 	radixBits = 11
@@ -470,7 +475,8 @@ func (s *sorter) sortKeys(keys []uint64) []uint64 {
 	lo := int32(0)
 	for _, hi := range s.count {
 		switch run := out[lo:hi]; {
-		case len(run) >= radixMin: // spread back into keys by the next digit, sorted there, and copied
+		// spread back into keys by the next digit, sorted there, and copied
+		case len(run) >= radixMin:
 			s.inner = spreadKeys(run, keys[lo:hi], commonBits(run), s.inner)
 			sub := int32(0)
 			for _, end := range s.inner {
@@ -491,9 +497,9 @@ func (s *sorter) sortKeys(keys []uint64) []uint64 {
 // or more past 2^radixBits values.
 func digitBits(n int) int { return min(bits.Len(uint(n))-2, radixBits) }
 
-// commonBits is how many top bits keys all share: a fleet without jitter
-// puts thousands at one instant, alike in every bit of their time, and
-// spreading them by those bits would spread nothing.
+// commonBits is how many top bits keys all share. A fleet without jitter
+// puts thousands at one instant, alike in every bit of their time.
+// Spreading them by those bits would spread nothing.
 func commonBits(keys []uint64) int {
 	all, some := ^uint64(0), uint64(0)
 	for _, k := range keys {
@@ -504,8 +510,8 @@ func commonBits(keys []uint64) int {
 }
 
 // spreadKeys writes keys to out (as long) in the order of their digit
-// after their top common bits, which are all alike, and returns ends (in
-// ends' storage): the keys of digit d are out[ends[d-1]:ends[d]].
+// after their top common bits, which are all alike. It returns ends, in
+// ends' storage: the keys of digit d are out[ends[d-1]:ends[d]].
 func spreadKeys(keys, out []uint64, common int, ends []int32) []int32 {
 	digit := min(digitBits(len(keys)), 64-common)
 	shift, mask := 64-common-digit, uint64(1)<<digit-1
@@ -541,17 +547,17 @@ func (q *Queue) next() (int, bool) {
 func index(at time.Duration) int { return int(uint64(at)>>spanBits) & (ring - 1) }
 
 // Coming returns the events from place from up to, not including, place
-// to after the next, as far as the queue knows them without work (they
-// are in the bucket being read): a driver prefetches the state those
+// to after the next. It returns only those the queue knows without work:
+// the ones in the bucket being read. A driver prefetches the state those
 // events will need, so that it arrives during the work before them.
 func (q *Queue) Coming(from, to int) []Event {
 	return q.now[min(q.head+from, len(q.now)):min(q.head+to, len(q.now))]
 }
 
-// Heap is a 4-ary min-heap of events: shallower than a binary heap, and
-// its children share cache lines: the plain priority queue a simulator
-// starts from, which the engine's benchmark and the Queue's tests keep as
-// a yardstick.
+// Heap is a 4-ary min-heap of events. It is shallower than a binary heap,
+// and its children share cache lines. It is the plain priority queue a
+// simulator starts from. The engine's benchmark and the Queue's tests keep
+// it as a yardstick.
 // The zero Heap is empty and ready; it is not safe for concurrent use.
 type Heap []Event
 

@@ -73,12 +73,13 @@ func CalibrationCells() []CalibrationCell {
 
 // hostServes is the agents' time scale for the disconnect-mode cell of
 // policy p. In disconnect mode the broker sets up and tears down a whole
-// session for every refused attempt, and iotcore's rounds at its cap bring
-// the whole waiting fleet within one second: at 5x that is some 10,000
-// sessions a second, twice what this host serves, and the broker's backlog
-// then hands the devices their disconnects together, which the formula keeps
-// in lock-step for good (seed 1: p99 300 s at 5x, 193.8 s at 2x as in
-// virtual time). 2x keeps the host out of it; 0 keeps the calibration's.
+// session for every refused attempt. iotcore's rounds at its cap bring
+// the whole waiting fleet within one second. At 5x that is some 10,000
+// sessions a second, twice what this host serves. The broker's backlog
+// then hands the devices their disconnects together. The formula keeps
+// them in lock-step for good (seed 1: p99 300 s at 5x, 193.8 s at 2x as
+// in virtual time). 2x keeps the host out of it; 0 keeps the
+// calibration's.
 func hostServes(policy string) float64 {
 	if policy == "iotcore" {
 		return 2
@@ -122,9 +123,9 @@ type CalibrationRow struct {
 	Bound   bool          `json:"host_bound"`      // the agents' run was host-bound
 }
 
-// EngineFigures are the figures compared, each the mean over the seeds: a
-// percentile of rounds 32 s apart lands in one round or the next from seed
-// to seed on either engine.
+// EngineFigures are the figures compared, each the mean over the seeds.
+// A percentile of rounds 32 s apart lands in one round or the next from
+// seed to seed on either engine.
 type EngineFigures struct {
 	P50S                float64            `json:"p50_s"`
 	P99S                float64            `json:"p99_s"`
@@ -161,16 +162,16 @@ func (f *EngineFigures) add(r *report.Report, n int) {
 	}
 }
 
-// AgentsRunner runs the agents' side of a calibration: inside a
-// testing/synctest bubble for the model against the code (the package's
-// tests and make calibrate), or nil for Run in wall-clock time.
+// AgentsRunner runs the agents' side of a calibration. For the model
+// against the code (the package's tests and make calibrate), it runs
+// inside a testing/synctest bubble. It is nil for Run in wall-clock time.
 type AgentsRunner func(plan.Plan) (*report.Report, error)
 
-// Calibrate runs each cell on both engines with devices devices (the agents
-// in memory through runAgents, at timeScale when it is nil), once per seed,
-// and compares the means, each recovery's of a timeline too; each seed's
-// verdicts must match, the run's and each recovery's. Progress, if set,
-// gets each row as it is measured.
+// Calibrate runs each cell on both engines with devices devices, once per
+// seed. The agents run in memory through runAgents, or at timeScale when
+// it is nil. It compares the means, each recovery's of a timeline too.
+// Each seed's verdicts must match, the run's and each recovery's.
+// Progress, if set, gets each row as it is measured.
 func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner,
 	progress io.Writer) (*Calibration, error) {
 	cal := &Calibration{Devices: devices, TimeScale: timeScale, Seeds: seeds, Agree: true, Tolerance: DefaultCalibrationBounds,

@@ -1,8 +1,8 @@
 // Package experiment holds the studies made of many runs, as clients of
-// the engines: the policy grid (every policy against fleets of 1,000 to a
-// million behind admission limits, in virtual time), the calibration of
-// the virtual engine against the real agents, and the soak (one live fleet
-// of real agents through storm after storm).
+// the engines. The policy grid runs every policy against fleets of 1,000
+// to a million behind admission limits, in virtual time. The calibration
+// checks the virtual engine against the real agents. The soak puts one
+// live fleet of real agents through storm after storm.
 package experiment
 
 import (
@@ -26,12 +26,12 @@ import (
 
 // GridConfig is a policy grid: which policy brings N devices back through a
 // broker that admits R connects per second, in the virtual engine. Each
-// throttled-restart cell has the broker down for Outage and then admitting
-// AdmitRate connects/s (bursts of AdmitRate/20) in AdmitMode; each
+// throttled-restart cell has the broker down for Outage. The broker then
+// admits AdmitRate connects/s (bursts of AdmitRate/20) in AdmitMode. Each
 // boot-storm cell powers every device on at once against the same
-// admission, each device's first connect spread over W, the agents' 10 s or
-// devices / rate if longer: an operator who knows what the broker admits
-// spreads boots over at least that.
+// admission. Each device's first connect is spread over W: the agents'
+// 10 s, or devices / rate if longer. An operator who knows what the broker
+// admits spreads boots over at least that.
 type GridConfig struct {
 	Devices    []int
 	AdmitRates []float64
@@ -47,17 +47,17 @@ type GridConfig struct {
 	// Parallel is how many cells run at once (0: 2).
 	Parallel int
 	// Full runs every cell until its fleet is back (or its bound) and reads
-	// the broker's side too: a failing cell's figures are then its own, not
-	// the lower bounds at which its failure became certain, and the cell
-	// has the broker's busiest second.
+	// the broker's side too. A failing cell's figures are then its own, not
+	// the lower bounds at which its failure became certain. The cell then
+	// also has the broker's busiest second.
 	Full bool
 	// Progress, if set, gets a line per cell as it finishes.
 	Progress io.Writer
 }
 
 // What a grid's devices speak: a refusal over the admission limit reads
-// CONNACK 3 on 3.1.1 and 0x9F connection rate exceeded on MQTT 5, which a
-// device that honours it stretches its wait by.
+// CONNACK 3 on 3.1.1 and 0x9F connection rate exceeded on MQTT 5. A
+// device that honours 0x9F stretches its wait by it.
 const (
 	MQTT311   = "3.1.1"
 	MQTT5     = "5"
@@ -95,7 +95,7 @@ type GridCell struct {
 	// P99AfterReturnS is the recovery's 99th percentile from the broker's
 	// return (boot-storm: from power-on); MaxP99S the most it may be.
 	P99AfterReturnS float64 `json:"p99_after_return_s"`
-	P99AtLeast      bool    `json:"p99_at_least,omitempty"` // the run stopped first: p99 is later still
+	P99AtLeast      bool    `json:"p99_at_least,omitempty"` // run stopped first: p99 is later still
 	MaxP99S         float64 `json:"max_p99_s"`
 	// AttemptsAfterReturn is the attempts per device from the return
 	// (boot-storm: all of them); MaxAttempts the most it may be.
@@ -135,8 +135,9 @@ func (g *Grid) Passed(policy string) bool {
 }
 
 // RunGrid runs every cell of gc. A cell's run stops once its failure is
-// certain (virtual.GiveUp: too many attempts, made or certain to be made,
-// or too few devices up to meet its p99 even at the broker's full rate), and at the latest once
+// certain (virtual.GiveUp). Failure is certain at too many attempts, made
+// or certain to be made. It is also certain at too few devices up to meet
+// its p99 even at the broker's full rate. A run stops at the latest once
 // it has taken twice as long as it may, so that policies that never
 // recover do not hold the grid up.
 func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
@@ -196,8 +197,8 @@ func RunGrid(ctx context.Context, gc GridConfig) (*Grid, error) {
 	return g, errors.Join(append(errs, ctx.Err())...)
 }
 
-// inline says whether each cell builds its report on its own goroutine:
-// when the cells running at once already fill the cores, a builder beside
+// inline says whether each cell builds its report on its own goroutine.
+// When the cells running at once already fill the cores, a builder beside
 // each would only contend with them.
 func (gc GridConfig) inline() bool { return gc.parallel() >= runtime.GOMAXPROCS(0) }
 
@@ -285,7 +286,8 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	if cell.Scenario == plan.BootStorm {
 		cell.AttemptsAfterReturn = r.Attempts.PerDeviceMean
 	}
-	if giveUp != nil && giveUp.Certain > 0 { // ended on the attempts its devices still down were certain to make
+	// ended on the attempts its devices still down were certain to make
+	if giveUp != nil && giveUp.Certain > 0 {
 		cell.AttemptsAfterReturn = max(cell.AttemptsAfterReturn, float64(giveUp.Certain)/float64(cell.Devices))
 	}
 	cell.Verdict = string(r.Verdict)

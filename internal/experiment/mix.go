@@ -30,10 +30,10 @@ type MixConfig struct {
 }
 
 // DefaultMix is devicesim grid -mix's: a million devices on the mission's
-// formula moving to fleet-safe, 0 to 100 % in steps of 10, through a 60 s
-// outage and a broker that comes back admitting 5,000 connects a second,
-// whose busiest second (refused connects included) must stay at 50,000,
-// ten times what it admits.
+// formula moving to fleet-safe, 0 to 100 % in steps of 10. They go through
+// a 60 s outage and a broker that comes back admitting 5,000 connects a
+// second. Its busiest second (refused connects included) must stay at
+// 50,000, ten times what it admits.
 func DefaultMix() MixConfig {
 	p := plan.Default()
 	p.Engine, p.Devices, p.Scenario, p.Outage = plan.Virtual, 1_000_000, plan.ThrottledRestart, time.Minute
@@ -75,7 +75,8 @@ func RunMix(ctx context.Context, mc MixConfig) (*Mix, error) {
 		return nil, errors.New("mix: name both policies, at least one share and a peak bound > 0")
 	}
 	m := &Mix{From: mc.From, To: mc.To, Devices: mc.Storm.Devices, AdmitRate: mc.Storm.WithDefaults().AdmitRate, PeakBound: mc.PeakBound, Smallest: -1}
-	shares := slices.Sorted(slices.Values(mc.Shares)) // the smallest share that passes is read from the top down
+	// the smallest share that passes is read from the top down
+	shares := slices.Sorted(slices.Values(mc.Shares))
 	for _, share := range shares {
 		if share < 0 || share > 1 {
 			return nil, fmt.Errorf("mix: share %g is not in [0, 1]", share)

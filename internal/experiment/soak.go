@@ -23,10 +23,10 @@ const Mixed = "mixed"
 // SoakStorms are the storms a soak goes through, in turn.
 var SoakStorms = []string{string(plan.DropAll), string(plan.BrokerRestart), string(plan.ThrottledRestart), string(plan.Flapping), Mixed}
 
-// SoakConfig is a soak: one live fleet of real agents with telemetry on, through
-// Storms storms in turn, to find what a single run cannot: goroutines or
-// memory that do not come back, and messages lost or duplicated beyond what
-// at-least-once delivery allows.
+// SoakConfig is a soak: one live fleet of real agents with telemetry on,
+// through Storms storms in turn. It finds what a single run cannot:
+// goroutines or memory that do not come back, and messages lost or
+// duplicated beyond what at-least-once delivery allows.
 type SoakConfig struct {
 	Devices int
 	Storms  int
@@ -51,10 +51,11 @@ func DefaultSoak() SoakConfig {
 		Outage: 20 * time.Second, AdmitRate: 1000, Seed: 1}
 }
 
-// SoakReport is what a soak found. Pass is false, and Problems say why, when
-// goroutines or heap did not return within Tolerance of the baseline, a
-// message was lost, or there were more duplicates than session losses (at
-// least once allows one per loss: the message in flight).
+// SoakReport is what a soak found. Pass is false, and Problems say why,
+// when goroutines or heap did not return within Tolerance of the
+// baseline. The same holds when a message was lost, or when there were
+// more duplicates than session losses. At least once allows one per loss:
+// the message in flight.
 type SoakReport struct {
 	Devices   int          `json:"devices"`
 	Policy    string       `json:"policy"`
@@ -102,7 +103,7 @@ type SoakMessages struct {
 const soakTolerance = 0.10
 
 // plan is the soak's fleet: the default run's, with the soak's size,
-// policy, telemetry and pace, its throttled storms' admission refusing over
+// policy, telemetry and pace. Its throttled storms' admission refuses over
 // the rate in bursts of a twentieth of it.
 func (sc SoakConfig) plan() (plan.Plan, error) {
 	p := plan.Default()
@@ -225,7 +226,8 @@ func soakStorm(ctx context.Context, f *agents.Fleet, kind string, outage time.Du
 		return SoakStorm{}, err
 	}
 	rec, err := f.AwaitRecovery(ctx)
-	if lift := f.SetAdmission(fault.Admission{}); err == nil { // a throttled storm's limit ends with it
+	// a throttled storm's limit ends with it
+	if lift := f.SetAdmission(fault.Admission{}); err == nil {
 		err = lift
 	}
 	if err != nil {

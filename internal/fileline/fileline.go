@@ -1,6 +1,6 @@
 // Package fileline is the one error a reader of a text file returns for a
-// line it cannot read (a storm file, a broker's log, events.csv): where,
-// and what was wrong there, as x/perf's benchfmt.SyntaxError is.
+// line it cannot read (a storm file, a broker's log, events.csv). It says
+// where, and what was wrong there, as x/perf's benchfmt.SyntaxError does.
 package fileline
 
 import "fmt"

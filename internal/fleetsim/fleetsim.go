@@ -6,9 +6,10 @@
 //	                           ▼
 //	                  report.Builder ──stormstats.Judge──▶ report.Report
 //
-// A plan is checked once, before anything starts, against what this host
-// holds; either engine then takes it and emits the same records to the
-// same builder, so a report reads the same whichever engine made it.
+// A plan is checked once, before anything starts. It is checked against
+// what this host holds. Either engine then takes it and emits the same
+// records to the same builder. A report thus reads the same whichever
+// engine made it.
 package fleetsim
 
 import (

@@ -14,12 +14,12 @@ import (
 	"github.com/herdguard/herdguard/internal/report"
 )
 
-// InVirtualTime runs c in a testing/synctest bubble: the real agents, paho
-// and the mochi broker, all built inside it on in-memory transports, on a
-// clock that moves only when every goroutine waits. Every attempt leaves at
-// its scheduled instant whatever else the host is doing, so a test asserts
-// the code's figures, never the machine's. Time scale 1: virtual time costs
-// nothing to wait through.
+// InVirtualTime runs c in a testing/synctest bubble. The real agents, paho
+// and the mochi broker are all built inside it on in-memory transports.
+// The bubble's clock moves only when every goroutine waits. Every attempt
+// leaves at its scheduled instant whatever else the host is doing, so a
+// test asserts the code's figures, never the machine's. Time scale 1:
+// virtual time costs nothing to wait through.
 func InVirtualTime(t *testing.T, p plan.Plan) (*report.Report, error) {
 	t.Helper()
 	p.TimeScale = 1
@@ -31,12 +31,12 @@ func InVirtualTime(t *testing.T, p plan.Plan) (*report.Report, error) {
 func InBubble(t *testing.T, p plan.Plan) (r *report.Report, err error) {
 	t.Helper()
 	if RaceDetector {
-		// One P under the race detector: the runtime fires a bubble's
-		// timers under one race context, and with two Ps a goroutine
-		// reading an expired timer's channel could fire one under it on
-		// the other P while the bubble's own timer check was still
-		// starting goroutines under it (a crash in the race runtime's
-		// stack depot, in about one make test in two, with Go 1.26).
+		// One P under the race detector. The runtime fires a bubble's timers
+		// under one race context. With two Ps, a goroutine reading an expired
+		// timer's channel could fire one under it on the other P. That could
+		// happen while the bubble's own timer check was still starting
+		// goroutines under it. The result was a crash in the race runtime's
+		// stack depot, in about one make test in two, with Go 1.26.
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	}
 	synctest.Test(t, func(*testing.T) { r, err = fleetsim.Run(context.Background(), p) })

@@ -15,9 +15,9 @@ import (
 )
 
 // Share spins one goroutine a core for d and returns the fraction of those
-// cores' time the process got: about 1 on an idle host, about 0.5 on two
-// cores with one CPU-bound job beside it. It returns 1 where the process's
-// CPU time cannot be read.
+// cores' time the process got. That is about 1 on an idle host, and about
+// 0.5 on two cores with one CPU-bound job beside it. It returns 1 where
+// the process's CPU time cannot be read.
 func Share(d time.Duration) float64 {
 	n := runtime.GOMAXPROCS(0)
 	before, ok := cpuTime()
@@ -51,10 +51,10 @@ const DevicesAtFull = 2000
 // still round up to it: Share reads a little under 1 on an idle host.
 const margin = 1.15
 
-// Scale is the time scale, at most most (itself at least 1), that a fleet
-// of devices real agents starts at on a host that gives the run share of
-// its cores: most scaled by the share and by DevicesAtFull / devices,
-// rounded down to a power of two, and never below 1.
+// Scale is the time scale that a fleet of devices real agents starts at
+// on a host that gives the run share of its cores. It is at most most,
+// itself at least 1. It is most scaled by the share and by DevicesAtFull /
+// devices, rounded down to a power of two, and never below 1.
 func Scale(most float64, share float64, devices int) float64 {
 	s := margin * most * min(1, share) * min(1, float64(DevicesAtFull)/float64(max(devices, 1)))
 	scale := 1.0

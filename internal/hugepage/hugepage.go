@@ -1,8 +1,8 @@
 // Package hugepage makes the large slices of a simulation of millions of
-// devices, backed by 2 MiB pages where Linux allows: state read at random
-// across gigabytes misses the TLB on nearly every read with 4 KiB pages (a
-// hundred million devices span 1.6 million of them), and each miss costs
-// a walk of the page tables on top of the cache miss.
+// devices, backed by 2 MiB pages where Linux allows. With 4 KiB pages,
+// state read at random across gigabytes misses the TLB on nearly every
+// read. A hundred million devices span 1.6 million of those pages. Each
+// miss costs a walk of the page tables on top of the cache miss.
 package hugepage
 
 import "unsafe"

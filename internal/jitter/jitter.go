@@ -1,7 +1,7 @@
-// Package jitter is the randomness every timing package draws from: a
-// source seeded from crypto/rand where the caller gave none, and uniform
-// draws from any source, computed the same way everywhere so that a seed
-// gives the same waits in the firmware and in the simulator.
+// Package jitter is the randomness every timing package draws from. It
+// gives a source seeded from crypto/rand where the caller gave none. It
+// gives uniform draws from any source, computed the same way everywhere.
+// A seed thus gives the same waits in the firmware and in the simulator.
 package jitter
 
 import (

@@ -1,8 +1,8 @@
 // Package memnet is an in-process network: a Listener whose Dial hands it
-// one end of a net.Pipe. It needs no file descriptor, so 100,000 clients fit
-// in one process, and nothing in it waits on the operating system, so it
-// runs inside a testing/synctest bubble (a real socket's Accept is not a
-// wait synctest can see).
+// one end of a net.Pipe. It needs no file descriptor, so 100,000 clients
+// fit in one process. Nothing in it waits on the operating system, so it
+// runs inside a testing/synctest bubble. A real socket's Accept is not a
+// wait synctest can see.
 package memnet
 
 import (

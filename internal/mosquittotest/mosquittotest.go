@@ -94,9 +94,9 @@ func (b *Broker) Accepted() int {
 }
 
 // AwaitAccepted waits until mosquitto has logged n connections. The bound
-// is generous: on a host busy with other work (CI running every package
-// at once under -race) mosquitto's accept loop and its log can trail the
-// proxy by well over 10 s; the wait ends as soon as the count is reached.
+// is generous. On a host busy with other work (CI running every package
+// at once under -race), mosquitto's accept loop and its log can trail the
+// proxy by well over 10 s. The wait ends as soon as the count is reached.
 func (b *Broker) AwaitAccepted(n int) error {
 	return waitfor.Until(&b.mu, &b.changed, time.Minute, func() bool { return b.connections >= n })
 }

@@ -29,8 +29,9 @@ func (h Host) DescriptorBudget() int { return cmp.Or(h.Descriptors, DefaultDescr
 func (h Host) MaxTCPDevices() int { return h.DescriptorBudget() / 2 }
 
 // Proxied reports whether the run puts the fault proxy in the devices'
-// path: against an external broker for every disruptive scenario, and for
-// the path's own faults (anywhere on the timeline) against any broker.
+// path. Against an external broker it does for every disruptive scenario.
+// Against any broker it does for the path's own faults, anywhere on the
+// timeline.
 func (p Plan) Proxied() bool {
 	return p.Storm.BreaksPath() || p.Storm.BreaksABroker() && p.Broker != ""
 }
@@ -42,9 +43,9 @@ func isTLSURL(raw string) bool {
 }
 
 // ProxyDescriptors is how many descriptors each device costs this process
-// in a run through the fault proxy with its agent here: the device's
-// socket, the proxy's two, and the in-process broker's over TCP (in memory,
-// none). Beyond AgentsBesideProxy the agents run in children.
+// in a run through the fault proxy with its agent here. They are the
+// device's socket, the proxy's two, and the in-process broker's over TCP
+// (in memory, none). Beyond AgentsBesideProxy the agents run in children.
 func (p Plan) ProxyDescriptors() int {
 	switch {
 	case p.Broker != "":
@@ -84,9 +85,9 @@ func (p Plan) RemoteAgentsReachProxy() bool {
 	return p.Broker == "" || err != nil || !IsTLSScheme(u.Scheme)
 }
 
-// NeedsChildren reports whether the agents run in child processes: over
+// NeedsChildren reports whether the agents run in child processes. Over
 // TCP, one process holds the broker's and the devices' descriptors for at
-// most MaxTCPDevices devices, and the proxy's as well for fewer (see
+// most MaxTCPDevices devices. It holds the proxy's as well for fewer (see
 // AgentsBesideProxy).
 func (p Plan) NeedsChildren() bool {
 	switch {
@@ -108,23 +109,23 @@ func ProxiableBrokerURL(raw string) bool {
 // IsTLSScheme reports whether a broker URL's scheme is MQTT over TLS.
 func IsTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts" }
 
-// What a run holds at its peak, resident, per device and on top: measured
+// What a run holds at its peak, resident, per device and on top. Measured
 // with /usr/bin/time -f %M on devicesim run -policy fleet-safe -events off
-// (docs/large-fleets.md): real agents on the in-memory transport 2.33 GB
-// at 20,000 devices (about 115 KiB each), the virtual engine 1.04 GB at
-// 10,000,000 (about 104 bytes each: a 64-byte device, a 24-byte event, the
-// report's 10 bytes of counters). Rounded up: a refusal should never meet
-// a fleet that would have fit by a hair, nor a run die of one that did
-// not.
+// (docs/large-fleets.md). Real agents on the in-memory transport held
+// 2.33 GB at 20,000 devices (about 115 KiB each). The virtual engine held
+// 1.04 GB at 10,000,000 (about 104 bytes each). That is a 64-byte device, a
+// 24-byte event and the report's 10 bytes of counters. The figures are
+// rounded up. A refusal should never meet a fleet that would have fit by a
+// hair, nor a run die of one that did not.
 const (
 	agentFootprint   = 128 << 10
 	virtualFootprint = 112
 	baseFootprint    = 256 << 20
 )
 
-// Footprint estimates the memory a run of p holds at its peak, in bytes:
-// its devices (this shard's, where p runs one) on its engine, children's
-// agents included, since they share the machine.
+// Footprint estimates the memory a run of p holds at its peak, in bytes. It
+// counts its devices on its engine, this shard's where p runs one.
+// Children's agents are included, since they share the machine.
 func (p Plan) Footprint() uint64 {
 	return baseFootprint + uint64(p.Shard.Size(p.Devices))*p.perDevice()
 }

@@ -1,9 +1,9 @@
 // Package plan is what a storm run is asked to do, checked once before
-// anything starts: which fleet reconnects how (Fleet), what is done to its
-// broker (Storm), which broker (Target), on what host and engine (Host), and
-// where the run reports as it goes (Outputs). A Plan is plain data; every
-// engine takes one, and a run whose agents live in child processes hands
-// them the Plan itself.
+// anything starts. It says which fleet reconnects how (Fleet) and what is
+// done to its broker (Storm). It says which broker (Target), on what host
+// and engine (Host), and where the run reports as it goes (Outputs). A Plan
+// is plain data. Every engine takes one. A run whose agents live in child
+// processes hands them the Plan itself.
 package plan
 
 import (
@@ -67,10 +67,10 @@ type Fleet struct {
 	// KeepAlive and PingTimeout are the agents' (device.Config): how soon
 	// they notice a silent path (0: 30 s and 10 s).
 	KeepAlive, PingTimeout time.Duration
-	// BootSpread is the window over which each device's first connect
-	// falls at power-on (boot-storm): an operator who knows what the broker
-	// admits spreads boots over at least devices / rate (0: the agents' own
-	// 10 s).
+	// BootSpread is the window over which each device's first connect falls
+	// at power-on (boot-storm). 0 means the agents' own 10 s. An operator
+	// who knows what the broker admits spreads boots over at least
+	// devices / rate.
 	BootSpread time.Duration
 	// RetryAfterJitter is the devices' fetchers' bound on the jitter they
 	// add to a hint (remoteconfig.Config.RetryAfterJitter: 0 the firmware's
@@ -90,10 +90,10 @@ type Fleet struct {
 	// Shard.Index (every device when Count is 0).
 	Shard Shard
 	Seed  uint64
-	// Groups, if set, splits the fleet into groups of devices alike (a
-	// firmware version still in the field): their Devices add up to
-	// Devices, in index order (the first group's devices come first). Empty:
-	// one group, the fleet's own settings.
+	// Groups, if set, splits the fleet into groups of devices alike, such
+	// as a firmware version still in the field. Their Devices add up to
+	// Devices, in index order: the first group's devices come first. Empty
+	// means one group, with the fleet's own settings.
 	Groups []Group
 }
 
@@ -115,9 +115,9 @@ type Group struct {
 	Labels                 map[string]string
 }
 
-// GroupsOrWhole is the fleet as groups, in device index order, each with
-// every setting resolved (the fleet's where it names none); the whole
-// fleet as one group when the plan has none.
+// GroupsOrWhole is the fleet as groups, in device index order. Each group
+// has every setting resolved, the fleet's where it names none. When the
+// plan has no groups, it is the whole fleet as one group.
 func (f Fleet) GroupsOrWhole() []Group {
 	if len(f.Groups) == 0 {
 		return []Group{f.resolve(Group{Name: "fleet", Devices: f.Devices})}
@@ -191,9 +191,9 @@ type Storm struct {
 	// Latency and LatencyJitter are what the latency scenario adds to every
 	// byte each way: Latency plus U[0, LatencyJitter).
 	Latency, LatencyJitter time.Duration
-	// RetryAfter is the hint the config server sends in config-outage; 0
-	// sends the time left in the fault window, as a maintenance page does,
-	// which names one instant to every device that asks.
+	// RetryAfter is the hint the config server sends in config-outage. 0
+	// sends the time left in the fault window, as a maintenance page does.
+	// That names one instant to every device that asks.
 	RetryAfter time.Duration
 	// Admission, if AdmitRate > 0: the broker admits AdmitRate connects per
 	// (unscaled) second with bursts of AdmitBurst, over the limit behaving as
@@ -208,7 +208,7 @@ type Storm struct {
 	// device with (0: 0x89 server busy).
 	AdmitCode, BusyCode byte
 	// Bound, if > 0, is how long (unscaled) after the disruption a run
-	// waits for its fleet before ending unrecovered; 0 sets one from the
+	// waits for its fleet before ending unrecovered. 0 sets one from the
 	// outage, the cap and the admission rate.
 	Bound time.Duration
 	// Duration bounds an observe run: how long to wait for a disruption.
@@ -223,11 +223,11 @@ type Storm struct {
 	Then []Event
 }
 
-// Event is a disruption on a storm's timeline, At after the first: a
-// broker restart, a throttled restart, a drop of every session, a flapping
-// window, a cluster's rolling restart, or (real agents only) a black hole
-// or a slow path, lasting Outage. Flap, Latency and LatencyJitter of 0 are
-// the storm's.
+// Event is a disruption on a storm's timeline, At after the first, lasting
+// Outage. It is a broker restart, a throttled restart, a drop of every
+// session, a flapping window or a cluster's rolling restart. With real
+// agents only, it can also be a black hole or a slow path. Flap, Latency
+// and LatencyJitter of 0 are the storm's.
 type Event struct {
 	At                     time.Duration
 	Scenario               Scenario
@@ -236,11 +236,10 @@ type Event struct {
 	Latency, LatencyJitter time.Duration
 	// Gap is a rolling restart's time from one node's restart to the next.
 	Gap time.Duration
-	// Node, if set, is the one node of a cluster this disruption strikes:
-	// that node alone restarts, drops its sessions, flaps, or sits behind
-	// a black hole or a slow path, and its devices fail over to the
-	// others. Nil strikes every node at once (a rolling restart strikes
-	// them one a gap).
+	// Node, if set, is the one node of a cluster this disruption strikes.
+	// That node alone restarts, drops its sessions, flaps, or sits behind a
+	// black hole or a slow path. Its devices fail over to the others. Nil
+	// strikes every node at once. A rolling restart strikes them one a gap.
 	Node *int
 }
 
@@ -261,14 +260,15 @@ func (s Storm) Timeline() []Event {
 type Target struct {
 	// Broker, if set, is an external broker's URL (tcp://host:port). The
 	// run puts the fault proxy in front of it for the disruptive scenarios
-	// and measures what it let through; observe leaves the disruption to
-	// the user, and boot-storm needs none.
+	// and measures what it let through. observe leaves the disruption to
+	// the user. boot-storm needs none.
 	Broker string
 	// TLSCA, TLSCert and TLSKey are PEM files for an external broker at
-	// ssl://: the CA that signs it (empty: the system's roots) and one
-	// client certificate every device presents (mutual TLS), if any.
-	// TLSCAKey, instead of TLSCert, is the CA's key: each device gets a
-	// certificate of its own, named by its client ID.
+	// ssl://. TLSCA is the CA that signs the broker (empty: the system's
+	// roots). TLSCert and TLSKey are one client certificate every device
+	// presents (mutual TLS), if any. TLSCAKey, instead of TLSCert, is the
+	// CA's key: each device gets a certificate of its own, named by its
+	// client ID.
 	TLSCA, TLSCert, TLSKey, TLSCAKey string
 	// Nodes is how many in-process broker nodes make the cluster (0 or 1:
 	// one broker). Each device's home node is its index modulo Nodes, and
@@ -316,18 +316,18 @@ type Host struct {
 	// rate or boot beyond it measures the host, not the fleet. make scale
 	// measures it (testbroker's TestScale).
 	Connects float64
-	// AutoScale leaves the time scale to the host, TimeScale at most: a
-	// run starts at the scale the host's measured share serves
-	// (internal/hostload) and runs again slower while the host binds it.
+	// AutoScale leaves the time scale to the host, TimeScale at most. A run
+	// starts at the scale the host's measured share serves
+	// (internal/hostload). It runs again slower while the host binds it.
 	AutoScale bool
 	// Exe is the devicesim binary, for fleets that run in child processes
 	// (TCP beyond one process's descriptors).
 	Exe string
 	// TCPPerProcess is how many TCP devices' agents this process holds,
 	// beside the broker or the fault proxy, before they move to child
-	// processes, TCPPerProcess (or 5,000) each; 0 means what 20,000
-	// descriptors allow (9,500 beside the broker; beside the proxy 6,333,
-	// or 4,750 with the in-process broker's side too).
+	// processes. Each child holds TCPPerProcess (or 5,000). 0 means what
+	// 20,000 descriptors allow. That is 9,500 beside the broker, and 6,333
+	// beside the proxy, or 4,750 with the in-process broker's side too.
 	TCPPerProcess int
 }
 
@@ -348,10 +348,10 @@ type Outputs struct {
 	// Ready, if set, is called once the whole fleet is up, before the
 	// disruption (observe: when the run starts waiting for one).
 	Ready func() `json:"-"`
-	// Hold, if set, makes this run a child of another: it starts the
-	// devices against Broker, then reads "t0 <unix ns>" from Hold (the
-	// parent sends it once its fleet has recovered) and reports from that
-	// instant.
+	// Hold, if set, makes this run a child of another. The child starts the
+	// devices against Broker, then reads "t0 <unix ns>" from Hold. The
+	// parent sends it once its fleet has recovered. The child reports from
+	// that instant.
 	Hold io.Reader `json:"-"`
 	// Stream, for a child run, is told every device event as it happens,
 	// for a parent whose fault proxy the devices go through.
@@ -412,8 +412,8 @@ func (s Shard) Size(devices int) int {
 }
 
 // Default is the embedded default run: 2,000 devices on the in-memory
-// transport, a 30 s broker restart, the IoTCore policy, at up to 4x: the
-// run measures what its host serves (AutoScale), docs/measurements.md has
+// transport, a 30 s broker restart, the IoTCore policy, at up to 4x. The
+// run measures what its host serves (AutoScale). docs/measurements.md has
 // the figures.
 func Default() Plan {
 	return Plan{

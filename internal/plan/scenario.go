@@ -11,14 +11,21 @@ import (
 type Scenario string
 
 const (
-	BootStorm        Scenario = "boot-storm"        // every device powers on at once
-	BrokerRestart    Scenario = "broker-restart"    // the broker goes away for Outage, then comes back
-	ThrottledRestart Scenario = "throttled-restart" // as broker-restart, then admits AdmitRate connects/s
-	DropAll          Scenario = "drop-all"          // every session is dropped at once; the broker stays up
-	Flapping         Scenario = "flapping"          // for Outage, every session is dropped Flap after its CONNACK
-	// Blackhole: for Outage the path goes silent without a reset, as a NAT
-	// or load balancer that forgets its connections: devices notice only
-	// through their keepalive, and connections opened meanwhile hang.
+	// BootStorm: every device powers on at once.
+	BootStorm Scenario = "boot-storm"
+	// BrokerRestart: the broker goes away for Outage, then comes back.
+	BrokerRestart Scenario = "broker-restart"
+	// ThrottledRestart: as broker-restart, then admits AdmitRate
+	// connects/s.
+	ThrottledRestart Scenario = "throttled-restart"
+	// DropAll: every session is dropped at once. The broker stays up.
+	DropAll Scenario = "drop-all"
+	// Flapping: for Outage, every session is dropped Flap after its
+	// CONNACK.
+	Flapping Scenario = "flapping"
+	// Blackhole: for Outage the path goes silent without a reset, as with a
+	// NAT or load balancer that forgets its connections. Devices notice
+	// only through their keepalive. Connections opened meanwhile hang.
 	Blackhole Scenario = "blackhole"
 	// Latency: every session is dropped at once, and for Outage every byte
 	// each way is Latency plus U[0, LatencyJitter) late: the fleet comes
@@ -28,26 +35,29 @@ const (
 	// failover endpoint; the primary dies for good, and the fleet moves.
 	Failover Scenario = "failover"
 	// RollingRestart: a cluster of Target.Nodes brokers restarted one node
-	// at a time, Storm.Gap apart, each down for Outage; every device lists
-	// every node, its home first, and fails over to the next.
+	// at a time, Storm.Gap apart. Each node is down for Outage. Every
+	// device lists every node, its home first, and fails over to the next.
 	RollingRestart Scenario = "rolling-restart"
-	ConfigOutage   Scenario = "config-outage" // the config server answers 503, then 429, with Retry-After for Outage
-	Observe        Scenario = "observe"       // an external broker the user disrupts; the run only records
-	// RateLimited: every session is dropped and from then on the broker
-	// admits AdmitRate connects a second (100 if unset) and refuses the
-	// rest at once: an MQTT 5 device with AdmitCode (0x9F connection rate
-	// exceeded), a 3.1.1 device with CONNACK 3. AWS IoT's and EMQX's
-	// connect-rate limits.
+	// ConfigOutage: the config server answers 503, then 429, with
+	// Retry-After for Outage.
+	ConfigOutage Scenario = "config-outage"
+	// Observe: an external broker the user disrupts. The run only records.
+	Observe Scenario = "observe"
+	// RateLimited: every session is dropped. From then on the broker admits
+	// AdmitRate connects a second (100 if unset) and refuses the rest at
+	// once. It refuses an MQTT 5 device with AdmitCode (0x9F connection
+	// rate exceeded) and a 3.1.1 device with CONNACK 3. It models AWS IoT's
+	// and EMQX's connect-rate limits.
 	RateLimited Scenario = "rate-limited"
-	// RollingDrain: a cluster's nodes one at a time, Gap apart: each ends
+	// RollingDrain: a cluster's nodes one at a time, Gap apart. Each ends
 	// its sessions with an MQTT 5 DISCONNECT 0x9C naming the next node as
-	// its Server Reference (3.1.1 sessions are closed), then is down for
-	// Outage, as a maintenance that hands its devices on.
+	// its Server Reference. Its 3.1.1 sessions are closed. It is then down
+	// for Outage, as in a maintenance that hands its devices on.
 	RollingDrain Scenario = "rolling-drain"
 	// BusyNode: one node (Node, the first if unset) is over its capacity
-	// for Outage: it ends its sessions with DISCONNECT BusyCode (0x89 server
-	// busy) and refuses every connect with it (3.1.1: closed, CONNACK 3);
-	// its devices fail over to the others.
+	// for Outage. It ends its sessions with DISCONNECT BusyCode (0x89
+	// server busy). It refuses every connect with that code (3.1.1: closed,
+	// CONNACK 3). Its devices fail over to the others.
 	BusyNode Scenario = "busy-node"
 )
 

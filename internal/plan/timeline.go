@@ -11,10 +11,10 @@ import (
 // broker, or every node of a cluster).
 const AllNodes = -1
 
-// Strike is one disruption as the engines make it, At after the first: an
-// event of the timeline, or one node's restart of a rolling restart (a
-// broker restart of that node alone). Each is a disruption whose recovery
-// is judged on its own. It is a plain value.
+// Strike is one disruption as the engines make it, At after the first. It
+// is an event of the timeline, or one node's restart of a rolling restart
+// (a broker restart of that node alone). Each is a disruption whose
+// recovery is judged on its own. It is a plain value.
 type Strike struct {
 	At    time.Duration
 	Event Event // what it does: never a rolling restart, which is its nodes' restarts
@@ -22,9 +22,10 @@ type Strike struct {
 	Of    int   // the index in Timeline of the event it comes from
 }
 
-// Strikes is the timeline as the engines carry it out, in order of time
-// (at one instant, in the timeline's order): each event, a rolling restart
-// as its nodes' restarts one gap apart, node 0 first.
+// Strikes is the timeline as the engines carry it out, in order of time.
+// Strikes at one instant keep the timeline's order. Each event is one
+// strike. A rolling restart is its nodes' restarts one gap apart, node 0
+// first.
 func (p Plan) Strikes() []Strike {
 	var out []Strike
 	for k, e := range p.Timeline() {
@@ -53,9 +54,9 @@ func (p Plan) Strikes() []Strike {
 }
 
 // FirstReturn is when the broker (every node of a cluster) was first back,
-// since the first disruption: the end of the first event's outage, a
-// rolling restart's last node's; 0 after a disruption that takes no broker
-// down (a drop, a slow path, a boot).
+// since the first disruption. That is the end of the first event's outage,
+// or of a rolling restart's last node's. It is 0 after a disruption that
+// takes no broker down (a drop, a slow path, a boot).
 func (p Plan) FirstReturn() time.Duration {
 	switch e := p.Timeline()[0]; e.Scenario {
 	case RollingRestart, RollingDrain:
@@ -81,9 +82,9 @@ func strikesANode(s Scenario) bool {
 }
 
 // validateCluster: a cluster is of in-process nodes that every device
-// reaches from this process, or of external nodes each behind a fault
-// proxy of its own; any disruption of the timeline strikes every node at
-// once, or the one it names, and a rolling restart strikes them one a gap.
+// reaches from this process, or of external nodes each behind a fault proxy
+// of its own. Any disruption of the timeline strikes every node at once, or
+// the one it names. A rolling restart strikes them one a gap.
 func (p Plan) validateCluster() error {
 	nodes := p.ClusterNodes()
 	switch {

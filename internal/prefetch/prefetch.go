@@ -1,8 +1,8 @@
 // Package prefetch asks the processor to bring a line of memory into its
-// caches without waiting for it: the virtual engine asks for the devices
-// its next events touch, and the report's builder for their counters. A
-// plain load in their place (what they did before) holds up every
-// instruction after it until memory answers, once for each batch of
-// reads; a prefetch retires at once, and the line arrives while the events
-// before it are handled.
+// caches without waiting for it. The virtual engine asks for the devices
+// its next events touch. The report's builder asks for their counters.
+// Before, they used a plain load in its place. A load holds up every
+// instruction after it until memory answers, once for each batch of reads.
+// A prefetch retires at once. The line arrives while the events before it
+// are handled.
 package prefetch

@@ -1,7 +1,8 @@
-// Package rabbitmqtest runs RabbitMQ with its MQTT plugin, a second real
-// third-party broker, for tests: a node of its own (its own name, data
-// directory, log directory, Erlang cookie and ports, epmd included), so
-// that it neither meets nor disturbs a RabbitMQ the machine runs.
+// Package rabbitmqtest runs RabbitMQ with its MQTT plugin for tests.
+// RabbitMQ is a second real third-party broker. It runs as a node of its
+// own: its own name, data directory, log directory, Erlang cookie and
+// ports, epmd included. The node thus neither meets nor disturbs a RabbitMQ
+// the machine runs.
 package rabbitmqtest
 
 import (
@@ -59,7 +60,7 @@ func Start(tb testing.TB, o Options) *Broker {
 		tb.Skip("RabbitMQ not installed (apt-get install rabbitmq-server): skipping")
 	}
 	// A port chosen free can be taken by another process before the node
-	// binds it: a node that exits at start over a port used is started
+	// binds it. A node that exits at start over a port used is started
 	// again, on new ports.
 	for try := 1; ; try++ {
 		b := configure(tb, o)
@@ -111,9 +112,9 @@ func configure(tb testing.TB, o Options) *Broker {
 	return b
 }
 
-// freePorts returns n ports free now, all different: each is held until
-// all are chosen (a port closed at once may be handed out again, and a
-// node whose epmd took its distribution port exits at start).
+// freePorts returns n ports free now, all different. Each is held until all
+// are chosen, because a port closed at once may be handed out again. A node
+// whose epmd took its distribution port exits at start.
 func freePorts(tb testing.TB, n int) []int {
 	var ports []int
 	for range n {
@@ -140,7 +141,8 @@ func (b *Broker) start() (tail string, err error) {
 	b.tb.Helper()
 	cmd := exec.Command(Server)
 	cmd.Env, cmd.Dir = b.env, b.dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the node and its helpers, stopped together
+	// the node and its helpers, stopped together
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	require.NoError(b.tb, err)
 	cmd.Stderr = cmd.Stdout

@@ -45,8 +45,9 @@ type Builder struct {
 	until            time.Duration // unscaled: how long after the disruption the run watched
 
 	// Per device index: attempts made, and the last admitted session (the
-	// one that stayed), from the broker's view when there is one (it admits;
-	// a device hears of it a moment later). Negative: not admitted.
+	// one that stayed). Both are from the broker's view when there is one:
+	// it admits, and a device hears of it a moment later. Negative: not
+	// admitted.
 	tried       counts
 	recovered   []time.Duration
 	accepted    int64
@@ -72,8 +73,8 @@ type segment struct {
 	at            time.Duration // since the first disruption
 	fleet, broker stormstats.Histogram
 	// recovered, by device: its last admission from at to the next
-	// disruption, the session still up when the next came or the run
-	// ended (a flapping window drops the first ones); negative: none
+	// disruption. That is the session still up when the next came or the
+	// run ended (a flapping window drops the first ones). Negative: none.
 	recovered []time.Duration
 	tried     []bool // by device: made an attempt in this segment (lost its session, or had none)
 }
@@ -95,7 +96,9 @@ func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 	for i := range b.recovered {
 		b.recovered[i] = -1
 	}
-	b.fleet.Cover(0) // watched from the disruption on: a first burst shows against the quiet before it
+	// watched from the disruption on: a first burst shows against the quiet
+	// before it
+	b.fleet.Cover(0)
 	b.broker.Cover(0)
 	return b
 }
@@ -189,8 +192,8 @@ func (b *Builder) WatchedUntil(t time.Time) {
 }
 
 // Noticed records how long (real time) each device took to notice the
-// disruption ended its session: every device's schedule starts there, so a
-// host slow to deliver the losses delays whole schedules.
+// disruption ended its session. Every device's schedule starts there. A
+// host slow to deliver the losses therefore delays whole schedules.
 func (b *Builder) Noticed(delays []time.Duration) {
 	for _, d := range delays {
 		b.notices = append(b.notices, d.Seconds()*b.timeScale)
@@ -241,9 +244,9 @@ func (b *Builder) Add(r attempt.Record) {
 }
 
 // readAhead is how many records' device counters AddBatch asks for at a
-// time, ahead of adding them (as the virtual engine asks for its devices'
-// state): a million devices' counters are not in cache, and they arrive
-// while the records before them are added.
+// time, ahead of adding them. The virtual engine asks for its devices'
+// state the same way. A million devices' counters are not in cache. They
+// arrive while the records before them are added.
 const readAhead = 16
 
 // AddBatch takes records in order, as Add one by one.
@@ -260,9 +263,9 @@ func (b *Builder) AddBatch(rs []attempt.Record) {
 	}
 }
 
-// counts is a count by device: two bytes each, which a storm's devices do
-// not outgrow, and a map for any that does (a million devices' counters
-// then take 2 MB of cache, not 4).
+// counts is a count by device, two bytes each. A storm's devices do not
+// outgrow that. A map holds any device that does. A million devices'
+// counters then take 2 MB of cache, not 4.
 type counts struct {
 	low  []uint16
 	high map[int]int64 // by device: what it counted past the most low holds
@@ -305,9 +308,9 @@ func (b *Builder) reached(r attempt.Record) {
 }
 
 // CountsRefusals reports whether b counts the attempts that reached the
-// broker and were not admitted: not when it leaves the broker's side
-// unjudged and has no nodes to count them by. An engine may then leave
-// those records out; the fleet's side has them all.
+// broker and were not admitted. It does not when it leaves the broker's
+// side unjudged and has no nodes to count them by. An engine may then leave
+// those records out. The fleet's side has them all.
 func (b *Builder) CountsRefusals() bool { return !b.FleetVerdictOnly || b.nodes != nil }
 
 // Back is when the broker returned, unscaled, since the disruption.
@@ -322,7 +325,9 @@ func (b *Builder) TimeScale() float64 { return b.timeScale }
 
 func (b *Builder) admitted(dev int, t time.Duration) {
 	if sg := b.segment(t); sg != nil {
-		sg.recovered[dev] = t // the last so far: the one that stayed, as the run's own recovery counts
+		// the last so far: the one that stayed, as the run's own recovery
+		// counts
+		sg.recovered[dev] = t
 	}
 	b.accepted++
 	b.admissions.Add(t)

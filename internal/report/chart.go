@@ -21,11 +21,11 @@ const maxChartPoints = 600
 const chartBin = 100 * time.Millisecond
 
 // ChartSVG draws connect attempts per second against unscaled time since
-// the disruption: for each report (a compare run's policies share the axes)
-// a solid line for every attempt the devices made, refused dials included,
-// so that rounds show even while the broker is down, and a dashed one for
-// what reached the broker. The broker's return and an admission limit are
-// marked.
+// the disruption. A compare run's policies share the axes. For each report,
+// a solid line shows every attempt the devices made, refused dials
+// included. Rounds therefore show even while the broker is down. A dashed
+// line shows what reached the broker. The broker's return and an admission
+// limit are marked.
 func ChartSVG(reports []*Report) ([]byte, error) {
 	if len(reports) == 0 {
 		return nil, fmt.Errorf("report: no reports to chart")
@@ -90,7 +90,9 @@ func chartSeriesOf(reports []*Report) []chartSeries {
 		if b := r.Broker; b != nil && len(r.Nodes) == 0 {
 			all = append(all, chartSeries{counts: b.chartCounts(), dashed: true, label: fmt.Sprintf("%s at the broker (%s)", r.Policy, b.Judgement.Verdict), color: i})
 		}
-		for _, nd := range r.Nodes { // a cluster: each node's own, so that a pile-up on the survivors shows
+		// a cluster: each node's own, so that a pile-up on the survivors
+		// shows
+		for _, nd := range r.Nodes {
 			if nd.hist != nil {
 				all = append(all, chartSeries{counts: nd.hist.Counts(0, chartBin), dashed: true,
 					label: fmt.Sprintf("%s at node %d (busiest second %.0f/s)", r.Policy, nd.Node, nd.Arrivals.PeakPerS1s), color: len(reports) + nd.Node})

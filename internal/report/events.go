@@ -9,9 +9,9 @@ import (
 	"github.com/herdguard/herdguard/internal/attempt"
 )
 
-// eventLog takes a run's Fleet records: into memory for WriteFiles, or,
-// when the run was given a writer, straight out as events.csv rows (so that
-// a million-device run holds none of them).
+// eventLog takes a run's Fleet records. Without a writer, they go into
+// memory for WriteFiles. When the run was given a writer, they go straight
+// out as events.csv rows. A million-device run then holds none of them.
 type eventLog struct {
 	kept    []attempt.Record
 	out     *attempt.Writer // nil: keep

@@ -28,9 +28,10 @@ func ReadReport(dir string) (*Report, error) {
 	return r, nil
 }
 
-// Merge combines shard reports of one fleet (disjoint device IDs, the same
-// scenario and policy) into one: times are re-anchored at the earliest
-// shard's disruption and every statistic is recomputed from the events.
+// Merge combines shard reports of one fleet into one. The shards have
+// disjoint device IDs, the same scenario and the same policy. Times are
+// re-anchored at the earliest shard's disruption. Every statistic is
+// recomputed from the events.
 func Merge(shards []*Report) (*Report, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("report: nothing to merge")

@@ -1,8 +1,8 @@
 // Package report is what a storm run found, built the same way whichever
-// engine made the attempts: a Builder takes every attempt.Record as it is
-// made (the engines' attempt.Sink), judges both views of them with
-// stormstats, and fills a Report, which prints as a summary and a table and
-// writes report.json, events.csv, arrivals.svg and report.html. Merge
+// engine made the attempts. A Builder takes every attempt.Record as it is
+// made (the engines' attempt.Sink). It judges both views of them with
+// stormstats and fills a Report. A Report prints as a summary and a table.
+// It writes report.json, events.csv, arrivals.svg and report.html. Merge
 // rebuilds one report from the events.csv of a fleet's shards.
 package report
 
@@ -117,10 +117,11 @@ type Parts struct {
 // Recovered is how many devices came back within the run.
 func (r *Report) Recovered() int { return r.recovered }
 
-// Stranded is how many devices tried to come back (made an attempt since
-// the disruption) and never did: none when every device the run disrupted
-// is back, whether or not it disrupted all of them (a disruption of one
-// node of a cluster leaves the others' sessions be).
+// Stranded is how many devices tried to come back and never did. Trying
+// means making an attempt since the disruption. It is none when every
+// device the run disrupted is back, whether or not it disrupted all of
+// them. A disruption of one node of a cluster leaves the others' sessions
+// be.
 func (r *Report) Stranded() int { return r.stranded }
 
 // Events returns the Fleet records the report kept for WriteFiles: none
@@ -147,9 +148,10 @@ type Recovery struct {
 	AllRecovered bool    `json:"all_recovered"`
 }
 
-// recoveryOf is the percentiles of each device's recovery time in seconds,
-// sorting xs (AllRecovered is the caller's to set); zero when no device
-// recovered (an interrupted run's, say), which JSON can carry and NaN not.
+// recoveryOf is the percentiles of each device's recovery time in seconds.
+// It sorts xs. AllRecovered is the caller's to set. It is zero when no
+// device recovered (an interrupted run's, say). JSON can carry zero, and
+// not NaN.
 func recoveryOf(xs []float64) Recovery {
 	if len(xs) == 0 {
 		return Recovery{}
@@ -158,12 +160,15 @@ func recoveryOf(xs []float64) Recovery {
 	return Recovery{P50S: p[0], P95S: p[1], P99S: p[2], MaxS: p[3]}
 }
 
-// TLSCost is the broker's CPU spent on TLS handshakes: one handshake's, as
-// measured on the broker's half alone (testbroker.HandshakeCPU, mutual TLS,
-// ECDSA P-256, no session resumption), times the connections that reached
-// the broker since the disruption.
+// TLSCost is the broker's CPU spent on TLS handshakes. It is one
+// handshake's CPU times the connections that reached the broker since the
+// disruption. The handshake is measured on the broker's half alone
+// (testbroker.HandshakeCPU, mutual TLS, ECDSA P-256, no session
+// resumption).
 type TLSCost struct {
-	HandshakeCPUMS float64 `json:"handshake_cpu_ms"` // per connection; 0 where it cannot be measured
+	// HandshakeCPUMS is per connection. It is 0 where it cannot be
+	// measured.
+	HandshakeCPUMS float64 `json:"handshake_cpu_ms"`
 	Handshakes     int64   `json:"handshakes"`
 	CPUS           float64 `json:"cpu_s"`
 }
@@ -181,15 +186,17 @@ func TLSCostOf(perHandshake time.Duration, broker *Side) *TLSCost {
 // reached the broker (a count the broker's own log can confirm).
 type ProxyCounts struct {
 	Admitted int `json:"admitted"`
-	// Answered is how many of those the broker answered: one it never
-	// took from its backlog before the device gave up is admitted but not
-	// answered, and not in the broker's log.
+	// Answered is how many of those the broker answered. The broker may
+	// never take one from its backlog before the device gives up. That one
+	// is admitted but not answered, and not in the broker's log.
 	Answered    int `json:"answered"`
 	Refused     int `json:"refused"`
 	Throttled   int `json:"throttled"`
 	Dropped     int `json:"dropped"`
 	Unreachable int `json:"unreachable"`
-	Overflowed  int `json:"overflowed"` // cut off for sending more than faultproxy.MaxHeldBytes while held
+	// Overflowed counts connections cut off for sending more than
+	// faultproxy.MaxHeldBytes while held.
+	Overflowed int `json:"overflowed"`
 }
 
 // Add adds o's counts to c's: several proxies' together.
@@ -280,8 +287,8 @@ type Host struct {
 func (h Host) LateP99S() float64 { return max(h.LagP99S, h.NoticeP99S) }
 
 // HostBoundLate is the lateness (unscaled, p99) beyond which a run's
-// figures are the host's: half a second moves every recovery time by up to
-// half of the 1 s the two engines are held to agree within, and blurs
+// figures are the host's. Half a second moves every recovery time by up to
+// half of the 1 s the two engines are held to agree within. It also blurs
 // bursts narrower than a second, the jitter of the mission's formula.
 const HostBoundLate = 500 * time.Millisecond
 
@@ -400,9 +407,9 @@ func (r *Report) writeHost(w io.Writer) {
 	}
 }
 
-// writeParts writes a line for each of the run's parts judged on its
-// own: each disruption of a timeline, each node of a cluster (with its
-// proxy's counts), each group of a mixed fleet.
+// writeParts writes a line for each of the run's parts judged on its own.
+// The parts are each disruption of a timeline, each node of a cluster (with
+// its proxy's counts), and each group of a mixed fleet.
 func (r *Report) writeParts(w io.Writer) {
 	for _, n := range r.Nodes {
 		fmt.Fprintf(w, "node %d: %d connects taken, busiest second %.0f/s", n.Node, n.Arrivals.Count, n.Arrivals.PeakPerS1s)

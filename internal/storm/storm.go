@@ -1,8 +1,8 @@
 // Package storm reads a storm file: a storm test written down, to commit
 // beside a broker's configuration and run in a pipeline. A file names the
 // fleet (its groups), the brokers, a timeline of disruptions, and what the
-// run must show; devicesim run -f turns it into a plan.Plan, runs it, and
-// checks every expectation (Check), failing the pipeline when one fails.
+// run must show. devicesim run -f turns it into a plan.Plan and runs it. It
+// checks every expectation (Check) and fails the pipeline when one fails.
 //
 // The format is YAML, decoded strictly: an unknown key, a wrong type or a
 // duration without its unit is an error naming the line. Its JSON Schema is
@@ -35,18 +35,18 @@ type File struct {
 	// Engine is agents or virtual; empty takes the model unless the storm
 	// needs real devices (Plan says which and why).
 	Engine plan.Engine `yaml:"engine"`
-	// TimeScale runs the agents that many times faster (1 if unset), or,
-	// written auto, as fast as the host serves up to the default run's 4x;
-	// the virtual engine needs none.
+	// TimeScale runs the agents that many times faster (1 if unset).
+	// Written auto, it runs them as fast as the host serves, up to the
+	// default run's 4x. The virtual engine needs none.
 	TimeScale TimeScale `yaml:"time_scale"`
 	Seed      uint64    `yaml:"seed"`
 	// TCPPerProcess is how many TCP devices' agents this process holds
 	// before they move to child processes (0: what the descriptors allow).
 	TCPPerProcess int `yaml:"tcp_per_process"`
 	// Fleet is the fleet's groups. Groups may differ in everything the
-	// agent's configuration has (a firmware rollout), each key at its
-	// default where a group leaves it out; every group takes one transport,
-	// and the first group's retry_after_jitter is the fleet's.
+	// agent's configuration has (a firmware rollout). Each key is at its
+	// default where a group leaves it out. Every group takes one transport.
+	// The first group's retry_after_jitter is the fleet's.
 	Fleet []Group `yaml:"fleet"`
 	// Compare runs the storm once for each of these policies instead of
 	// the group's own, and reports them side by side.
@@ -77,8 +77,8 @@ type Group struct {
 	// default) or "5", whose reason codes shape the backoff.
 	MQTT MQTTVersion `yaml:"mqtt"`
 	// ServerSignals is what MQTT 5 devices do with the broker's reason
-	// codes and Server References: honour them (the default), or ignore
-	// them, as a client that cannot read them (a control group).
+	// codes and Server References. They honour them (the default), or
+	// ignore them as a client that cannot read them does (a control group).
 	ServerSignals string            `yaml:"server_signals"`
 	Labels        map[string]string `yaml:"labels"`
 	// Expect is what this group alone must show.
@@ -101,9 +101,10 @@ type Brokers struct {
 // devices use (every node's).
 type External struct {
 	URL string `yaml:"url"`
-	// URLs, instead of URL, are a cluster's nodes, node 0 first: every
-	// device lists them all, its home node (its index modulo the nodes)
-	// first, and each node stands behind a fault proxy of its own.
+	// URLs, instead of URL, are a cluster's nodes, node 0 first. Every
+	// device lists them all, its home node first. A device's home node is
+	// its index modulo the nodes. Each node stands behind a fault proxy of
+	// its own.
 	URLs  []string `yaml:"urls"`
 	CA    string   `yaml:"ca"`
 	Cert  string   `yaml:"cert"`
@@ -238,9 +239,9 @@ func (r *RetryCap) UnmarshalYAML(b []byte) error {
 var ErrInvalid = errors.New("invalid storm file")
 
 // Read decodes a storm file. Its errors name the line and the field.
-// ${NAME} in it is the environment's NAME, through getenv (nil: none), so
-// that a pipeline can name its own broker: a name getenv leaves empty is
-// an error, never an empty setting.
+// ${NAME} in it is the environment's NAME, through getenv (nil: none). A
+// pipeline can thus name its own broker. A name getenv leaves empty is an
+// error, never an empty setting.
 func Read(r io.Reader, getenv func(string) string) (*File, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
@@ -386,9 +387,9 @@ func (f *File) groupOf(g Group) plan.Group {
 	return pg
 }
 
-// mix makes the plan's groups of a file's several: they add up to the
-// fleet, and differ in everything the agent's configuration has but the
-// config fetch's jitter on a Retry-After, which is the fleet's.
+// mix makes the plan's groups of a file's several. They add up to the
+// fleet. They differ in everything the agent's configuration has but the
+// config fetch's jitter on a Retry-After. That jitter is the fleet's.
 func (f *File) mix(p *plan.Plan) error {
 	p.Devices = 0
 	for i, g := range f.Fleet {

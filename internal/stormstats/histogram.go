@@ -7,8 +7,9 @@ import (
 )
 
 // FinestResolution is a Histogram's bin width until its span outgrows
-// MaxBins bins: fine enough that devices retrying in lock-step land in one
-// bin, and four times finer than the millisecond timestamps of a log.
+// MaxBins bins. It is fine enough that devices retrying in lock-step land
+// in one bin. It is four times finer than the millisecond timestamps of a
+// log.
 const FinestResolution = 250 * time.Microsecond
 
 // MaxBins bounds a Histogram's memory (4 bytes a bin, 32 MiB): beyond
@@ -16,8 +17,8 @@ const FinestResolution = 250 * time.Microsecond
 // as the span needs.
 const MaxBins = 1 << 23
 
-// Histogram counts arrival times in bins of equal width, so that a series of
-// any length is judged in memory that does not grow with it: arrivals are
+// Histogram counts arrival times in bins of equal width. A series of any
+// length is thus judged in memory that does not grow with it. Arrivals are
 // streamed in with Add, in any order. The zero value is an empty histogram
 // at FinestResolution. A Histogram is not safe for concurrent use.
 type Histogram struct {
@@ -31,10 +32,10 @@ type Histogram struct {
 	covered  bool
 }
 
-// Cover records that arrivals were watched for at t: a run knows there was
-// none between the disruption and its first attempt, and Judge can then
-// see a burst that comes first. Without Cover, the watched time is taken to
-// run from the first arrival to the last.
+// Cover records that arrivals were watched for at t. A run knows there was
+// none between the disruption and its first attempt. Judge can then see a
+// burst that comes first. Without Cover, the watched time is taken to run
+// from the first arrival to the last.
 func (h *Histogram) Cover(t time.Duration) {
 	if !h.covered {
 		h.from, h.to, h.covered = t, t, true

@@ -34,8 +34,8 @@ type Method struct {
 	// reaches 1.9), a round of retries with no background is infinite.
 	Contrast float64 `json:"contrast"`
 	// Alpha bounds the chance of finding even one burst in arrivals that
-	// hold none: every window of every width is a test, and the
-	// significance bar is raised for all the windows that could pass it.
+	// hold none. Every window of every width is a test. The significance
+	// bar is raised for all the windows that could pass it.
 	Alpha float64 `json:"alpha"`
 	// MinRecurringShare: the bursts other than the largest must hold at
 	// least this share of all arrivals (in excess of the local rate) for the
@@ -94,14 +94,15 @@ type Judgement struct {
 	Reason  string  `json:"reason"`
 	Count   int64   `json:"count"`
 	// Synchrony is the share of arrivals in excess of what independent
-	// arrivals at the local rate explain, summed over the bursts when there
-	// are two or more: 0 when none recurs, 1 when every arrival came in
-	// rounds over silence. A single burst is not synchrony between retries;
-	// it is listed in Bursts and described in Reason.
+	// arrivals at the local rate explain. It is summed over the bursts when
+	// there are two or more. It is 0 when none recurs, and 1 when every
+	// arrival came in rounds over silence. A single burst is not synchrony
+	// between retries. It is listed in Bursts and described in Reason.
 	Synchrony float64 `json:"synchrony"`
-	// PeriodS is the median time between consecutive bursts, GapMinS and
-	// GapMaxS the shortest and longest (waves only): 32 s for IoTCore at
-	// its cap; 2 to 16 s for its rounds while the broker is down.
+	// PeriodS is the median time between consecutive bursts. GapMinS and
+	// GapMaxS are the shortest and longest. All three are set for waves
+	// only. IoTCore at its cap gives 32 s. Its rounds while the broker is
+	// down give 2 to 16 s.
 	PeriodS float64 `json:"period_s,omitempty"`
 	GapMinS float64 `json:"gap_min_s,omitempty"`
 	GapMaxS float64 `json:"gap_max_s,omitempty"`
@@ -121,24 +122,27 @@ type Judgement struct {
 }
 
 // neighbours is how many windows of a burst's width on each side must hold
-// at most 1/Contrast of its arrivals: a round narrow against the gaps
-// around it (three widths of quiet each side) passes, the peak of a smooth
-// oscillation (its shoulders are as wide as its peak) does not. They start
-// a quarter width away from the window (the step between windows); the
-// quarter widths between may be no denser than the window itself.
+// at most 1/Contrast of its arrivals. A round narrow against the gaps
+// around it (three widths of quiet each side) passes. The peak of a smooth
+// oscillation does not, as its shoulders are as wide as its peak. The
+// neighbour windows start a quarter width away from the window, the step
+// between windows. The quarter widths between may be no denser than the
+// window itself.
 const neighbours = 3
 
-var _ = [1]int{}[neighbours-3] // scan reads the three each side's edges one by one: it fails to build otherwise
+// scan reads the three each side's edges one by one: it fails to build
+// otherwise
+var _ = [1]int{}[neighbours-3]
 
 // zFloor is the least evidence a candidate burst is kept for, before the
 // significance bar is known.
 const zFloor = 3.0
 
 // Judge decides whether the arrivals in h came spread or in waves. It tries
-// windows of every width from h's resolution to a quarter of the span,
-// each at steps of a quarter of its width, so its answer does not depend
-// on the timescale of the policy or on the size of the fleet. It returns an
-// error only for an invalid Method.
+// windows of every width from h's resolution to a quarter of the span. Each
+// width is tried at steps of a quarter of itself. Its answer thus does not
+// depend on the timescale of the policy or on the size of the fleet. It
+// returns an error only for an invalid Method.
 func Judge(h *Histogram, m Method) (Judgement, error) {
 	if err := m.validate(); err != nil {
 		return Judgement{}, err
@@ -166,9 +170,9 @@ func Judge(h *Histogram, m Method) (Judgement, error) {
 }
 
 // binsFor returns h's counts at a resolution fine enough for any burst the
-// arrivals could show (16 bins an arrival: a round of 100 is resolved to a
-// sixteenth of the mean gap) and coarse enough that sparse series are
-// cheap to scan.
+// arrivals could show. That is 16 bins an arrival: a round of 100 is
+// resolved to a sixteenth of the mean gap. The resolution is also coarse
+// enough that sparse series are cheap to scan.
 func binsFor(h *Histogram) ([]int32, time.Duration, time.Duration) {
 	lo, hi, _ := h.watched()
 	target := min(max(4096, 16*h.n), MaxBins)
@@ -202,10 +206,11 @@ type scanResult struct {
 const tallyCap = 1 << 12
 
 // scan tries every window. For the multiple-test correction it tallies each
-// window by n, its arrivals plus its busiest neighbour's: given n, the most
-// evidence the window could show is all n in it, so only windows with n
-// large enough to reach the bar count as tests (Tarone's correction, which
-// keeps the bar low for sparse series without giving up its guarantee).
+// window by n, its arrivals plus its busiest neighbour's. Given n, the most
+// evidence the window could show is all n in it. Only windows with n large
+// enough to reach the bar therefore count as tests. This is Tarone's
+// correction. It keeps the bar low for sparse series without giving up its
+// guarantee.
 func scan(counts []int32, narrowest int, m Method) scanResult {
 	n := len(counts)
 	prefix := make([]int64, n+1)
@@ -238,9 +243,9 @@ func scan(counts []int32, narrowest int, m Method) scanResult {
 				continue
 			}
 			// A burst is a local peak: the quarter widths beside it, which
-			// the neighbours skip, are no denser than it is (a round it
-			// straddles spills into them at its own density). A wide
-			// window beside a denser one is the tail of something else.
+			// the neighbours skip, are no denser than it is. A round it
+			// straddles spills into them at its own density. A wide window
+			// beside a denser one is the tail of something else.
 			if g := max(at(t)-at(before), at(after)-at(t+h)); g*int64(h) > c*int64(step) {
 				continue
 			}
@@ -258,9 +263,9 @@ func scan(counts []int32, narrowest int, m Method) scanResult {
 func nextWidth(h int) int { return max(h+1, int(math.Round(float64(h)*math.Sqrt2))) }
 
 // zScore is the signed root of the likelihood ratio for c arrivals in a
-// window against b in a neighbour of the same width, under the null that
-// both have the same rate (each of the c+b arrivals falls in the window
-// with probability 1/2); 0 when c <= b.
+// window against b in a neighbour of the same width. The null is that both
+// have the same rate: each of the c+b arrivals falls in the window with
+// probability 1/2. It is 0 when c <= b.
 func zScore(c, b int64) float64 {
 	if c <= b {
 		return 0
@@ -279,8 +284,8 @@ func zScore(c, b int64) float64 {
 func nMin(z float64) int64 { return int64(math.Ceil(z * z / (2 * math.Ln2))) }
 
 // bar returns the least z, in steps of 0.01, for which the windows able to
-// reach it (tally[n] windows have n arrivals) times the normal tail beyond
-// it is at most alpha, and how many windows that is.
+// reach it times the normal tail beyond it is at most alpha. tally[n]
+// windows have n arrivals. bar also returns how many windows that is.
 func bar(tally []int64, alpha float64) (z float64, windows int64) {
 	above := make([]int64, len(tally)+1) // above[n]: windows with at least n
 	for n := len(tally) - 1; n >= 0; n-- {
@@ -297,10 +302,10 @@ func bar(tally []int64, alpha float64) (z float64, windows int64) {
 func normalTail(z float64) float64 { return 0.5 * math.Erfc(z/math.Sqrt2) }
 
 // select_ keeps the candidates above the bar and picks bursts among them,
-// narrowest first: a wider window centred on a burst takes its place when
-// it shows it more strongly (all of a wide round, not its middle), but never
-// joins two, so that rounds a growing gap apart are not taken for one, nor
-// a burst and the smooth arrivals beside it.
+// narrowest first. A wider window centred on a burst takes its place when
+// it shows it more strongly (all of a wide round, not its middle). It never
+// joins two bursts. Rounds a growing gap apart are thus not taken for one,
+// nor a burst and the smooth arrivals beside it.
 func (s scanResult) select_() []candidate {
 	var strong []candidate
 	for _, c := range s.cands {

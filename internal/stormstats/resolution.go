@@ -45,16 +45,17 @@ func smear(times []time.Duration, tick time.Duration) {
 }
 
 // Resolvable is the shortest period between rounds that a log on tick can
-// show: a burst is at least a tick wide and needs quiet ticks on both sides
+// show. A burst is at least a tick wide. It needs quiet ticks on both sides
 // of it (Method's neighbours, a step away). Rounds closer together are
 // indistinguishable, at this resolution, from arrivals at a smooth rate.
 func Resolvable(tick time.Duration) time.Duration {
 	return time.Duration(neighbours+2) * tick
 }
 
-// SetAside is a group of lines Prepare left out of the judgement: a stray
-// line far from the rest (a clock not yet set, another day's line) would
-// stretch the span so far that a storm became one window.
+// SetAside is a group of lines Prepare left out of the judgement. Such a
+// line is a stray far from the rest, such as a clock not yet set or another
+// day's line. It would stretch the span so far that a storm became one
+// window.
 type SetAside struct {
 	Count int     `json:"count"`
 	Lines []int32 `json:"lines"` // the first few, from 1
@@ -64,22 +65,22 @@ type SetAside struct {
 	Why   string  `json:"why"`
 }
 
-// straysGap is the least gap that can separate a stray group from the
-// rest: ten minutes, past any retry schedule's cap that a storm's own
-// stragglers keep to, so that a clock stepped by minutes is caught as well
-// as one never set; strayShare the most of the arrivals such a group may
-// hold, so that a second disruption's recovery is never one.
+// straysGap is the least gap that can separate a stray group from the rest.
+// It is ten minutes, past any retry schedule's cap that a storm's own
+// stragglers keep to. A clock stepped by minutes is thus caught as well as
+// one never set. strayShare is the most of the arrivals such a group may
+// hold. A second disruption's recovery is thus never a stray group.
 const (
 	straysGap      = 10 * time.Minute
 	strayShare     = 0.01
 	maxListedLines = 10
 )
 
-// setAsideStrays splits times into the arrivals to judge and the groups
-// to set aside: after sorting, the times are cut at every gap longer than
-// ten minutes and than twice the span of the middle 80 %; a group holding
-// at most 1 % of the arrivals is set aside. Several disruptions minutes or
-// hours apart each keep their arrivals; a lone line from another day, or
+// setAsideStrays splits times into the arrivals to judge and the groups to
+// set aside. After sorting, the times are cut at every gap longer than ten
+// minutes and than twice the span of the middle 80 %. A group holding at
+// most 1 % of the arrivals is set aside. Several disruptions minutes or
+// hours apart each keep their arrivals. A lone line from another day, or
 // from a clock stepped by a quarter of an hour, does not.
 func setAsideStrays(times []time.Duration, lines []int32) (kept []time.Duration, strays []SetAside) {
 	n := len(times)
@@ -201,10 +202,10 @@ type Preparation struct {
 	// ResolvableS: rounds closer together than this cannot be told from
 	// arrivals at a smooth rate at this resolution (0 without a tick).
 	ResolvableS float64 `json:"resolvable_s,omitempty"`
-	// Unresolved says why the tick may hide rounds, if it may: the series
-	// is too short to judge at this resolution, or its tick counts vary
-	// far more or far less than independent arrivals' would. Qualify then
-	// turns a spread verdict into inconclusive.
+	// Unresolved says why the tick may hide rounds, if it may. Either the
+	// series is too short to judge at this resolution, or its tick counts
+	// vary far more or far less than independent arrivals' would. Qualify
+	// then turns a spread verdict into inconclusive.
 	Unresolved string     `json:"unresolved,omitempty"`
 	SetAside   []SetAside `json:"set_aside,omitempty"`
 }
@@ -225,19 +226,20 @@ func (p Preparation) Qualify(j Judgement) Judgement {
 const resolvableSpans = 4
 
 // unresolved says whether arrivals stamped on tick may hold rounds the tick
-// hides ("" if not). Two signs: a series shorter than a few resolvable
-// periods, where no round could show; and tick counts that independent
-// arrivals at a smooth rate would not give. For those, each tick whose
-// neighbours three away hold 10 or more is scored u = (c - m)^2 / (70/36)m,
-// m the quadratic through the four nearest ticks' counts, which is about
-// chi-squared with one degree of freedom when arrivals are independent
-// (c - m has variance 70/36 times the rate); its median is 0.455. Rounds
-// finer than the tick but a few ticks apart put most ticks above it;
-// rounds finer than the tick and closer than it (or a limiter's even pace)
-// most below, which on ticks under a second no reconnect schedule does.
-// A sign test on the share above, 4 standard deviations either way (as
-// wide as correlated scores make them), calls it. The median is robust to
-// the few ticks a step up or a sharp bend disturbs.
+// hides ("" if not). There are two signs. One is a series shorter than a
+// few resolvable periods, where no round could show. The other is tick
+// counts that independent arrivals at a smooth rate would not give. For
+// those, each tick whose neighbours three away hold 10 or more is scored
+// u = (c - m)^2 / (70/36)m. Here m is the quadratic through the four
+// nearest ticks' counts. When arrivals are independent, u is about
+// chi-squared with one degree of freedom, since c - m has variance 70/36
+// times the rate. Its median is 0.455. Rounds finer than the tick but a few
+// ticks apart put most ticks above it. Rounds finer than the tick and
+// closer than it (or a limiter's even pace) put most below. On ticks under
+// a second, no reconnect schedule does that. A sign test on the share above
+// calls it, at 4 standard deviations either way. That is as wide as
+// correlated scores make them. The median is robust to the few ticks a step
+// up or a sharp bend disturbs.
 func unresolved(times []time.Duration, tick time.Duration) string {
 	n := len(times)
 	if n < 2 {
@@ -261,16 +263,17 @@ func unresolved(times []time.Duration, tick time.Duration) string {
 	var scored, above int
 	for i := 3; i+3 < len(counts); i++ {
 		// Which ticks are scored is decided by the ticks three away, not by
-		// those that make m: choosing ticks whose neighbours happened to run
-		// high would score c against an m above its rate, and a smooth rate
-		// whose ticks hover about 5 would read as rounds.
+		// those that make m. Choosing ticks whose neighbours happened to
+		// run high would score c against an m above its rate. A smooth rate
+		// whose ticks hover about 5 would then read as rounds.
 		if counts[i-3]+counts[i+3] < 10 {
 			continue
 		}
-		// m is the quadratic through the four nearest ticks, taken at i:
-		// exact for a rate's curvature, which at a million arrivals (a
-		// minute's sinusoid on a 1 s tick) outweighs the counts' noise.
-		// c - m then has variance (1 + 34/36) times the rate.
+		// m is the quadratic through the four nearest ticks, taken at i. It
+		// is exact for a rate's curvature. At a million arrivals (a
+		// minute's sinusoid on a 1 s tick) that curvature outweighs the
+		// counts' noise. c - m then has variance (1 + 34/36) times the
+		// rate.
 		m := (4*float64(counts[i-1]+counts[i+1]) - float64(counts[i-2]+counts[i+2])) / 6
 		if m <= 0 {
 			continue
@@ -290,9 +293,8 @@ func unresolved(times []time.Duration, tick time.Duration) string {
 			above, scored)
 	case z < -4 && tick >= time.Second:
 		// Below a second no reconnect schedule makes rounds closer than the
-		// tick, while an admission limiter's even pace, finer than the
-		// tick, makes its counts as regular: that is spread, not rounds
-		// hidden.
+		// tick. An admission limiter's even pace, finer than the tick,
+		// makes its counts as regular. That is spread, not rounds hidden.
 		return fmt.Sprintf("only %d of %d ticks differ from their neighbours as much as independent arrivals would (half would): rounds closer than a tick, or a limiter's even pace?",
 			above, scored)
 	}
@@ -302,19 +304,19 @@ func unresolved(times []time.Duration, tick time.Duration) string {
 const (
 	chi2Median = 0.4549 // of chi-squared with one degree of freedom
 	// scoreSpread is how much more the share of ticks above chi2Median
-	// varies than independent ticks' would: each count enters four of its
+	// varies than independent ticks' would. Each count enters four of its
 	// neighbours' m, so their scores are correlated. 1.37 is the spread of
 	// z measured on independent arrivals at 10 to 100,000 a tick (20,000
-	// series each); without it, 0.4 % of smooth series would read as
-	// rounds a few ticks apart.
+	// series each). Without it, 0.4 % of smooth series would read as rounds
+	// a few ticks apart.
 	scoreSpread        = 1.37
 	minScoredTicks     = 30
 	maxDispersionTicks = 10_000_000
 )
 
 // Prepare makes arrival times (with the log lines they came from, or nil)
-// ready to judge with m: lines far from the rest are set aside, the tick
-// the times sit on is found, and each arrival is placed within its tick. It
+// ready to judge with m. It sets aside lines far from the rest. It finds
+// the tick the times sit on. It places each arrival within its tick. It
 // changes times. The Method it returns tries no window narrower than the
 // tick.
 func Prepare(times []time.Duration, lines []int32, m Method) (*Histogram, Method, Preparation) {

@@ -1,21 +1,23 @@
 // Package stormstats judges how a fleet's connect attempts arrived: spread
 // out, or in synchronised waves.
 //
-// Waves means devices retried in step: a material share of the attempts
+// Waves means devices retried in step. A material share of the attempts
 // arrives in recurring bursts that are narrow against the gaps between
-// them, bursts that independent attempts at a smoothly varying rate would
-// not produce. Spread means the arrivals are consistent with independent
-// attempts at a smoothly varying rate: one step up when a broker returns, a
-// decay, a ramp, a slow oscillation, the constant pace of an admission
-// limiter. Inconclusive means too few arrivals to call them spread.
+// them. Independent attempts at a smoothly varying rate would not produce
+// such bursts. Spread means the arrivals are consistent with independent
+// attempts at a smoothly varying rate. That covers one step up when a
+// broker returns, a decay, a ramp, a slow oscillation, and the constant
+// pace of an admission limiter. Inconclusive means too few arrivals to call
+// them spread.
 //
-// The test (Judge) looks for bursts at every width: a window that holds at
-// least Method.Contrast times the arrivals of each of the three windows of
-// its width on either side, beyond chance after correcting for every window
-// tried. Two or more bursts that carry a material share of the arrivals are
-// waves; one burst alone (everyone reconnecting at their first retry) is
-// reported but is not a sequence of rounds. Arrivals are streamed into a
-// Histogram, so ten million are judged in the memory of its bins.
+// The test (Judge) looks for bursts at every width. A burst is a window
+// that holds at least Method.Contrast times the arrivals of each of the
+// three windows of its width on either side. It must hold them beyond
+// chance after correcting for every window tried. Two or more bursts that
+// carry a material share of the arrivals are waves. One burst alone
+// (everyone reconnecting at their first retry) is reported but is not a
+// sequence of rounds. Arrivals are streamed into a Histogram, so ten
+// million are judged in the memory of its bins.
 //
 // Times stamped on a coarse tick, as logs write them, are made ready with
 // Prepare. Reading the logs people have (mosquitto's, JSON lines, CSV,
@@ -75,10 +77,10 @@ func Percentile(xs []float64, p float64) float64 {
 }
 
 // Percentiles returns the p-th percentile (0-100) of xs by nearest rank for
-// each p (NaN for an empty series): the values a sort of xs would put at
-// those ranks, NaNs first as slices.Sort puts them. It reorders xs in place,
-// selecting each rank rather than sorting: a hundred million recovery
-// times take seconds to sort and a few passes to select from.
+// each p (NaN for an empty series). These are the values a sort of xs would
+// put at those ranks, NaNs first as slices.Sort puts them. It reorders xs
+// in place, selecting each rank rather than sorting. A hundred million
+// recovery times take seconds to sort and a few passes to select from.
 func Percentiles(xs []float64, ps ...float64) []float64 {
 	out := make([]float64, len(ps))
 	if len(xs) == 0 {
@@ -108,12 +110,12 @@ func Percentiles(xs []float64, ps ...float64) []float64 {
 	return out
 }
 
-// selectRank reorders xs so that xs[k] is the value a sort would put there,
-// with none greater before it and none less after (cmp.Less's order: NaNs
-// least). Quickselect with a median-of-three pivot and a three-way
-// partition, so that many equal values (an unjittered fleet back at one
-// instant) cost one pass; past 2 log2 n rounds it sorts instead, which
-// bounds the worst case as introsort does.
+// selectRank reorders xs so that xs[k] is the value a sort would put there.
+// None greater comes before it and none less after (cmp.Less's order: NaNs
+// least). It is a quickselect with a median-of-three pivot and a three-way
+// partition. Many equal values (an unjittered fleet back at one instant)
+// thus cost one pass. Past 2 log2 n rounds it sorts instead, which bounds
+// the worst case as introsort does.
 func selectRank(xs []float64, k int) {
 	for depth := 2 * bits.Len(uint(len(xs))); len(xs) > 16; depth-- {
 		if depth == 0 {

@@ -3,6 +3,6 @@
 package stormstatstest
 
 // RaceDetector: under -race the statistical tests run 3 seeds and the
-// ground truth a few cells only (a judgement costs ten times as much); make
-// test's stats step runs them in full without it.
+// ground truth a few cells only. Under -race a judgement costs ten times as
+// much. make test's stats step runs them in full without it.
 const RaceDetector = true

@@ -1,6 +1,7 @@
 // Package stormstatstest holds what the judgement's tests and the log
-// reader's share: the number of seeds a statistical test runs, and series
-// of arrivals whose verdict is known, stamped as a log writes them.
+// reader's tests share. It holds the number of seeds a statistical test
+// runs. It also holds series of arrivals whose verdict is known, stamped as
+// a log writes them.
 package stormstatstest
 
 import (

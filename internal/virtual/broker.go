@@ -57,10 +57,10 @@ type answer struct {
 	lostAfter time.Duration
 }
 
-// code is the CONNACK code a 3.1.1 device reads: none for a dial refused
-// or a socket given up on, 3 (server unavailable) for a refusal over the
-// limit or while busy, 0 otherwise. (An MQTT 5 device reads the reason
-// code the engine names.)
+// code is the CONNACK code a 3.1.1 device reads. There is none for a dial
+// refused or a socket given up on. It is 3 (server unavailable) for a
+// refusal over the limit or while busy. It is 0 otherwise. (An MQTT 5
+// device reads the reason code the engine names.)
 func (a answer) code() int {
 	switch a.outcome {
 	case fault.Dropped:
@@ -130,12 +130,13 @@ func (bm *brokerModel) connect(now time.Duration) answer {
 }
 
 // bucket is the broker's admission limit: golang.org/x/time/rate's token
-// bucket, one token a connect, with its arithmetic step for step (the same
-// float operations in the same order, so that the same devices get the
-// same tokens) but on durations since the engine's epoch rather than
-// time.Time, and with no mutex, which the model, one goroutine's, does not
-// need: the broker's limiter was a tenth of a million-device grid's time.
-// A test drives it beside a rate.Limiter on the same times.
+// bucket, one token a connect. It does that bucket's arithmetic step for
+// step, with the same float operations in the same order. The same devices
+// therefore get the same tokens. It works on durations since the engine's
+// epoch rather than on time.Time. It has no mutex, which the model does not
+// need, as it runs on one goroutine. The broker's limiter was a tenth of a
+// million-device grid's time. A test drives it beside a rate.Limiter on the
+// same times.
 type bucket struct {
 	limit     float64 // tokens a second, > 0
 	burst     float64

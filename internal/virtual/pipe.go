@@ -8,12 +8,12 @@ type batchSink interface {
 	AddBatch([]attempt.Record)
 }
 
-// pipe hands the engine's records to the report's builder in batches and
-// in order, on a goroutine of its own unless inline: the builder's counting
-// and the formatting of events.csv then run beside the model, on a second
-// core, rather than between its events. Three batches circulate, so the
-// model waits only when the builder is two batches behind. Inline, the
-// model hands each batch over itself: the builder still prefetches a
+// pipe hands the engine's records to the report's builder in batches and in
+// order. Unless inline, it runs on a goroutine of its own. The builder's
+// counting and the formatting of events.csv then run beside the model, on a
+// second core, rather than between its events. Three batches circulate, so
+// the model waits only when the builder is two batches behind. Inline, the
+// model hands each batch over itself. The builder still prefetches a
 // batch's devices' counters ahead.
 type pipe struct {
 	sink  batchSink

@@ -1,13 +1,14 @@
-// Package virtual is the engine that drives every device's reconnect
-// state machine (the same device.Machine the Agent runs) against a model
-// of the broker in virtual time: no goroutine, socket or timer per device, so millions of
-// devices fit in one process and a synchronised wave is measured as the
-// devices make it, not as the host manages to serve it. The model: the
-// broker refuses dials while down, answers instantly when up, and applies
-// admission (refuse, pause or accept-then-disconnect) and flapping as the
-// test broker does; a paused attempt waits for a token up to the connect
-// timeout, unseen by the broker if it gives up. What it leaves out is the
-// broker's own speed: it admits whatever the admission limit allows,
+// Package virtual is the engine that drives every device's reconnect state
+// machine against a model of the broker in virtual time. The state machine
+// is device.Machine, the same one the Agent runs. The engine keeps no
+// goroutine, socket or timer per device. Millions of devices therefore fit
+// in one process. A synchronised wave is measured as the devices make it,
+// not as the host manages to serve it. In the model, the broker refuses
+// dials while down and answers instantly when up. It applies admission
+// (refuse, pause or accept-then-disconnect) and flapping as the test broker
+// does. A paused attempt waits for a token up to the connect timeout. If
+// the attempt gives up, the broker never sees it. What the model leaves out
+// is the broker's own speed. It admits whatever the admission limit allows,
 // however many arrive at once.
 package virtual
 
@@ -36,10 +37,16 @@ import (
 
 // The kinds of the engine's events.
 const (
-	vDue     uint8 = iota // the device's wait is over
-	vResult               // a paused attempt's answer arrives (Code: the CONNACK code, or NoConnack)
-	vLost                 // the broker drops the device's session
-	vDisrupt              // a further disruption on the timeline (Code: its index in strikes; Dev: -1)
+	// vDue: the device's wait is over.
+	vDue uint8 = iota
+	// vResult: a paused attempt's answer arrives (Code: the CONNACK code,
+	// or NoConnack).
+	vResult
+	// vLost: the broker drops the device's session.
+	vLost
+	// vDisrupt: a further disruption on the timeline (Code: its index in
+	// strikes; Dev: -1).
+	vDisrupt
 )
 
 // fleet is the engine's state.
@@ -86,15 +93,16 @@ type fleet struct {
 	refusals bool
 }
 
-// GiveUp is a grid cell's bounds, as a virtual run can check them while
-// it runs: a run past them fails whatever comes after, and ends there. A
-// run ends as soon as its failure is certain: too few devices up to reach
-// P99Count by P99By even were every node to admit at its limit's full rate
-// and burst from now on, or too many attempts, made already or bound to
-// be. Devices still down retry until admitted, each within the longest
-// gap its timing allows between attempts, and the nodes admit no faster
-// than their limits: the fewest attempts still to come follow. A GiveUp
-// serves one run at a time, which sets Certain.
+// GiveUp is a grid cell's bounds, in the form a virtual run can check while
+// it runs. A run past them fails whatever comes after, and ends there. A
+// run ends as soon as its failure is certain. Failure is certain when too
+// few devices can be up to reach P99Count by P99By. That holds even were
+// every node to admit at its limit's full rate and burst from now on.
+// Failure is also certain with too many attempts, made already or bound to
+// be. The fewest attempts still to come follow from two facts. Devices
+// still down retry until admitted, each within the longest gap its timing
+// allows between attempts. The nodes admit no faster than their limits. A
+// GiveUp serves one run at a time, which sets Certain.
 type GiveUp struct {
 	MaxAfterReturn int64         // attempts, all devices together, once the broker is back
 	P99By          time.Duration // since the disruption
@@ -111,11 +119,11 @@ type Options struct {
 	// GiveUp, if set, is a grid cell's bounds: the run ends as soon as it
 	// fails them.
 	GiveUp *GiveUp
-	// Inline builds the report on the model's own goroutine. Otherwise
-	// the builder runs on a second one, on a second core if there is one,
-	// and the queue sorts its crowded buckets on a third beside it; a
-	// study that runs as many engines at once as there are cores gains
-	// nothing from that but the hand-over between them.
+	// Inline builds the report on the model's own goroutine. Otherwise the
+	// builder runs on a second goroutine, on a second core if there is one.
+	// The queue then sorts its crowded buckets on a third goroutine beside
+	// it. A study that runs as many engines at once as there are cores
+	// gains nothing from that but the hand-over between them.
 	Inline bool
 	// FleetVerdictOnly judges only the fleet's arrivals, whose verdict is
 	// the run's: the report has no Broker side.
@@ -144,7 +152,8 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	before := report.HeapInUse()
 	v := newFleet(p, o.GiveUp, start, timings, ends)
 	v.v5 = v5
-	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1 // a core beside the builder's: a wave's buckets are sorted there
+	// a core beside the builder's: a wave's buckets are sorted there
+	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1
 	returned := v.setup()
 	v.b = report.NewBuilder(p.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", p.Events)
 	v.b.FleetVerdictOnly = o.FleetVerdictOnly
@@ -166,8 +175,9 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 		until += p.MaxBackoff // everyone back: nobody left to retry
 	}
 	v.b.WatchedUntil(v.at(until))
-	memPerDevice := float64(report.HeapInUse()-before) / float64(p.Devices) / 1024 // machines, queue and the report's state
-	v.devs, v.q = nil, eventq.Queue{}                                              // the report needs neither: judging it may reuse their memory
+	// machines, queue and the report's state
+	memPerDevice := float64(report.HeapInUse()-before) / float64(p.Devices) / 1024
+	v.devs, v.q = nil, eventq.Queue{} // the report needs neither: judging it may reuse their memory
 	runtime.GC()
 	rep := report.New(p, plan.Virtual, "model", p.Devices, v.at(v.t0))
 	if err := v.b.Fill(rep); err != nil {
@@ -175,7 +185,8 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	}
 	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, p.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0 // every device up, and every device the run disrupted back
+	// every device up, and every device the run disrupted back
+	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0
 	if !rep.Recovery.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), p.Devices, bound)
 	}
@@ -219,7 +230,8 @@ func coreTiming(t device.Timing) devicecore.Timing {
 func newFleet(p plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore.Timing, ends []int) *fleet {
 	v := &fleet{p: p, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](p.Devices), timings: timings, ends: ends,
 		order: rand.New(rand.NewPCG(p.Seed, 1<<63)), strikes: p.Strikes(), gap: longestGap(timings, p.AdmitMode), upFor: -1}
-	if len(v.strikes) > 1 && p.Storm.Has(plan.Flapping) { // a flapping drop may outlive its session: count them
+	// a flapping drop may outlive its session: count them
+	if len(v.strikes) > 1 && p.Storm.Has(plan.Flapping) {
 		v.session = make([]uint16, p.Devices)
 	}
 	v.nodes = make([]brokerModel, max(p.Nodes, 1))
@@ -234,10 +246,10 @@ func newFleet(p plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore
 	return v
 }
 
-// inParallel calls f for every device index below n, the indexes split
-// between the cores: for work that touches each device's state alone,
-// such as seeding and booting a fleet, whose first touch of a hundred
-// million devices' memory is most of a second's work per gigabyte.
+// inParallel calls f for every device index below n, with the indexes split
+// between the cores. It is for work that touches each device's state alone,
+// such as seeding and booting a fleet. The first touch of a hundred million
+// devices' memory is most of a second's work per gigabyte.
 func inParallel(n int, f func(i int)) {
 	parts := min(runtime.GOMAXPROCS(0), max(n/10_000, 1))
 	var wg sync.WaitGroup
@@ -272,9 +284,10 @@ type admitting struct {
 	rate, burst float64
 }
 
-// unit is one device of the model: its reconnect state (the Agent's
-// Machine without the clock, timing and source a fleet shares) beside its
-// jitter's source, 64 bytes: an event touches one cache line of the fleet.
+// unit is one device of the model: its reconnect state beside its jitter's
+// source. The reconnect state is the Agent's Machine without the clock,
+// timing and source a fleet shares. A unit takes 64 bytes. An event touches
+// one cache line of the fleet.
 type unit struct {
 	core devicecore.Core
 	rng  rand.PCG
@@ -309,10 +322,10 @@ func (v *fleet) result(i int, now time.Duration, r devicecore.Result) devicecore
 	return d.core.Result(v.timing(i), &d.rng, now, r)
 }
 
-// setup boots the fleet (online at once, outside boot-storm), arranges the
-// timeline's outages and flapping windows at the nodes they strike, makes
-// its first disruption at t0 and schedules the rest, and returns when the
-// broker (every node) is first back.
+// setup boots the fleet, online at once and outside boot-storm. It arranges
+// the timeline's outages and flapping windows at the nodes they strike. It
+// makes its first disruption at t0 and schedules the rest. It returns when
+// the broker (every node) is first back.
 func (v *fleet) setup() (returned time.Duration) {
 	p := v.p
 	v.t0 = time.Second
@@ -343,7 +356,9 @@ func (v *fleet) setup() (returned time.Duration) {
 		}
 		v.limitNodes(from)
 	}
-	for k, s := range v.strikes[1:] { // first at its instant (key 0, device -1): it ends the sessions of that instant
+	// first at its instant (key 0, device -1): it ends the sessions of that
+	// instant
+	for k, s := range v.strikes[1:] {
 		v.q.Push(eventq.Event{At: v.t0 + s.At, Dev: -1, What: eventq.What{Kind: vDisrupt, Code: int16(k + 1)}})
 		v.pending++
 	}
@@ -362,19 +377,22 @@ func (v *fleet) arrange(s plan.Strike) {
 		}
 		n := &v.nodes[k]
 		switch s.Event.Scenario {
-		case plan.BrokerRestart, plan.ThrottledRestart, plan.RollingDrain: // a drained node restarts
+		// a drained node restarts
+		case plan.BrokerRestart, plan.ThrottledRestart, plan.RollingDrain:
 			n.down = append(n.down, window{from: from, until: from + s.Event.Outage})
 		case plan.BusyNode:
 			n.busy = append(n.busy, window{from: from, until: from + s.Event.Outage})
-		case plan.Flapping: // its sessions last > 0 (the plan checks): the broker's answer reads 0 as no flap
+		// its sessions last > 0 (the plan checks): the broker's answer
+		// reads 0 as no flap
+		case plan.Flapping:
 			n.flap = append(n.flap, window{from: from, until: from + s.Event.Outage, after: cmp.Or(s.Event.Flap, v.p.Flap)})
 		}
 	}
 }
 
-// endSessions ends the sessions a disruption ends at now: every device's,
-// or those on the node it strikes; a drain and a busy node end theirs
-// with a DISCONNECT that MQTT 5 devices read.
+// endSessions ends the sessions a disruption ends at now. Those are every
+// device's sessions, or those on the node the disruption strikes. A drain
+// and a busy node end theirs with a DISCONNECT that MQTT 5 devices read.
 func (v *fleet) endSessions(s plan.Strike, now time.Duration) {
 	code := 0
 	switch s.Event.Scenario {
@@ -402,11 +420,12 @@ func (v *fleet) push(at time.Duration, dev int, kind uint8, code int) {
 
 func (v *fleet) lose(i int, now time.Duration) { v.loseWith(i, now, 0) }
 
-// loseWith ends device i's session at now; code, if not 0, is the reason
-// code of the DISCONNECT that ends it, which an MQTT 5 device reads: a
-// back-pressure code stretches its wait, and 0x9C sends its next attempt
-// to the next node as the drain's Server Reference names it (where the
-// failover would send it too), unless it ignores server signals.
+// loseWith ends device i's session at now. If code is not 0, it is the
+// reason code of the DISCONNECT that ends the session. An MQTT 5 device
+// reads that code. A back-pressure code stretches the device's wait. 0x9C
+// sends its next attempt to the next node, as the drain's Server Reference
+// names it, unless the device ignores server signals. The failover would
+// send it there too.
 func (v *fleet) loseWith(i int, now time.Duration, code int) {
 	if !v.devs[i].core.Online() {
 		return
@@ -439,7 +458,8 @@ func (v *fleet) record(i, node int, now time.Duration, o fault.Outcome, code int
 	if now < v.t0 {
 		return // the boot before the disruption is setup, not measurement
 	}
-	r := attempt.Record{T: now - v.t0, Lag: -1, Device: int32(i), Code: int32(code), Outcome: o} // virtual time is exact: no lag
+	// virtual time is exact: no lag
+	r := attempt.Record{T: now - v.t0, Lag: -1, Device: int32(i), Code: int32(code), Outcome: o}
 	v.sink.Add(r)
 	if r.T >= v.back {
 		v.afterReturn++
@@ -463,7 +483,9 @@ func (v *fleet) connect(i int, now time.Duration) {
 	}
 	v.record(i, node, now, a.outcome, max(code, 0), a.seen)
 	if a.outcome == fault.Dropped || a.outcome == fault.Refused {
-		v.failOver(i) // the next attempt goes to the next node (a throttled session's loss fails it over below)
+		// the next attempt goes to the next node (a throttled session's
+		// loss fails it over below)
+		v.failOver(i)
 	}
 	switch {
 	case a.after > 0: // a paused socket: the answer comes later
@@ -483,9 +505,11 @@ func (v *fleet) connect(i int, now time.Duration) {
 	}
 }
 
-// failed reports whether a grid cell has failed for certain by virtual
-// time at: too many attempts since the return, or fewer than 99 % of the
-// devices back by the time the 99th percentile is due, or bound to be.
+// failed reports whether a grid cell has failed for certain by virtual time
+// at. A cell has failed when there were too many attempts since the return.
+// It has also failed when fewer than 99 % of the devices are back by the
+// time the 99th percentile is due. Either being bound to happen counts as
+// well.
 func (v *fleet) failed(at time.Duration) bool {
 	g := v.giveUp
 	if g == nil {
@@ -494,7 +518,8 @@ func (v *fleet) failed(at time.Duration) bool {
 	if v.afterReturn > g.MaxAfterReturn {
 		return true
 	}
-	if least := v.leastToCome(at); least > 0 && float64(v.afterReturn)+least > float64(g.MaxAfterReturn)+1 { // 1: a margin for the float sums
+	// 1: a margin for the float sums
+	if least := v.leastToCome(at); least > 0 && float64(v.afterReturn)+least > float64(g.MaxAfterReturn)+1 {
 		g.Certain = v.afterReturn + int64(least)
 		return true
 	}
@@ -504,24 +529,25 @@ func (v *fleet) failed(at time.Duration) bool {
 	return v.mostUp(at, v.t0+g.P99By) < float64(g.P99Count)
 }
 
-// mostUp is the most devices that can be up at until, seen from at: those
-// up now and every token the nodes' buckets can hand out meanwhile (a
-// bucket never holds more than its burst, so in any span it admits at most
-// its burst and its rate times the span). With no limit in force at every
-// node from at on, any number.
+// mostUp is the most devices that can be up at until, seen from at. That is
+// those up now plus every token the nodes' buckets can hand out meanwhile.
+// A bucket never holds more than its burst. In any span it therefore admits
+// at most its burst and its rate times the span. With no limit in force at
+// every node from at on, mostUp is any number.
 func (v *fleet) mostUp(at, until time.Duration) float64 {
 	l := v.limited
 	if l.rate == 0 || at < l.from {
 		return math.Inf(1)
 	}
-	return float64(v.up) + l.burst + (until-at).Seconds()*l.rate + 1 // 1: a margin for the float sums
+	// 1: a margin for the float sums
+	return float64(v.up) + l.burst + (until-at).Seconds()*l.rate + 1
 }
 
-// leastToCome is the fewest attempts the devices down at at are certain
-// to make from then on, counted once the broker is back, where the
-// admission limit is in force at every node and the gap between attempts
-// is known; 0 otherwise. In each span of the gap from at, every device
-// still down at its end made an attempt in it, and the nodes can have
+// leastToCome is the fewest attempts the devices down at at are certain to
+// make from then on. It counts them once the broker is back, where the
+// admission limit is in force at every node and the gap between attempts is
+// known. Otherwise it is 0. In each span of the gap from at, every device
+// still down at the span's end made an attempt in it. The nodes can have
 // admitted no more than their burst and their rate over the spans so far.
 func (v *fleet) leastToCome(at time.Duration) float64 {
 	l := v.limited
@@ -542,12 +568,13 @@ func (v *fleet) leastToCome(at time.Duration) float64 {
 }
 
 // longestGap is the longest a device of timings waits between attempts
-// while it is not admitted: its policy's longest wait (or the wait after a
-// credentials refusal, if longer) and, where the broker pauses, the
-// connect timeout of an attempt held in its backlog, or two of the flood
-// guard's slots if longer; or, before its first, its boot spread. 0 where
-// a device may stop retrying (a retry cap, a limit on the time spent) or
-// its policy's shape is not one of reconnect's.
+// while it is not admitted. That wait is its policy's longest wait, or the
+// wait after a credentials refusal if longer. Where the broker pauses, the
+// connect timeout of an attempt held in its backlog adds to it. Two of the
+// flood guard's slots replace it if they are longer. Before the device's
+// first attempt, its boot spread counts instead if it is longer. longestGap
+// is 0 where a device may stop retrying (a retry cap, a limit on the time
+// spent). It is also 0 where the policy's shape is not one of reconnect's.
 func longestGap(timings []devicecore.Timing, mode fault.AdmissionMode) time.Duration {
 	gap := time.Duration(0)
 	for _, t := range timings {
@@ -558,15 +585,16 @@ func longestGap(timings []devicecore.Timing, mode fault.AdmissionMode) time.Dura
 		if wait == 0 {
 			return 0
 		}
-		wait = max(wait, t.CredentialsWait+time.Second) // Core.result: CredentialsWait and up to 1 s
+		// Core.result: CredentialsWait and up to 1 s
+		wait = max(wait, t.CredentialsWait+time.Second)
 		if mode == fault.PauseOverLimit {
 			wait += plan.ConnectTimeout
 		}
 		if g := t.Guard; g != nil {
-			// An attempt leaves the guard's bucket at least empty, and it
-			// refills over the attempt and the wait after it: a wait of a
-			// slot or more finds a token, a shorter one is held for the
-			// rest of the slot and up to a slot's jitter (Core.Due).
+			// An attempt leaves the guard's bucket at least empty. The
+			// bucket refills over the attempt and the wait after it. A wait
+			// of a slot or more finds a token. A shorter wait is held for
+			// the rest of the slot and up to a slot's jitter (Core.Due).
 			wait = max(wait, 2*g.Window/time.Duration(g.Requests))
 		}
 		gap = max(gap, wait, t.BootSpread)
@@ -601,9 +629,9 @@ func longestWait(s reconnect.Shape) time.Duration {
 	return 0
 }
 
-// newSession counts a new session of device i's and returns its number,
-// to match a flapping drop to it; 0 where no later disruption can end a
-// session first (one flapping window and nothing after it).
+// newSession counts a new session of device i's and returns its number, to
+// match a flapping drop to it. It returns 0 where no later disruption can
+// end a session first, as with one flapping window and nothing after it.
 func (v *fleet) newSession(i int) int {
 	if v.session == nil {
 		return 0
@@ -648,17 +676,18 @@ func (v *fleet) flapsEnd() time.Duration {
 	return end
 }
 
-// readAhead is how many events' device state the engine asks for at a
-// time, ahead of handling them: 16 at once, 16 to 31 events ahead. As
-// loads, which hold up what follows them until memory answers, they took
-// the million-device throttled restart from 3.99 s to 3.57 s (medians of
-// 4, interleaved; 2, 8 and 32 at once: 3.99, 3.68 and 3.63 s); as
-// prefetches, which do not, 8 and 32 were no faster than 16.
+// readAhead is how many events' device state the engine asks for at a time,
+// ahead of handling them. It asks for 16 at once, 16 to 31 events ahead. A
+// load holds up what follows it until memory answers. As loads, the reads
+// took the million-device throttled restart from 3.99 s to 3.57 s (medians
+// of 4, interleaved). With 2, 8 and 32 at once, it took 3.99, 3.68 and 3.63
+// s. A prefetch holds nothing up. As prefetches, 8 and 32 at once were no
+// faster than 16.
 const readAhead = 16
 
 // readAhead asks for the state of the devices whose events come after the
-// next few: a million devices' state is not in cache, and it arrives while
-// the events before them are handled.
+// next few. A million devices' state is not in cache. It arrives while the
+// events before them are handled.
 func (v *fleet) readAhead() {
 	for _, f := range v.q.Coming(readAhead, 2*readAhead) {
 		if f.Dev >= 0 {
@@ -700,7 +729,8 @@ func (v *fleet) run(ctx context.Context, bound time.Duration) (bool, error) {
 		case vDue:
 			v.schedule(i, e.At, v.due(i, e.At))
 		case vResult:
-			r := devicecore.Result{Code: int(e.What.Code), Failed: e.What.Code == devicecore.NoConnack} // a connect timeout
+			// a connect timeout
+			r := devicecore.Result{Code: int(e.What.Code), Failed: e.What.Code == devicecore.NoConnack}
 			v.schedule(i, e.At, v.result(i, e.At, r))
 		case vLost:
 			if v.session == nil || int16(v.session[i]) == e.What.Code {

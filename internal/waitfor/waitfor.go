@@ -1,6 +1,6 @@
 // Package waitfor lets tests and test fixtures wait for a state without
-// sleeping: the owner of some state announces each change on a Broadcast,
-// and Until re-checks the state after every announcement, within a bound.
+// sleeping. The owner of some state announces each change on a Broadcast.
+// Until re-checks the state after every announcement, within a bound.
 package waitfor
 
 import (

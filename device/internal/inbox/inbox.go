@@ -49,10 +49,10 @@ func New(limit, limitBytes int, clock interface{ Now() time.Time }, stop <-chan 
 		ready: make(chan struct{}, 1), space: make(chan struct{}, 1)}
 }
 
-// Put queues a message for its handler, waiting while the queue is full.
-// It returns false if the agent stopped or the connection the message came
-// on closed meanwhile (gone: nil never is): the message is then dropped
-// unacknowledged, and a broker keeping the session sends it again.
+// Put queues a message for its handler, waiting while the queue is full. It
+// returns false if the agent stopped or the connection the message came on
+// closed meanwhile (gone: nil never is). The message is then dropped
+// unacknowledged. A broker keeping the session sends it again.
 func (q *Queue) Put(d Delivery, gone <-chan struct{}) bool {
 	d.size = len(d.Topic) + len(d.Payload)
 	var since time.Time

@@ -40,19 +40,19 @@ func (e *Breach) Error() string {
 // maxRemainingLength is MQTT's largest remaining length (four length bytes).
 const maxRemainingLength = 1<<28 - 1
 
-// Conn is the agent's view of every connection: it follows the MQTT
-// frames paho reads, so that it can
-//   - refuse a packet over the limit before paho allocates it (paho reads
+// Conn is the agent's view of every connection. It follows the MQTT frames
+// paho reads, so that it can
+//   - refuse a packet over the limit before paho allocates it. paho reads
 //     the fixed header and the length a byte at a time, then the body in
-//     one read of the declared size);
+//     one read of the declared size.
 //   - read the CONNACK return code off the wire, and refuse a CONNACK or a
-//     SUBACK paho would misread (Breach). paho v1.5.1 turns a code
-//     it does not know (an MQTT 5 code such as 0x87 sent to a 3.1.1
-//     client), or a CONNACK longer than two bytes, into a successful
-//     connect; the bytes on the wire are the only reliable answer.
+//     SUBACK paho would misread (Breach). paho v1.5.1 turns a code it does
+//     not know into a successful connect. An MQTT 5 code such as 0x87 sent
+//     to a 3.1.1 client is one. paho does the same with a CONNACK longer
+//     than two bytes. The bytes on the wire are the only reliable answer.
 //
 // Read is called by one paho goroutine at a time (the connect, then the
-// incoming loop); what other goroutines read is atomic.
+// incoming loop). What other goroutines read is atomic.
 type Conn struct {
 	net.Conn
 	limit int
@@ -122,17 +122,17 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Break ends the connection for a breach found above the frames (an MQTT
-// 5 SUBACK or DISCONNECT code), unless one was found already: the
-// session's loss is then reported as that one. It returns the breach.
+// Break ends the connection for a breach found above the frames (an MQTT 5
+// SUBACK or DISCONNECT code). If a breach was found already, the session's
+// loss is reported as that one. It returns the breach.
 func (c *Conn) Break(typ byte, reason string) *Breach {
 	c.broken.CompareAndSwap(nil, &Breach{Type: typ, Reason: reason, V5: c.v5})
 	_ = c.Close()
 	return c.broken.Load()
 }
 
-// follow advances the frame state over b, returning the violation if a
-// header in it declares too much, or a CONNACK or SUBACK in it is not
+// follow advances the frame state over b. It returns the violation if a
+// header in it declares too much, or if a CONNACK or SUBACK in it is not
 // what MQTT 3.1.1 says.
 func (c *Conn) follow(b []byte) error {
 	for i := 0; i < len(b); {
@@ -170,7 +170,8 @@ func (c *Conn) follow(b []byte) error {
 				return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not at least 2", c.length)}
 			case c.typ == 9 && !c.v5 && c.length < 3:
 				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes, with no return code", c.length)}
-			case c.typ == 9 && c.v5 && c.length < 3: // a packet ID and a properties length, at least
+			// a packet ID and a properties length, at least
+			case c.typ == 9 && c.v5 && c.length < 3:
 				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes", c.length)}
 			}
 			c.left = c.length
@@ -180,7 +181,9 @@ func (c *Conn) follow(b []byte) error {
 			}
 		case inBody:
 			k := min(c.left, len(b)-i)
-			if c.packets == 1 || c.typ == 9 { // only a CONNACK's and a SUBACK's bodies are read; a PUBLISH's is passed whole
+			// only a CONNACK's and a SUBACK's bodies are read; a PUBLISH's
+			// is passed whole
+			if c.packets == 1 || c.typ == 9 {
 				for j := 0; j < k; j++ {
 					if bad := c.body(c.length-c.left+j, b[i+j]); bad != nil {
 						return bad
@@ -198,9 +201,9 @@ func (c *Conn) follow(b []byte) error {
 }
 
 // body checks the byte at offset off of the current packet's body: the
-// CONNACK's flags and code, a SUBACK's return codes (MQTT 3.1.1: an MQTT 5
-// SUBACK's codes come after its properties, and the v5 protocol checks
-// them as paho.golang reads them).
+// CONNACK's flags and code, and a SUBACK's return codes. The SUBACK check
+// is MQTT 3.1.1's. An MQTT 5 SUBACK's codes come after its properties. The
+// v5 protocol checks them as paho.golang reads them.
 func (c *Conn) body(off int, v byte) *Breach {
 	switch {
 	case c.packets == 1 && off == 0 && v&0xfe != 0:

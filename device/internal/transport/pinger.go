@@ -12,13 +12,14 @@ import (
 	"github.com/eclipse/paho.golang/paho/log"
 )
 
-// pinger is the MQTT 5 session's keepalive, as paho v1's is for 3.1.1:
-// a PINGREQ once nothing has gone either way for the keepalive (the
-// broker's Server Keep Alive, if it named one), and the connection called
-// dead when no PINGRESP has come timeout later. It checks every
-// min(keepalive/4, 5 s), so a silent path is noticed within keepalive +
-// timeout + that, as on 3.1.1. (paho.golang's own waits a whole keepalive
-// for the PINGRESP, and Config.PingTimeout would mean nothing.)
+// pinger is the MQTT 5 session's keepalive, as paho v1's is for 3.1.1. It
+// sends a PINGREQ once nothing has gone either way for the keepalive. The
+// keepalive is the broker's Server Keep Alive, if it named one. It calls
+// the connection dead when no PINGRESP has come timeout later. It checks
+// every min(keepalive/4, 5 s). A silent path is thus noticed within
+// keepalive + timeout + that, as on 3.1.1. (paho.golang's own pinger waits
+// a whole keepalive for the PINGRESP, and Config.PingTimeout would mean
+// nothing.)
 type pinger struct {
 	timeout time.Duration
 

@@ -13,8 +13,9 @@ import (
 )
 
 // v3 speaks MQTT 3.1.1 through paho v1.5.1, with paho's own reconnect and
-// retry off: one paho client for the agent's life, told to connect once
-// each time the agent's timing says so, over a connection the agent dials.
+// retry off. One paho client serves the agent's life. It is told to connect
+// once each time the agent's timing says so, over a connection the agent
+// dials.
 type v3 struct {
 	s       Settings
 	h       Host
@@ -37,7 +38,9 @@ func (p *v3) options() *paho.ClientOptions {
 		SetAutoReconnect(false).SetConnectRetry(false).
 		SetConnectTimeout(cfg.ConnectTimeout).SetKeepAlive(cfg.KeepAlive).SetPingTimeout(cfg.PingTimeout).
 		SetCleanSession(!cfg.PersistentSession).SetResumeSubs(false).
-		SetOrderMatters(true).    // each message handed to the inbox in order, by paho's reading goroutine
+		// each message handed to the inbox in order, by paho's reading
+		// goroutine
+		SetOrderMatters(true).
 		SetAutoAckDisabled(true). // a QoS 1 message acknowledged once its handler has it
 		SetCustomOpenConnectionFn(func(_ *url.URL, o paho.ClientOptions) (net.Conn, error) {
 			c, err := h.Dial(o.ConnectTimeout, false) // paho knows only the first endpoint
@@ -58,9 +61,10 @@ func (p *v3) options() *paho.ClientOptions {
 
 func (p *v3) SessionPresent() bool { return p.present.Load() }
 
-// paho's answers to a Connect made while its status has not settled: a failed
-// connect's token completes before its status returns to disconnected, and
-// after a zombie CONNACK its own teardown can race the agent's Disconnect.
+// paho's answers to a Connect made while its status has not settled. A
+// failed connect's token completes before its status returns to
+// disconnected. After a zombie CONNACK, paho's own teardown can race the
+// agent's Disconnect.
 const (
 	statusNotDisconnected = "status can only transition to connecting from disconnected"
 	statusStillConnected  = "status is already connected or reconnecting"
@@ -68,15 +72,16 @@ const (
 
 // connect makes one attempt and reads its outcome, trusting the CONNACK
 // byte on the wire over paho's token. If ctx ends first the attempt is cut
-// short: its socket is closed, which fails paho's handshake at once, and
-// connect still waits for paho to finish with it, so no paho goroutine
-// outlives the agent and a connect that won the race is disconnected by the
+// short: its socket is closed, which fails paho's handshake at once.
+// connect still waits for paho to finish with it. No paho goroutine thus
+// outlives the agent. A connect that won the race is disconnected by the
 // caller.
 func (p *v3) Connect(ctx context.Context) Result {
 	h := p.h
 	h.NewAttempt()
 	var tok paho.Token
-	settle := time.Now().Add(p.s.ConnectTimeout) // real time: this is paho's internal state, not the schedule
+	// real time: this is paho's internal state, not the schedule
+	settle := time.Now().Add(p.s.ConnectTimeout)
 	for {
 		tok = p.client.Connect()
 		select { // never overlap two connects

@@ -17,10 +17,10 @@ import (
 )
 
 // v5 speaks MQTT 5 through paho.golang. A paho.golang client lives for one
-// connection: the agent makes a new one for each attempt, over a
-// connection it dialled, and keeps the session state (in flight QoS 1
-// messages, packet IDs) across them. paho.golang has no reconnect of its
-// own (autopaho, which has, is not used).
+// connection. The agent makes a new one for each attempt, over a connection
+// it dialled. It keeps the session state (in flight QoS 1 messages, packet
+// IDs) across them. paho.golang has no reconnect of its own. autopaho,
+// which has, is not used.
 type v5 struct {
 	s       Settings
 	h       Host
@@ -79,7 +79,8 @@ func (p *v5) Connect(ctx context.Context) Result {
 	}
 	if v := g.Broken(); v != nil {
 		if err == nil {
-			_ = c.Disconnect(&paho5.Disconnect{ReasonCode: 0x82}) // paho.golang called it a session: the wire says otherwise
+			// paho.golang called it a session: the wire says otherwise
+			_ = c.Disconnect(&paho5.Disconnect{ReasonCode: 0x82})
 		}
 		return Result{Code: NoConnack, Err: v}
 	}
@@ -104,21 +105,25 @@ func (p *v5) Connect(ctx context.Context) Result {
 	return Result{Code: 0}
 }
 
-// connectPacket is the agent's CONNECT: its limits go to the broker as
-// Receive Maximum and Maximum Packet Size (the incoming packet bound, with
-// the largest fixed header), and a persistent session asks for its expiry.
-// paho.golang holds up to Receive Maximum messages ahead of the inbox, so
-// it is as many as IncomingQueueBytes holds of the largest packet, at most
-// IncomingQueue: what waits there is bounded as the inbox is.
+// connectPacket is the agent's CONNECT. Its limits go to the broker as
+// Receive Maximum and Maximum Packet Size. Maximum Packet Size is the
+// incoming packet bound, with the largest fixed header. A persistent
+// session asks for its expiry. paho.golang holds up to Receive Maximum
+// messages ahead of the inbox. Receive Maximum is thus as many as
+// IncomingQueueBytes holds of the largest packet, at most IncomingQueue.
+// What waits there is then bounded as the inbox is.
 func (p *v5) connectPacket() *paho5.Connect {
 	cfg := &p.s
 	receive := uint16(max(1, min(cfg.IncomingQueue, cfg.IncomingQueueBytes/cfg.MaxIncomingPacket, math.MaxUint16)))
 	maxPacket := uint32(cfg.MaxIncomingPacket + 5)
 	cp := &paho5.Connect{ClientID: cfg.ClientID, KeepAlive: uint16(cfg.KeepAlive / time.Second), CleanStart: !cfg.PersistentSession,
 		Properties: &paho5.ConnectProperties{ReceiveMaximum: &receive, MaximumPacketSize: &maxPacket,
-			RequestProblemInfo: true}} // MQTT 5's default, which paho.golang would send as off: a refusal's reason is worth reading
+			// MQTT 5's default, which paho.golang would send as off: a
+			// refusal's reason is worth reading
+			RequestProblemInfo: true}}
 	if cfg.PersistentSession {
-		expiry := uint32(min(cfg.SessionExpiry/time.Second, math.MaxUint32-1)) // MaxUint32 would be for ever
+		// MaxUint32 would be for ever
+		expiry := uint32(min(cfg.SessionExpiry/time.Second, math.MaxUint32-1))
 		cp.Properties.SessionExpiryInterval = &expiry
 	}
 	if cfg.Username != "" {

@@ -1,11 +1,11 @@
 // Package children runs part of a fleet's agents in child devicesim
 // processes, when a TCP fleet needs more descriptors than one process may
-// hold. Each child gets its shard of the plan as a file, runs its agents
-// against this run's broker (or the fault proxy in front of one), holds
-// until told when the disruption began, and then writes its report; a
-// child whose agents go through this run's proxy also streams its devices'
-// records as they happen (attempt.NewStreamWriter), for the parent to
-// follow.
+// hold. Each child gets its shard of the plan as a file. It runs its
+// agents against this run's broker (or the fault proxy in front of one).
+// It holds until told when the disruption began, and then writes its
+// report. A child whose agents go through this run's proxy also streams
+// its devices' records as they happen (attempt.NewStreamWriter), for the
+// parent to follow.
 package children
 
 import (
@@ -159,8 +159,8 @@ func (cs *Children) spawn(c Config, ca plan.Target, i, k int) (*child, error) {
 }
 
 // writePlan writes the plan of the child that runs shard of c's fleet into
-// dir, and returns its path: the run's own fleet, holding for the
-// disruption the parent makes (observe), or booting (boot-storm).
+// dir, and returns its path. The plan is the run's own fleet, holding for
+// the disruption the parent makes (observe), or booting (boot-storm).
 func writePlan(c Config, ca plan.Target, dir string, shard plan.Shard) (string, error) {
 	p := plan.Plan{Fleet: c.Plan.Fleet, Host: c.Plan.Host, Target: ca}
 	p.Broker, p.Shard, p.Exe, p.TCPPerProcess = c.URL, shard, "", 0

@@ -1,10 +1,10 @@
-// Package cluster is what a fleet of real agents connects to: the
-// in-process broker or a cluster of its nodes, or external brokers, with a
-// standby for failover and a fault proxy in front of each node when the
-// storm needs them, and how each device reaches them: its endpoints, home
-// node first (its index modulo the nodes), and the dialer that takes it
-// to each. A fleet's disruptions act on a node's breaker: its proxy, or
-// the in-process broker itself.
+// Package cluster is what a fleet of real agents connects to. That is the
+// in-process broker or a cluster of its nodes, or external brokers. When
+// the storm needs them, it adds a standby for failover and a fault proxy
+// in front of each node. It also says how each device reaches them: its
+// endpoints, home node first (its index modulo the nodes), and the dialer
+// that takes it to each. A fleet's disruptions act on a node's breaker:
+// its proxy, or the in-process broker itself.
 package cluster
 
 import (
@@ -51,11 +51,11 @@ type Cluster struct {
 	admitting   bool // an admission limit is in force
 }
 
-// Start makes plan p's nodes (p at the time scale the run allows;
-// dialTimeout is its scaled connect timeout) and what stands in front of
-// them, and wires mc, what every member shares, to reach them: the first
-// node's URL, the standby's as failover, the dialer, and the node each
-// endpoint is. What it started before an error, Close stops.
+// Start makes plan p's nodes and what stands in front of them. p is at the
+// time scale the run allows, and dialTimeout is its scaled connect
+// timeout. Start wires mc, what every member shares, to reach the nodes:
+// the first node's URL, the standby's as failover, the dialer, and the
+// node each endpoint is. What it started before an error, Close stops.
 func Start(p plan.Plan, dialTimeout time.Duration, mc *member.Config) (*Cluster, error) {
 	c := &Cluster{}
 	var err error

@@ -23,11 +23,11 @@ import (
 )
 
 // externalTLS is what each device presents to and trusts of an external
-// broker at ssl://, or nil for a plain one: one certificate for every
-// device (TLSCert), or one a device issued from the CA's key (TLSCAKey,
-// with the client ID as its name). ServerName is the broker's own host, so
-// that the devices verify it through the proxy too; a cluster's devices
-// verify each node by its own (see proxiesOverTCP).
+// broker at ssl://, or nil for a plain one. Either every device has one
+// certificate (TLSCert), or each device has one issued from the CA's key
+// (TLSCAKey, with the client ID as its name). ServerName is the broker's
+// own host, so that the devices verify it through the proxy too. A
+// cluster's devices verify each node by its own (see proxiesOverTCP).
 func externalTLS(p plan.Plan) (func(i int) (*tls.Config, error), error) {
 	u, err := url.Parse(p.Broker)
 	if err != nil || !plan.IsTLSScheme(u.Scheme) {
@@ -120,7 +120,8 @@ func (c *Cluster) proxiesOverTCP(p plan.Plan, mc *member.Config, upstream []stri
 	}
 	mc.Broker = c.URLs[0]
 	switch t := c.externalTLS; {
-	case inProcessTLS: // the devices keep their TLS dialer: the broker's name is the loopback address
+	// the devices keep their TLS dialer: the broker's name is the loopback address
+	case inProcessTLS:
 	case t != nil:
 		mc.TLS = nil
 		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialerByName(i, t, names) }
@@ -129,9 +130,10 @@ func (c *Cluster) proxiesOverTCP(p plan.Plan, mc *member.Config, upstream []stri
 	}
 }
 
-// Settle waits, for at most timeout each, until every proxy's connections
-// have their outcome (a dial to the broker still under way when the
-// devices were done), so that their counts are what reached the brokers.
+// Settle waits until every proxy's connections have their outcome, for at
+// most timeout each. A connection may still have a dial to the broker
+// under way when the devices were done. Once settled, the proxies' counts
+// are what reached the brokers.
 func (c *Cluster) Settle(ctx context.Context, timeout time.Duration) {
 	for _, p := range c.Proxies {
 		_ = p.Recorder().Await(ctx, timeout, func(k fault.Counts) bool { return k.Pending == 0 })

@@ -9,8 +9,8 @@ import (
 	"github.com/herdguard/herdguard/device"
 )
 
-// LoopbackDialer is device i's TCP dialer: a fleet's devices spread over
-// four loopback source addresses, so that a large fleet's reconnect churn
+// LoopbackDialer is device i's TCP dialer. A fleet's devices spread over
+// four loopback source addresses. A large fleet's reconnect churn thus
 // does not run one (source, destination) pair out of its ~28,000
 // ephemeral ports.
 func LoopbackDialer(i int) device.DialFunc {
@@ -30,7 +30,7 @@ func LoopbackTLSDialer(i int, cfgFor func(i int) (*tls.Config, error)) device.Di
 
 // LoopbackTLSDialerByName is LoopbackTLSDialer to endpoints that each
 // stand for a broker of its own name (a cluster's nodes behind their
-// proxies): a dial to a URL in names verifies the broker by the name it
+// proxies). A dial to a URL in names verifies the broker by the name it
 // maps to, whatever the configuration's ServerName.
 func LoopbackTLSDialerByName(i int, cfgFor func(i int) (*tls.Config, error), names map[string]string) device.DialFunc {
 	cfg, err := cfgFor(i)

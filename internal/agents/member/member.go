@@ -1,9 +1,9 @@
-// Package member is one device of a fleet of real agents: a device.Agent
-// with its store-and-forward publisher, or a bare paho client (the
-// paho-default baseline), wired to the fleet's broker endpoints, dialer,
-// timing and the log it tells every attempt and session to. A fleet builds
-// one member a device from the Config its members share; the member does
-// the rest on its own goroutines.
+// Package member is one device of a fleet of real agents. A member is a
+// device.Agent with its store-and-forward publisher, or a bare paho client
+// (the paho-default baseline). It is wired to the fleet's broker
+// endpoints, dialer, timing and the log it tells every attempt and
+// session to. A fleet builds one member a device from the Config its
+// members share; the member does the rest on its own goroutines.
 package member
 
 import (
@@ -29,16 +29,18 @@ type Member interface {
 // by End. Its methods are called from the members' goroutines at once and
 // must not block (observer.DeviceLog is one).
 type Log interface {
-	Begin(at time.Time, device int, lag time.Duration) // lag: after the device's own schedule; negative: unknown
-	End(device int, o fault.Outcome, code, node int)   // node: the cluster's node it went to (0 with one broker)
+	// lag: after the device's own schedule; negative: unknown
+	Begin(at time.Time, device int, lag time.Duration)
+	// node: the cluster's node it went to (0 with one broker)
+	End(device int, o fault.Outcome, code, node int)
 	Lost(at time.Time, device int)
 }
 
-// Config is what a fleet's members share; a fleet whose devices differ
-// (their endpoints in a cluster, their timing in a mixed fleet) sets those
-// fields before building each member, since New copies it. Every duration
-// is already scaled to the run. The zero Config is not usable: Broker is
-// required (a nil Log hears nothing).
+// Config is what a fleet's members share. A fleet whose devices differ
+// (their endpoints in a cluster, their timing in a mixed fleet) sets
+// those fields before building each member, since New copies it. Every
+// duration is already scaled to the run. The zero Config is not usable:
+// Broker is required (a nil Log hears nothing).
 type Config struct {
 	// Broker is the device's endpoint, and Failover the ones it moves on to
 	// in turn (device.Config's).

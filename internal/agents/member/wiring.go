@@ -22,9 +22,9 @@ type Wiring struct {
 	// Config is what every member shares; its Broker, Dial, Log and Metrics
 	// are the fleet's to set, and For sets the rest for each device.
 	Config Config
-	// BootSpread is the longest window any group's first connects fall in,
-	// and KeepAlive the longest keepalive: how long a fleet may take to be
-	// up, and to notice a silent path.
+	// BootSpread is the longest window any group's first connects fall in:
+	// how long a fleet may take to be up. KeepAlive is the longest
+	// keepalive: how long a fleet may take to notice a silent path.
 	BootSpread, KeepAlive time.Duration
 	groups                []groupWiring
 }
@@ -39,8 +39,8 @@ type groupWiring struct {
 }
 
 // Wire is the members' wiring for plan p, validated and at the time scale
-// the run allows: every duration the agents use is scaled with the run (the
-// keepalive down to a floor, in whole seconds), and their policies run as
+// the run allows. Every duration the agents use is scaled with the run:
+// the keepalive down to a floor, in whole seconds. Their policies run as
 // fast. warn hears of a pace this host cannot keep.
 func Wire(p plan.Plan, warn func(format string, args ...any)) (Wiring, error) {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
@@ -57,7 +57,8 @@ func Wire(p plan.Plan, warn func(format string, args ...any)) (Wiring, error) {
 				return w, err
 			}
 		}
-		if rate := *g.Telemetry; rate > 0 { // each device's publisher retries on its group's policy, as its reconnects
+		// each device's publisher retries on its group's policy, as its reconnects
+		if rate := *g.Telemetry; rate > 0 {
 			gw.telemetry = Telemetry{Every: scale(time.Duration(float64(time.Second) / rate)), Retry: gw.timing.Policy,
 				DrainRate: 50 * p.TimeScale, PublishTimeout: max(time.Second, scale(30*time.Second))}
 		}
@@ -110,18 +111,20 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 }
 
 // bootSpread is the window a group's first connects fall in, scaled.
-// Outside boot-storm the fleet's boot is setup, not measurement: it is
-// paced at half of what the host serves (plan.Host.Connects), or paho's connect timeouts turn
-// the setup itself into a storm.
+// Outside boot-storm the fleet's boot is setup, not measurement. It is
+// paced at half of what the host serves (plan.Host.Connects). Otherwise
+// paho's connect timeouts turn the setup itself into a storm.
 func bootSpread(p plan.Plan, g plan.Group, keepAlive time.Duration, warn func(format string, args ...any)) time.Duration {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
 	spread := scale(g.BootWindow())
-	hostPaced := time.Duration(float64(p.Devices) / (p.ServedConnects() / 2) * float64(time.Second)) // the whole fleet, shards included
+	// the whole fleet, shards included
+	hostPaced := time.Duration(float64(p.Devices) / (p.ServedConnects() / 2) * float64(time.Second))
 	switch {
 	case p.Storm.Has(plan.Blackhole):
-		// Sessions that began at unrelated times ping at unrelated times:
-		// spread them over a keepalive, or the fleet's pings (and the
-		// moments it notices the silence) would be in step by construction.
+		// Sessions that began at unrelated times ping at unrelated times.
+		// The fleet's sessions are spread over a keepalive for that reason.
+		// Otherwise the fleet's pings (and the moments it notices the silence)
+		// would be in step by construction.
 		return max(hostPaced, keepAlive)
 	case p.Scenario != plan.BootStorm:
 		// A child's parent may ask for longer (a black hole's keepalive).

@@ -62,7 +62,7 @@ func (l *DeviceLog) Begin(at time.Time, device int, lag time.Duration) {
 }
 
 // End records the outcome of device's attempt in flight (if Begin saw
-// it), made at a cluster's node (0 with one broker); a connected device is
+// it), made at a cluster's node (0 with one broker). A connected device is
 // counted as up, on that node.
 func (l *DeviceLog) End(device int, o fault.Outcome, code, node int) {
 	l.mu.Lock()
@@ -100,8 +100,8 @@ func (l *DeviceLog) Lost(at time.Time, device int) {
 
 // AwaitSettled waits until every attempt recorded has its outcome, ctx
 // ends, or timeout passes. The broker admits the last device an instant
-// before the device hears so; in virtual time that is the same instant,
-// and without this wait the report would take the outcome as it found it,
+// before the device hears so. In virtual time that is the same instant.
+// Without this wait the report would take the outcome as it found it,
 // pending or not, by how the scheduler ran.
 func (l *DeviceLog) AwaitSettled(ctx context.Context, timeout time.Duration) {
 	next := 0
@@ -116,9 +116,10 @@ func (l *DeviceLog) AwaitSettled(ctx context.Context, timeout time.Duration) {
 }
 
 // Noticed returns, for each disruption begun at starts[k] (in order of
-// time), how long after it each device that lost its session before the
-// next one began took to notice: its first loss in that time. A device a
-// disruption left alone (one node's, on a cluster) is not in its list.
+// time), how long after it each device took to notice. Only devices that
+// lost their session before the next disruption began count. A device's
+// notice is its first loss in that time. A device a disruption left alone
+// (one node's, on a cluster) is not in its list.
 func (l *DeviceLog) Noticed(starts []time.Time) [][]time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -158,7 +159,7 @@ func (l *DeviceLog) ConnectedDevices(node int) []int {
 // AwaitNoticed waits until each of devices has noticed a loss at or after
 // t, ctx ends, or timeout passes. A disruption through the fault proxy, or
 // the death of a broker the devices then leave, is known to the devices a
-// moment after it is made: until they notice, they still say connected.
+// moment after it is made. Until they notice, they still say connected.
 func (l *DeviceLog) AwaitNoticed(ctx context.Context, t time.Time, devices []int, timeout time.Duration) error {
 	owed := make(map[int]bool, len(devices))
 	for _, d := range devices {

@@ -1,9 +1,10 @@
-// Package observer is where a run of real agents watches its fleet from:
-// the devices' own log of every attempt and session (DeviceLog), or the
-// recorders of the in-process brokers (Brokers), which the run waits on to
-// know when its fleet is up, and reads afterwards as Sightings, in an order
-// the scheduler does not decide. A child process's device log streams to
-// its parent's through the attempt codec (DeviceLog.StreamTo, Follow).
+// Package observer is where a run of real agents watches its fleet from.
+// It watches either the devices' own log of every attempt and session
+// (DeviceLog) or the recorders of the in-process brokers (Brokers). The
+// run waits on these to know when its fleet is up. It reads them
+// afterwards as Sightings, in an order the scheduler does not decide. A
+// child process's device log streams to its parent's through the attempt
+// codec (DeviceLog.StreamTo, Follow).
 package observer
 
 import (
@@ -30,8 +31,8 @@ type Observer interface {
 }
 
 // Sighting is one connection attempt where it was seen (a device log, a
-// broker's recorder, the proxy's, the config server's), stamped with
-// wall-clock time and client ID: the report turns it into an
+// broker's recorder, the proxy's, the config server's). It is stamped
+// with wall-clock time and client ID. The report turns it into an
 // attempt.Record. The zero Sighting is no attempt.
 type Sighting struct {
 	At       time.Time
@@ -44,11 +45,11 @@ type Sighting struct {
 	Node uint8 // the cluster node that took it (a broker's sighting)
 }
 
-// InOrder sorts sightings by time and, at one instant, by device index
-// (client IDs not of the fleet's form last, by name); one device's keep the
-// order they were recorded in. In virtual time many attempts share an
-// instant, and this rule, not the scheduler, orders them, so that a seed
-// gives the same events.csv on every run.
+// InOrder sorts sightings by time and, at one instant, by device index.
+// Client IDs not of the fleet's form come last, by name. One device's
+// sightings keep the order they were recorded in. In virtual time many
+// attempts share an instant, and this rule, not the scheduler, orders
+// them. A seed thus gives the same events.csv on every run.
 func InOrder(as []Sighting) []Sighting {
 	if !slices.IsSortedFunc(as, attemptOrder) { // a wall-clock run's usually is: one pass, no sort
 		slices.SortStableFunc(as, attemptOrder)
@@ -123,8 +124,9 @@ func (o Brokers) Await(ctx context.Context, timeout time.Duration, cond func(int
 }
 
 // awaitChange waits until a node's count of sessions differs from seen,
-// the bound passes, or ctx ends: each recorder tells only of its own
-// changes, so one waiter a node, the first to hear ending the others.
+// the bound passes, or ctx ends. Each recorder tells only of its own
+// changes, so there is one waiter a node. The first to hear ends the
+// others.
 func (o Brokers) awaitChange(ctx context.Context, timeout time.Duration, seen []int) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

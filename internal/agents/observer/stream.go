@@ -14,18 +14,20 @@ import (
 
 // A run through the fault proxy whose agents do not fit beside it (three
 // or four descriptors a device) runs them in child processes, as a large
-// TCP fleet does, leaving this process the proxy's two descriptors a device
-// (and the in-process broker's one). Its measurement needs the devices'
-// word as it happens (who is connected, who noticed a silent path), so each
-// child's device log streams its records to the parent on a pipe, through
-// the attempt codec (attempts begun and decided, sessions lost), and the
-// parent's log follows them as if the agents were here.
+// TCP fleet does. That leaves this process the proxy's two descriptors a
+// device (and the in-process broker's one). Its measurement needs the
+// devices' word as it happens: who is connected, who noticed a silent
+// path. Each child's device log therefore streams its records to the
+// parent on a pipe, through the attempt codec (attempts begun and
+// decided, sessions lost). The parent's log follows them as if the agents
+// were here.
 
 // StreamTo makes l write every record it makes to w from now on, as a live
-// stream (attempt.NewStreamWriter), without ever blocking the agent that
-// reports it: an agent's events must not block, and a parent busy with a
-// storm may read late, so records queue in memory and one goroutine writes
-// them out, in order. close writes out what is queued and stops.
+// stream (attempt.NewStreamWriter). It never blocks the agent that reports
+// a record. An agent's events must not block, and a parent busy with a
+// storm may read late. Records therefore queue in memory, and one
+// goroutine writes them out, in order. close writes out what is queued and
+// stops.
 func (l *DeviceLog) StreamTo(w io.Writer) (close func()) {
 	s := newQueuedWriter(w)
 	l.mu.Lock()
@@ -56,7 +58,8 @@ func (l *DeviceLog) Follow(rd io.Reader, metrics func(i int) device.Metrics) err
 		case attempt.Begun:
 			l.Begin(at, dev, r.Lag)
 		case attempt.Attempt:
-			l.End(dev, r.Outcome, int(r.Code), 0) // a cluster's agents run in its process, not in children
+			// a cluster's agents run in its process, not in children
+			l.End(dev, r.Outcome, int(r.Code), 0)
 			if metrics != nil {
 				tellMetrics(metrics(dev), r.Outcome)
 			}

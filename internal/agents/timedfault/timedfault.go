@@ -1,9 +1,9 @@
 // Package timedfault holds a fleet's faults for as long as each lasts,
-// each ended by a timer of its own, so that the disruptions of a timeline
-// may overlap as the virtual engine's do: the broker stays down while any
-// outage lasts, flaps while any flapping window does (each session at the
-// flap of the first window still open), sits behind a black hole while any
-// lasts, and is as slow as the latest slow path still in force.
+// each ended by a timer of its own. The disruptions of a timeline may
+// thus overlap as the virtual engine's do. The broker stays down while
+// any outage lasts. It flaps while any flapping window does, each session
+// at the flap of the first window still open. It sits behind a black hole
+// while any lasts. It is as slow as the latest slow path still in force.
 package timedfault
 
 import (
@@ -39,8 +39,8 @@ type Faults struct {
 }
 
 // Outage takes br down now and brings it back after d, unless another
-// outage still holds it down, running beforeEnd (if set) just before: a
-// throttled restart's broker comes back admitting at its limit.
+// outage still holds it down. It runs beforeEnd (if set) just before:
+// a throttled restart's broker comes back admitting at its limit.
 func (s *Faults) Outage(br fault.Breaker, d time.Duration, beforeEnd func() error) <-chan struct{} {
 	s.mu.Lock()
 	s.outages++
@@ -129,8 +129,8 @@ func (s *Faults) Latency(p Path, d, latency, jitter time.Duration) (<-chan struc
 }
 
 // After runs end after d on a goroutine of its own, unless Stop comes
-// first, and returns a channel closed once it has run (or will not); an
-// error it returns is kept for Err.
+// first. It returns a channel closed once end has run (or will not). An
+// error end returns is kept for Err.
 func (s *Faults) After(d time.Duration, end func() error) <-chan struct{} {
 	s.mu.Lock()
 	if s.stopped == nil {

@@ -1,13 +1,13 @@
 // Package boltcheck reads a bbolt file as bbolt v1.4 will, with every
-// offset bounds-checked, before bbolt sees it. bbolt trusts its file: a
+// offset bounds-checked, before bbolt sees it. bbolt trusts its file. A
 // page id past the end of the map is a fault the runtime cannot recover
-// from, a bad page type is a panic, and tx.Check and the free-page scan
-// panic in goroutines of their own. Check reads the meta page bbolt will
-// pick, the freelist, and every page reachable from the root bucket, and
-// hands each key and value to its caller, who checks its own schema and
-// records. A file that passes is one whose every page a program's
-// operations can reach is well formed: publisher's durable queue opens a
-// file only once it has.
+// from. A bad page type is a panic. tx.Check and the free-page scan panic
+// in goroutines of their own. Check reads the meta page bbolt will pick,
+// the freelist, and every page reachable from the root bucket. It hands
+// each key and value to its caller, who checks its own schema and records.
+// A file that passes is one whose every page a program's operations can
+// reach is well formed. publisher's durable queue opens a file only once it
+// has passed.
 package boltcheck
 
 import (
@@ -53,10 +53,10 @@ const (
 
 var byteOrder = binary.NativeEndian
 
-// DamageError says why a file is not usable: it is damaged (or is not a
-// bbolt file, or not the one its caller expects), as opposed to an error
-// reading it. The zero DamageError is not meaningful: Damaged makes them.
-// Once made it is not changed, so it is safe to share.
+// DamageError says why a file is not usable. The file is damaged, or is not
+// a bbolt file, or not the one its caller expects. That is as opposed to an
+// error reading it. The zero DamageError is not meaningful: Damaged makes
+// them. Once made it is not changed, so it is safe to share.
 type DamageError struct{ msg string }
 
 func (e *DamageError) Error() string { return e.msg }
@@ -68,8 +68,8 @@ func Damaged(format string, args ...any) error {
 }
 
 // Visit is called for every key and value of every bucket, in key order,
-// with the path of bucket names that leads to it; bucket is true for a
-// sub-bucket's entry (its value is bbolt's). An error it returns ends the
+// with the path of bucket names that leads to it. bucket is true for a
+// sub-bucket's entry, whose value is bbolt's. An error it returns ends the
 // check, and Check returns it.
 type Visit func(path []string, key, value []byte, bucket bool) error
 
@@ -106,9 +106,9 @@ func parseMeta(b []byte) meta {
 	return m
 }
 
-// readMetaAt reads a meta page at off the way bbolt's page-size probe does:
-// a whole 4 KiB buffer (or up to the end of the file), ok false if that
-// much cannot be read.
+// readMetaAt reads a meta page at off the way bbolt's page-size probe does.
+// It reads a whole 4 KiB buffer, or up to the end of the file. ok is false
+// if that much cannot be read.
 func readMetaAt(r io.ReaderAt, size, off int64, toEOF bool) (m meta, ok bool, err error) {
 	buf := make([]byte, 4096)
 	n, err := r.ReadAt(buf, off)
@@ -169,8 +169,8 @@ type checker struct {
 }
 
 // Check reports whether the bbolt file r (size bytes) is one that bbolt can
-// open and its caller use without either of them reaching a malformed page,
-// calling visit for every key and value. An error that is not a
+// open and its caller use without either of them reaching a malformed page.
+// It calls visit for every key and value. An error that is not a
 // *DamageError, nor one visit returned, is a failure to read. An empty file
 // passes: bbolt writes its first pages.
 func Check(r io.ReaderAt, size int64, visit Visit) (Result, error) {
@@ -355,13 +355,14 @@ func slice(body []byte, off, n uint64) ([]byte, error) {
 	return body[off : off+n], nil
 }
 
-// tree checks the subtree at page id. Keys are checked as bbolt's own
-// check does (tx_check.go, recursivelyCheckPageKeyOrderInternal: keys ascend
-// within a page, a child's keys lie in [its branch key, the next branch
-// key)), and as bbolt's writes rely on without checking: no key is empty,
-// each branch key is its child's first key (a write finds the child in its
-// parent by that key), and a branch has at least two children (a merge
-// asserts it). It returns the subtree's first and largest keys.
+// tree checks the subtree at page id. Keys are checked as bbolt's own check
+// does (tx_check.go, recursivelyCheckPageKeyOrderInternal). Keys ascend
+// within a page. A child's keys lie in [its branch key, the next branch
+// key). Keys are also checked as bbolt's writes rely on without checking.
+// No key is empty. Each branch key is its child's first key, as a write
+// finds the child in its parent by that key. A branch has at least two
+// children, as a merge asserts. It returns the subtree's first and largest
+// keys.
 func (c *checker) tree(id uint64, minKey, maxKey []byte, depth int, path []string, bucketDepth int) (first, last []byte, err error) {
 	if depth > maxTreeDepth {
 		return nil, nil, Damaged("tree deeper than %d pages", maxTreeDepth)
