@@ -156,8 +156,10 @@ func TestFaultWindowAndDevices(t *testing.T) {
 	s.SetConfig("", []byte(`{}`))
 	now := time.Now()
 	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.InternalError, Devices: []string{"a"}}))
-	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Unavailable, Until: now.Add(-time.Second)})) // over
-	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.NotFound, From: now.Add(time.Hour)}))        // not yet
+	// over
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.Unavailable, Until: now.Add(-time.Second)}))
+	// not yet
+	require.NoError(t, s.AddFault(configserver.Fault{Kind: configserver.NotFound, From: now.Add(time.Hour)}))
 	r, _ := get(t, s.DeviceURL("a"), "")
 	assert.Equal(t, 500, r.StatusCode)
 	r, _ = get(t, s.DeviceURL("b"), "")

@@ -132,7 +132,8 @@ func TestAFloodOfMessagesMeetsBackPressure(t *testing.T) {
 					assert.LessOrEqual(t, runtime.NumGoroutine(), before+20, "a session's goroutines, not one a message")
 					assert.Less(t, m.HeapInuse, uint64((holds+8)*size+16<<20), "the queue and paho's packets in flight, not the flood")
 
-					time.Sleep(5 * time.Second) // virtual time passes with the queue full, inside the keepalive
+					// virtual time passes with the queue full, inside the keepalive
+					time.Sleep(5 * time.Second)
 					close(release)
 					synctest.Wait() // delivered
 					mu.Lock()

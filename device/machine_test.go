@@ -289,7 +289,8 @@ func TestBackPressureStretchesTheWaitNeverShortensIt(t *testing.T) {
 				m.Start(t0)
 				m.Due(t0)
 				now := t0
-				for step := 0; step <= int(seed%7); step++ { // a few failures in: a later step of the formula
+				// a few failures in: a later step of the formula
+				for step := 0; step <= int(seed%7); step++ {
 					s := m.Result(now, device.Result{Code: 3})
 					now = now.Add(s.Wait)
 					m.Due(now)

@@ -374,7 +374,8 @@ func TestMQTT5UnknownCodesAreProtocolErrors(t *testing.T) {
 		}, "SUBACK reason code 5 (0x5), unknown to MQTT 5"},
 		"a DISCONNECT code": {func(c net.Conn, _ uint16) error {
 			p := packets5.NewControlPacket(packets5.DISCONNECT)
-			p.Content.(*packets5.Disconnect).ReasonCode = 0x84 // a CONNACK's code, not a DISCONNECT's
+			// a CONNACK's code, not a DISCONNECT's
+			p.Content.(*packets5.Disconnect).ReasonCode = 0x84
 			_, err := p.WriteTo(c)
 			return err
 		}, "DISCONNECT reason code 132 (0x84), unknown to MQTT 5"},
@@ -483,7 +484,8 @@ func TestTheTestBrokersLimitsAnswerInEachProtocolsWords(t *testing.T) {
 			require.Equal(t, 1, r.broker.DropAll())
 			r.next(device.EventLost)
 			r.advanceWait()
-			if strings.HasPrefix(tc.name, "admission") { // a new limit's bucket is full: its burst first
+			// a new limit's bucket is full: its burst first
+			if strings.HasPrefix(tc.name, "admission") {
 				r.next(device.EventConnected)
 				require.Equal(t, 1, r.broker.DropAll())
 				r.next(device.EventLost)

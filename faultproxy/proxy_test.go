@@ -688,7 +688,8 @@ func TestACONNECTInPiecesIsNamed(t *testing.T) {
 	body := append([]byte{0, 4, 'M', 'Q', 'T', 'T', 5, 2, 0, 60, 0}, 0, 7)
 	body = append(body, "split-1"...)
 	connect := append([]byte{0x10, byte(len(body))}, body...)
-	for _, piece := range [][]byte{connect[:2], connect[2:9], connect[9:]} { // an in-memory write returns once read
+	// an in-memory write returns once read
+	for _, piece := range [][]byte{connect[:2], connect[2:9], connect[9:]} {
 		_, err = c.Write(piece)
 		require.NoError(t, err)
 	}

@@ -150,7 +150,8 @@ func TestEveryPageDamagedInTurn(t *testing.T) {
 			case err == nil:
 				outcomes["intact"]++
 				require.Equal(t, origEpoch, s.Epoch(), what)
-				if outcomes["intact"]%8 == 1 { // the whole queue, for a sample: 1,400 transactions each
+				// the whole queue, for a sample: 1,400 transactions each
+				if outcomes["intact"]%8 == 1 {
 					drain(t, s, queued, what)
 				} else {
 					touch(t, s, queued, what)

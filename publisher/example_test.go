@@ -28,7 +28,8 @@ func Example() {
 	_ = agent.Start(ctx)
 	defer agent.Stop(context.Background())
 
-	pub, err := publisher.New(publisher.Config{Session: agent}) // a MemoryStore; OpenBoltStore survives reboots
+	// a MemoryStore; OpenBoltStore survives reboots
+	pub, err := publisher.New(publisher.Config{Session: agent})
 	if err != nil {
 		panic(err)
 	}

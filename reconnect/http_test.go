@@ -207,7 +207,8 @@ func TestRetryLoopOverHTTP(t *testing.T) {
 	defer srv.Close()
 	p := mustPolicy(t, reconnect.Constant{Interval: time.Millisecond}, reconnect.Limits{MaxRetries: 5})
 	var waits []time.Duration
-	r := reconnect.Retry{Policy: p, MaxRetryAfter: 2 * time.Millisecond, // clamp the 1 s hint so the test is quick
+	// clamp the 1 s hint so the test is quick
+	r := reconnect.Retry{Policy: p, MaxRetryAfter: 2 * time.Millisecond,
 		Notify: func(n reconnect.Notice) { waits = append(waits, n.Delay) }}
 	err := r.Do(context.Background(), func(ctx context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)

@@ -173,7 +173,8 @@ func hintedWaits(seed uint64, n int, hint time.Duration) []time.Duration {
 	for i := 0; i < n; i++ {
 		ctx, cancel := context.WithCancel(context.Background())
 		_ = reconnect.Retry{Policy: p, Source: rand.NewPCG(seed, uint64(i)),
-			Notify: func(no reconnect.Notice) { waits = append(waits, no.Delay); cancel() }, // no wait: cancelled
+			// no wait: cancelled
+			Notify: func(no reconnect.Notice) { waits = append(waits, no.Delay); cancel() },
 		}.Do(ctx, func(context.Context) error { return reconnect.WithRetryAfter(errFlaky, hint) })
 		cancel()
 	}

@@ -170,7 +170,8 @@ func TestConfigComesOnlyFromTheTrustedServer(t *testing.T) {
 
 	t.Run("errors never quote the URL's token", func(t *testing.T) {
 		srv := p.server(t, false, serveDoc(new(atomic.Int32)))
-		err, _ := fetchOnce(t, remoteconfig.Config{URL: srv.URL + "/config/dev-1?token=s3cret"}) // untrusted certificate
+		// untrusted certificate
+		err, _ := fetchOnce(t, remoteconfig.Config{URL: srv.URL + "/config/dev-1?token=s3cret"})
 		require.Error(t, err)
 		assert.NotContains(t, err.Error(), "s3cret")
 	})

@@ -527,7 +527,8 @@ func TestCloseWhileConnectionsArrive(t *testing.T) {
 							return
 						}
 						if tr == testbroker.TLS {
-							c = tls.Client(c, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // a stray client
+							//nolint:gosec // a stray client
+							c = tls.Client(c, &tls.Config{InsecureSkipVerify: true})
 						}
 						cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)
 						cp.ProtocolName, cp.ProtocolVersion, cp.ClientIdentifier, cp.CleanSession = "MQTT", 4, "stray", true

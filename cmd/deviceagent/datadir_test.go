@@ -84,7 +84,8 @@ func TestDataDirAndItsFilesArePrivateWhateverTheUmask(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o700), mode(t, dir))
 	assert.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, "queue.db")))
 	assert.Equal(t, os.FileMode(0o600), mode(t, filepath.Join(dir, "config.json")))
-	open := filepath.Join(t.TempDir(), "open") // made before the umask: the test's own directories would be 0777
+	// made before the umask: the test's own directories would be 0777
+	open := filepath.Join(t.TempDir(), "open")
 	withUmask(0, func() { err, _ = runToConfig(t, open) })
 	require.NoError(t, err)
 }

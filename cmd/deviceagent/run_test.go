@@ -240,7 +240,8 @@ func TestSIGTERMExitsCleanly(t *testing.T) {
 	b, err := testbroker.New(testbroker.Config{})
 	require.NoError(t, err)
 	defer b.Close()
-	cmd := exec.Command(os.Args[0]) // no arguments: TestMain runs main, configured by the environment
+	// no arguments: TestMain runs main, configured by the environment
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "DEVICEAGENT_RUN_MAIN=1", "HERDGUARD_BROKER="+b.URL(),
 		"HERDGUARD_CLIENT_ID=dev-term", "HERDGUARD_HEARTBEAT=20ms", "HERDGUARD_BOOT_SPREAD=1ms")
 	var stderr syncBuffer

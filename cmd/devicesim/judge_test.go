@@ -205,7 +205,8 @@ func TestJudgeEachDisruption(t *testing.T) {
 	var b strings.Builder
 	for _, at := range []float64{1700000000, 1700000600} {
 		for range 2000 {
-			fmt.Fprintf(&b, "%d\n", int64(at+20*r.ExpFloat64())) // whole seconds, as mosquitto stamps
+			// whole seconds, as mosquitto stamps
+			fmt.Fprintf(&b, "%d\n", int64(at+20*r.ExpFloat64()))
 		}
 	}
 	out, _, err := judge(t, b.String(), "-disruptions", "1700000000,1700000600", "-expect", "spread", "-")

@@ -196,8 +196,8 @@ func mosquittoFormats() []nightFormat {
 				prefix := "<29>1 " + at.Format("2006-01-02T15:04:05.000000Z07:00") + " " + nightHost + " mosquitto 612 - -  "
 				return prefixed(prefix, withStamp(unixStamp(e), mosquittoMessage(e)))
 			}},
-		// log_dest syslog with log_timestamp false: the envelope's stamp alone, local time without a
-		// zone.
+		// log_dest syslog with log_timestamp false: the envelope's stamp alone,
+		// local time without a zone.
 		{name: "mosquitto under syslog without its own stamp, -tz", want: "mosquitto under syslog, RFC 3164", restarts: true,
 			opts: arrivallog.Options{Location: mustZone(berlin), Written: time.Unix(0, nightEpoch).Add(24 * time.Hour)},
 			lines: func(e nightEvent, _ *rand.Rand) []string {
@@ -231,7 +231,8 @@ func mosquittoFormats() []nightFormat {
 				}
 				return out
 			}},
-		// docker logs --timestamps (moby api/server/httputils/write_log_stream.go: RFC3339NanoFixed).
+		// docker logs --timestamps (moby api/server/httputils/write_log_stream.go:
+		// RFC3339NanoFixed).
 		{name: "mosquitto under docker logs --timestamps", want: "mosquitto under docker or kubectl logs --timestamps", restarts: true,
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				at := e.at().Add(time.Duration(r.IntN(900_000)) * time.Nanosecond)
@@ -533,8 +534,8 @@ func cloudFormats() []nightFormat {
 				b, _ := json.MarshalIndent(map[string]any{"events": events, "searchedLogStreams": []any{}}, "", "    ")
 				return string(b)
 			}},
-		// A CloudWatch Logs export to S3 (AmazonCloudWatch/latest/logs/S3Export.html): stamp, space,
-		// message.
+		// A CloudWatch Logs export to S3
+		// (AmazonCloudWatch/latest/logs/S3Export.html): stamp, space, message.
 		{name: "AWS IoT Core lifecycle events, exported to S3", want: "aws-iot lifecycle events under docker or kubectl logs --timestamps",
 			lines: func(e nightEvent, r *rand.Rand) []string {
 				if m := awsLifecycle(e, r); m != nil {
@@ -717,7 +718,8 @@ func nightVerdicts(t *testing.T, f nightFormat) {
 					require.LessOrEqual(t, l.Duplicates, repeated(log), "%s, seed %d: only lines that repeat", f.name, seed)
 					found, got := nightJudgement(t, l)
 					if f.want == "pattern" {
-						found = []arrivallog.Disruption{{AtS: nightDrop}} // its lines show no disruption: -disruptions names it
+						// its lines show no disruption: -disruptions names it
+						found = []arrivallog.Disruption{{AtS: nightDrop}}
 						recs, _, err := l.Recoveries([]time.Duration{0, time.Duration(nightEpoch + nightDrop*1e9)})
 						require.NoError(t, err)
 						got = stormstats.Overall(recs)

@@ -65,7 +65,8 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 		Times:   []time.Duration{sinceEpoch(1700000001, 0), sinceEpoch(1700000001, 0), sinceEpoch(1700000002, 0), sinceEpoch(1700000031, 0), sinceEpoch(1700000032, 0)},
 		Lines:   []int32{7, 9, 11, 19, 22},
 		Clients: []string{"dev-17", "dev-18", "weird id (p1)", "dev-17", "dev-18"},
-		Skipped: 26 - 5, // the bridge's, every New connection, Client ... and the broker's own lines
+		// the bridge's, every New connection, Client ... and the broker's own lines
+		Skipped: 26 - 5,
 	}, exported(l))
 	assert.Empty(t, l.Disruptions(), "the broker's start and stop lines come before and after every arrival")
 }

@@ -24,27 +24,48 @@ func TestScanStamp(t *testing.T) {
 		want time.Duration
 		n    int
 	}{
-		{"1795756003: New client", nil, 1795756003 * time.Second, 10},                                 // mosquitto
-		{"1704164647454059 [warning]", nil, 1704164647454059 * time.Microsecond, 16},                  // EMQX epoch
-		{"1795756079.601235 vm mosquitto", nil, 1795756079*time.Second + 601235*time.Microsecond, 17}, // journalctl -o short-unix
-		{"1700000000123 x", nil, 1700000000123 * time.Millisecond, 13},                                // Unix ms
-		{"1704164645123456789 x", nil, 1704164645123456789, 19},                                       // Unix ns
-		{"2026-11-27 04:02:33.046092+00:00 [info]", nil, utc(2026, 11, 27, 4, 2, 33, 46092000), 32},   // RabbitMQ
-		{"2026-11-27T06:07:05+0100: mosquitto", nil, utc(2026, 11, 27, 5, 7, 5, 0), 24},               // mosquitto %z
-		{"2026-11-27T06:07:05: mosquitto", nil, utc(2026, 11, 27, 6, 7, 5, 0), 19},                    // mosquitto, no zone
-		{"2026-11-27T06:07:05: mosquitto", berlin, utc(2026, 11, 27, 5, 7, 5, 0), 19},                 // ... with -tz
-		{"2024-05-06 10:11:12,345 - Client", nil, utc(2024, 5, 6, 10, 11, 12, 345000000), 23},         // HiveMQ
-		{"2018-06-02T19:17:44.4383997Z", nil, utc(2018, 6, 2, 19, 17, 44, 438399700), 28},             // Event Grid's 7 digits
-		{"2026-11-27T05:08:45.924768120Z 1795", nil, utc(2026, 11, 27, 5, 8, 45, 924768120), 30},      // docker
-		{"2026/11/27 05:08:45 x", nil, utc(2026, 11, 27, 5, 8, 45, 0), 19},                            // slashes
-		{"Nov 27 06:10:11 vm", berlin, utc(2026, 11, 27, 5, 10, 11, 0), 15},                           // RFC 3164
-		{"Nov  7 06:10:11.123456 vm", nil, utc(2026, 11, 7, 6, 10, 11, 123456000), 22},                // space-padded day, µs
-		{"Fri 2026-11-27 06:07:59 CET vm", nil, utc(2026, 11, 27, 5, 7, 59, 0), 27},                   // journalctl -o short-full
-		{"Fri Nov 27 06:07:59 2026: x", nil, utc(2026, 11, 27, 6, 7, 59, 0), 24},                      // ctime
-		{"[2026-11-27 06:07:59.5 UTC] x", nil, utc(2026, 11, 27, 6, 7, 59, 500000000), 27},            // bracketed, a zone's name
-		{"2026-11-27T06:07:59-05:30 x", nil, utc(2026, 11, 27, 11, 37, 59, 0), 25},                    // a negative offset
-		{"2026-11-27 06:07:59 +0100 x", nil, utc(2026, 11, 27, 5, 7, 59, 0), 25},                      // an offset after a space
-		{"2026-11-27 06:07:59 - Client ID: x", nil, utc(2026, 11, 27, 6, 7, 59, 0), 19},               // not an offset: " - "
+		// mosquitto
+		{"1795756003: New client", nil, 1795756003 * time.Second, 10},
+		// EMQX epoch
+		{"1704164647454059 [warning]", nil, 1704164647454059 * time.Microsecond, 16},
+		// journalctl -o short-unix
+		{"1795756079.601235 vm mosquitto", nil, 1795756079*time.Second + 601235*time.Microsecond, 17},
+		// Unix ms
+		{"1700000000123 x", nil, 1700000000123 * time.Millisecond, 13},
+		// Unix ns
+		{"1704164645123456789 x", nil, 1704164645123456789, 19},
+		// RabbitMQ
+		{"2026-11-27 04:02:33.046092+00:00 [info]", nil, utc(2026, 11, 27, 4, 2, 33, 46092000), 32},
+		// mosquitto %z
+		{"2026-11-27T06:07:05+0100: mosquitto", nil, utc(2026, 11, 27, 5, 7, 5, 0), 24},
+		// mosquitto, no zone
+		{"2026-11-27T06:07:05: mosquitto", nil, utc(2026, 11, 27, 6, 7, 5, 0), 19},
+		// ... with -tz
+		{"2026-11-27T06:07:05: mosquitto", berlin, utc(2026, 11, 27, 5, 7, 5, 0), 19},
+		// HiveMQ
+		{"2024-05-06 10:11:12,345 - Client", nil, utc(2024, 5, 6, 10, 11, 12, 345000000), 23},
+		// Event Grid's 7 digits
+		{"2018-06-02T19:17:44.4383997Z", nil, utc(2018, 6, 2, 19, 17, 44, 438399700), 28},
+		// docker
+		{"2026-11-27T05:08:45.924768120Z 1795", nil, utc(2026, 11, 27, 5, 8, 45, 924768120), 30},
+		// slashes
+		{"2026/11/27 05:08:45 x", nil, utc(2026, 11, 27, 5, 8, 45, 0), 19},
+		// RFC 3164
+		{"Nov 27 06:10:11 vm", berlin, utc(2026, 11, 27, 5, 10, 11, 0), 15},
+		// space-padded day, µs
+		{"Nov  7 06:10:11.123456 vm", nil, utc(2026, 11, 7, 6, 10, 11, 123456000), 22},
+		// journalctl -o short-full
+		{"Fri 2026-11-27 06:07:59 CET vm", nil, utc(2026, 11, 27, 5, 7, 59, 0), 27},
+		// ctime
+		{"Fri Nov 27 06:07:59 2026: x", nil, utc(2026, 11, 27, 6, 7, 59, 0), 24},
+		// bracketed, a zone's name
+		{"[2026-11-27 06:07:59.5 UTC] x", nil, utc(2026, 11, 27, 6, 7, 59, 500000000), 27},
+		// a negative offset
+		{"2026-11-27T06:07:59-05:30 x", nil, utc(2026, 11, 27, 11, 37, 59, 0), 25},
+		// an offset after a space
+		{"2026-11-27 06:07:59 +0100 x", nil, utc(2026, 11, 27, 5, 7, 59, 0), 25},
+		// not an offset: " - "
+		{"2026-11-27 06:07:59 - Client ID: x", nil, utc(2026, 11, 27, 6, 7, 59, 0), 19},
 	} {
 		c, n, ok := scanStamp([]byte(tc.in))
 		require.True(t, ok, tc.in)
@@ -124,9 +145,12 @@ func TestEnvelopes(t *testing.T) {
 		{envSyslog, "2026-11-27T06:10:12.716781+01:00 vm mosquitto[15612]: x", true, "mosquitto", "x"},
 		{envSyslog, "1795756079.601235 vm mosquitto[12310]: x", true, "mosquitto", "x"},
 		{envSyslog, "Fri 2026-11-27 06:08:02 CET vm systemd[1]: Stopping Mosquitto MQTT Broker...", true, "systemd", "Stopping Mosquitto MQTT Broker..."},
-		{envSyslog, "1700000000: New client connected from a:1 as b (p2, c1, k30).", false, "", ""},                // mosquitto's own stamp
-		{envSyslog, "2026-11-27T05:08:45.924768120Z 1795756125: mosquitto version 2.0.18 starting", false, "", ""}, // docker's, not a tag
-		{envSyslog, "2026-11-27 04:02:33.046092+00:00 [info] <0.521.0> accepting MQTT connection", false, "", ""},  // RabbitMQ's
+		// mosquitto's own stamp
+		{envSyslog, "1700000000: New client connected from a:1 as b (p2, c1, k30).", false, "", ""},
+		// docker's, not a tag
+		{envSyslog, "2026-11-27T05:08:45.924768120Z 1795756125: mosquitto version 2.0.18 starting", false, "", ""},
+		// RabbitMQ's
+		{envSyslog, "2026-11-27 04:02:33.046092+00:00 [info] <0.521.0> accepting MQTT connection", false, "", ""},
 		{envRFC5424, "<29>1 2026-11-27T06:08:46.921120+01:00 vm mosquitto 13704 - -  1795756126: x", true, "mosquitto", "1795756126: x"},
 		{envRFC5424, `<29>1 2026-11-27T06:08:46Z vm mosquitto 13704 ID47 [exampleSDID@32473 iut="3"] ` + "\xef\xbb\xbfx", true, "mosquitto", "x"},
 		{envRFC5424, "<29>2 2026-11-27T06:08:46Z vm mosquitto 13704 - - x", false, "", ""},

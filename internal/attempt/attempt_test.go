@@ -20,7 +20,8 @@ func TestRecordsRoundTripThroughEventsCSV(t *testing.T) {
 	in := []attempt.Record{
 		{T: 0, Lag: -1, Device: 0, Outcome: fault.Dropped},
 		{T: 1500 * time.Millisecond, Lag: 12500 * time.Microsecond, Device: 41, Code: 3, Outcome: fault.Refused},
-		{T: 1500 * time.Millisecond, Lag: -1, Device: 41, Outcome: fault.Accepted, Seen: attempt.Broker}, // no row
+		// no row
+		{T: 1500 * time.Millisecond, Lag: -1, Device: 41, Outcome: fault.Accepted, Seen: attempt.Broker},
 		{T: 31 * time.Second, Lag: 0, Device: -1, Outcome: fault.Accepted},
 		{T: 32 * time.Second, Lag: -1, Device: 7, Code: 503, Outcome: fault.Unreachable},
 	}

@@ -246,7 +246,8 @@ func TestCreateTempRenameRemove(t *testing.T) {
 func TestOpenFileRefusesAFileItMayNotOpen(t *testing.T) {
 	asRoot(t)
 	dir := t.TempDir()
-	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755)) // the test's own root-owned parent: let the other user through
+	// the test's own root-owned parent: let the other user through
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o755))
 	require.NoError(t, os.Chown(dir, other, other))
 	theirs := filepath.Join(dir, "config.json")
 	require.NoError(t, os.WriteFile(theirs, []byte("{}"), 0o600))

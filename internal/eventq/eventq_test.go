@@ -35,7 +35,9 @@ func TestSortingAheadPopsAsAHeap(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 11))
 		q, h := &eventq.Queue{SortAhead: true}, new(eventq.Heap)
 		push := func(e eventq.Event) { q.Push(e); h.Push(e) }
-		for range 40_000 { // crowded buckets 1, 3, 5 and 7: each after the first is sorted ahead while the one before is read
+		// crowded buckets 1, 3, 5 and 7: each after the first is sorted ahead
+		// while the one before is read
+		for range 40_000 {
 			at := span * time.Duration(1+2*rng.IntN(4))
 			push(eventq.Event{At: at + time.Duration(rng.IntN(span)), Key: rng.Uint32() & 0xFFFF0003, Dev: rng.Int32N(1000)})
 		}
@@ -60,7 +62,8 @@ func TestErasPopAsAHeap(t *testing.T) {
 	const era = 1 << 35 // half the ring's length
 	near := func(rng *rand.Rand, at time.Duration) time.Duration {
 		if rng.IntN(4) == 0 {
-			return at&^(era-1) + time.Duration(rng.IntN(3)-1) // an era's first instant, or either side
+			// an era's first instant, or either side
+			return at&^(era-1) + time.Duration(rng.IntN(3)-1)
 		}
 		return at
 	}
@@ -123,7 +126,8 @@ func popsTheEarliestWaiting(t *testing.T, newQueue func() queue) {
 			case 0:
 				at = now - time.Duration(rng.IntN(1000)) // before the last popped
 			case 1:
-				at = max(at&^(era-1)+time.Duration(rng.IntN(3)-1), now) // an era's first instant, or either side
+				// an era's first instant, or either side
+				at = max(at&^(era-1)+time.Duration(rng.IntN(3)-1), now)
 			}
 			e := eventq.Event{At: at, Key: rng.Uint32N(4), Dev: rng.Int32N(100)}
 			q.Push(e)
@@ -197,7 +201,8 @@ func BenchmarkCrowdedBucket(b *testing.B) {
 			b.ResetTimer()
 			for round := range b.N {
 				for _, e := range events {
-					e.At += time.Duration(round+1) << 30 // a bucket ahead of the one just read (2^30 ns: 64 buckets)
+					// a bucket ahead of the one just read (2^30 ns: 64 buckets)
+					e.At += time.Duration(round+1) << 30
 					q.Push(e)
 				}
 				for q.Len() > 0 {

@@ -17,7 +17,8 @@ func BenchmarkDropAll(b *testing.B) {
 		b.Run("engine="+string(engine), func(b *testing.B) {
 			p := plan.Default()
 			p.Engine, p.Scenario, p.Policy = engine, plan.DropAll, "full"
-			debug.FreeOSMemory() // each engine starts from the same returned heap, not the other's leftovers
+			// each engine starts from the same returned heap, not the other's leftovers
+			debug.FreeOSMemory()
 			for b.Loop() {
 				if _, err := fleetsim.Run(context.Background(), p); err != nil {
 					b.Fatal(err)

@@ -87,7 +87,8 @@ func TestFaultProxyStormsMosquitto(t *testing.T) {
 // makes and requires every device's (mutual TLS); the proxy passes the TLS
 // through untouched and still counts what reached mosquitto.
 func TestFaultProxyStormsMosquittoOverMutualTLS(t *testing.T) {
-	pki, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true}) // its CA, for files
+	// its CA, for files
+	pki, err := testbroker.New(testbroker.Config{Transport: testbroker.TLS, MutualTLS: true})
 	require.NoError(t, err)
 	defer pki.Close()
 	dir := t.TempDir()

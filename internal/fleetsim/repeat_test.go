@@ -76,7 +76,8 @@ func TestVirtualTimeRunsRepeatExactly(t *testing.T) {
 					}
 				}
 			}
-			if p.Scenario != plan.BootStorm && p.Policy != plan.PahoDefault { // paho retries at once
+			// paho retries at once
+			if p.Scenario != plan.BootStorm && p.Policy != plan.PahoDefault {
 				assert.NotContains(t, string(events[0]), "\n0.0000,", "no boot connect counted at the disruption's instant")
 			}
 		})

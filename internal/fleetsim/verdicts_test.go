@@ -25,10 +25,12 @@ var knownVerdicts = []struct {
 	want     stormstats.Verdict
 }{
 	{plan.BrokerRestart, "exponential", 60, stormstats.Waves}, // rounds at 1, 3, 7 and 15 s
-	{plan.BrokerRestart, "iotcore", 60, stormstats.Waves},     // the same, each a second or more wide
+	// the same, each a second or more wide
+	{plan.BrokerRestart, "iotcore", 60, stormstats.Waves},
 	{plan.BrokerRestart, "full", 60, stormstats.Spread},
 	{plan.DropAll, "exponential", 200, stormstats.Spread}, // everyone back at 1 s: one burst
-	{plan.DropAll, "iotcore", 200, stormstats.Spread},     // everyone back within [1, 2) s: one burst
+	// everyone back within [1, 2) s: one burst
+	{plan.DropAll, "iotcore", 200, stormstats.Spread},
 	{plan.DropAll, "full", 200, stormstats.Spread},
 	{plan.BootStorm, "iotcore", 200, stormstats.Spread}, // the boot spread
 }

@@ -134,7 +134,8 @@ func TestWriteFilesThenReadReportThenMerge(t *testing.T) {
 // last before the next disruption, as the run's own recovery counts.
 func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 	t0 := time.UnixMilli(1_795_466_393_000)
-	b := report.NewBuilder(4, t0, t0.Add(30*time.Second), 1, "devices", "", nil) // the devices' word for admissions
+	// the devices' word for admissions
+	b := report.NewBuilder(4, t0, t0.Add(30*time.Second), 1, "devices", "", nil)
 	b.SplitDisruptions([]time.Duration{0, time.Minute})
 	for _, r := range []attempt.Record{
 		{T: 31 * time.Second, Device: 0, Outcome: fault.Accepted},
@@ -144,7 +145,8 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 		{T: 62 * time.Second, Device: 1, Outcome: fault.Accepted},
 		{T: 80 * time.Second, Device: 0, Outcome: fault.Accepted},
 		{T: 84 * time.Second, Device: 1, Outcome: fault.Accepted},
-		{T: 90 * time.Second, Device: 3, Outcome: fault.Dropped}, // device 2 never left; device 3 never came back
+		// device 2 never left; device 3 never came back
+		{T: 90 * time.Second, Device: 3, Outcome: fault.Dropped},
 	} {
 		r.Lag = -1
 		b.Add(r)

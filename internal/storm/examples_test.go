@@ -73,7 +73,9 @@ func TestExamplesMeetTheirExpectations(t *testing.T) {
 					}
 					require.NoError(t, err, "%s on %s", policy, engine)
 					got := f.CheckAll(r)
-					if r.Host.Bound { // real time: a busy host may not keep the run's times, and the file then fails first
+					// real time: a busy host may not keep the run's times, and
+					// the file then fails first
+					if r.Host.Bound {
 						require.False(t, got[0].Pass, "the host's expectation comes first")
 						t.Logf("%s on %s: the host bound the run (%s)", policy, engine, got[0].Got)
 						got = got[1:]

@@ -218,7 +218,8 @@ func quantisedCells(full bool) []cell {
 			gen := c.gen
 			c.gen = func(r *rand.Rand) []time.Duration {
 				ts := gen(r)
-				phase := time.Duration(r.Int64N(int64(time.Second))) // a storm does not start on a whole second
+				// a storm does not start on a whole second
+				phase := time.Duration(r.Int64N(int64(time.Second)))
 				for i, t := range ts {
 					t += phase
 					ts[i] = t - t%tick // a clock read and truncated
@@ -242,7 +243,8 @@ func quantisedCells(full bool) []cell {
 				c.beyond = period < stormstats.Resolvable(tick)+time.Duration(4*width)
 			}
 			if c.truth == stormstats.Spread && strings.Contains(c.family, "tau 2 s") && tick == time.Second {
-				c.beyond = true // 98 % of it within 9 s: less than 4 resolvable periods of a 1 s tick
+				// 98 % of it within 9 s: less than 4 resolvable periods of a 1 s tick
+				c.beyond = true
 			}
 			if c.truth == stormstats.Spread && strings.HasPrefix(c.family, "a limiter's even pace") && tick == time.Second {
 				// Half the arrivals at an even 8 a second: on a 1 s tick their
@@ -284,7 +286,8 @@ func waveCells(full bool) []cell {
 				for _, bg := range []float64{0, 0.5} {
 					for _, decay := range []float64{1, 0.6} {
 						if (size == 1_000_000 || size == 100_000 && !full) && decay != 1 {
-							continue // up to 11 million arrivals a seed: the equal rounds stand for them
+							// up to 11 million arrivals a seed: the equal rounds stand for them
+							continue
 						}
 						w := rounds{count: 3, period: p, shape: sh, size: size, decay: decay, background: bg}
 						if sh != lockstep {

@@ -15,13 +15,19 @@ import (
 // a panic in its reading goroutine would take the device down.
 func FuzzPahoGolangReadsThroughTheGuard(f *testing.F) {
 	f.Add([]byte{0x20, 3, 0, 0, 0, 0x30, 0xff, 0xff, 0xff, 0x7f})
-	f.Add([]byte{0x20, 8, 0, 0x9c, 5, 0x1c, 0, 2, 'h', 'b'})             // CONNACK 0x9C with a Server Reference
-	f.Add([]byte{0x30, 6, 0, 1, 'a', 0, 'x', 'y'})                       // PUBLISH with no properties
-	f.Add([]byte{0x32, 9, 0, 1, 'a', 0, 1, 3, 0x01, 0x01, 'z'})          // QoS 1, a payload format property
-	f.Add([]byte{0xe0, 7, 0x9c, 5, 0x1c, 0, 2, 'h', 'b'})                // DISCONNECT 0x9C with a reference
-	f.Add([]byte{0x90, 4, 0, 1, 0, 0x80})                                // SUBACK
-	f.Add([]byte{0x20, 5, 0, 0, 0xff, 0xff, 0xff})                       // a properties length past the packet
-	f.Add([]byte{0x30, 0x0a, 0, 1, 'a', 0x05, 0x26, 0, 1, 'k', 0, 0xff}) // a user property cut short
+	// CONNACK 0x9C with a Server Reference
+	f.Add([]byte{0x20, 8, 0, 0x9c, 5, 0x1c, 0, 2, 'h', 'b'})
+	// PUBLISH with no properties
+	f.Add([]byte{0x30, 6, 0, 1, 'a', 0, 'x', 'y'})
+	// QoS 1, a payload format property
+	f.Add([]byte{0x32, 9, 0, 1, 'a', 0, 1, 3, 0x01, 0x01, 'z'})
+	// DISCONNECT 0x9C with a reference
+	f.Add([]byte{0xe0, 7, 0x9c, 5, 0x1c, 0, 2, 'h', 'b'})
+	f.Add([]byte{0x90, 4, 0, 1, 0, 0x80}) // SUBACK
+	// a properties length past the packet
+	f.Add([]byte{0x20, 5, 0, 0, 0xff, 0xff, 0xff})
+	// a user property cut short
+	f.Add([]byte{0x30, 0x0a, 0, 1, 'a', 0x05, 0x26, 0, 1, 'k', 0, 0xff})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		const limit = 64
 		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit, true)

@@ -64,7 +64,8 @@ func TestQueuedWriterNeverBlocksTheWriter(t *testing.T) {
 	for i := range 10000 {
 		line := "l " + strings.Repeat("9", i%7+1) + " 1\n"
 		want.WriteString(line)
-		_, err := io.WriteString(st, line) // the pipe has no reader yet: an unqueued write would block here
+		// the pipe has no reader yet: an unqueued write would block here
+		_, err := io.WriteString(st, line)
 		require.NoError(t, err)
 	}
 	got := make(chan string, 1)
