@@ -35,13 +35,15 @@ type options struct {
 	configURL, dataDir, topic, events    string
 	data                                 *datadir.Dir // dataDir, held open while the agent runs
 	heartbeat, bootSpread, stopTimeout   time.Duration
-	keepAlive, pingTimeout               time.Duration
-	maxPacket                            byteSize
-	allowPlaintext, allowLargePackets    bool
-	allowOpenSecrets                     bool
-	logLevel                             string
-	mqttVersion, redirectDomains         string
-	fromEnv                              map[string]bool // the flags the environment set
+	// The mission's formula, until a remote configuration sets its own.
+	reconnectBase, reconnectJitter, maxBackoff time.Duration
+	keepAlive, pingTimeout                     time.Duration
+	maxPacket                                  byteSize
+	allowPlaintext, allowLargePackets          bool
+	allowOpenSecrets                           bool
+	logLevel                                   string
+	mqttVersion, redirectDomains               string
+	fromEnv                                    map[string]bool // the flags the environment set
 	// where the password came from, for the log
 	passwordFrom string
 }
@@ -117,6 +119,10 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.events, "event-topic", "devices/{id}/events", "topic of the agent's own events (a damaged queue); {id} is the client ID")
 	fs.DurationVar(&o.heartbeat, "heartbeat", 30*time.Second, "heartbeat interval")
 	fs.DurationVar(&o.bootSpread, "boot-spread", 10*time.Second, "the first connect waits a random time up to this")
+	f := reconnect.DefaultIoTCore
+	fs.DurationVar(&o.reconnectBase, "reconnect-base", f.Base, "the reconnect formula's base: wait n is min(base x 2^n + U[0, jitter), max-backoff)")
+	fs.DurationVar(&o.reconnectJitter, "reconnect-jitter", f.Jitter, "the reconnect formula's jitter (a remote configuration may set the three)")
+	fs.DurationVar(&o.maxBackoff, "max-backoff", f.MaxBackoff, "the reconnect formula's cap")
 	fs.DurationVar(&o.stopTimeout, "stop-timeout", 5*time.Second, "how long a clean stop may take")
 	fs.DurationVar(&o.keepAlive, "keepalive", 30*time.Second, "MQTT keepalive, 1s to 65535s: with -ping-timeout, how soon a silent path is noticed")
 	fs.DurationVar(&o.pingTimeout, "ping-timeout", 10*time.Second, "how long to wait for a PINGRESP before calling the connection dead")
@@ -176,6 +182,13 @@ func (o *options) validate() error {
 		return fmt.Errorf("-ping-timeout must be a positive duration, got %v", o.pingTimeout)
 	case !isProtocol(o.mqttVersion):
 		return fmt.Errorf("-mqtt-version must be 3.1.1 or 5, got %q", o.mqttVersion)
+	}
+	// The formula's flags are held to the bounds a remote configuration
+	// is: no flag or environment variable turns backoff off either.
+	d := remoteconfig.Document{Reconnect: &remoteconfig.ReconnectTuning{Base: remoteconfig.Duration(o.reconnectBase),
+		Jitter: remoteconfig.Duration(o.reconnectJitter), MaxBackoff: remoteconfig.Duration(o.maxBackoff)}}
+	if err := remoteconfig.DefaultBounds.Check(d); err != nil {
+		return fmt.Errorf("-reconnect-base, -reconnect-jitter, -max-backoff: %w", err)
 	}
 	return nil
 }
@@ -373,6 +386,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error) {
 	timing := device.DefaultTiming()
 	timing.BootSpread = o.bootSpread
+	policy, err := reconnect.New(reconnect.IoTCore{Base: o.reconnectBase, Jitter: o.reconnectJitter, MaxBackoff: o.maxBackoff},
+		reconnect.Limits{MaxRetries: reconnect.RetryForever})
+	if err != nil {
+		return nil, device.Config{}, err
+	}
+	timing.Policy = policy
 	failover := commaList(o.failover)
 	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
 		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),

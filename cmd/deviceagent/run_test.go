@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/publisher"
+	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -220,6 +222,26 @@ func TestEnvironmentFallback(t *testing.T) {
 	o, err = parse([]string{"-client-id", "flag-dev"}, func(k string) string { return env[k] }, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, "flag-dev", o.clientID, "a flag beats the environment")
+}
+
+// The formula's flags set the agent's policy, within the bounds a remote
+// configuration is held to: neither a flag nor the environment can turn
+// the jitter, or the backoff, off.
+func TestTheFormulasFlagsSetThePolicyWithinTheFirmwaresBounds(t *testing.T) {
+	base := []string{"-broker", "tcp://x:1", "-client-id", "a"}
+	o, err := parse(append(base, "-reconnect-base", "2s", "-reconnect-jitter", "4s", "-max-backoff", "2m"), noEnv, &bytes.Buffer{})
+	require.NoError(t, err)
+	_, cfg, err := newAgent(o, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	assert.Equal(t, reconnect.IoTCore{Base: 2 * time.Second, Jitter: 4 * time.Second, MaxBackoff: 2 * time.Minute}, cfg.Timing.Policy.Shape())
+	assert.Equal(t, reconnect.RetryForever, cfg.Timing.Policy.Limits().MaxRetries)
+
+	for _, args := range [][]string{{"-reconnect-jitter", "0s"}, {"-reconnect-base", "0s"}, {"-max-backoff", "1s"}, {"-reconnect-base", "1h"}} {
+		_, err := parse(append(base, args...), noEnv, &bytes.Buffer{})
+		assert.ErrorContains(t, err, "outside", "%v", args)
+	}
+	_, err = parse(base, envOf(map[string]string{"HERDGUARD_RECONNECT_JITTER": "0s"}), &bytes.Buffer{})
+	assert.ErrorContains(t, err, "reconnect.jitter 0s outside")
 }
 
 func TestUsageGolden(t *testing.T) {
