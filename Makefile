@@ -95,15 +95,16 @@ soak:
 # grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/
 
 # RabbitMQ, the second real broker (Debian's rabbitmq-server, a node of its
 # own a policy): three storms in a row through the fault proxy, then its
 # own log file judged as a user would, against the verdict each run
 # measured at the proxy (real time, 77 s here; on its own, so that no other
-# test sets its times).
+# test sets its times). Then devicesim plan's check.yaml against mosquitto,
+# as its users run it (20 s).
 interop:
-	$(GO) test -count=1 -run '^TestRabbitMQsOwnLogIsJudgedAsItsStormsWere$$' ./cmd/devicesim/
+	$(GO) test -count=1 -run '^(TestRabbitMQsOwnLogIsJudgedAsItsStormsWere|TestPlansCheckPassesAgainstMosquitto)$$' ./cmd/devicesim/
 
 # The verdict's measured error rates as docs/verdict.md shows them: every cell of
 # the ground truth, a million arrivals a round included, TRUTH_SEEDS seeds each.

@@ -48,6 +48,9 @@ Commands:
                              the same runs on both engines: do they agree?
   devicesim grid [flags]     every policy against fleets of 1,000 to a million and
                              brokers admitting 500 to 50,000 connects/s (virtual time)
+  devicesim plan -devices N -admit-rate R [flags]
+                             which policy brings the fleet back within your target,
+                             the broker under its bound? (virtual time)
   devicesim delays [flags]   print a policy's delays as CSV (attempt,delay_ms)
   devicesim help [command]   show help
 
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return calibrateCmd(ctx, args[1:], stdout, stderr)
 	case "grid":
 		return gridCmd(ctx, args[1:], stdout, stderr)
+	case "plan":
+		return planCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "delays":
 		return delaysCmd(args[1:], stdout, stderr)
 	case "help", "-h", "--help":

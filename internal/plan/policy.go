@@ -8,25 +8,24 @@ import (
 	"github.com/herdguard/herdguard/reconnect"
 )
 
-// shapes are the policies a run can name, each with base 1 s and the given cap.
-var shapes = map[string]func(maxBackoff time.Duration) reconnect.Shape{
-	"iotcore": func(m time.Duration) reconnect.Shape {
-		return reconnect.IoTCore{Base: time.Second, Jitter: time.Second, MaxBackoff: m}
+// shapes are the policy families a run can name, each built from its
+// base (b), the mission's formula's jitter (j) and its cap (m).
+var shapes = map[string]func(b, j, m time.Duration) reconnect.Shape{
+	"iotcore": func(b, j, m time.Duration) reconnect.Shape {
+		return reconnect.IoTCore{Base: b, Jitter: j, MaxBackoff: m}
 	},
-	"iotcore-jitter-at-cap": func(m time.Duration) reconnect.Shape {
-		return reconnect.IoTCore{Base: time.Second, Jitter: time.Second, MaxBackoff: m, JitterAtCap: true}
+	"iotcore-jitter-at-cap": func(b, j, m time.Duration) reconnect.Shape {
+		return reconnect.IoTCore{Base: b, Jitter: j, MaxBackoff: m, JitterAtCap: true}
 	},
-	"exponential": func(m time.Duration) reconnect.Shape {
-		return reconnect.Exponential{Base: time.Second, Multiplier: 2, Max: m}
+	"exponential": func(b, _, m time.Duration) reconnect.Shape {
+		return reconnect.Exponential{Base: b, Multiplier: 2, Max: m}
 	},
-	"full":         func(m time.Duration) reconnect.Shape { return reconnect.FullJitter{Base: time.Second, Max: m} },
-	"equal":        func(m time.Duration) reconnect.Shape { return reconnect.EqualJitter{Base: time.Second, Max: m} },
-	"decorrelated": func(m time.Duration) reconnect.Shape { return reconnect.Decorrelated{Base: time.Second, Max: m} },
-	"fleet-safe":   func(m time.Duration) reconnect.Shape { return reconnect.FleetSafe{Base: time.Second, Max: m} },
-	"linear": func(m time.Duration) reconnect.Shape {
-		return reconnect.Linear{Initial: time.Second, Step: time.Second, Max: m}
-	},
-	"constant": func(m time.Duration) reconnect.Shape { return reconnect.Constant{Interval: m} },
+	"full":         func(b, _, m time.Duration) reconnect.Shape { return reconnect.FullJitter{Base: b, Max: m} },
+	"equal":        func(b, _, m time.Duration) reconnect.Shape { return reconnect.EqualJitter{Base: b, Max: m} },
+	"decorrelated": func(b, _, m time.Duration) reconnect.Shape { return reconnect.Decorrelated{Base: b, Max: m} },
+	"fleet-safe":   func(b, _, m time.Duration) reconnect.Shape { return reconnect.FleetSafe{Base: b, Max: m} },
+	"linear":       func(b, _, m time.Duration) reconnect.Shape { return reconnect.Linear{Initial: b, Step: b, Max: m} },
+	"constant":     func(_, _, m time.Duration) reconnect.Shape { return reconnect.Constant{Interval: m} },
 }
 
 // PolicyNames lists the policies a run can name.
@@ -39,17 +38,15 @@ func PolicyNames() []string {
 	return names
 }
 
-// Shape returns the named policy's shape with the given cap, in real time.
-func Shape(name string, maxBackoff time.Duration) (reconnect.Shape, error) {
-	f, ok := shapes[name]
-	if name == PahoDefault {
-		return nil, fmt.Errorf("%s is paho's own reconnect, not a reconnect.Shape", name)
+// Shape returns the policy spec's shape (see ParsePolicy) with the given
+// cap, in real time.
+func Shape(spec string, maxBackoff time.Duration) (reconnect.Shape, error) {
+	p, err := ParsePolicy(spec)
+	if err != nil {
+		return nil, err
 	}
-	if !ok {
-		return nil, fmt.Errorf("unknown policy %q (one of %v)", name, PolicyNames())
+	if p.Family == PahoDefault {
+		return nil, fmt.Errorf("%s is paho's own reconnect, not a reconnect.Shape", spec)
 	}
-	if maxBackoff < time.Second {
-		return nil, fmt.Errorf("max backoff %v is below the 1 s base", maxBackoff)
-	}
-	return f(maxBackoff), nil
+	return p.shape(maxBackoff)
 }

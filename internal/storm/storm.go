@@ -54,6 +54,23 @@ type File struct {
 	Brokers  Brokers  `yaml:"brokers"`
 	Timeline []Event  `yaml:"timeline"`
 	Expect   Expect   `yaml:"expect"`
+	// Question, if set, is what devicesim plan asks of this fleet and
+	// broker (docs/plan.md). A run ignores it.
+	Question *Question `yaml:"plan"`
+}
+
+// Question is a storm file's plan section: the bounds a recovery must
+// keep, and what the fleet runs today. The fleet's size, the broker's
+// admission and the first disruption's outage are the file's.
+type Question struct {
+	TargetP99   time.Duration `yaml:"target_p99"`
+	PeakBound   float64       `yaml:"peak_bound"`
+	MaxAttempts float64       `yaml:"max_attempts"`
+	// Current is the policy the fleet runs today, as POLICY@CAP, and
+	// CurrentShare the share of the fleet on it (0: all of it).
+	Current      string  `yaml:"current"`
+	CurrentShare float64 `yaml:"current_share"`
+	Seeds        uint64  `yaml:"seeds"`
 }
 
 // Group is a set of devices alike: their policy and everything the agent's
