@@ -57,6 +57,7 @@ func recommendationsHold(t *testing.T, firstSeed uint64) {
 			require.NoError(t, err)
 			rec := a.Recommendation
 			require.NotNil(t, rec)
+			t.Logf("%s: %s", name, rec.Candidate)
 			var p99s, atts, peaks []float64
 			for s := range q.Seeds {
 				p := a.StormPlan(rec.Candidate, devices, a.Question.Seed+s)

@@ -43,17 +43,17 @@ type run struct {
 }
 
 // StormPlan is the question's storm for candidate c on a fleet of
-// devices (its broker scaled with it), on the virtual engine: what the
-// planner ran, for a caller to run again, on real agents too.
+// devices, its broker scaled with it, on the virtual engine. It is what
+// the planner ran, for a caller to run again, on real agents too.
 func (a *Answer) StormPlan(c Candidate, devices int, seed uint64) plan.Plan {
 	return stormPlan(a.Question, c, devices, seed, a.Question.Outage)
 }
 
 // stormPlan is the question's storm for one candidate on a fleet of n
 // devices, its broker's admission scaled with it. The burst keeps at
-// least 10 tokens (or the question's own, if fewer): a bucket of one or
-// two tokens wastes the admission a fleet of a million would use, since
-// a small fleet's retries come in gaps a large one's fill.
+// least 10 tokens, or the question's own if fewer. A small fleet's
+// retries come with gaps a large one's fill. A bucket of one or two
+// tokens wastes, in those gaps, admission a million devices would use.
 func stormPlan(q Question, c Candidate, n int, seed uint64, outage time.Duration) plan.Plan {
 	scale := float64(n) / float64(q.Devices)
 	p := plan.Default()
@@ -69,9 +69,9 @@ func stormPlan(q Question, c Candidate, n int, seed uint64, outage time.Duration
 }
 
 // cutAttempts is the attempts a device makes from the return at which a
-// run stops (twice the question's bound, if that is more): no policy that
-// makes so many is one to recommend, and such a run costs the search
-// more than all the others.
+// run stops, unless twice the question's bound is more. No policy that
+// makes so many is one to recommend. Such a run costs the search more
+// than all the others.
 const cutAttempts = 25
 
 // minScreenBurst is the least burst a scaled-down broker keeps.
@@ -118,8 +118,8 @@ func measure(ctx context.Context, q Question, p plan.Plan, inline bool) (run, er
 }
 
 // Agreement is how far real agents may land from the model's figures, as
-// a share of them: make calibrate holds the engines to 5 % (or 0.5 s and
-// 0.05 attempts), seed by seed.
+// a share of them. make calibrate holds the engines to 5 %, or 0.5 s and
+// 0.05 attempts.
 const Agreement = 0.05
 
 // Widen is f with the engines' Agreement on each side, at least abs.

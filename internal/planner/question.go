@@ -1,16 +1,16 @@
-// Package planner answers the question every fleet's owner brings: N
-// devices behind a broker that admits R connects a second, an outage of
-// T; which reconnect policy brings the fleet back within the target,
-// without the broker seeing more than it can take?
+// Package planner answers the question every fleet's owner brings. N
+// devices are behind a broker that admits R connects a second, and the
+// broker is out for T. Which reconnect policy brings the fleet back within
+// the target, without the broker seeing more than it can take?
 //
-// It searches policy families and their parameters on the virtual engine:
-// first on a fleet scaled down with its broker (devices and admission by
-// the same factor, so that the recovery's shape in time is kept), over
-// several seeds and outage lengths; then it runs the best few at full
-// scale. An Answer holds the recommendation with each figure's spread,
-// the frontier of recovery against the broker's peak, why each other
-// policy was rejected, and, for a fleet in the field, how much of it must
-// move.
+// It searches policy families and their parameters on the virtual engine.
+// It screens them on a fleet scaled down with its broker: devices and
+// admission shrink by the same factor, so the recovery keeps its shape in
+// time. It screens over several seeds and outage lengths, then runs the
+// best few at full scale. An Answer holds the recommendation with each
+// figure's spread, and the frontier of recovery against the broker's peak.
+// It says why each other policy was rejected. For a fleet in the field it
+// says how much of it must move.
 package planner
 
 import (
@@ -40,8 +40,8 @@ type Question struct {
 	Nodes      int           // the broker's nodes (0 or 1: one)
 	Outage     time.Duration // the outage to plan for (0: 60 s)
 	// TargetP99 is the recovery the owner needs: 99 % of the fleet back
-	// within it of the broker's return (0: twice the admission's own
-	// time, Devices/AdmitRate, and at least 60 s).
+	// within it of the broker's return. Zero is twice the admission's own
+	// time, Devices/AdmitRate, and at least 60 s.
 	TargetP99 time.Duration
 	// PeakBound is the most connects the broker may see in its busiest
 	// second, refused ones included (0: no bound).

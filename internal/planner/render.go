@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// Summary writes the answer as a design review would hear it: the
-// recommendation and its evidence, the frontier, what was rejected and
-// why, the fleet in the field, and the command that checks it.
+// Summary writes the answer as a design review would hear it. It gives
+// the recommendation and its evidence, the frontier, and what was
+// rejected and why. It ends with the fleet in the field and the command
+// that checks it.
 func (a *Answer) Summary(w io.Writer) {
 	q := a.Question
 	fmt.Fprintf(w, "%s devices, a broker admitting %.0f connects/s (burst %d, %s), an outage of %v\n",

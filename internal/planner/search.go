@@ -51,10 +51,10 @@ type Answer struct {
 	Recommendation *Outcome `json:"recommendation,omitempty"`
 	// Closest is the candidate that came nearest when none met the bounds.
 	Closest *Outcome `json:"closest,omitempty"`
-	// Field is the best of the formulas a remote configuration can set
-	// (the mission's formula, its base, jitter and cap within
-	// remoteconfig.DefaultBounds), confirmed at full scale: what a fleet
-	// in the field can take without new firmware.
+	// Field is the best formula a remote configuration can set: the
+	// mission's formula, its base, jitter and cap within
+	// remoteconfig.DefaultBounds. It is confirmed at full scale. A fleet
+	// in the field can take it without new firmware.
 	Field *Outcome `json:"field,omitempty"`
 	// Confirmed are the best candidates run again at full scale.
 	Confirmed []Outcome `json:"confirmed"`
@@ -266,11 +266,11 @@ func (o Options) runAll(ctx context.Context, q Question, cands []Candidate, n in
 // screenFurther is how many candidates the second pass screens.
 const screenFurther = 12
 
-// screenAll screens every candidate in two passes: one run each, at the
-// question's outage and first seed; then every other outage and seed for
-// the best screenFurther that the first did not rule out by far (waves,
-// devices not back, or a bound missed by half again). A candidate out of
-// the running costs one run.
+// screenAll screens every candidate in two passes. The first is one run
+// each, at the question's outage and first seed. The second runs every
+// other outage and seed for the best screenFurther. It skips those the
+// first run ruled out by far: waves, devices not back, or a bound missed
+// by half again. A candidate out of the running costs one run.
 func (o Options) screenAll(ctx context.Context, q Question, cands []Candidate, n int, outages []time.Duration) ([]Outcome, error) {
 	first := setting{q.Outage, q.Seed}
 	runs, err := o.runEach(ctx, q, cands, n, func(int) []setting { return []setting{first} }, "screening")
@@ -376,10 +376,10 @@ feed:
 	return runs, nil
 }
 
-// rank orders outcomes: those that pass first, those with 10 % to spare
-// before those without, then fewest attempts a device (each is a connect
-// the broker serves), then the earlier p99; those that fail by how far
-// they missed.
+// rank orders outcomes. Those that pass come first, and of those, the ones
+// with 10 % to spare. Then come fewest attempts a device: each is a
+// connect the broker serves. Then comes the earlier p99. Those that fail
+// are ordered by how far they missed.
 func rank(outs []Outcome) []Outcome {
 	const robust = 0.1
 	r := slices.Clone(outs)

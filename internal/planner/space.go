@@ -13,11 +13,11 @@ var families = []string{"iotcore", "iotcore-jitter-at-cap", "full", "equal", "de
 // cap, so the answer can say why none of them will do.
 var unjittered = []string{"exponential", "linear", "constant"}
 
-// SearchSpace is the default search: every family at caps from 16 s up,
+// SearchSpace is the default search. Every family runs at caps from 16 s,
 // doubling, to the longer of 256 s and the admission's own time for the
-// fleet (at most 15 min, the bound a remote configuration may set), and
-// the mission's formula also with a base of 4 s and a jitter of 4 or
-// 10 s, which only a remote configuration's bounds limit.
+// fleet. The caps stop at 15 min, the most a remote configuration may set.
+// The mission's formula also runs with a base of 4 s and a jitter of 4 or
+// 10 s, within a remote configuration's bounds.
 func SearchSpace(q Question) []Candidate {
 	q = q.withDefaults()
 	top := min(max(256*time.Second, q.ideal()), 15*time.Minute)
