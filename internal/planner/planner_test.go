@@ -21,6 +21,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/experiment"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
 	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/storm"
 	"github.com/herdguard/herdguard/remoteconfig"
@@ -145,6 +146,9 @@ func TestTheRecommendationMeetsTheBoundsWithTheFewestAttempts(t *testing.T) {
 // bounds on a cell's p99 and attempts, its storm, its seed), they pass and
 // fail the same policies.
 func TestThePlannerAgreesWithTheGrid(t *testing.T) {
+	if fleetsimtest.RaceDetector {
+		t.Skip("the model alone, many runs: make test's stats step runs it without the race detector")
+	}
 	gc := experiment.DefaultGrid()
 	gc.Devices, gc.AdmitRates, gc.Policies = []int{10_000}, []float64{500, 5000}, []string{"iotcore", "full", "equal", "fleet-safe", "decorrelated", "exponential"}
 	gc.Full = true
