@@ -118,12 +118,7 @@ func (h host) Deliver(handler transport.Handler, topic string, payload []byte, a
 	h.a.inbox.Put(inbox.Delivery{Handler: handler, Topic: topic, Payload: payload, Ack: ack}, gone)
 }
 
-func (h host) HandlerFor(topic string) transport.Handler {
-	if hf := h.a.handlerFor(topic); hf != nil {
-		return hf
-	}
-	return nil // not a nil Handler in a non-nil func value
-}
+func (h host) HandlerFor(topic string) transport.Handler { return h.a.handlerFor(topic) }
 
 // meaning gives a fact the transport reported its public error. The facts
 // are the too-large packet or the broken frame of the current connection

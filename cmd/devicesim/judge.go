@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -231,7 +232,7 @@ func (w *judgeWriter) header(extra string) {
 	}
 	fmt.Fprintln(out)
 	if d, ok := l.Devices(math.MinInt64, math.MaxInt64); ok && d.Seen > 0 {
-		fmt.Fprintf(out, "devices: %s seen, %.1f arrivals each (the most: %s, %d)\n", commas(d.Seen), d.PerDevice, d.MostID, d.Most)
+		fmt.Fprintf(out, "devices: %s seen, %.1f arrivals each (the most: %s, %d)\n", plan.Thousands(d.Seen), d.PerDevice, d.MostID, d.Most)
 	}
 	if len(l.Lost) > 0 {
 		fmt.Fprintf(out, "the log says it lost lines of its own (its counts have holes): line %d: %s", l.Lost[0].Line, l.Lost[0].Text)
@@ -338,13 +339,13 @@ func (w *judgeWriter) recoveries(recs []stormstats.Recovery, before int, at []ti
 // writeDevices says which devices a recovery brought back, and which it
 // did not.
 func writeDevices(out io.Writer, indent string, d arrivallog.Devices) {
-	fmt.Fprintf(out, "%sdevices: %s arrived, %.1f arrivals each", indent, commas(d.Seen), d.PerDevice)
+	fmt.Fprintf(out, "%sdevices: %s arrived, %.1f arrivals each", indent, plan.Thousands(d.Seen), d.PerDevice)
 	if d.Before > 0 {
-		fmt.Fprintf(out, "; of the %s seen before, %s still out", commas(d.Before), commas(d.StillOut))
+		fmt.Fprintf(out, "; of the %s seen before, %s still out", plan.Thousands(d.Before), plan.Thousands(d.StillOut))
 		if len(d.StillOutIDs) > 0 {
 			fmt.Fprintf(out, " (%s", strings.Join(d.StillOutIDs, ", "))
 			if d.StillOut > len(d.StillOutIDs) {
-				fmt.Fprintf(out, " and %s more", commas(d.StillOut-len(d.StillOutIDs)))
+				fmt.Fprintf(out, " and %s more", plan.Thousands(d.StillOut-len(d.StillOutIDs)))
 			}
 			fmt.Fprint(out, ")")
 		}
@@ -365,14 +366,5 @@ func plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
-	return commas(n) + " " + what + "s"
-}
-
-// commas writes n with a comma every three digits.
-func commas(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+	return plan.Thousands(n) + " " + what + "s"
 }

@@ -151,12 +151,12 @@ func (p Plan) CheckFits(available uint64) error {
 		return int(min((available-baseFootprint)/perDevice, uint64(math.MaxInt32)))
 	}
 	msg := fmt.Sprintf("%s devices on the %s engine need about %s (about %s a device); this machine has %s available: at most %s fit",
-		thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), thousands(largest(p.perDevice())))
+		Thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), Thousands(largest(p.perDevice())))
 	if p.Engine != Virtual {
 		v := p
 		v.Engine = Virtual
 		if v.Validate() == nil {
-			msg += fmt.Sprintf(", or %s on -engine virtual", thousands(largest(virtualFootprint)))
+			msg += fmt.Sprintf(", or %s on -engine virtual", Thousands(largest(virtualFootprint)))
 		}
 	}
 	if p.Broker != "" && p.Shard.Count == 0 {
@@ -200,8 +200,8 @@ func bytesOf(b uint64) string {
 	return fmt.Sprintf("%d bytes", b)
 }
 
-// thousands writes n with thousands separators: 1,000,000.
-func thousands(n int) string {
+// Thousands writes n with thousands separators: 1,000,000.
+func Thousands(n int) string {
 	s := strconv.Itoa(n)
 	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
 		s = s[:i] + "," + s[i:]

@@ -149,7 +149,7 @@ func (c Check) StormFile() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# devicesim plan's check of %s on your broker: %d real agents through the\n", c.Candidate, c.Devices)
 	fmt.Fprintf(&b, "# fault proxy, which admits %.4g connects/s (your %.0f/s scaled to %s of %s devices) and\n",
-		p.AdmitRate, q.AdmitRate, thousands(c.Devices), thousands(q.Devices))
+		p.AdmitRate, q.AdmitRate, plan.Thousands(c.Devices), plan.Thousands(q.Devices))
 	fmt.Fprintf(&b, "# refuses every connection for %v. The expectations are the model's prediction for\n", q.Outage)
 	fmt.Fprintf(&b, "# this storm (%d runs: p99 %.1f s from the disruption, %.2f attempts a device,\n", c.Predicted.Runs, c.maxFromStart(), c.maxTotal())
 	fmt.Fprintf(&b, "# busiest second %.0f dials) with margins of %.0f %%, %.0f %% and %.0f %%. The proxy counts\n", c.maxDials()*scale, 100*(p99Margin-1), 100*(attemptsMargin-1), 100*(peakMargin-1))

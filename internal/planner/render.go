@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // Summary writes the answer as a design review would hear it. It gives
@@ -14,12 +16,12 @@ import (
 func (a *Answer) Summary(w io.Writer) {
 	q := a.Question
 	fmt.Fprintf(w, "%s devices, a broker admitting %.0f connects/s (burst %d, %s), an outage of %v\n",
-		thousands(q.Devices), q.AdmitRate, q.AdmitBurst, q.AdmitMode, q.Outage)
+		plan.Thousands(q.Devices), q.AdmitRate, q.AdmitBurst, q.AdmitMode, q.Outage)
 	fmt.Fprintf(w, "asked: 99 %% back within %v of the broker's return%s%s\n", q.TargetP99, bound(q.PeakBound, ", the broker's busiest second at most %.0f connects"),
 		bound(q.MaxAttempts, ", at most %.1f attempts a device"))
 	fmt.Fprintf(w, "searched: %d policies on %s devices (the broker scaled with them), one run each; the best %d on seeds %d to %d, outages %s;\n"+
-		"  the best %d of those again at %s devices\n\n", len(a.Screened), thousands(a.screened()), screenFurther, q.Seed, q.Seed+q.Seeds-1,
-		outages(a.Outages), len(a.Confirmed), thousands(q.Devices))
+		"  the best %d of those again at %s devices\n\n", len(a.Screened), plan.Thousands(a.screened()), screenFurther, q.Seed, q.Seed+q.Seeds-1,
+		outages(a.Outages), len(a.Confirmed), plan.Thousands(q.Devices))
 	if r := a.Recommendation; r != nil {
 		fmt.Fprintf(w, "recommendation: %s\n", r.Candidate)
 		figures(w, "  ", r)
@@ -38,7 +40,7 @@ func (a *Answer) Summary(w io.Writer) {
 		figures(w, "  ", f)
 	}
 	if len(a.Confirmed) > 1 {
-		fmt.Fprintf(w, "\nconfirmed at %s devices:\n", thousands(q.Devices))
+		fmt.Fprintf(w, "\nconfirmed at %s devices:\n", plan.Thousands(q.Devices))
 		for _, o := range a.Confirmed {
 			fmt.Fprintf(w, "  %-44s p99 %7.1f s  busiest second %9.0f  attempts %5.2f  %s\n", o.Candidate, o.P99.Max, o.Peak.Max, o.Attempts.Max, verdict(&o))
 		}
@@ -69,7 +71,7 @@ func (a *Answer) Summary(w io.Writer) {
 		}
 	}
 	fmt.Fprintf(w, "\nwhat this assumes: the virtual engine's broker model (admission as a token bucket, no network partition, a\n"+
-		"connect served in a round trip); figures scaled from %s devices hold within the spread shown; see docs/plan.md\n", thousands(a.screened()))
+		"connect served in a round trip); figures scaled from %s devices hold within the spread shown; see docs/plan.md\n", plan.Thousands(a.screened()))
 	fmt.Fprintf(w, "(%.1f s)\n", a.WallS)
 }
 
@@ -89,10 +91,10 @@ func figures(w io.Writer, indent string, o *Outcome) {
 	fmt.Fprintf(w, "%srecovery from the broker's return: p50 %s s, p99 %s s%s\n", indent, span(o.P50, "%.1f"), span(o.P99, "%.1f"), at)
 	fmt.Fprintf(w, "%sthe broker's busiest second: %s connects; attempts a device: %s\n", indent, span(o.Peak, "%.0f"), span(o.Attempts, "%.2f"))
 	if o.Runs == 1 {
-		fmt.Fprintf(w, "%s(one run of %s devices)\n", indent, thousands(o.Devices))
+		fmt.Fprintf(w, "%s(one run of %s devices)\n", indent, plan.Thousands(o.Devices))
 		return
 	}
-	fmt.Fprintf(w, "%s(%d runs of %s devices: the median, and the least and most in brackets)\n", indent, o.Runs, thousands(o.Devices))
+	fmt.Fprintf(w, "%s(%d runs of %s devices: the median, and the least and most in brackets)\n", indent, o.Runs, plan.Thousands(o.Devices))
 }
 
 func span(f Figure, format string) string {
@@ -122,13 +124,4 @@ func outages(s []float64) string {
 		parts = append(parts, (time.Duration(v * float64(time.Second))).String())
 	}
 	return strings.Join(parts, ", ")
-}
-
-// thousands writes n with thousands separators.
-func thousands(n int) string {
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -349,7 +350,7 @@ func (o Options) runEach(ctx context.Context, q Question, cands []Candidate, n i
 				runs[j.c][j.k] = r
 				done++
 				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "\r%s: %d of %d runs, %s devices each", stage, done, total, thousands(n))
+					fmt.Fprintf(o.Progress, "\r%s: %d of %d runs, %s devices each", stage, done, total, plan.Thousands(n))
 				}
 				mu.Unlock()
 			}
@@ -368,7 +369,7 @@ feed:
 	close(jobs)
 	wg.Wait()
 	if o.Progress != nil && total > 0 {
-		fmt.Fprintf(o.Progress, "\r%s: %s devices a run, %d runs, %.1f s\n", stage, thousands(n), total, time.Since(start).Seconds())
+		fmt.Fprintf(o.Progress, "\r%s: %s devices a run, %d runs, %.1f s\n", stage, plan.Thousands(n), total, time.Since(start).Seconds())
 	}
 	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
 		return nil, err
