@@ -124,6 +124,7 @@ func TestPlansCheckPassesAgainstMosquitto(t *testing.T) {
 	if stormstatstest.RaceDetector {
 		t.Skip("a real-time storm: make test runs it without the race detector (make interop)")
 	}
+	t.Parallel() // beside the other real-time storms of make interop, which mostly wait
 	m := mosquittotest.Start(t, "")
 	dir := t.TempDir()
 	var out bytes.Buffer

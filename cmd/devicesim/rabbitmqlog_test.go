@@ -38,6 +38,7 @@ func TestRabbitMQsOwnLogIsJudgedAsItsStormsWere(t *testing.T) {
 	if stormstatstest.RaceDetector {
 		t.Skip("real-time storms: make test runs them without the race detector (make interop)")
 	}
+	t.Parallel() // beside the shards' storm: real time, mostly waiting
 	for _, tc := range []struct {
 		policy string
 		want   stormstats.Verdict

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -38,6 +40,8 @@ Commands:
                              run a storm file; exit 1 if an expectation fails
   devicesim merge -out DIR SHARD_DIR...
                              combine shard reports into one
+  devicesim deploy -f STORM.yaml -image IMAGE -out DIR
+                             the storm's shards as a Kubernetes Indexed Job
   devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-
                              judge a broker's log (mosquitto, RabbitMQ, EMQX, HiveMQ,
                              VerneMQ, AWS IoT, Azure IoT Hub, -pattern): spread out,
@@ -72,6 +76,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return runCmd(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "merge":
 		return mergeCmd(args[1:], stdout, stderr)
+	case "deploy":
+		return deployCmd(args[1:], stdout, stderr)
 	case "judge":
 		return judgeCmd(args[1:], stdin, stdout, stderr)
 	case "soak":
@@ -101,7 +107,7 @@ type runFlags struct {
 	retryCap, shards                                   *int
 	shard, child, admitMode, compare, out, metricsAddr *string
 	events, file                                       *string
-	streamEvents                                       *bool
+	streamEvents, merge                                *bool
 	expect                                             expectFlag
 	set                                                map[string]bool // the flags given
 	// storm is the storm file (-f), whose expectations every run is held to.
@@ -138,6 +144,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.DurationVar(&f.p.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
+	fs.TextVar(&f.p.DisruptAt, "disrupt-at", f.p.DisruptAt, "strike the first disruption at this instant (RFC 3339), or +D after every shard is ready: every shard at once")
+	fs.StringVar(&f.p.ReadyDir, "ready-dir", "", "shards: the directory on a shared volume where they meet before -disrupt-at (default for +D: ready beside the shard reports)")
+	fs.DurationVar(&f.p.ReadyWait, "ready-wait", plan.DefaultReadyWait, "shards: how long each waits in -ready-dir for the others")
+	f.merge = fs.Bool("merge", false, "shards: shard 0 waits for every shard's report beside its own and merges them into merged/ there")
 	fs.IntVar(&f.p.TCPPerProcess, "tcp-per-process", 0, "TCP devices this process holds before child processes take the rest (0: what descriptors allow)")
 	f.child = fs.String("child", "", "internal: run as a child of another devicesim: the plan from this file (which the parent wrote), the disruption's time on stdin")
 	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: stream every device record to descriptor 3")
@@ -229,6 +239,15 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 	if p.Shard.Count > 0 && !f.set["out"] {
 		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(p.Shard.Index))
 	}
+	if p.Shard.Count > 0 || !p.DisruptAt.IsZero() {
+		p.AutoScale = false // every shard at one scale, the plan's
+	}
+	if p.Shard.Count > 1 && p.DisruptAt.After > 0 && p.ReadyDir == "" {
+		p.ReadyDir = filepath.Join(filepath.Dir(*f.out), "ready")
+	}
+	if *f.merge && p.Shard.Count == 0 {
+		return p, errors.New("-merge joins a sharded run's reports: it needs -shard or -shards")
+	}
 	if *f.child != "" {
 		child, err := children.ReadPlan(*f.child)
 		if err != nil {
@@ -271,8 +290,8 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 // storm file -f names; the flags that the file sets are refused beside it.
 func (f *runFlags) readStorm(getenv func(string) string, stdout io.Writer) error {
 	for name := range f.set {
-		if name != "f" && name != "out" && name != "events" && name != "metrics" {
-			return fmt.Errorf("-%s: the storm file -f says it (only -out, -events and -metrics go beside -f)", name)
+		if name != "f" && name != "out" && name != "events" && name != "metrics" && name != "merge" {
+			return fmt.Errorf("-%s: the storm file -f says it (only -out, -events, -metrics and -merge go beside -f)", name)
 		}
 	}
 	file, err := os.Open(*f.file)
@@ -320,8 +339,31 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		fmt.Fprintf(stderr, "metrics: http://%s/metrics\n", addr)
 		p.Metrics = fleet
 	}
+	if p.Shard.Count > 0 {
+		// An earlier run's report must not be merged as this one's, even if
+		// this one is refused before it starts.
+		_ = os.Remove(filepath.Join(*f.out, "report.json"))
+	}
 	if *f.compare == "" {
-		return runOne(ctx, p, *f.out, writeEvents, &f.expect, f.storm, stdout)
+		file := f.storm
+		if p.Shard.Count > 0 && file != nil {
+			// A slice is not the fleet: the storm's expectations are the
+			// merged report's.
+			fmt.Fprintln(stdout, "shard: the storm file's expectations hold the merged report, not one shard's")
+			file = nil
+		}
+		err := runOne(ctx, p, *f.out, writeEvents, &f.expect, file, stdout)
+		_, statErr := os.Stat(filepath.Join(*f.out, "report.json"))
+		if ran := statErr == nil; *f.merge && p.Shard.Index == 0 && ran { // a shard refused before it ran has nothing to merge
+			parent := filepath.Dir(*f.out)
+			err = errors.Join(err, mergeShards(ctx, shardDirs(parent, p.Shard.Count), filepath.Join(parent, "merged"), mergeWait(p),
+				f.storm, stdout))
+		}
+		return err
+	}
+	if *f.merge || !p.DisruptAt.IsZero() {
+		return errors.New("-merge and -disrupt-at strike and join one storm of one policy: name it with -policy " +
+			"(without it, a run compares two), and run each policy's storm on its own")
 	}
 	if f.expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
@@ -497,6 +539,9 @@ func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) 
 	if err := p.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
 	}
+	// An earlier run's report must not pass for this one's while it runs
+	// (a shard's -merge waits for its report.json).
+	_ = os.Remove(filepath.Join(dir, "report.json"))
 	events := filepath.Join(dir, "events.csv")
 	if write {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -581,17 +626,65 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("devicesim merge", mergeModes, stderr)
 	out := fs.String("out", "devicesim-report/merged", "directory for the merged report")
+	shards := fs.Int("shards", 0, "merge DIR/shard-0 to DIR/shard-(N-1), DIR the one directory named")
+	wait := fs.Duration("await", 0, "wait this long for every shard's report to be written (0: they must be there)")
+	stormFile := fs.String("f", "", "hold the merged report to this storm file's expectations; exit 1 if one fails")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if fs.NArg() == 0 {
-		return errors.New("merge: name the shard report directories")
+	dirs := fs.Args()
+	switch {
+	case len(dirs) == 0:
+		return errors.New("merge: name the shard report directories, or with -shards N their parent")
+	case *shards > 0 && len(dirs) != 1:
+		return errors.New("merge -shards N: name the one directory that holds shard-0 to shard-(N-1)")
+	case *shards > 0:
+		dirs = shardDirs(dirs[0], *shards)
+	}
+	var file *storm.File
+	if *stormFile != "" {
+		b, err := os.ReadFile(*stormFile)
+		if err != nil {
+			return fmt.Errorf("merge -f: %w", err)
+		}
+		if file, err = storm.Read(bytes.NewReader(b), func(string) string { return "0" }); err != nil {
+			return fmt.Errorf("merge -f %s: %w", *stormFile, err)
+		}
+	}
+	return mergeShards(context.Background(), dirs, *out, *wait, file, stdout)
+}
+
+// mergeWait is how long shard 0's -merge waits for the other shards'
+// reports after its own. They struck the same storm, so each has ended by
+// its timeline's last disruption and its recovery bound after the strike.
+// Five minutes more is for writing its files to the shared volume.
+func mergeWait(p plan.Plan) time.Duration {
+	strikes := p.Strikes()
+	bound := cmp.Or(p.Bound, p.RecoveryBound(p.SliceSize()))
+	return time.Duration(float64(strikes[len(strikes)-1].At+bound)/p.TimeScale) + 5*time.Minute
+}
+
+// shardDirs is where the reports of count shards are, under parent.
+func shardDirs(parent string, count int) []string {
+	dirs := make([]string, count)
+	for i := range dirs {
+		dirs[i] = filepath.Join(parent, "shard-"+strconv.Itoa(i))
+	}
+	return dirs
+}
+
+// mergeShards merges the shard reports in dirs into out, waiting up to
+// wait for any not written yet, and holds the merged report to the storm
+// file's expectations, if there is one.
+func mergeShards(ctx context.Context, dirs []string, out string, wait time.Duration, file *storm.File, stdout io.Writer) error {
+	if err := report.AwaitReports(ctx, dirs, wait); err != nil {
+		return fmt.Errorf("merge: %w", err)
 	}
 	var shards []*report.Report
-	for _, dir := range fs.Args() {
+	for _, dir := range dirs {
 		r, err := report.ReadReport(dir)
 		if err != nil {
 			return err
@@ -603,11 +696,12 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	m.Summary(stdout)
-	if err := m.WriteFiles(*out); err != nil {
+	checked := checkStorm(m, file, stdout)
+	if err := m.WriteFiles(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "report: %s/report.html\n", *out)
-	return nil
+	fmt.Fprintf(stdout, "report: %s/report.html (merged from %d shards)\n", out, len(shards))
+	return checked
 }
 
 // pahoDelays prints paho's reconnect waits after a lost connection. The

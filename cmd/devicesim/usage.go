@@ -32,7 +32,13 @@ exit status: 0 the run passed; 1 it failed (an expectation, -expect, an error);
   keeps the broker's busiest second under -peak-bound and brings the fleet back spread out?
 `
 	mergeModes = `usage: devicesim merge -out DIR SHARD_DIR...
-  combines the reports of a fleet's shards (devicesim run -shards N) into one report
+       devicesim merge -out DIR -shards N [-await D] DIR
+  combines the reports of a fleet's shards (devicesim run -shards N) into one report; it refuses
+  shards that ran different storms, struck at different instants or kept different clocks
+`
+	deployModes = `usage: devicesim deploy -f STORM.yaml -image IMAGE [-out DIR]
+  writes the Kubernetes manifests that run the storm's shards as one Indexed Job (docs/large-fleets.md):
+  the storm file names its shard as "${JOB_COMPLETION_INDEX}/N"; kubectl apply -k DIR starts it
 `
 	soakModes = `usage: devicesim soak [flags]
   one fleet of real agents with telemetry through storm after storm: memory, goroutines and

@@ -67,6 +67,7 @@ type Fleet struct {
 	received   *observer.Received // every message the broker took, by the envelope's rule
 	heapBefore uint64             // the heap before the members started
 	upAt       time.Time          // when the fleet was last all up
+	struckAt   *strike            // when the storm's first disruption was due, once known
 
 	stopMembers context.CancelFunc
 	faults      []timedfault.Faults // by node: its disruptions in force, each until its timer ends

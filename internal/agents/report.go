@@ -37,6 +37,15 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 	}
 	p := f.p
 	rep := report.New(p, plan.Agents, string(p.Transport), len(f.ids), rec.T0)
+	if s := f.struckAt; s != nil && rep.Sync != nil {
+		if !p.DisruptAt.IsZero() {
+			rep.Sync.StrikeUnixMS = s.at.UnixMilli()
+		}
+		if s.offset != nil {
+			ms := float64(*s.offset) / float64(time.Millisecond)
+			rep.Sync.ClockOffsetMS = &ms
+		}
+	}
 	fleetAt, brokerAt := f.vantage(rep)
 	b := report.NewBuilder(p.Devices, rec.T0, rec.Returned, p.TimeScale, fleetAt, brokerAt, p.Events)
 	b.SplitGroups(p.GroupsOrWhole())

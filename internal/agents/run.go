@@ -93,6 +93,11 @@ func (f *Fleet) steps() []step {
 // ends the timeline there, and the recovery is what was seen so far.
 func (f *Fleet) storm(ctx context.Context) (Watch, error) {
 	if f.p.Scenario != plan.BootStorm {
+		first, err := f.awaitStrike(ctx)
+		if err != nil {
+			return Watch{}, err
+		}
+		f.struckAt = &first
 		// The plan's admission limit holds from the first disruption on,
 		// as in the model; a throttled restart's from its return.
 		if f.p.AdmitRate > 0 && f.p.Scenario != plan.ThrottledRestart {
@@ -100,9 +105,8 @@ func (f *Fleet) storm(ctx context.Context) (Watch, error) {
 				return Watch{}, err
 			}
 		}
-		start := time.Now()
 		for _, s := range f.steps() {
-			if reconnect.Sleep(ctx, nil, time.Until(start.Add(f.scale(s.at)))) != nil {
+			if reconnect.Sleep(ctx, nil, time.Until(first.at.Add(f.scale(s.at)))) != nil {
 				break
 			}
 			if err := s.do(ctx); err != nil && (ctx.Err() == nil || f.w == nil) {

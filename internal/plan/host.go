@@ -9,7 +9,10 @@ import (
 	"math"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // DefaultDescriptors is Host.Descriptors when unset: the file descriptors
@@ -92,9 +95,9 @@ func (p Plan) RemoteAgentsReachProxy() bool {
 func (p Plan) NeedsChildren() bool {
 	switch {
 	case p.Proxied():
-		return p.ProxyDescriptors() > 0 && p.Devices > p.AgentsBesideProxy()
+		return p.ProxyDescriptors() > 0 && p.SliceSize() > p.AgentsBesideProxy()
 	case p.Broker == "" && (p.Transport == TCP || p.Transport == TLS):
-		return p.Devices > cmp.Or(p.TCPPerProcess, p.MaxTCPDevices())
+		return p.SliceSize() > cmp.Or(p.TCPPerProcess, p.MaxTCPDevices())
 	}
 	return false
 }
@@ -150,8 +153,18 @@ func (p Plan) CheckFits(available uint64) error {
 		}
 		return int(min((available-baseFootprint)/perDevice, uint64(math.MaxInt32)))
 	}
+	fits := largest(p.perDevice())
+	if p.Shard.Count > 0 {
+		msg := fmt.Sprintf("shard %s runs %s of %s devices, which need about %s (about %s a device); this machine has %s available: "+
+			"at most %s fit", p.Shard, Thousands(p.SliceSize()), Thousands(p.Devices), bytesOf(p.Footprint()), bytesOf(p.perDevice()),
+			bytesOf(available), Thousands(fits))
+		if fits > 0 {
+			msg += fmt.Sprintf(": run %d shards or more, or give each more memory", (p.Devices+fits-1)/fits)
+		}
+		return errors.New(msg)
+	}
 	msg := fmt.Sprintf("%s devices on the %s engine need about %s (about %s a device); this machine has %s available: at most %s fit",
-		Thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), Thousands(largest(p.perDevice())))
+		Thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), Thousands(fits))
 	if p.Engine != Virtual {
 		v := p
 		v.Engine = Virtual
@@ -166,9 +179,22 @@ func (p Plan) CheckFits(available uint64) error {
 }
 
 // AvailableMemory is the memory this machine can give a run now, in bytes:
-// Linux's MemAvailable; 0 where it cannot be read.
-func AvailableMemory() uint64 {
-	b, err := os.ReadFile("/proc/meminfo")
+// Linux's MemAvailable, or less where the process's control group (a
+// container's, a pod's) leaves less; 0 where neither can be read.
+func AvailableMemory() uint64 { return availableMemory("/") }
+
+// availableMemory is AvailableMemory with the files under root.
+func availableMemory(root string) uint64 {
+	avail := memAvailable(filepath.Join(root, "proc/meminfo"))
+	if room, ok := cgroupRoom(root); ok && (avail == 0 || room < avail) {
+		return max(room, 1) // none left, which 0 (not known) would not say
+	}
+	return avail
+}
+
+// memAvailable reads MemAvailable from a /proc/meminfo; 0 if it cannot.
+func memAvailable(path string) uint64 {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0
 	}
@@ -184,6 +210,61 @@ func AvailableMemory() uint64 {
 		}
 	}
 	return 0
+}
+
+// cgroupRoom is what the memory limits of this process's control group
+// and its parents leave: the least of limit less usage, at each level that
+// sets one (cgroup v2's memory.max, v1's memory.limit_in_bytes). ok is
+// false where no level sets a limit.
+func cgroupRoom(root string) (room uint64, ok bool) {
+	b, err := os.ReadFile(filepath.Join(root, "proc/self/cgroup"))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		base, limit, usage := "", "", ""
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			base, limit, usage = "sys/fs/cgroup", "memory.max", "memory.current"
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			base, limit, usage = "sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes"
+		default:
+			continue
+		}
+		base = filepath.Join(root, base)
+		dir := filepath.Join(base, parts[2])
+		if _, err := os.Stat(dir); err != nil {
+			dir = base // a container sees its own group as the root
+		}
+		for ; ; dir = filepath.Dir(dir) {
+			l, lerr := readBytes(filepath.Join(dir, limit))
+			u, uerr := readBytes(filepath.Join(dir, usage))
+			if lerr == nil && uerr == nil && l < 1<<60 { // v1 writes "no limit" as nearly 2^63
+				r := l - min(u, l)
+				if !ok || r < room {
+					room, ok = r, true
+				}
+			}
+			if dir == base || len(dir) <= len(base) {
+				break
+			}
+		}
+	}
+	return room, ok
+}
+
+// readBytes reads a control group's byte count; "max" (no limit) is an
+// error.
+func readBytes(path string) (uint64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 }
 
 func bytesOf(b uint64) string {

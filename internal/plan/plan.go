@@ -221,6 +221,16 @@ type Storm struct {
 	// Then is the rest of the timeline: further disruptions after the
 	// first, each At after it. Empty: the one disruption.
 	Then []Event
+	// DisruptAt, if set, is when the first disruption strikes on the wall
+	// clock: every shard's at one instant.
+	DisruptAt DisruptAt
+	// ReadyDir is where shards meet: a directory on a volume every shard
+	// mounts, where each writes that its fleet is up (internal/rendezvous).
+	// DisruptAt's After counts from the last of them.
+	ReadyDir string
+	// ReadyWait is how long a shard waits there for the others (0:
+	// DefaultReadyWait).
+	ReadyWait time.Duration
 }
 
 // Event is a disruption on a storm's timeline, At after the first, lasting
@@ -396,6 +406,16 @@ func (s Shard) IDs(devices int) []int {
 		}
 	}
 	return ids
+}
+
+// Split is part i of k of s: a child process's share of a shard (or, for
+// the zero Shard, of the whole fleet). Device d is in it when d % (n*k) is
+// s.Index + n*i: in s, then in part i of s's devices in order.
+func (s Shard) Split(i, k int) Shard {
+	if s.Count == 0 {
+		return Shard{Index: i, Count: k}
+	}
+	return Shard{Index: s.Index + s.Count*i, Count: s.Count * k}
 }
 
 // Size counts the devices this shard runs of a fleet of devices, without

@@ -22,6 +22,7 @@ func TestPlanRoundTripsThroughJSON(t *testing.T) {
 	p.AdmitRate, p.AdmitBurst, p.AdmitMode = 500, 25, fault.PauseOverLimit
 	p.Shard, p.Broker, p.TLSCAKey = plan.Shard{Index: 1, Count: 3}, "tcp://127.0.0.1:1883", "ca.key"
 	p.BootSpread = 1500 * time.Millisecond
+	p.DisruptAt, p.ReadyDir = plan.DisruptAt{At: time.Date(2026, 11, 27, 15, 4, 5, 0, time.UTC)}, "/reports/ready"
 	node := 2
 	p.Peers, p.Then = []string{"tcp://127.0.0.1:1884"}, []plan.Event{{At: time.Minute, Scenario: plan.RollingRestart, Gap: time.Minute, Node: &node}}
 	b, err := json.Marshal(p)

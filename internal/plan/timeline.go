@@ -100,7 +100,7 @@ func (p Plan) validateCluster() error {
 		return fmt.Errorf("paho-default has no failover of ours to go from node to node: pick a reconnect policy")
 	case nodes > 1 && p.NeedsChildren():
 		return fmt.Errorf("a cluster's agents run in this process, where at most %d TCP devices fit: got %d",
-			cmp.Or(p.TCPPerProcess, p.agentsHere()), p.Devices)
+			cmp.Or(p.TCPPerProcess, p.agentsHere()), p.SliceSize())
 	case nodes > 1 && (p.Scenario == Failover || p.Scenario == ConfigOutage):
 		return fmt.Errorf("%s is not a cluster's disruption: on a cluster, restart a node (node: k) or every node", p.Scenario)
 	}

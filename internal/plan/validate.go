@@ -201,6 +201,12 @@ func (p Plan) validateTarget() error {
 		return fmt.Errorf("paho-default has no keepalive or dial of ours to route through the fault proxy: pick a reconnect policy")
 	case p.Shard.Count > 0 && !external:
 		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
+	case !p.DisruptAt.IsZero() && (p.Engine != Agents || p.Scenario == Observe || p.Scenario == BootStorm):
+		return fmt.Errorf("-disrupt-at times a disruption the run makes with real agents; %s on the %s engine makes none at a wall-clock instant",
+			p.Scenario, p.Engine)
+	case p.Shard.Count > 1 && p.Proxied() && p.DisruptAt.IsZero():
+		return fmt.Errorf("each of %d shards would strike %s when its own fleet is up, not together: "+
+			"name the instant with -disrupt-at (+D after every shard is ready, or a time)", p.Shard.Count, p.Scenario)
 	}
 	return nil
 }
@@ -217,14 +223,14 @@ func (p Plan) validateHost() error {
 	case p.Proxied() && p.NeedsChildren() && !p.RemoteAgentsReachProxy():
 		return fmt.Errorf("%d devices through the fault proxy to an external TLS broker need %d descriptors in this process (%d each), "+
 			"over the %d a run may use here: at most %d (their agents stay beside the proxy: they verify the broker by its own name)",
-			p.Devices, p.Devices*p.ProxyDescriptors(), p.ProxyDescriptors(), p.DescriptorBudget(), p.AgentsBesideProxy())
-	case p.Proxied() && p.NeedsChildren() && p.Devices*p.ProxyHostDescriptors() > p.DescriptorBudget():
+			p.SliceSize(), p.SliceSize()*p.ProxyDescriptors(), p.ProxyDescriptors(), p.DescriptorBudget(), p.AgentsBesideProxy())
+	case p.Proxied() && p.NeedsChildren() && p.SliceSize()*p.ProxyHostDescriptors() > p.DescriptorBudget():
 		return fmt.Errorf("%d devices through the fault proxy need %d descriptors in this process (%d each, their agents in "+
-			"child processes), over the %d a run may use here: at most %d", p.Devices, p.Devices*p.ProxyHostDescriptors(),
+			"child processes), over the %d a run may use here: at most %d", p.SliceSize(), p.SliceSize()*p.ProxyHostDescriptors(),
 			p.ProxyHostDescriptors(), p.DescriptorBudget(), p.DescriptorBudget()/p.ProxyHostDescriptors())
 	case p.NeedsChildren() && p.Exe == "":
 		return fmt.Errorf("%d TCP devices need more descriptors than this process may use (%d), "+
-			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.Devices, p.DescriptorBudget())
+			"so their agents run in child processes: set Plan.Exe to the devicesim binary", p.SliceSize(), p.DescriptorBudget())
 	}
 	return nil
 }

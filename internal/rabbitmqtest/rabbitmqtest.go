@@ -69,7 +69,9 @@ func Start(tb testing.TB, o Options) *Broker {
 		switch {
 		case err == nil:
 			return b
-		case try < 3 && (strings.Contains(tail, "already_used") || strings.Contains(tail, "eaddrinuse")):
+		// nodistribution: its epmd or distribution port was taken first.
+		case try < 3 && (strings.Contains(tail, "already_used") || strings.Contains(tail, "eaddrinuse") ||
+			strings.Contains(tail, "nodistribution")):
 			tb.Logf("RabbitMQ's ports were taken at start (try %d): again on new ones", try)
 			continue
 		}

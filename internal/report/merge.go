@@ -3,13 +3,17 @@ package report
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/rendezvous"
 )
 
 // ReadReport reads a run's report.json and events.csv back from dir.
@@ -35,6 +39,9 @@ func ReadReport(dir string) (*Report, error) {
 func Merge(shards []*Report) (*Report, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("report: nothing to merge")
+	}
+	if err := agree(shards); err != nil {
+		return nil, err
 	}
 	first := shards[0]
 	m := &Report{Setup: Setup{Scenario: first.Scenario, Policy: first.Policy, Engine: first.Engine, Transport: first.Transport,
@@ -67,7 +74,15 @@ func Merge(shards []*Report) (*Report, error) {
 		}
 	}
 	slices.SortStableFunc(records, func(a, b attempt.Record) int { return cmp.Compare(a.T, b.T) })
-	b := NewBuilder(m.Devices, t0, t0, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
+	// Every shard's broker was back when the plan says: the first's return
+	// is the fleet's.
+	returned := t0.Add(time.Duration(first.BrokerBackS / m.TimeScale * float64(time.Second)))
+	b := NewBuilder(m.Devices, t0, returned, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
+	var at []time.Duration // a timeline's disruptions, each judged on its own as each shard judged it
+	for _, d := range first.Disruptions {
+		at = append(at, time.Duration(d.AtS*float64(time.Second)))
+	}
+	b.SplitDisruptions(at)
 	for _, r := range records {
 		b.Add(r)
 	}
@@ -78,4 +93,91 @@ func Merge(shards []*Report) (*Report, error) {
 	m.Host.WallS, m.Host.MemoryPerDeviceKB = wall, mem/float64(m.Devices)
 	m.Shard = fmt.Sprintf("merged from %d", len(shards))
 	return m, nil
+}
+
+// ErrDisagree is wrapped by Merge's refusal of shards that did not run one
+// storm together.
+var ErrDisagree = errors.New("report: the shards did not run one storm together")
+
+// agree refuses shards that did not run one storm together: slices of
+// different fleets or counts, a slice given twice or missing, plans that
+// differ (naming the settings), clocks or strikes more than
+// rendezvous.MaxSkew apart (naming the shards).
+func agree(shards []*Report) error {
+	first := shards[0]
+	recorded := 0
+	for _, s := range shards {
+		if s.Sync != nil {
+			recorded++
+		}
+	}
+	switch {
+	case recorded == 0:
+		return nil // reports from before shards recorded their plans: the scenario, policy and seed must do
+	case recorded < len(shards):
+		return fmt.Errorf("%w: %d of %d reports record no plan: they are not shards of one storm", ErrDisagree,
+			len(shards)-recorded, len(shards))
+	}
+	count := 0
+	if sh, err := plan.ParseShard(first.Shard); err == nil {
+		count = sh.Count
+	}
+	seen := map[int]bool{}
+	offsets := map[int]time.Duration{}
+	earliest, latest := first, first
+	for _, s := range shards {
+		sh, err := plan.ParseShard(s.Shard)
+		switch {
+		case s.Sync == nil || err != nil:
+			return fmt.Errorf("%w: %q is not a shard's report (no shard, or no plan recorded)", ErrDisagree, s.Shard)
+		case sh.Count != count:
+			return fmt.Errorf("%w: shard %s is one of %d, shard %s one of %d", ErrDisagree, s.Shard, sh.Count, first.Shard, count)
+		case seen[sh.Index]:
+			return fmt.Errorf("%w: shard %s given twice", ErrDisagree, s.Shard)
+		case s.Sync.PlanHash != first.Sync.PlanHash:
+			return fmt.Errorf("%w: shard %s ran another storm than shard %s: %s", ErrDisagree, s.Shard, first.Shard,
+				rendezvous.Differences(first.Sync.Plan, s.Sync.Plan))
+		}
+		seen[sh.Index] = true
+		if o := s.Sync.ClockOffsetMS; o != nil {
+			offsets[sh.Index] = time.Duration(*o * float64(time.Millisecond))
+		}
+		if struck(s) < struck(earliest) {
+			earliest = s
+		}
+		if struck(s) > struck(latest) {
+			latest = s
+		}
+	}
+	var missing []string
+	for i := range count {
+		if !seen[i] {
+			missing = append(missing, fmt.Sprint(i))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: shards %s of %d are missing: a merge of part of a fleet is not the fleet's", ErrDisagree,
+			strings.Join(missing, ", "), count)
+	}
+	if err := rendezvous.CheckClocks(offsets); err != nil {
+		return fmt.Errorf("%w: %w", ErrDisagree, err)
+	}
+	if first.Sync.DisruptAt == "" {
+		return nil // the disruption was the user's (observe), or each shard's own
+	}
+	if d := time.Duration((struck(latest) - struck(earliest)) * float64(time.Millisecond)); d > rendezvous.MaxSkew {
+		return fmt.Errorf("%w: shard %s struck %v after shard %s (at most %v): they did not strike one storm", ErrDisagree,
+			latest.Shard, d.Round(time.Millisecond), earliest.Shard, rendezvous.MaxSkew)
+	}
+	return nil
+}
+
+// struck is when shard s made its first disruption, in milliseconds since
+// the epoch, on the shared volume's clock where its offset is known.
+func struck(s *Report) float64 {
+	t := float64(s.DisruptionUnixMS)
+	if o := s.Sync.ClockOffsetMS; o != nil {
+		t -= *o
+	}
+	return t
 }

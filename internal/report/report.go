@@ -8,6 +8,7 @@ package report
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,11 +17,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/rendezvous"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -51,6 +54,9 @@ type Setup struct {
 	// DisruptionUnixMS anchors the unscaled times, to merge shards.
 	DisruptionUnixMS int64  `json:"disruption_unix_ms"`
 	Shard            string `json:"shard,omitempty"`
+	// Sync is how a shard (or a run timed by -disrupt-at) struck the
+	// storm with the others; nil for a run on its own.
+	Sync *Sync `json:"sync,omitempty"`
 	// Incomplete says why the run stopped before its end ("interrupted"):
 	// its figures are what it had seen by then.
 	Incomplete string `json:"incomplete,omitempty"`
@@ -455,8 +461,10 @@ func CompareTable(w io.Writer, reports []*Report) {
 	}
 }
 
-// WriteFiles writes report.json, events.csv (unless the run streamed its
-// events to Config.Events), arrivals.svg and report.html into dir.
+// WriteFiles writes events.csv (unless the run streamed its events to
+// Config.Events), arrivals.svg, report.html and, last and whole,
+// report.json into dir: a reader that sees report.json sees the rest
+// (AwaitReports).
 func (r *Report) WriteFiles(dir string) error {
 	if r.eventsDropped {
 		return fmt.Errorf("report: the report's events were dropped; write its files before DropEvents")
@@ -468,15 +476,48 @@ func (r *Report) WriteFiles(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644); err != nil {
-		return err
-	}
 	if !r.eventsStreamed {
 		if err := writeEvents(eventsPath(dir), r.events, time.UnixMilli(r.DisruptionUnixMS), r.TimeScale); err != nil {
 			return err
 		}
 	}
-	return WriteCharts(dir, []*Report{r})
+	if err := WriteCharts(dir, []*Report{r}); err != nil {
+		return err
+	}
+	path := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// AwaitReports waits up to wait (or until ctx ends) for a report.json in
+// each of dirs, as WriteFiles writes it last, and names the directories
+// still without one. Other processes write them, on a volume that may be
+// a file server's: it looks once a second.
+func AwaitReports(ctx context.Context, dirs []string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var missing []string
+		for _, d := range dirs {
+			if _, err := os.Stat(filepath.Join(d, "report.json")); err != nil {
+				missing = append(missing, d)
+			}
+		}
+		switch {
+		case len(missing) == 0:
+			return nil
+		case time.Now().After(deadline):
+			return fmt.Errorf("no report in %s after %v", strings.Join(missing, ", "), wait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // WriteCharts writes arrivals.svg and report.html for reports (one run, or a
@@ -545,11 +586,32 @@ func HeapInUse() uint64 {
 	return m.HeapInuse + m.StackInuse
 }
 
+// Sync is what a shard's merge must agree on with the others': the plan
+// every shard was asked to run, and when and by what clock it struck.
+type Sync struct {
+	// PlanHash is rendezvous.Hash of Plan, the plan's shared settings
+	// (plan.Plan.Shared).
+	PlanHash string   `json:"plan_hash"`
+	Plan     []string `json:"plan"`
+	// DisruptAt is the strike as asked (-disrupt-at), StrikeUnixMS the
+	// instant it named, on this host's clock.
+	DisruptAt    string `json:"disrupt_at,omitempty"`
+	StrikeUnixMS int64  `json:"strike_unix_ms,omitempty"`
+	// ClockOffsetMS is this host's clock less the shared volume's, from the
+	// shards' rendezvous; nil without one.
+	ClockOffsetMS *float64 `json:"clock_offset_ms,omitempty"`
+}
+
 // New starts the report of a run of plan p on engine over transport,
 // devices strong, disrupted at t0.
 func New(p plan.Plan, engine plan.Engine, transport string, devices int, t0 time.Time) *Report {
-	return &Report{Setup: Setup{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
+	r := &Report{Setup: Setup{Scenario: p.Scenario, Policy: p.Policy, Engine: engine, Transport: transport, Devices: devices,
 		Seed: p.Seed, TimeScale: p.TimeScale, DisruptionUnixMS: t0.UnixMilli(), Shard: p.Shard.String()}}
+	if p.Shard.Count > 0 || !p.DisruptAt.IsZero() {
+		shared := p.Shared()
+		r.Sync = &Sync{PlanHash: rendezvous.Hash(shared), Plan: shared, DisruptAt: p.DisruptAt.String()}
+	}
+	return r
 }
 
 // Expectation is one thing a storm file asked of the run, and whether the

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -53,7 +54,11 @@ type File struct {
 	Compare  []string `yaml:"compare"`
 	Brokers  Brokers  `yaml:"brokers"`
 	Timeline []Event  `yaml:"timeline"`
-	Expect   Expect   `yaml:"expect"`
+	// DisruptAt is when the timeline's first disruption strikes on the
+	// wall clock (plan.ParseDisruptAt): "+30s" after every shard is
+	// ready, or an RFC 3339 instant.
+	DisruptAt string `yaml:"disrupt_at"`
+	Expect    Expect `yaml:"expect"`
 	// Question, if set, is what devicesim plan asks of this fleet and
 	// broker (docs/plan.md). A run ignores it.
 	Question *Question `yaml:"plan"`
@@ -130,6 +135,10 @@ type External struct {
 	// Shard runs slice "i/n" of the fleet's device IDs, for a fleet spread
 	// over several machines against one broker.
 	Shard string `yaml:"shard"`
+	// ReadyDir is where the shards meet before DisruptAt, and ReadyWait how
+	// long each waits there for the others (plan.Plan's).
+	ReadyDir  string        `yaml:"ready_dir"`
+	ReadyWait time.Duration `yaml:"ready_wait"`
 }
 
 // Admission is the broker's connect rate: Rate a second with bursts of
@@ -354,6 +363,14 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 			}
 			p.Shard = sh
 		}
+		p.ReadyDir, p.ReadyWait = x.ReadyDir, x.ReadyWait
+	}
+	if f.DisruptAt != "" {
+		at, err := plan.ParseDisruptAt(f.DisruptAt)
+		if err != nil {
+			return bad("disrupt_at: %v", err)
+		}
+		p.DisruptAt = at
 	}
 	p.TimeScale, p.AutoScale = cmp.Or(f.TimeScale.Scale, 1), f.TimeScale.Auto
 	p.Engine, why = f.Engine, "the file names it"
@@ -363,14 +380,19 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	if len(f.Compare) > 0 && len(p.Groups) > 0 {
 		return bad("compare: a mixed fleet's groups name their own policies; compare runs one group's storm under each policy")
 	}
+	// What the host holds (its descriptors, a binary for child processes)
+	// is the run's to check on the machine it runs on: a storm file is
+	// often read on another.
+	anyHost := p
+	anyHost.Descriptors, anyHost.Exe = math.MaxInt32, cmp.Or(p.Exe, "devicesim")
 	for _, policy := range f.Compare {
-		q := p
+		q := anyHost
 		q.Policy = policy
 		if err := q.Validate(); err != nil {
 			return bad("compare %s: %v", policy, err)
 		}
 	}
-	if err := p.Validate(); err != nil {
+	if err := anyHost.Validate(); err != nil {
 		return bad("%v", err)
 	}
 	return p, why, nil

@@ -205,7 +205,7 @@ func TestTheSchemaMatchesTheDecoder(t *testing.T) {
 	examples, err := filepath.Glob("../../examples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, examples)
-	for _, path := range examples {
+	for _, path := range append(examples, "../../deploy/storm.yaml") {
 		b, err := os.ReadFile(path)
 		require.NoError(t, err)
 		js, err := yaml.YAMLToJSON(b)
@@ -280,6 +280,29 @@ func TestTheEnvironmentNamesTheBroker(t *testing.T) {
 	assert.Equal(t, "tcp://10.0.0.9:1883", f.Brokers.External.URL)
 	_, err = storm.Read(strings.NewReader(text), nil)
 	assert.ErrorContains(t, err, "names ${MQTT_BROKER}, which the environment does not set")
+}
+
+// A shard of an Indexed Job reads its slice from the environment, and
+// when to strike, and where to meet the others, from the file.
+func TestAShardReadsItsSliceAndItsStrikeFromTheFile(t *testing.T) {
+	text := "fleet: [{devices: 100000}]\nbrokers: {external: {url: tcp://mqtt:1883, shard: \"${JOB_COMPLETION_INDEX}/10\", " +
+		"ready_dir: /reports/ready}}\ndisrupt_at: +90s\ntimeline: [{disruption: broker-restart, outage: 30s}]"
+	f, err := storm.Read(strings.NewReader(text), func(k string) string { return map[string]string{"JOB_COMPLETION_INDEX": "7"}[k] })
+	require.NoError(t, err)
+	p, _, err := f.Plan()
+	require.NoError(t, err, "10,000 agents a shard: the host is the pod's, checked when it runs")
+	assert.Equal(t, plan.Shard{Index: 7, Count: 10}, p.Shard)
+	assert.Equal(t, 90*time.Second, p.DisruptAt.After)
+	assert.Equal(t, "/reports/ready", p.ReadyDir)
+
+	f, err = storm.Read(strings.NewReader(strings.Replace(text, "+90s", "soon", 1)), func(string) string { return "7" })
+	require.NoError(t, err)
+	_, _, err = f.Plan()
+	assert.ErrorContains(t, err, "disrupt_at")
+	f, err = storm.Read(strings.NewReader(strings.Replace(text, "disrupt_at: +90s\n", "", 1)), func(string) string { return "7" })
+	require.NoError(t, err)
+	_, _, err = f.Plan()
+	assert.ErrorContains(t, err, "each of 10 shards would strike broker-restart when its own fleet is up")
 }
 
 // A mixed fleet's groups differ in everything the agent's configuration

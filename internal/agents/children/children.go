@@ -64,8 +64,8 @@ type child struct {
 	followed chan error
 }
 
-// Spawn starts the children of a fleet of c.Plan.Devices: as many as
-// plan.DevicesPerChild (or the plan's TCPPerProcess, if fewer) a child.
+// Spawn starts the children of c.Plan's fleet, or of its shard: as many
+// as plan.DevicesPerChild (or the plan's TCPPerProcess, if fewer) a child.
 // What it started before an error, Kill ends.
 func Spawn(c Config) (*Children, error) {
 	cs := &Children{}
@@ -82,7 +82,7 @@ func Spawn(c Config) (*Children, error) {
 	if c.Plan.TCPPerProcess > 0 {
 		per = min(per, c.Plan.TCPPerProcess)
 	}
-	k := (c.Plan.Devices + per - 1) / per
+	k := (c.Plan.SliceSize() + per - 1) / per
 	var ca plan.Target
 	if c.CA != nil {
 		if ca, err = c.CA(dir); err != nil {
@@ -105,7 +105,7 @@ func (cs *Children) Len() int { return len(cs.procs) }
 // spawn starts child i of k.
 func (cs *Children) spawn(c Config, ca plan.Target, i, k int) (*child, error) {
 	out := filepath.Join(cs.dir, "shard-"+strconv.Itoa(i))
-	planFile, err := writePlan(c, ca, cs.dir, plan.Shard{Index: i, Count: k})
+	planFile, err := writePlan(c, ca, cs.dir, c.Plan.Shard.Split(i, k))
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func writePlan(c Config, ca plan.Target, dir string, shard plan.Shard) (string, 
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, fmt.Sprintf("plan-%d.json", shard.Index))
+	path := filepath.Join(dir, fmt.Sprintf("plan-%d-of-%d.json", shard.Index, shard.Count))
 	return path, os.WriteFile(path, b, 0o600)
 }
 
