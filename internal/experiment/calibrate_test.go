@@ -47,7 +47,8 @@ func calibrated(t *testing.T, cells []experiment.CalibrationCell, devices int) *
 
 // The engines agree on a few of make calibrate's cells at 300 devices over
 // 20 consecutive seeds (3 under the race detector), the agents in virtual
-// time, and the test fails when they drift apart.
+// time, and the test fails when they drift apart. One has a flood guard
+// that binds.
 func TestEnginesAgree(t *testing.T) {
 	cells := []experiment.CalibrationCell{
 		{Scenario: plan.BrokerRestart, Policy: "iotcore"},
@@ -55,6 +56,8 @@ func TestEnginesAgree(t *testing.T) {
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.RefuseOverLimit, AdmitRate: 30},
 		{Scenario: plan.ThrottledRestart, Policy: "full", Mode: fault.DisconnectOverLimit, AdmitRate: 30},
 		{Scenario: plan.Flapping, Policy: "full"},
+		// a flood guard of 4 a minute that binds: slots 15 s apart
+		{Scenario: plan.ThrottledRestart, Policy: "full:guard=4", Mode: fault.RefuseOverLimit, AdmitRate: 4},
 	}
 	cal := calibrated(t, cells, 300)
 	for _, r := range cal.Rows {

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -36,6 +37,19 @@ func PolicyNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// Guard is the flood guard a policy spec names ("full:guard=4"), with the
+// firmware's window and burst; nil where it names none (the firmware's
+// own, device.DefaultTiming) or is no spec.
+func Guard(spec string) *reconnect.FloodGuardConfig {
+	p, err := ParsePolicy(spec)
+	if err != nil || p.Guard == 0 {
+		return nil
+	}
+	g := *device.DefaultTiming().Guard
+	g.Requests = p.Guard
+	return &g
 }
 
 // Shape returns the policy spec's shape (see ParsePolicy) with the given

@@ -3,6 +3,7 @@ package plan
 import (
 	"cmp"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,14 @@ import (
 type Policy struct {
 	Family       string
 	Base, Jitter time.Duration // 0: 1 s
+	// Guard is the connect attempts a minute the device's flood guard
+	// allows ("full:guard=4"); 0 keeps the firmware's (device.DefaultTiming).
+	Guard int
 }
+
+// maxGuard is the most attempts a minute a guard spec may allow: one a
+// second more than any policy here makes.
+const maxGuard = 600
 
 // ParsePolicy reads a policy spec.
 func ParsePolicy(spec string) (Policy, error) {
@@ -33,6 +41,18 @@ func ParsePolicy(spec string) (Policy, error) {
 	}
 	for _, kv := range strings.Split(params, ",") {
 		k, v, ok := strings.Cut(kv, "=")
+		if k == "guard" {
+			n, err := strconv.Atoi(v)
+			switch {
+			case err != nil || n < 1 || n > maxGuard:
+				return p, fmt.Errorf("policy %q: guard is the connect attempts a minute the flood guard allows, 1 to %d, got %q",
+					spec, maxGuard, v)
+			case p.Guard != 0:
+				return p, fmt.Errorf("policy %q: guard is given twice", spec)
+			}
+			p.Guard = n
+			continue
+		}
 		d, err := time.ParseDuration(v)
 		switch {
 		case !ok || err != nil:
@@ -46,7 +66,7 @@ func ParsePolicy(spec string) (Policy, error) {
 		case k == "jitter" && p.Jitter == 0:
 			return p, fmt.Errorf("policy %q: only the iotcore formulas take a jitter", spec)
 		default:
-			return p, fmt.Errorf("policy %q: %q is not base or jitter, or is given twice", spec, k)
+			return p, fmt.Errorf("policy %q: %q is not base, jitter or guard, or is given twice", spec, k)
 		}
 	}
 	if name == "constant" && p.Base != 0 {

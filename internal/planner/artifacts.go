@@ -28,8 +28,11 @@ func RemoteConfig(c Candidate) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if p.Family != "iotcore" {
+	switch {
+	case p.Family != "iotcore":
 		return nil, fmt.Errorf("a remote configuration sets only the mission's formula (iotcore), not %s: that takes new firmware", p.Family)
+	case p.Guard != 0:
+		return nil, fmt.Errorf("a remote configuration does not set the flood guard (%d a minute): that takes new firmware", p.Guard)
 	}
 	d := remoteconfig.Document{Reconnect: &remoteconfig.ReconnectTuning{Base: remoteconfig.Duration(or1s(p.Base)),
 		Jitter: remoteconfig.Duration(or1s(p.Jitter)), MaxBackoff: remoteconfig.Duration(c.MaxBackoff)}}
@@ -53,8 +56,11 @@ func AgentFlags(c Candidate) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if p.Family != "iotcore" {
+	switch {
+	case p.Family != "iotcore":
 		return "", fmt.Errorf("deviceagent runs the mission's formula (iotcore); %s takes firmware built with the Go below", p.Family)
+	case p.Guard != 0:
+		return "", fmt.Errorf("deviceagent keeps the firmware's flood guard; %d a minute takes firmware built with the Go below", p.Guard)
 	}
 	return fmt.Sprintf("-reconnect-base %v -reconnect-jitter %v -max-backoff %v", or1s(p.Base), or1s(p.Jitter), c.MaxBackoff), nil
 }
@@ -69,14 +75,18 @@ func GoSnippet(c Candidate) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	timing := "timing := device.DefaultTiming() // the boot spread, the flood guard and the rest stay the firmware's\n"
+	if g := plan.Guard(c.Policy); g != nil {
+		timing = fmt.Sprintf("timing := device.DefaultTiming() // the boot spread and the rest stay the firmware's\n"+
+			"timing.Guard = &reconnect.FloodGuardConfig{Requests: %d, Window: %s, Burst: %d}\n", g.Requests, goDuration(g.Window), g.Burst)
+	}
 	return fmt.Sprintf(`policy, err := reconnect.New(%s, reconnect.Limits{MaxRetries: reconnect.RetryForever})
 if err != nil {
 	return err
 }
-timing := device.DefaultTiming() // the boot spread, the flood guard and the rest stay the firmware's
-timing.Policy = policy
+%stiming.Policy = policy
 agent, err := device.New(device.Config{Broker: broker, ClientID: id, Timing: &timing})
-`, lit), nil
+`, lit, timing), nil
 }
 
 // shapeLiteral writes a shape as Go source.

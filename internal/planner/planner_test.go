@@ -227,6 +227,18 @@ func TestTheAnswersArtifactsAreUsable(t *testing.T) {
 
 	_, err = planner.RemoteConfig(planner.Candidate{Policy: "fleet-safe", MaxBackoff: time.Minute})
 	assert.ErrorContains(t, err, "takes new firmware")
+
+	// A flood guard of its own is the firmware's to set, in Go.
+	guarded := planner.Candidate{Policy: "iotcore:base=2s,guard=4", MaxBackoff: time.Minute}
+	snippet, err = planner.GoSnippet(guarded)
+	require.NoError(t, err)
+	assert.Contains(t, snippet, "timing.Guard = &reconnect.FloodGuardConfig{Requests: 4, Window: 1 * time.Minute, Burst: 5}")
+	_, err = parser.ParseFile(token.NewFileSet(), "x.go", "package x\nfunc f() error {\n"+snippet+"return nil\n}\n", 0)
+	require.NoError(t, err, snippet)
+	_, err = planner.RemoteConfig(guarded)
+	assert.ErrorContains(t, err, "does not set the flood guard")
+	_, err = planner.AgentFlags(guarded)
+	assert.ErrorContains(t, err, "keeps the firmware's flood guard")
 	_, err = planner.RemoteConfig(planner.Candidate{Policy: "iotcore", MaxBackoff: 8 * time.Second})
 	assert.ErrorContains(t, err, "outside the firmware's bounds")
 	assert.False(t, errors.Is(err, planner.ErrInvalid))

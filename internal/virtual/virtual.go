@@ -209,6 +209,9 @@ func groupTimings(groups []plan.Group) ([]devicecore.Timing, []int, error) {
 		}
 		t := device.DefaultTiming()
 		t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, g.BootWindow(), *g.IgnoreSignals
+		if guard := plan.Guard(g.Policy); guard != nil {
+			t.Guard = guard
+		}
 		if err := t.Validate(); err != nil {
 			return nil, nil, err
 		}

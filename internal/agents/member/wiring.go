@@ -104,6 +104,9 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 	}
 	t := device.DefaultTiming()
 	t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, bootSpread, *g.IgnoreSignals
+	if guard := plan.Guard(g.Policy); guard != nil {
+		t.Guard = guard
+	}
 	t.StableAfter = time.Duration(float64(time.Minute) / p.TimeScale)
 	t.CredentialsWait = time.Duration(float64(t.CredentialsWait) / p.TimeScale)
 	t.Guard.Window = time.Duration(float64(t.Guard.Window) / p.TimeScale)
