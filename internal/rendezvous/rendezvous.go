@@ -35,7 +35,8 @@ const MaxSkew = 250 * time.Millisecond
 // Poll is how often a shard looks for the others' marks.
 const Poll = 100 * time.Millisecond
 
-// Mark is what a shard writes once its fleet is up.
+// Mark is what a shard writes once its fleet is up: a plain value, read
+// back from the file it was written to.
 type Mark struct {
 	Shard  int    `json:"shard"`
 	Shards int    `json:"shards"`
@@ -65,7 +66,8 @@ func Hash(shared []string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// Meeting is every shard's mark, in shard order.
+// Meeting is every shard's mark, in shard order: a plain value, what Meet
+// read once every shard was there.
 type Meeting struct{ Marks []Mark }
 
 // LastReady is when the last shard was ready, on the shards' clocks.
