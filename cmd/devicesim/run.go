@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/csv"
@@ -539,9 +538,6 @@ func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) 
 	if err := p.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
 	}
-	// An earlier run's report must not pass for this one's while it runs
-	// (a shard's -merge waits for its report.json).
-	_ = os.Remove(filepath.Join(dir, "report.json"))
 	events := filepath.Join(dir, "events.csv")
 	if write {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -646,11 +642,13 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var file *storm.File
 	if *stormFile != "" {
-		b, err := os.ReadFile(*stormFile)
+		r, err := os.Open(*stormFile)
 		if err != nil {
 			return fmt.Errorf("merge -f: %w", err)
 		}
-		if file, err = storm.Read(bytes.NewReader(b), func(string) string { return "0" }); err != nil {
+		defer r.Close()
+		// Only its expectations are read: any shard's slice, any broker.
+		if file, err = storm.Read(r, func(string) string { return "0" }); err != nil {
 			return fmt.Errorf("merge -f %s: %w", *stormFile, err)
 		}
 	}

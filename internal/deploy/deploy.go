@@ -71,6 +71,7 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 	memory := podMemory(p)
 	cpu := fmt.Sprintf("%dm", max(500, int(math.Ceil(float64(p.SliceSize())/agentsPerCore*1000))))
 	labels := map[string]string{"app.kubernetes.io/name": "devicesim", "app.kubernetes.io/instance": o.Name}
+	nonRoot := podSecurity{RunAsNonRoot: true, RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532} // the image's user
 
 	configMap := object{APIVersion: "v1", Kind: "ConfigMap", Metadata: meta{Name: o.Name + "-storm", Labels: labels},
 		Data: map[string]string{"storm.yaml": string(stormFile)}}
@@ -81,7 +82,7 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 		CompletionMode: "Indexed", Completions: n, Parallelism: n, BackoffLimitPerIndex: 0,
 		Template: podTemplate{Metadata: meta{Labels: labels}, Spec: podSpec{
 			RestartPolicy:   "Never",
-			SecurityContext: podSecurity{RunAsNonRoot: true, RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532},
+			SecurityContext: nonRoot,
 			TopologySpreadConstraints: []spread{{MaxSkew: 1, TopologyKey: "kubernetes.io/hostname", WhenUnsatisfiable: "ScheduleAnyway",
 				LabelSelector: selector{MatchLabels: labels}}},
 			Containers: []container{{
@@ -104,7 +105,7 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 		Resources: []string{"storm-configmap.yaml", "reports-pvc.yaml", "job.yaml"}}
 	reader := object{APIVersion: "v1", Kind: "Pod", Metadata: meta{Name: o.Name + "-reports", Labels: labels}, Spec: podSpec{
 		RestartPolicy:   "Never",
-		SecurityContext: podSecurity{RunAsNonRoot: true, RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532},
+		SecurityContext: nonRoot,
 		Containers: []container{{Name: "reports", Image: "busybox:1.37", Args: []string{"sleep", "3600"},
 			VolumeMounts: []mount{{Name: "reports", MountPath: reportsPath, ReadOnly: true}}}},
 		Volumes: []volume{{Name: "reports", PersistentVolumeClaim: &claimSource{ClaimName: o.Name + "-reports"}}},

@@ -117,9 +117,14 @@ func Meet(ctx context.Context, dir string, index, shards int, shared []string, w
 	defer cancel()
 	tick := time.NewTicker(Poll)
 	defer tick.Stop()
+	m := Meeting{Marks: make([]Mark, shards)}
+	missing := make([]int, shards)
+	for i := range missing {
+		missing[i] = i
+	}
 	for {
-		m, missing, err := read(dir, shards)
-		if err != nil {
+		var err error
+		if missing, err = m.read(dir, missing); err != nil {
 			return Meeting{}, err
 		}
 		if len(missing) == 0 {
@@ -159,35 +164,47 @@ func write(path string, m Mark) error {
 	return os.Rename(tmp, path)
 }
 
-// read reads every shard's mark in dir, and lists those not there yet.
-func read(dir string, shards int) (Meeting, []int, error) {
-	m := Meeting{Marks: make([]Mark, shards)}
-	var missing []int
-	for i := range shards {
-		path := markPath(dir, i)
-		b, err := os.ReadFile(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			missing = append(missing, i)
+// read reads into m the marks of the shards missing from it that are in
+// dir now, and returns those still missing. A mark, once written, does
+// not change: each is read once, however long the others take.
+func (m Meeting) read(dir string, missing []int) ([]int, error) {
+	var still []int
+	for _, i := range missing {
+		k, err := readMark(markPath(dir, i))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			still = append(still, i)
 			continue
+		case err != nil:
+			return nil, err
+		case k.Shard != i:
+			return nil, fmt.Errorf("rendezvous: %s holds shard %d's mark", markPath(dir, i), k.Shard)
 		}
-		if err != nil {
-			return Meeting{}, nil, fmt.Errorf("rendezvous: %w", err)
-		}
-		st, err := os.Stat(path)
-		if err != nil {
-			return Meeting{}, nil, fmt.Errorf("rendezvous: %w", err)
-		}
-		var k Mark
-		if err := json.Unmarshal(b, &k); err != nil {
-			return Meeting{}, nil, fmt.Errorf("rendezvous: %s: %w", path, err)
-		}
-		if k.Shard != i {
-			return Meeting{}, nil, fmt.Errorf("rendezvous: %s holds shard %d's mark", path, k.Shard)
-		}
-		k.stamped = st.ModTime()
 		m.Marks[i] = k
 	}
-	return m, missing, nil
+	return still, nil
+}
+
+// readMark reads the mark at path, stamped with its modification time.
+func readMark(path string) (Mark, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Mark{}, err
+	}
+	if err != nil {
+		return Mark{}, fmt.Errorf("rendezvous: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return Mark{}, fmt.Errorf("rendezvous: %w", err)
+	}
+	var k Mark
+	if err := json.NewDecoder(f).Decode(&k); err != nil {
+		return Mark{}, fmt.Errorf("rendezvous: %s: %w", path, err)
+	}
+	k.stamped = st.ModTime()
+	return k, nil
 }
 
 // check refuses a meeting whose shards ran different plans or whose

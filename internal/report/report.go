@@ -499,13 +499,15 @@ func AwaitReports(ctx context.Context, dirs []string, wait time.Duration) error 
 	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	missing := dirs
 	for {
-		var missing []string
-		for _, d := range dirs {
+		var still []string // a report, once written whole, stays
+		for _, d := range missing {
 			if _, err := os.Stat(filepath.Join(d, "report.json")); err != nil {
-				missing = append(missing, d)
+				still = append(still, d)
 			}
 		}
+		missing = still
 		switch {
 		case len(missing) == 0:
 			return nil
