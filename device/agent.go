@@ -54,7 +54,8 @@ var (
 type Handler func(topic string, payload []byte)
 
 type subscription struct {
-	qos     byte
+	qos     byte // asked for
+	granted byte // the broker's answer, qos until it gives one
 	handler Handler
 }
 
@@ -88,6 +89,10 @@ type Agent struct {
 	runCtx context.Context // set by Start before the loop; ends attempts
 
 	connects, losses, attempts, waitNanos atomic.Int64
+	unsolicited                           atomic.Int64
+	// maxQoS is the highest QoS granted to any subscription: the guard
+	// refuses a PUBLISH above it before the client keeps it.
+	maxQoS atomic.Uint32
 
 	inbox     *inbox.Queue  // made by Start: messages on their way to the handlers
 	delivered chan struct{} // closed when the inbox's goroutine ends
@@ -219,7 +224,7 @@ func (a *Agent) Connected() bool {
 // Stats returns the counters.
 func (a *Agent) Stats() Stats {
 	s := Stats{Connects: a.connects.Load(), Losses: a.losses.Load(), Attempts: a.attempts.Load(),
-		Waiting: time.Duration(a.waitNanos.Load())}
+		Waiting: time.Duration(a.waitNanos.Load()), Unsolicited: a.unsolicited.Load()}
 	a.mu.Lock()
 	if a.inbox != nil {
 		s.BackPressure = a.inbox.HeldFor()
@@ -437,13 +442,40 @@ func (a *Agent) Subscribe(ctx context.Context, topic string, qos byte, handler H
 		return fmt.Errorf("%w: Subscribe needs a topic, a handler and QoS 0 or 1", ErrInvalid)
 	}
 	a.mu.Lock()
-	a.subs[topic] = subscription{qos: qos, handler: handler}
+	a.subs[topic] = subscription{qos: qos, granted: qos, handler: handler}
+	a.grantedChanged()
 	online := a.online
 	a.mu.Unlock()
 	if !online {
 		return nil
 	}
-	return a.meaning(a.proto.Subscribe(ctx, topic, qos, handler))
+	return a.subscribe(ctx, topic, qos)
+}
+
+// subscribe makes one subscription on the session and keeps the QoS the
+// broker granted it.
+func (a *Agent) subscribe(ctx context.Context, topic string, qos byte) error {
+	granted, err := a.proto.Subscribe(ctx, topic, qos)
+	if err != nil {
+		return a.meaning(err)
+	}
+	a.mu.Lock()
+	if s, ok := a.subs[topic]; ok && s.qos == qos {
+		s.granted = min(granted, qos)
+		a.subs[topic] = s
+		a.grantedChanged()
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// grantedChanged sets maxQoS from the subscriptions. The caller holds mu.
+func (a *Agent) grantedChanged() {
+	var q byte
+	for _, s := range a.subs {
+		q = max(q, s.granted)
+	}
+	a.maxQoS.Store(uint32(q))
 }
 
 // deliver runs a message's handler, then acknowledges the message.
@@ -470,27 +502,29 @@ func (a *Agent) heldBack(d time.Duration) {
 
 // handlerFor is the handler for a message on topic. It is that of the one
 // subscription the topic matches, or one that calls each of several in
-// turn, as paho's router does on 3.1.1. It is nil if none matches.
-func (a *Agent) handlerFor(topic string) Handler {
+// turn, as paho's router does on 3.1.1. It is nil if none matches. qos is
+// the highest granted to those that match.
+func (a *Agent) handlerFor(topic string) (h Handler, qos byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var hs []Handler
 	for filter, s := range a.subs {
-		if topicMatches(filter, topic) {
+		if topicMatches(sharedFilter(filter), topic) {
 			hs = append(hs, s.handler)
+			qos = max(qos, s.granted)
 		}
 	}
 	switch len(hs) {
 	case 0:
-		return nil
+		return nil, 0
 	case 1:
-		return hs[0]
+		return hs[0], qos
 	}
 	return func(topic string, payload []byte) {
 		for _, h := range hs {
 			h(topic, payload)
 		}
-	}
+	}, qos
 }
 
 // ErrSubscriptionRefused is Subscribe's error when the broker answered the
@@ -508,7 +542,7 @@ func (a *Agent) restoreSubscriptions() {
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.ConnectTimeout)
 	defer cancel()
 	for topic, s := range subs {
-		if err := a.meaning(a.proto.Subscribe(ctx, topic, s.qos, s.handler)); err != nil {
+		if err := a.subscribe(ctx, topic, s.qos); err != nil {
 			a.log.Warn("could not restore subscription", "topic", topic, "error", err)
 		}
 	}

@@ -423,6 +423,10 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		// paho sends it in 16 bits: 65536 s would arrive as 0, 200000 h as 21,504 s
 		"keepalive over 16 bits": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: device.MaxKeepAlive + time.Second},
 		"keepalive of 200000h":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: 200000 * time.Hour},
+		// a redirect domain is a host name: no address, wildcard or port
+		"an address as a redirect domain": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"10.0.0.1"}},
+		"a wildcard redirect domain":      {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"*.fleet.test"}},
+		"a redirect domain with a port":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"fleet.test:1883"}},
 	} {
 		_, err := device.New(c)
 		assert.ErrorIs(t, err, device.ErrInvalid, name)

@@ -200,7 +200,7 @@ func withDefaults(cfg *Config) error {
 		return fmt.Errorf("%w: SessionExpiry and MaxRedirects must be >= 0", ErrInvalid)
 	}
 	for _, d := range cfg.RedirectDomains {
-		if d == "" || strings.ContainsAny(d, "/:@ *") || strings.HasPrefix(d, ".") {
+		if !hostName(strings.TrimSuffix(strings.ToLower(d), ".")) {
 			return fmt.Errorf("%w: RedirectDomains entry %q is not a domain name (example.com)", ErrInvalid, d)
 		}
 	}

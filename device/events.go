@@ -129,6 +129,9 @@ type Stats struct {
 	// BackPressure is the time the agent read nothing from the broker
 	// because its handlers were behind (Config.IncomingQueue).
 	BackPressure time.Duration
+	// Unsolicited counts messages on topics the agent never subscribed
+	// to: each was acknowledged and dropped.
+	Unsolicited int64
 }
 
 // BackPressureCounter is a Metrics that also counts the time the agent

@@ -82,7 +82,7 @@ func (h host) Dial(timeout time.Duration, v5 bool) (*transport.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := transport.NewConn(conn, a.cfg.MaxIncomingPacket, v5)
+	g := transport.NewConn(conn, a.cfg.MaxIncomingPacket, v5, &a.maxQoS)
 	a.wire.Store(g)
 	if err := ctx.Err(); err != nil { // stopped while dialling: connect may have missed this conn
 		conn.Close()
@@ -118,7 +118,9 @@ func (h host) Deliver(handler transport.Handler, topic string, payload []byte, a
 	h.a.inbox.Put(inbox.Delivery{Handler: handler, Topic: topic, Payload: payload, Ack: ack}, gone)
 }
 
-func (h host) HandlerFor(topic string) transport.Handler { return h.a.handlerFor(topic) }
+func (h host) HandlerFor(topic string) (transport.Handler, byte) { return h.a.handlerFor(topic) }
+
+func (h host) Unsolicited() { h.a.unsolicited.Add(1) }
 
 // meaning gives a fact the transport reported its public error. The facts
 // are the too-large packet or the broken frame of the current connection

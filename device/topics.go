@@ -30,3 +30,14 @@ func topicMatches(filter, topic string) bool {
 		filter, topic = fRest, tRest
 	}
 }
+
+// sharedFilter is the filter a shared subscription ("$share/group/filter")
+// matches topics with.
+func sharedFilter(filter string) string {
+	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
+		if _, f, ok := strings.Cut(rest, "/"); ok {
+			return f
+		}
+	}
+	return filter
+}

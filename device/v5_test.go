@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -224,11 +225,22 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 		for ref, why := range map[string]string{
 			"evil.example:1883":       "not a host of Broker or Failover, nor in RedirectDomains",
 			"fleet.test.evil.example": "not a host of Broker or Failover, nor in RedirectDomains",
-			"10.0.0.1:1883":           "not a host of Broker or Failover, nor in RedirectDomains",
-			"ssl://b.fleet.test:8883": "a redirect must not change the transport's security",
-			"u:pw@b.fleet.test:1883":  "not a host, host:port or URL",
-			"b.fleet.test:1883/x?y=z": "not a host, host:port or URL",
-			"":                        "the broker named no server",
+			"10.0.0.1:1883":           "not a host name of letters, digits and hyphens, nor a host of Broker or Failover",
+			// a zoned IPv6 literal whose zone ends in an allowed domain
+			"[::ffff:127.0.0.1%25x.fleet.test]:1883": "not a host name of letters, digits and hyphens",
+			"[::ffff:127.0.0.1%x.fleet.test]:1883":   "not a host name of letters, digits and hyphens",
+			"[::1]:1883":                             "not a host name of letters, digits and hyphens",
+			"b_x.fleet.test":                         "not a host name of letters, digits and hyphens",
+			"-b.fleet.test":                          "not a host name of letters, digits and hyphens",
+			"b.fleet.test%2f":                        "not a host name of letters, digits and hyphens",
+			"b.fleet.test:22":                        "port 22 is not an endpoint's",
+			"b.fleet.test:01883":                     "port 01883 is not an endpoint's",
+			"b.fleet.test:":                          "not a host, host:port or URL",
+			"b.fleet.test\\@evil.example":            "not a host, host:port or URL",
+			"ssl://b.fleet.test:8883":                "a redirect must not change the transport's security",
+			"u:pw@b.fleet.test:1883":                 "not a host, host:port or URL",
+			"b.fleet.test:1883/x?y=z":                "not a host, host:port or URL",
+			"":                                       "the broker named no server",
 		} {
 			n := newNodes(t, "a.fleet.test", "b.fleet.test")
 			require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeServerMoved, ref, "dev-1"))
@@ -239,6 +251,21 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 			r.advanceWait()
 			assert.Equal(t, "tcp://a.fleet.test:1883", r.next(device.EventConnecting).Endpoint, "%q: where it would have gone", ref)
 			assert.Zero(t, n["b.fleet.test"].Recorder().Counts().Attempts)
+		}
+	})
+	t.Run("what is dialled is what was checked", func(t *testing.T) {
+		for ref, want := range map[string]string{
+			"B.Fleet.Test.":                  "tcp://b.fleet.test:1883",
+			"tcp://b.fleet.test:1883/":       "tcp://b.fleet.test:1883",
+			"b.fleet.test:1883 evil.example": "tcp://b.fleet.test:1883",
+		} {
+			n := newNodes(t, "a.fleet.test", "b.fleet.test")
+			require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeServerMoved, ref, "dev-1"))
+			r := rigFor(t, n)
+			r.advanceWait()
+			assert.Equal(t, want, r.next(device.EventRedirected).Endpoint, ref)
+			r.advanceWait()
+			assert.Equal(t, want, r.next(device.EventConnected).Endpoint, ref)
 		}
 	})
 	t.Run("at most MaxRedirects in a row", func(t *testing.T) {
@@ -265,6 +292,22 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 		assert.GreaterOrEqual(t, r.advanceWait(), time.Second)
 		assert.Equal(t, "tcp://b.fleet.test:1883", r.next(device.EventConnected).Endpoint)
 	})
+}
+
+// awaitEvent is the next event of kind, within a span of (virtual) time.
+func awaitEvent(t *testing.T, events <-chan device.Event, kind device.EventKind, within time.Duration) device.Event {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case e := <-events:
+			if e.Kind == kind {
+				return e
+			}
+		case <-deadline:
+			t.Fatalf("no %s event within %s", kind, within)
+		}
+	}
 }
 
 // v5Broker answers each connection the agent dials with script, after
@@ -343,18 +386,114 @@ func TestMQTT5AgentSendsItsLimitsAndHonoursServerKeepAlive(t *testing.T) {
 		assert.False(t, cp.CleanStart)
 
 		ping := <-pings
-		assert.GreaterOrEqual(t, ping.Sub(up), 4*time.Second, "the broker's keepalive")
-		assert.Less(t, ping.Sub(up), 6*time.Second, "not the agent's minute")
+		assert.Equal(t, 4*time.Second, ping.Sub(up), "the broker's keepalive, not the agent's minute")
 		var lost device.Event
 		for lost.Kind != device.EventLost {
 			lost = <-events
 		}
-		assert.GreaterOrEqual(t, lost.Time.Sub(ping), 3*time.Second)
-		assert.Less(t, lost.Time.Sub(ping), 5*time.Second, "PingTimeout, checked every keepalive/4")
+		assert.Equal(t, 3*time.Second, lost.Time.Sub(ping), "PingTimeout")
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		require.NoError(t, agent.Stop(ctx))
 	})
+}
+
+// A broker cannot switch the device's keepalive off: a Server Keep Alive
+// of 0 (none), or of 65,535 s, leaves the device pinging at its own
+// keepalive, so a silent path is noticed within keepalive + PingTimeout
+// whatever the CONNACK said. Virtual time: the instants are exact.
+func TestMQTT5ServerKeepAliveCannotTurnPingsOff(t *testing.T) {
+	for _, ka := range []uint16{0, 65535} {
+		t.Run(fmt.Sprint(ka), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				pings := make(chan time.Time, 10)
+				var up time.Time
+				dial := v5Broker(func(n int, c net.Conn, _ *packets5.Connect) {
+					if n > 1 {
+						_, _ = io.Copy(io.Discard, c)
+						return
+					}
+					up = time.Now()
+					if connack5(c, 0, &packets5.Properties{ServerKeepAlive: &ka}) != nil {
+						return
+					}
+					for { // silent: no PINGRESP
+						p, err := packets5.ReadPacket(c)
+						if err != nil {
+							return
+						}
+						if p.Type == packets5.PINGREQ {
+							pings <- time.Now()
+						}
+					}
+				})
+				tm := device.DefaultTiming()
+				tm.BootSpread = time.Millisecond
+				events := make(chan device.Event, 100)
+				agent, err := device.New(device.Config{Broker: "tcp://b:1883", ClientID: "dev-1", Protocol: device.MQTT5, Dial: dial,
+					Timing: &tm, Source: rand.NewPCG(1, 1), KeepAlive: 2 * time.Second, PingTimeout: time.Second,
+					OnEvent: func(e device.Event) { events <- e }})
+				require.NoError(t, err)
+				require.NoError(t, agent.Start(context.Background()))
+				lost := awaitEvent(t, events, device.EventLost, time.Minute)
+				require.Len(t, pings, 1)
+				assert.Equal(t, 2*time.Second, (<-pings).Sub(up), "a ping at the device's keepalive")
+				assert.Equal(t, 3*time.Second, lost.Time.Sub(up), "the silent path noticed at keepalive + PingTimeout")
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				require.NoError(t, agent.Stop(ctx))
+			})
+		})
+	}
+}
+
+// A CONNACK that MQTT 5 forbids, or with which no session could work, is a
+// protocol error, never a session: a property length in five bytes
+// (hiding a Server Keep Alive of 0 from a reader that stops at four), a
+// Receive Maximum of 0, a Maximum Packet Size of 1. The attempt counts as
+// a protocol error and the next waits the policy's delay.
+func TestMQTT5ForbiddenCONNACKValuesAreProtocolErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		connack []byte
+		want    string
+	}{
+		"a property length in five bytes": {[]byte{0x20, 10, 0, 0, 0x83, 0x80, 0x80, 0x80, 0x00, 0x13, 0, 0},
+			"property length is malformed"},
+		"Receive Maximum 0":     {[]byte{0x20, 6, 0, 0, 3, 0x21, 0, 0}, "Receive Maximum of 0"},
+		"Maximum Packet Size 1": {[]byte{0x20, 8, 0, 0, 5, 0x27, 0, 0, 0, 1}, "Maximum Packet Size of 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				dial := v5Broker(func(_ int, c net.Conn, _ *packets5.Connect) {
+					if _, err := c.Write(tc.connack); err == nil {
+						_, _ = io.Copy(io.Discard, c)
+					}
+				})
+				tm := device.DefaultTiming()
+				tm.BootSpread = time.Millisecond
+				events := make(chan device.Event, 100)
+				m := &counts{outcomes: map[device.AttemptOutcome]int{}}
+				agent, err := device.New(device.Config{Broker: "tcp://b:1883", ClientID: "dev-1", Protocol: device.MQTT5, Dial: dial,
+					Timing: &tm, Source: rand.NewPCG(1, 1), Metrics: m, OnEvent: func(e device.Event) { events <- e }})
+				require.NoError(t, err)
+				require.NoError(t, agent.Start(context.Background()))
+				for range 2 {
+					f := awaitEvent(t, events, device.EventAttemptFailed, time.Minute)
+					assert.ErrorIs(t, f.Err, device.ErrProtocol)
+					assert.ErrorContains(t, f.Err, tc.want)
+					assert.GreaterOrEqual(t, awaitEvent(t, events, device.EventBackingOff, time.Minute).Delay, time.Second,
+						"the policy's wait")
+				}
+				assert.Zero(t, agent.Stats().Connects, "never a session")
+				m.mu.Lock()
+				assert.Equal(t, 2, m.outcomes[device.AttemptProtocolError])
+				m.mu.Unlock()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				require.NoError(t, agent.Stop(ctx))
+			})
+		})
+	}
 }
 
 // What MQTT 5 does not define is a protocol error, never a session or a

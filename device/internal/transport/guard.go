@@ -57,15 +57,32 @@ type Conn struct {
 	net.Conn
 	limit int
 	v5    bool // MQTT 5: a CONNACK has properties, a SUBACK too
+	// maxQoS is the highest QoS any of the agent's subscriptions may
+	// receive. A PUBLISH above it is refused before paho stores it: paho
+	// v1.5.1 keeps every QoS 1 and 2 message it has not acknowledged, and a
+	// QoS 2 one until a PUBREL that a hostile broker never sends.
+	maxQoS *atomic.Uint32
+	// receiveMax is the MQTT 5 Receive Maximum the device asked for (0 for
+	// none). paho.golang keeps every QoS 1 message it has read until its
+	// acknowledgement is flushed, so a broker past it is refused.
+	receiveMax atomic.Int32
+	// QoS 1 and 2 PUBLISHes read, less the PUBACKs and PUBRECs written:
+	// what the broker has in flight, or more.
+	unacked atomic.Int32
+	written struct {
+		sync.Mutex
+		headers headerCounter
+	}
 
 	// frame state, only touched by Read
 	state   frameState
-	typ     byte // the current packet's type
-	flags   byte // its fixed header's flags
-	length  int  // remaining length, as decoded so far
-	lenByte int  // length bytes read of the current packet
-	left    int  // body bytes still to pass
-	packets int  // packets whose header was read
+	typ     byte   // the current packet's type
+	flags   byte   // its fixed header's flags
+	length  int    // remaining length, as decoded so far
+	lenByte int    // length bytes read of the current packet
+	left    int    // body bytes still to pass
+	packets int    // packets whose header was read
+	connack []byte // an MQTT 5 CONNACK's body, checked once whole
 
 	code     atomic.Int32 // the first packet's CONNACK code, or NoConnack
 	tooLarge atomic.Pointer[TooLarge]
@@ -84,10 +101,14 @@ const (
 	inBody
 )
 
-// NewConn guards c: no packet over limit bytes reaches the client. v5
-// reads CONNACKs and SUBACKs as MQTT 5 has them.
-func NewConn(c net.Conn, limit int, v5 bool) *Conn {
-	g := &Conn{Conn: c, limit: limit, v5: v5, closed: make(chan struct{})}
+// NewConn guards c: no packet over limit bytes reaches the client, nor a
+// PUBLISH at a QoS above what maxQoS holds when it arrives (0 if maxQoS is
+// nil). v5 reads CONNACKs and SUBACKs as MQTT 5 has them.
+func NewConn(c net.Conn, limit int, v5 bool, maxQoS *atomic.Uint32) *Conn {
+	if maxQoS == nil {
+		maxQoS = new(atomic.Uint32)
+	}
+	g := &Conn{Conn: c, limit: limit, v5: v5, maxQoS: maxQoS, closed: make(chan struct{})}
 	g.code.Store(NoConnack)
 	return g
 }
@@ -148,6 +169,11 @@ func (c *Conn) follow(b []byte) error {
 			if c.typ == 9 && c.flags != 0 {
 				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK with reserved flags %#x", c.flags)}
 			}
+			if c.typ == 3 {
+				if bad := c.publishQoS(); bad != nil {
+					return bad
+				}
+			}
 		case inLength:
 			d := b[i]
 			i++
@@ -190,14 +216,66 @@ func (c *Conn) follow(b []byte) error {
 					}
 				}
 			}
+			if c.packets == 1 && c.v5 {
+				c.connack = append(c.connack, b[i:i+k]...)
+			}
 			c.left -= k
 			i += k
-			if c.left == 0 {
-				c.state = inHeader
+			if c.left > 0 {
+				continue
+			}
+			c.state = inHeader
+			if c.packets == 1 && c.v5 {
+				// whole now, and its last bytes not yet passed on
+				bad := checkConnack5(c.connack)
+				c.connack = nil
+				if bad != nil {
+					return bad
+				}
 			}
 		}
 	}
 	return nil
+}
+
+// publishQoS refuses a PUBLISH whose fixed header names QoS 3, which MQTT
+// does not have, or a QoS above what the agent's subscriptions may receive.
+// A broker sends at most the QoS it granted.
+func (c *Conn) publishQoS() *Breach {
+	qos := uint32(c.flags>>1) & 3
+	switch limit := c.maxQoS.Load(); {
+	case qos == 3:
+		return &Breach{Type: 3, Reason: "a PUBLISH with QoS 3, which MQTT does not have"}
+	case qos > limit:
+		return &Breach{Type: 3, Reason: fmt.Sprintf("a PUBLISH at QoS %d, above the QoS %d the device's subscriptions were granted", qos, limit)}
+	}
+	if most := c.receiveMax.Load(); qos > 0 && most > 0 && c.unacked.Add(1) > most {
+		return &Breach{Type: 3, Reason: fmt.Sprintf("more than the Receive Maximum of %d QoS 1 PUBLISHes unacknowledged", most)}
+	}
+	return nil
+}
+
+// LimitUnacknowledged refuses a PUBLISH at QoS 1 or 2 that would make more
+// than n unacknowledged on the wire: MQTT 5's Receive Maximum. A broker
+// that keeps to it never meets the limit, as a PUBLISH read was sent and
+// an acknowledgement written was not yet received.
+func (c *Conn) LimitUnacknowledged(n int) { c.receiveMax.Store(int32(n)) }
+
+// Write counts the acknowledgements the client writes, where a Receive
+// Maximum needs them.
+func (c *Conn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.receiveMax.Load() == 0 {
+		return n, err
+	}
+	c.written.Lock()
+	c.written.headers.follow(p[:n], func(typ byte) {
+		if typ == 4 || typ == 5 { // PUBACK, PUBREC
+			c.unacked.Add(-1)
+		}
+	})
+	c.written.Unlock()
+	return n, err
 }
 
 // body checks the byte at offset off of the current packet's body: the
@@ -242,20 +320,29 @@ func (c *Conn) FirstReport() bool { return c.reported.CompareAndSwap(false, true
 // waits for the agent's queue gives up then.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
 
+// DefaultPort is the port of a broker URL's scheme when it names none
+// ("" for a scheme DialURL does not dial).
+func DefaultPort(scheme string) string {
+	switch scheme {
+	case "tcp", "mqtt":
+		return "1883"
+	case "ssl", "tls", "mqtts", "tcps":
+		return "8883"
+	}
+	return ""
+}
+
 // DialURL opens a TCP or TLS connection for a broker URL, as paho would,
 // giving up when ctx ends.
 func DialURL(ctx context.Context, u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, error) {
 	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), DefaultPort(u.Scheme))
+	}
 	switch u.Scheme {
 	case "tcp", "mqtt":
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "1883")
-		}
 		return (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", host)
 	case "ssl", "tls", "mqtts", "tcps":
-		if u.Port() == "" {
-			host = net.JoinHostPort(u.Hostname(), "8883")
-		}
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if tlsCfg != nil {
 			cfg = tlsCfg.Clone()

@@ -30,7 +30,7 @@ func FuzzPahoGolangReadsThroughTheGuard(f *testing.F) {
 	f.Add([]byte{0x30, 0x0a, 0, 1, 'a', 0x05, 0x26, 0, 1, 'k', 0, 0xff})
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		const limit = 64
-		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit, true)
+		g := NewConn(&chunkConn{r: bytes.NewReader(stream), rng: rand.New(rand.NewPCG(1, 2))}, limit, true, granted(1))
 		for {
 			p, err := packets5.ReadPacket(g)
 			if err != nil {

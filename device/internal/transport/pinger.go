@@ -13,32 +13,40 @@ import (
 )
 
 // pinger is the MQTT 5 session's keepalive, as paho v1's is for 3.1.1. It
-// sends a PINGREQ once nothing has gone either way for the keepalive. The
-// keepalive is the broker's Server Keep Alive, if it named one. It calls
-// the connection dead when no PINGRESP has come timeout later. It checks
-// every min(keepalive/4, 5 s). A silent path is thus noticed within
-// keepalive + timeout + that, as on 3.1.1. (paho.golang's own pinger waits
-// a whole keepalive for the PINGRESP, and Config.PingTimeout would mean
-// nothing.)
+// sends a PINGREQ once nothing has gone either way for the keepalive, and
+// calls the connection dead when no PINGRESP has come timeout later. So a
+// silent path is noticed within keepalive + timeout. The keepalive is the
+// shorter of the device's own and the broker's Server Keep Alive: a broker
+// may ask for pings more often, never for none (a Server Keep Alive of 0,
+// or 65,535 s, would otherwise leave a silent path unnoticed for ever).
+// paho.golang's own pinger waits a whole keepalive for the PINGRESP, and
+// Config.PingTimeout would mean nothing.
 type pinger struct {
-	timeout time.Duration
+	own, timeout time.Duration
 
 	mu                 sync.Mutex
 	lastSent, lastRecv time.Time
 	pingSent           time.Time // the PINGREQ awaiting its PINGRESP, or zero
 }
 
-func (p *pinger) Run(ctx context.Context, conn net.Conn, keepAlive uint16) error {
-	if keepAlive == 0 {
-		return nil // the broker's Server Keep Alive of 0 turns it off, and binds the client
+// interval is the keepalive the session pings at, given the broker's
+// Server Keep Alive (paho.golang passes the device's own if the broker
+// named none).
+func (p *pinger) interval(server uint16) time.Duration {
+	if server == 0 {
+		return p.own
 	}
-	interval := time.Duration(keepAlive) * time.Second
-	tick := time.NewTicker(min(interval/4, 5*time.Second))
-	defer tick.Stop()
+	return min(p.own, time.Duration(server)*time.Second)
+}
+
+func (p *pinger) Run(ctx context.Context, conn net.Conn, keepAlive uint16) error {
+	interval := p.interval(keepAlive)
 	p.mu.Lock()
 	now := time.Now()
 	p.lastSent, p.lastRecv, p.pingSent = now, now, time.Time{}
 	p.mu.Unlock()
+	timer := time.NewTimer(interval)
+	defer timer.Stop()
 	failed := make(chan error, 1)
 	for {
 		select {
@@ -46,32 +54,43 @@ func (p *pinger) Run(ctx context.Context, conn net.Conn, keepAlive uint16) error
 			return nil
 		case err := <-failed:
 			return err
-		case now := <-tick.C:
+		case now := <-timer.C:
 			p.mu.Lock()
-			switch {
-			case !p.pingSent.IsZero():
-				if now.Sub(p.pingSent) >= p.timeout {
-					p.mu.Unlock()
-					return errPingTimeout
-				}
+			due := p.due(interval)
+			if !p.pingSent.IsZero() && !now.Before(due) {
 				p.mu.Unlock()
-				continue
-			case now.Sub(p.lastSent) < interval && now.Sub(p.lastRecv) < interval:
-				p.mu.Unlock()
-				continue
+				return errPingTimeout
 			}
-			p.pingSent = now
-			p.mu.Unlock()
-			go func() { // a write blocked by a full socket must not stop the clock
-				if _, err := packets.NewControlPacket(packets.PINGREQ).WriteTo(conn); err != nil {
-					select {
-					case failed <- err:
-					default:
+			if p.pingSent.IsZero() && !now.Before(due) {
+				p.pingSent = now
+				due = now.Add(p.timeout)
+				go func() { // a write blocked by a full socket must not stop the clock
+					if _, err := packets.NewControlPacket(packets.PINGREQ).WriteTo(conn); err != nil {
+						select {
+						case failed <- err:
+						default:
+						}
 					}
-				}
-			}()
+				}()
+			}
+			p.mu.Unlock()
+			timer.Reset(due.Sub(now))
 		}
 	}
+}
+
+// due is when the pinger must act next: the PINGRESP's deadline if a
+// PINGREQ awaits one, else a keepalive after the last packet either way.
+// The caller holds mu.
+func (p *pinger) due(interval time.Duration) time.Time {
+	if !p.pingSent.IsZero() {
+		return p.pingSent.Add(p.timeout)
+	}
+	last := p.lastSent
+	if p.lastRecv.Before(last) {
+		last = p.lastRecv
+	}
+	return last.Add(interval)
 }
 
 func (p *pinger) PacketSent() {

@@ -12,6 +12,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"time"
 )
@@ -48,7 +49,9 @@ type Client interface {
 	Connect(ctx context.Context) Result
 	// SessionPresent is the last accepted CONNACK's flag.
 	SessionPresent() bool
-	Subscribe(ctx context.Context, topic string, qos byte, h Handler) error
+	// Subscribe subscribes the session to topic and returns the QoS the
+	// broker granted. Messages reach the agent through Host.HandlerFor.
+	Subscribe(ctx context.Context, topic string, qos byte) (granted byte, err error)
 	// Publish sends on the session; conn is Host.Conns when the caller saw
 	// the session up (see ErrUnconfirmed).
 	Publish(ctx context.Context, conn uint64, topic string, qos byte, retained bool, payload []byte) error
@@ -74,8 +77,12 @@ type Host interface {
 	// Deliver hands a message to its handler, waiting while the agent's
 	// queue is full, until gone closes.
 	Deliver(h Handler, topic string, payload []byte, ack func(), gone <-chan struct{})
-	// HandlerFor is the handler of the subscriptions topic matches, or nil.
-	HandlerFor(topic string) Handler
+	// HandlerFor is the handler of the subscriptions topic matches, or
+	// nil, and the highest QoS they may receive.
+	HandlerFor(topic string) (h Handler, maxQoS byte)
+	// Unsolicited counts a message that matched no subscription: it was
+	// acknowledged and dropped.
+	Unsolicited()
 	// Connected reports whether the agent counts the session up.
 	Connected() bool
 }
@@ -98,4 +105,22 @@ func New(s Settings, h Host, v5 bool) (Client, error) {
 		return newV5(s, h)
 	}
 	return newV3(s, h), nil
+}
+
+// dispatch hands a message that came on g to the handler of the
+// subscriptions it matches, through the agent's queue, to be acknowledged
+// once handled. A message that matches none is acknowledged at once and
+// dropped, so that a client keeps none of them. One at a QoS above what its
+// subscriptions were granted breaks MQTT: it ends the connection.
+func dispatch(h Host, g *Conn, topic string, qos byte, payload []byte, ack func()) {
+	handler, allowed := h.HandlerFor(topic)
+	switch {
+	case handler == nil:
+		ack()
+		h.Unsolicited()
+	case qos > allowed:
+		g.Break(3, fmt.Sprintf("a PUBLISH at QoS %d on %q, whose subscription was granted QoS %d", qos, topic, allowed))
+	default:
+		h.Deliver(handler, topic, payload, ack, g.Closed())
+	}
 }

@@ -49,7 +49,15 @@ func (p *v3) options() *paho.ClientOptions {
 			}
 			return c, nil
 		}).
-		SetConnectionLostHandler(func(_ paho.Client, err error) { h.Lost(err) })
+		SetConnectionLostHandler(func(_ paho.Client, err error) { h.Lost(err) }).
+		// every message, subscribed or not: paho v1.5.1 would keep one
+		// that matches no route, unacknowledged, for the session's life
+		SetDefaultPublishHandler(p.received).
+		SetStore(newBoundedStore(cfg, func(reason string) {
+			if w := h.Wire(); w != nil {
+				h.Lost(w.Break(3, reason))
+			}
+		}))
 	if cfg.Username != "" {
 		opts.SetUsername(cfg.Username)
 	}
@@ -147,26 +155,33 @@ func (p *v3) Disconnect() {
 	}
 }
 
-func (p *v3) Subscribe(ctx context.Context, topic string, qos byte, handler Handler) error {
-	h := p.h
-	tok := p.client.Subscribe(topic, qos, func(_ paho.Client, msg paho.Message) {
-		var gone <-chan struct{}
-		if w := h.Wire(); w != nil {
-			gone = w.Closed() // the message came on it: paho reads one connection at a time
-		}
-		h.Deliver(handler, msg.Topic(), msg.Payload(), msg.Ack, gone)
-	})
+// received is every message paho reads: it has no routes of its own.
+func (p *v3) received(_ paho.Client, msg paho.Message) {
+	g := p.h.Wire() // the message came on it: paho reads one connection at a time
+	if g == nil {
+		return // not acknowledged: the connection it came on is gone
+	}
+	dispatch(p.h, g, msg.Topic(), msg.Qos(), msg.Payload(), msg.Ack)
+}
+
+func (p *v3) Subscribe(ctx context.Context, topic string, qos byte) (byte, error) {
+	tok := p.client.Subscribe(topic, qos, nil) // no route: received has them all
 	select {
 	case <-tok.Done():
 		if err := tok.Error(); err != nil {
-			return err
+			return 0, err
 		}
-		if st, ok := tok.(*paho.SubscribeToken); ok && st.Result()[topic] == 0x80 {
-			return fmt.Errorf("%w: %s", ErrSubscriptionRefused, topic)
+		st, ok := tok.(*paho.SubscribeToken)
+		if !ok {
+			return qos, nil
 		}
-		return nil
+		granted := st.Result()[topic]
+		if granted == 0x80 {
+			return 0, fmt.Errorf("%w: %s", ErrSubscriptionRefused, topic)
+		}
+		return granted, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 

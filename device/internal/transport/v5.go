@@ -60,11 +60,13 @@ func (p *v5) Connect(ctx context.Context) Result {
 	if err != nil {
 		return Result{Code: NoConnack, Err: err}
 	}
+	cp := p.connectPacket()
+	g.LimitUnacknowledged(int(*cp.Properties.ReceiveMaximum))
 	c := paho5.NewClient(paho5.ClientConfig{
 		ClientID:                   cfg.ClientID,
 		Conn:                       packets.NewThreadSafeConn(g),
 		Session:                    p.session,
-		PingHandler:                &pinger{timeout: cfg.PingTimeout},
+		PingHandler:                &pinger{own: cfg.KeepAlive, timeout: cfg.PingTimeout},
 		PacketTimeout:              cfg.ConnectTimeout,
 		EnableManualAcknowledgment: true, // a QoS 1 message acknowledged once its handler has it
 		OnPublishReceived:          []func(paho5.PublishReceived) (bool, error){func(r paho5.PublishReceived) (bool, error) { return p.received(g, r) }},
@@ -72,7 +74,7 @@ func (p *v5) Connect(ctx context.Context) Result {
 		OnClientError:              func(err error) { p.lost(g, err) },
 	})
 	cctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout)
-	ca, err := c.Connect(cctx, p.connectPacket())
+	ca, err := c.Connect(cctx, cp)
 	cancel()
 	if v := g.Oversized(); v != nil {
 		return Result{Code: NoConnack, Err: v}
@@ -159,9 +161,8 @@ func (p *v5) serverDisconnect(g *Conn, d *paho5.Disconnect) {
 	p.lost(g, de)
 }
 
-// received hands a message that came on g to the handlers of the
-// subscriptions it matches, through the inbox; one that matches none is
-// acknowledged at once.
+// received hands a message that came on g to dispatch. paho.golang is
+// told it was handled either way: dispatch acknowledges it.
 func (p *v5) received(g *Conn, r paho5.PublishReceived) (bool, error) {
 	pb, c := r.Packet, r.Client
 	ack := func() {
@@ -171,12 +172,7 @@ func (p *v5) received(g *Conn, r paho5.PublishReceived) (bool, error) {
 			_ = c.Ack(pb)
 		}
 	}
-	h := p.h.HandlerFor(pb.Topic)
-	if h == nil {
-		ack()
-		return false, nil
-	}
-	p.h.Deliver(h, pb.Topic, pb.Payload, ack, g.Closed())
+	dispatch(p.h, g, pb.Topic, pb.QoS, pb.Payload, ack)
 	return true, nil
 }
 
@@ -188,27 +184,27 @@ var subackCodes = map[byte]string{
 	0xA1: "subscription identifiers not supported", 0xA2: "wildcard subscriptions not supported",
 }
 
-func (p *v5) Subscribe(ctx context.Context, topic string, qos byte, _ Handler) error {
+func (p *v5) Subscribe(ctx context.Context, topic string, qos byte) (byte, error) {
 	c, g := p.current()
 	if c == nil {
-		return ErrNotConnected
+		return 0, ErrNotConnected
 	}
 	sa, err := c.Subscribe(ctx, &paho5.Subscribe{Subscriptions: []paho5.SubscribeOptions{{Topic: topic, QoS: qos}}})
 	if sa == nil {
-		return err
+		return 0, err
 	}
 	if len(sa.Reasons) != 1 {
-		return g.Break(9, fmt.Sprintf("a SUBACK with %d reason codes for one topic", len(sa.Reasons)))
+		return 0, g.Break(9, fmt.Sprintf("a SUBACK with %d reason codes for one topic", len(sa.Reasons)))
 	}
 	code := sa.Reasons[0]
 	name, known := subackCodes[code]
 	switch {
 	case !known:
-		return g.Break(9, fmt.Sprintf("SUBACK reason code %d (%#x), unknown to MQTT 5", code, code))
+		return 0, g.Break(9, fmt.Sprintf("SUBACK reason code %d (%#x), unknown to MQTT 5", code, code))
 	case code >= 0x80:
-		return fmt.Errorf("%w: %s: %#02x (%s)", ErrSubscriptionRefused, topic, code, name)
+		return 0, fmt.Errorf("%w: %s: %#02x (%s)", ErrSubscriptionRefused, topic, code, name)
 	}
-	return nil
+	return code, nil
 }
 
 // publishSize is the size of a PUBLISH without properties, as MQTT 5's
