@@ -3,9 +3,7 @@
 package datadir
 
 import (
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 )
@@ -27,8 +25,8 @@ func Open(path string, _ Warn) (*Dir, error) {
 	return &Dir{f: f}, nil
 }
 
-// OpenFile opens name in dir; only its being a regular file is checked.
-func OpenFile(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, error) {
+// open opens name in dir; only its being a regular file is checked.
+func (r rules) open(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -39,21 +37,22 @@ func OpenFile(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, 
 	}
 	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, notPrivate(path, "is not a regular file")
+		return nil, r.refuse(path, "is not a regular file")
 	}
 	return f, nil
 }
 
-// CreateTemp creates a new file in dir named prefix and a random string.
-func CreateTemp(dir *os.File, prefix string) (*os.File, error) {
-	for range 100 {
-		f, err := OpenFile(dir, fmt.Sprintf("%s%08x", prefix, rand.Uint32()), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		return f, err
+// OpenSharedDir opens the directory at path, refusing a symbolic link;
+// ownership and modes are checked on Unix only.
+func OpenSharedDir(path string) (*os.File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("datadir: %w", err)
 	}
-	return nil, fmt.Errorf("datadir: no free name for %s* in %s", prefix, dir.Name())
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return nil, sharedRules.refuse(abs, "is a symbolic link, which the process does not follow: name the directory itself")
+	}
+	return os.Open(abs)
 }
 
 // Rename renames oldname to newname within dir.

@@ -3,6 +3,8 @@
 package datadir_test
 
 import (
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -264,4 +266,58 @@ func TestOpenFileRefusesAFileItMayNotOpen(t *testing.T) {
 	require.ErrorIs(t, opened, datadir.ErrNotPrivate)
 	assert.ErrorContains(t, opened, theirs+" belongs to uid 0, not to this agent's uid 65534")
 	assert.Equal(t, os.FileMode(0o600), mode(t, theirs))
+}
+
+// A shared directory's file keeps its mode, and is refused as the agent's
+// would be, wrapping ErrUntrusted.
+func TestOpenSharedFileKeepsItsMode(t *testing.T) {
+	dir := t.TempDir()
+	d, err := datadir.OpenSharedDir(dir)
+	require.NoError(t, err)
+	defer d.Close()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "report.html"), nil, 0o644))
+	require.NoError(t, os.Chmod(filepath.Join(dir, "report.html"), 0o644))
+	f, err := datadir.OpenSharedFile(d, "report.html", os.O_RDONLY, 0)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	assert.Equal(t, os.FileMode(0o644), mode(t, filepath.Join(dir, "report.html")))
+
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600))
+	_, err = datadir.OpenSharedFile(d, "fifo", os.O_RDONLY, 0)
+	assert.ErrorIs(t, err, datadir.ErrUntrusted)
+	assert.NotErrorIs(t, err, datadir.ErrNotPrivate, "a shared file is not the agent's")
+	assert.ErrorContains(t, err, "fifo is a FIFO, not a regular file")
+}
+
+// WriteShared replaces a planted link rather than writing through it;
+// one whose write fails leaves what was there, and no new file beside it.
+func TestWriteSharedWritesWholeOrNot(t *testing.T) {
+	dir := t.TempDir()
+	d, err := datadir.MkdirShared(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	defer d.Close()
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("precious"), 0o644))
+	require.NoError(t, os.Symlink(victim, filepath.Join(dir, "out", "report.json")))
+	write := func(s string) func(io.Writer) error {
+		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+	}
+	require.NoError(t, datadir.WriteShared(d, "report.json", 0o644, write("{}")))
+	got, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "precious", string(got))
+	assert.True(t, mode(t, filepath.Join(dir, "out", "report.json")).IsRegular())
+
+	failed := errors.New("disk full")
+	err = datadir.WriteShared(d, "report.json", 0o644, func(w io.Writer) error {
+		_, _ = io.WriteString(w, "{half")
+		return failed
+	})
+	assert.ErrorIs(t, err, failed)
+	got, err = os.ReadFile(filepath.Join(dir, "out", "report.json"))
+	require.NoError(t, err)
+	assert.Equal(t, "{}", string(got))
+	entries, err := os.ReadDir(filepath.Join(dir, "out"))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary file left")
 }

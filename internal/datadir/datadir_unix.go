@@ -5,7 +5,6 @@ package datadir
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,15 +115,15 @@ func stepInto(fd int, name string) (next int, created bool, err error) {
 	return next, created, nil
 }
 
-// OpenFile opens name, a file directly in dir, through dir's handle. It
+// open opens name, a file directly in dir, through dir's handle. It
 // never goes through a link (O_NOFOLLOW). It does not wait on a FIFO or a
 // device (O_NONBLOCK, cleared once the file is known to be a regular
 // one). Before reading, changing or renaming anything, it refuses a file
 // that is not regular or belongs to another user. It also refuses one
 // that has more than one link: another name for it elsewhere could be
-// written. The agent's file is then made 0600, whatever the umask or an
-// older version made it. flag and perm are os.OpenFile's.
-func OpenFile(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, error) {
+// written. Under agentRules the file is then made 0600, whatever the
+// umask or an older version made it. flag and perm are os.OpenFile's.
+func (r rules) open(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -132,42 +131,42 @@ func OpenFile(dir *os.File, name string, flag int, perm os.FileMode) (*os.File, 
 	fd, err := unix.Openat(int(dir.Fd()), name, flag|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, uint32(perm.Perm()))
 	switch {
 	case errors.Is(err, unix.ELOOP):
-		return nil, notPrivate(path, "is a symbolic link, which the agent does not follow")
+		return nil, r.refuse(path, fmt.Sprintf("is a symbolic link, which the %s does not follow", r.who))
 	case errors.Is(err, unix.EISDIR):
-		return nil, notPrivate(path, "is a directory, not a regular file")
+		return nil, r.refuse(path, "is a directory, not a regular file")
 	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
 		// Not root, and a file it may not open: whose is it?
 		var st unix.Stat_t
 		if unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && int(st.Uid) != os.Geteuid() {
-			return nil, notPrivate(path, fmt.Sprintf("belongs to uid %d, not to this agent's uid %d", st.Uid, os.Geteuid()))
+			return nil, r.refuse(path, fmt.Sprintf("belongs to uid %d, not to this %s's uid %d", st.Uid, r.who, os.Geteuid()))
 		}
 	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	if err := private(fd, path); err != nil {
+	if err := r.check(fd, path); err != nil {
 		unix.Close(fd)
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), path), nil
 }
 
-// private checks an open file is the agent's regular file with one link,
-// tightens it to 0600, and makes it blocking again.
-func private(fd int, path string) error {
+// check checks an open file is this user's regular file with one link,
+// tightens it to 0600 if the rules say so, and makes it blocking again.
+func (r rules) check(fd int, path string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return &os.PathError{Op: "stat", Path: path, Err: err}
 	}
 	switch {
 	case uint32(st.Mode)&unix.S_IFMT != unix.S_IFREG:
-		return notPrivate(path, fmt.Sprintf("is %s, not a regular file", kind(uint32(st.Mode))))
+		return r.refuse(path, fmt.Sprintf("is %s, not a regular file", kind(uint32(st.Mode))))
 	case int(st.Uid) != os.Geteuid():
-		return notPrivate(path, fmt.Sprintf("belongs to uid %d, not to this agent's uid %d", st.Uid, os.Geteuid()))
+		return r.refuse(path, fmt.Sprintf("belongs to uid %d, not to this %s's uid %d", st.Uid, r.who, os.Geteuid()))
 	case st.Nlink != 1:
-		return notPrivate(path, fmt.Sprintf("has %d links: another name for it could be written", st.Nlink))
+		return r.refuse(path, fmt.Sprintf("has %d links: another name for it could be written", st.Nlink))
 	}
-	if st.Mode&0o777 != 0o600 { // open to others, or not writable under a umask of 0277
+	if r.tighten && st.Mode&0o777 != 0o600 { // open to others, or not writable under a umask of 0277
 		if err := unix.Fchmod(fd, 0o600); err != nil {
 			return &os.PathError{Op: "chmod", Path: path, Err: err}
 		}
@@ -180,6 +179,48 @@ func private(fd int, path string) error {
 		return &os.PathError{Op: "fcntl", Path: path, Err: err}
 	}
 	return nil
+}
+
+// OpenSharedDir opens the directory at path, one others may share: the
+// simulator's shards meet in one and write their reports to one. The
+// steps of path before the last are the user's to name, and followed as
+// the system follows them; the last is never a link. The directory is
+// refused if a user other than root and this one owns it, or if others
+// may write to it without the sticky bit: they could rename, remove or
+// replace the files within it. Its group may write to it: on a volume
+// shared by pods, the group is the pods' own (Kubernetes' fsGroup).
+func OpenSharedDir(path string) (*os.File, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("datadir: %w", err)
+	}
+	fd, err := unix.Open(abs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if fi, lerr := os.Lstat(abs); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
+			to, _ := os.Readlink(abs)
+			return nil, sharedRules.refuse(abs, fmt.Sprintf("is a symbolic link (to %s), which the process does not follow: "+
+				"name the directory itself", to))
+		}
+		return nil, &os.PathError{Op: "open", Path: abs, Err: err}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Close(fd)
+		return nil, &os.PathError{Op: "stat", Path: abs, Err: err}
+	}
+	switch {
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		err = sharedRules.refuse(abs, fmt.Sprintf("belongs to uid %d, not to root or this process's uid %d: "+
+			"its owner could replace the files within it", st.Uid, os.Geteuid()))
+	case st.Mode&0o002 != 0 && st.Mode&unix.S_ISVTX == 0:
+		err = sharedRules.refuse(abs, fmt.Sprintf("is writable by others (%04o) without the sticky bit: "+
+			"another user could replace the files within it; chmod o-w or +t it", st.Mode&0o7777))
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), abs), nil
 }
 
 // kind names a file's type for a refusal.
@@ -199,20 +240,6 @@ func kind(mode uint32) string {
 		return "a symbolic link"
 	}
 	return "not a regular file"
-}
-
-// CreateTemp creates a new file in dir named prefix followed by a random
-// string, 0600, refusing to open anything already there.
-func CreateTemp(dir *os.File, prefix string) (*os.File, error) {
-	for range 100 {
-		name := fmt.Sprintf("%s%08x", prefix, rand.Uint32())
-		f, err := OpenFile(dir, name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, os.ErrExist) {
-			continue
-		}
-		return f, err
-	}
-	return nil, fmt.Errorf("datadir: no free name for %s* in %s", prefix, dir.Name())
 }
 
 // Rename renames oldname to newname within dir.

@@ -3,10 +3,10 @@ package report
 import (
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/datadir"
 )
 
 // eventLog takes a run's Fleet records. Without a writer, they go into
@@ -44,9 +44,12 @@ func (l *eventLog) flush() error {
 	return l.out.Flush()
 }
 
-// writeEvents writes kept records as events.csv at path.
-func writeEvents(path string, records []attempt.Record, t0 time.Time, timeScale float64) error {
-	return writeFile(path, func(w io.Writer) error {
+// eventsFile is a report's events.csv in its directory.
+const eventsFile = "events.csv"
+
+// writeEvents writes kept records as events.csv in dir.
+func writeEvents(dir *os.File, records []attempt.Record, t0 time.Time, timeScale float64) error {
+	return datadir.WriteShared(dir, eventsFile, 0o644, func(w io.Writer) error {
 		cw := attempt.NewWriter(w, t0, timeScale)
 		for _, r := range records {
 			cw.Add(r)
@@ -55,19 +58,16 @@ func writeEvents(path string, records []attempt.Record, t0 time.Time, timeScale 
 	})
 }
 
-// readEvents reads an events.csv back.
-func readEvents(path string) ([]attempt.Record, error) {
-	f, err := os.Open(path)
+// readEvents reads dir's events.csv back.
+func readEvents(dir *os.File) ([]attempt.Record, error) {
+	f, err := datadir.OpenSharedFile(dir, eventsFile, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	records, err := attempt.ReadCSV(f)
 	if err != nil {
-		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		return nil, &os.PathError{Op: "read", Path: f.Name(), Err: err}
 	}
 	return records, nil
 }
-
-// eventsPath is where a report's events.csv goes in dir.
-func eventsPath(dir string) string { return filepath.Join(dir, "events.csv") }

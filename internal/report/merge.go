@@ -6,27 +6,36 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/rendezvous"
 )
 
-// ReadReport reads a run's report.json and events.csv back from dir.
+// ReadReport reads a run's report.json and events.csv back from dir. As
+// WriteFiles, it opens them through dir's handle, and refuses what is not
+// this user's regular file (datadir.ErrUntrusted): a FIFO in its place
+// does not block it.
 func ReadReport(dir string) (*Report, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	d, err := datadir.OpenSharedDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{}
-	if err := json.Unmarshal(b, r); err != nil {
-		return nil, fmt.Errorf("%s: %w", dir, err)
+	defer d.Close()
+	f, err := datadir.OpenSharedFile(d, "report.json", os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
 	}
-	if r.events, err = readEvents(eventsPath(dir)); err != nil {
+	defer f.Close()
+	r := &Report{}
+	if err := json.NewDecoder(f).Decode(r); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	if r.events, err = readEvents(d); err != nil {
 		return nil, err
 	}
 	return r, nil

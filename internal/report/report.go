@@ -22,6 +22,7 @@ import (
 
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/rendezvous"
 	"github.com/herdguard/herdguard/internal/stormstats"
@@ -464,31 +465,36 @@ func CompareTable(w io.Writer, reports []*Report) {
 // WriteFiles writes events.csv (unless the run streamed its events to
 // Config.Events), arrivals.svg, report.html and, last and whole,
 // report.json into dir: a reader that sees report.json sees the rest
-// (AwaitReports).
+// (AwaitReports). dir may be shared with others: each file is written
+// whole through dir's handle and then replaces what was there, so a link
+// or FIFO planted in its place is never followed or opened, and another
+// user's file is never emptied (datadir.WriteShared). dir is refused if it
+// is a link, or if others may write to it without the sticky bit.
 func (r *Report) WriteFiles(dir string) error {
 	if r.eventsDropped {
 		return fmt.Errorf("report: the report's events were dropped; write its files before DropEvents")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	d, err := datadir.MkdirShared(dir)
+	if err != nil {
 		return err
 	}
+	defer d.Close()
 	b, err := r.JSON()
 	if err != nil {
 		return err
 	}
 	if !r.eventsStreamed {
-		if err := writeEvents(eventsPath(dir), r.events, time.UnixMilli(r.DisruptionUnixMS), r.TimeScale); err != nil {
+		if err := writeEvents(d, r.events, time.UnixMilli(r.DisruptionUnixMS), r.TimeScale); err != nil {
 			return err
 		}
 	}
-	if err := WriteCharts(dir, []*Report{r}); err != nil {
+	if err := writeCharts(d, []*Report{r}); err != nil {
 		return err
 	}
-	path := filepath.Join(dir, "report.json")
-	if err := os.WriteFile(path+".tmp", b, 0o644); err != nil {
+	return datadir.WriteShared(d, "report.json", 0o644, func(w io.Writer) error {
+		_, err := w.Write(b)
 		return err
-	}
-	return os.Rename(path+".tmp", path)
+	})
 }
 
 // AwaitReports waits up to wait (or until ctx ends) for a report.json in
@@ -523,29 +529,28 @@ func AwaitReports(ctx context.Context, dirs []string, wait time.Duration) error 
 }
 
 // WriteCharts writes arrivals.svg and report.html for reports (one run, or a
-// compare run's) into dir.
+// compare run's) into dir, which must exist, as WriteFiles writes them.
 func WriteCharts(dir string, reports []*Report) error {
+	d, err := datadir.OpenSharedDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return writeCharts(d, reports)
+}
+
+func writeCharts(dir *os.File, reports []*Report) error {
 	svg, err := ChartSVG(reports)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "arrivals.svg"), svg, 0o644); err != nil {
+	if err := datadir.WriteShared(dir, "arrivals.svg", 0o644, func(w io.Writer) error {
+		_, err := w.Write(svg)
+		return err
+	}); err != nil {
 		return err
 	}
-	return writeFile(filepath.Join(dir, "report.html"), func(w io.Writer) error { return WriteHTML(w, reports) })
-}
-
-// writeFile creates path and fills it with write.
-func writeFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return datadir.WriteShared(dir, "report.html", 0o644, func(w io.Writer) error { return WriteHTML(w, reports) })
 }
 
 // Telemetry counts a run's messages over the whole run (boot, disruption,
