@@ -109,7 +109,8 @@ soak:
 stats:
 	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/
 
-# devicesim deploy's manifests decoded strictly into k8s.io/api's types.
+# devicesim deploy's manifests decoded strictly into k8s.io/api's types,
+# and every pod checked against the restricted Pod Security Standard.
 # A module of its own (internal/deploy/kubecheck): k8s.io/api needs Go
 # 1.26, which neither the firmware nor devicesim should ask for.
 manifests:

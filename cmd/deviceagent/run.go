@@ -27,7 +27,9 @@ import (
 // variable: HERDGUARD_ and the flag's name in capitals, dashes as
 // underscores. A container or a systemd unit can thus configure it either
 // way. The password is never a flag, as flags show in process listings. It
-// comes from HERDGUARD_PASSWORD or -password-file.
+// comes from HERDGUARD_PASSWORD or -password-file. Nor is any URL that may
+// carry a credential: such a broker or config URL comes from the
+// environment only.
 type options struct {
 	broker, failover, clientID, username string
 	password, passwordFile               string
@@ -111,9 +113,10 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.allowPlaintext, "allow-plaintext", false, "allow credentials over tcp:// and the configuration over http:// (anyone on the path reads them)")
 	fs.StringVar(&o.ca, "ca", "", "PEM file of the CA that signs the broker and the config server (default: the system's)")
 	fs.StringVar(&o.cert, "cert", "", "PEM device certificate, for mutual TLS with the broker and the config server")
-	fs.StringVar(&o.key, "key", "", "PEM device key, for mutual TLS; refused if group or others may read it")
-	fs.BoolVar(&o.allowOpenSecrets, "allow-open-secret-files", false, "use a -key or -password-file that group or others may read or write (logged)")
-	fs.StringVar(&o.configURL, "config-url", "", "https URL of this device's JSON configuration; redirects only to https on the same host")
+	fs.StringVar(&o.key, "key", "", "PEM device key, for mutual TLS; refused if group or others may read it or another user owns it")
+	fs.BoolVar(&o.allowOpenSecrets, "allow-open-secret-files", false, "use a -key or -password-file that group or others may read or write (logged); never another user's")
+	fs.StringVar(&o.configURL, "config-url", "", "https URL of this device's JSON configuration; redirects only to https on the same host; "+
+		"one with user info or a query (a token) only as HERDGUARD_CONFIG_URL")
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory kept across reboots (the last good configuration and the telemetry queue); made 0700, refused if another user owns it")
 	fs.StringVar(&o.topic, "topic", "devices/{id}/heartbeat", "heartbeat topic; {id} is the client ID")
 	fs.StringVar(&o.events, "event-topic", "devices/{id}/events", "topic of the agent's own events (a damaged queue); {id} is the client ID")
@@ -143,6 +146,11 @@ func fillFromEnv(fs *flag.FlagSet, getenv func(string) string) (map[string]bool,
 		if set[name] && mayHoldPassword(fs.Lookup(name).Value.String()) {
 			return nil, fmt.Errorf("-%s has an '@', so it may carry a password, and flags show in process listings; "+
 				"set the URL in %s, or the password in HERDGUARD_PASSWORD or -password-file", name, envName(name))
+		}
+	}
+	if set["config-url"] {
+		if err := refuseCredentialURL(fs.Lookup("config-url").Value.String()); err != nil {
+			return nil, err
 		}
 	}
 	fromEnv := map[string]bool{}
@@ -199,6 +207,26 @@ func isProtocol(v string) bool {
 	return err == nil
 }
 
+// refuseCredentialURL refuses a -config-url that may carry a credential:
+// user info (an '@', escaped or not, anywhere, as for -broker) or a query
+// string (a token, a signature: no list of names could be complete, and
+// the server needs none in a flag). The same URL may come from the
+// environment, which ps does not show; the device's certificate (-cert,
+// -key) authenticates it to the server too. The error never quotes it.
+func refuseCredentialURL(configURL string) error {
+	why := ""
+	switch {
+	case mayHoldPassword(configURL):
+		why = "has an '@', so it may carry a user and password"
+	case strings.Contains(configURL, "?"):
+		why = "has a query string, so it may carry a token or a signature"
+	default:
+		return nil
+	}
+	return fmt.Errorf("-config-url %s, and flags show in process listings; set the URL in %s instead, "+
+		"or authenticate the device with -cert and -key", why, envName("config-url"))
+}
+
 // mayHoldPassword says whether a URL flag's value might carry a password:
 // whether it has an '@', escaped or not, anywhere. However its URLs are
 // spelt (ssl://u:pw@host, ssl://u:pw/x@host, a comma in the password),
@@ -206,10 +234,6 @@ func isProtocol(v string) bool {
 func mayHoldPassword(urls string) bool {
 	return strings.Contains(urls, "@") || strings.Contains(strings.ToUpper(urls), "%40")
 }
-
-// maxSecretFile bounds what is read of -password-file: MQTT's password
-// field holds at most 65,535 bytes.
-const maxSecretFile = 64 << 10
 
 // password reads the MQTT password from the environment or from file (one
 // line; a trailing newline is not part of it), and says where it came
@@ -225,41 +249,15 @@ func password(file string, allowOpen bool, getenv func(string) string) (pw, from
 	if env != "" {
 		return "", "", errors.New("-password-file and HERDGUARD_PASSWORD are both set: use one")
 	}
-	f, err := openNoWait(file)
+	b, err := readSecret("-password-file", file, allowOpen, maxSecretFile+1) // the password, then "\r\n"
 	if err != nil {
-		return "", "", fmt.Errorf("-password-file: %w", err)
-	}
-	defer f.Close()
-	if err := privateSecret("-password-file", f, allowOpen); err != nil {
 		return "", "", err
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretFile+2))
-	if err != nil {
-		return "", "", fmt.Errorf("-password-file: %w", err)
 	}
 	pw = strings.TrimRight(string(b), "\r\n")
 	if len(pw) > maxSecretFile-1 {
 		return "", "", fmt.Errorf("-password-file %s holds more than MQTT's 65535-byte password", file)
 	}
 	return pw, "-password-file " + file, nil
-}
-
-// privateSecret refuses a secret file that is not a regular file, or that
-// group or others may read or write, unless allowOpen (then it is only
-// logged, by the caller). It checks the file it was handed, as opened.
-func privateSecret(flagName string, f *os.File, allowOpen bool) error {
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("%s: %w", flagName, err)
-	}
-	switch {
-	case !fi.Mode().IsRegular():
-		return fmt.Errorf("%s %s is not a regular file", flagName, f.Name())
-	case fi.Mode().Perm()&0o077 != 0 && !allowOpen:
-		return fmt.Errorf("%s %s is mode %04o: group or others may read it; chmod 600 it, or set -allow-open-secret-files",
-			flagName, f.Name(), fi.Mode().Perm())
-	}
-	return nil
 }
 
 // openSecrets names the secret files group or others may read, for the
@@ -398,23 +396,8 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log,
 		RedirectDomains: commaList(o.redirectDomains)}
 	cfg.Protocol, _ = device.ParseProtocol(o.mqttVersion) // checked with the flags
-	if o.key != "" {
-		f, err := openNoWait(o.key)
-		if err != nil {
-			return nil, cfg, fmt.Errorf("-key: %w", err)
-		}
-		err = privateSecret("-key", f, o.allowOpenSecrets)
-		f.Close()
-		if err != nil {
-			return nil, cfg, err
-		}
-	}
-	if o.ca != "" || o.cert != "" || o.key != "" {
-		trust, err := device.LoadTLS(o.ca, o.cert, o.key)
-		if err != nil {
-			return nil, cfg, err
-		}
-		cfg.TLS = trust
+	if cfg.TLS, err = o.loadTLS(); err != nil {
+		return nil, cfg, err
 	}
 	agent, err := device.New(cfg)
 	if err != nil {

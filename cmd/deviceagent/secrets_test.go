@@ -63,6 +63,14 @@ func TestUsageAndErrorsShowNoSecret(t *testing.T) {
 		"both password sources":   {[]string{"-password-file", "/nonexistent"}, "", "both set"},
 		"an open password file":   {[]string{"-password-file", "OPEN"}, "HERDGUARD_PASSWORD", "is mode 0644"},
 		"a password directory":    {[]string{"-password-file", "DIR"}, "HERDGUARD_PASSWORD", "not a regular file"},
+
+		// A credential in -config-url, in any of its places: user info
+		// (escaped or not) or a query, whatever its name.
+		"a token in -config-url":     {[]string{"-config-url", "https://cfg.example/config/d?token=cfg-SECRET-token"}, "", "-config-url has a query string"},
+		"a signature in -config-url": {[]string{"--config-url=https://cfg.example/d?X-Amz-Signature=cfg-SECRET-token"}, "", "HERDGUARD_CONFIG_URL"},
+		"a password in -config-url":  {[]string{"-config-url", "https://dev:cfg-SECRET-token@cfg.example/config/d"}, "", "-config-url has an '@'"},
+		"an escaped at in -config-url": {[]string{"-config-url", "https://dev:cfg-SECRET-token%40cfg.example/config/d"}, "",
+			"-config-url has an '@'"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := maps.Clone(hostile)
@@ -128,12 +136,13 @@ func TestRunLogsNoSecret(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"-client-id", "dev-s", "-ca", files.CA, "-heartbeat", "20ms", "-boot-spread", "1ms",
-				"-log-level", "debug", "-allow-plaintext", // for the config server's plain http
-				"-config-url", cs.DeviceURL("dev-s") + "?token=cfg-SECRET-token"}, c.args...)
+				"-log-level", "debug", "-allow-plaintext"}, c.args...) // for the config server's plain http
+			env := maps.Clone(c.env) // a token in the config URL: only the environment may hold one
+			env["HERDGUARD_CONFIG_URL"] = cs.DeviceURL("dev-s") + "?token=cfg-SECRET-token"
 			ctx, stop := context.WithCancel(context.Background())
 			logs := &syncBuffer{}
 			done := make(chan error, 1)
-			go func() { done <- run(ctx, args, envOf(c.env), logs) }()
+			go func() { done <- run(ctx, args, envOf(env), logs) }()
 			logs.await(t, "connected")
 			logs.await(t, "config round failed")
 			stop()

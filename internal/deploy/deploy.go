@@ -71,7 +71,14 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 	memory := podMemory(p)
 	cpu := fmt.Sprintf("%dm", max(500, int(math.Ceil(float64(p.SliceSize())/agentsPerCore*1000))))
 	labels := map[string]string{"app.kubernetes.io/name": "devicesim", "app.kubernetes.io/instance": o.Name}
-	nonRoot := podSecurity{RunAsNonRoot: true, RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532} // the image's user
+	// Every pod and container meets the restricted Pod Security Standard,
+	// so that a namespace enforcing it admits them (kubecheck checks each
+	// field): the image's user, the runtime's seccomp profile, no
+	// capability, no privilege escalation, a read-only root.
+	nonRoot := podSecurity{RunAsNonRoot: true, RunAsUser: 65532, RunAsGroup: 65532, FSGroup: 65532,
+		SeccompProfile: seccomp{Type: "RuntimeDefault"}}
+	locked := &containerSecurity{AllowPrivilegeEscalation: false, ReadOnlyRootFilesystem: true,
+		Capabilities: capabilities{Drop: []string{"ALL"}}}
 
 	configMap := object{APIVersion: "v1", Kind: "ConfigMap", Metadata: meta{Name: o.Name + "-storm", Labels: labels},
 		Data: map[string]string{"storm.yaml": string(stormFile)}}
@@ -90,9 +97,8 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 				Args: Args(),
 				Env: []envVar{{Name: RunVar, ValueFrom: envSource{FieldRef: fieldRef{
 					FieldPath: "metadata.labels['batch.kubernetes.io/controller-uid']"}}}},
-				Resources: &resources{Requests: map[string]string{"cpu": cpu, "memory": memory}, Limits: map[string]string{"memory": memory}},
-				SecurityContext: &containerSecurity{AllowPrivilegeEscalation: false, ReadOnlyRootFilesystem: true,
-					Capabilities: capabilities{Drop: []string{"ALL"}}},
+				Resources:       &resources{Requests: map[string]string{"cpu": cpu, "memory": memory}, Limits: map[string]string{"memory": memory}},
+				SecurityContext: locked,
 				VolumeMounts: []mount{{Name: "storm", MountPath: "/storm", ReadOnly: true}, {Name: "reports", MountPath: reportsPath},
 					{Name: "tmp", MountPath: "/tmp"}},
 			}},
@@ -107,7 +113,8 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 		RestartPolicy:   "Never",
 		SecurityContext: nonRoot,
 		Containers: []container{{Name: "reports", Image: "busybox:1.37", Args: []string{"sleep", "3600"},
-			VolumeMounts: []mount{{Name: "reports", MountPath: reportsPath, ReadOnly: true}}}},
+			SecurityContext: locked, // kubectl cp only reads: its tar writes to stdout
+			VolumeMounts:    []mount{{Name: "reports", MountPath: reportsPath, ReadOnly: true}}}},
 		Volumes: []volume{{Name: "reports", PersistentVolumeClaim: &claimSource{ClaimName: o.Name + "-reports"}}},
 	}}
 

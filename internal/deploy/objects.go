@@ -52,10 +52,17 @@ type podSpec struct {
 }
 
 type podSecurity struct {
-	RunAsNonRoot bool  `yaml:"runAsNonRoot"`
-	RunAsUser    int64 `yaml:"runAsUser"`
-	RunAsGroup   int64 `yaml:"runAsGroup"`
-	FSGroup      int64 `yaml:"fsGroup"`
+	RunAsNonRoot   bool    `yaml:"runAsNonRoot"`
+	RunAsUser      int64   `yaml:"runAsUser"`
+	RunAsGroup     int64   `yaml:"runAsGroup"`
+	FSGroup        int64   `yaml:"fsGroup"`
+	SeccompProfile seccomp `yaml:"seccompProfile"`
+}
+
+// seccomp is a seccomp profile: RuntimeDefault, the container runtime's,
+// which the restricted Pod Security Standard requires (or Localhost).
+type seccomp struct {
+	Type string `yaml:"type"`
 }
 
 type spread struct {
