@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/herdguard/herdguard/internal/deploy"
+	"github.com/herdguard/herdguard/internal/storm"
 )
 
 func deployCmd(args []string, stdout, stderr io.Writer) error {
@@ -29,7 +30,7 @@ func deployCmd(args []string, stdout, stderr io.Writer) error {
 	if *file == "" {
 		return errors.New("deploy: name the storm file (-f)")
 	}
-	b, err := os.ReadFile(*file)
+	b, err := storm.Load(*file) // shipped as written, read within the cap every storm file has
 	if err != nil {
 		return fmt.Errorf("deploy: %w", err)
 	}

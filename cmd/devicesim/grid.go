@@ -41,6 +41,9 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return err
+	}
 	var err error
 	if gc.Devices, err = parseInts(*devices); err != nil {
 		return fmt.Errorf("-devices: %w", err)
@@ -99,6 +102,9 @@ func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
+		return err
+	}
+	if err := checkDurationFlags(fs); err != nil {
 		return err
 	}
 	var err error

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/storm"
 )
@@ -65,6 +66,9 @@ func planCmd(ctx context.Context, args []string, getenv func(string) string, std
 		}
 		return err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return err
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
@@ -110,12 +114,7 @@ func planCmd(ctx context.Context, args []string, getenv func(string) string, std
 // admission and nodes, its first disruption's outage, its seed, and the
 // bounds and current policy of its plan: section.
 func questionOf(path string, getenv func(string) string) (planner.Question, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return planner.Question{}, err
-	}
-	defer f.Close()
-	sf, err := storm.Read(f, getenv)
+	sf, err := storm.ReadFile(path, getenv)
 	if err != nil {
 		return planner.Question{}, fmt.Errorf("%s: %w", path, err)
 	}
@@ -188,6 +187,9 @@ func candidatesOf(policies, caps string) ([]planner.Candidate, error) {
 			d, err := time.ParseDuration(strings.TrimSpace(c))
 			if err != nil || d <= 0 {
 				return nil, fmt.Errorf("-caps: %q is not a duration such as 32s", c)
+			}
+			if err := plan.CheckDuration("-caps", d, plan.MaxWait); err != nil {
+				return nil, err
 			}
 			cs = append(cs, d)
 		}

@@ -186,6 +186,9 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		}
 		return nil, err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return nil, err
+	}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
 }
@@ -293,12 +296,7 @@ func (f *runFlags) readStorm(getenv func(string) string, stdout io.Writer) error
 			return fmt.Errorf("-%s: the storm file -f says it (only -out, -events, -metrics and -merge go beside -f)", name)
 		}
 	}
-	file, err := os.Open(*f.file)
-	if err != nil {
-		return fmt.Errorf("-f: %w", err)
-	}
-	defer file.Close()
-	sf, err := storm.Read(file, getenv)
+	sf, err := storm.ReadFile(*f.file, getenv)
 	if err != nil {
 		return fmt.Errorf("-f %s: %w", *f.file, err)
 	}
@@ -592,6 +590,9 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return err
+	}
 	if *attempts < 1 || *samples < 1 {
 		return fmt.Errorf("-attempts and -samples must be >= 1")
 	}
@@ -631,6 +632,9 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return err
+	}
 	dirs := fs.Args()
 	switch {
 	case len(dirs) == 0:
@@ -642,13 +646,9 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	var file *storm.File
 	if *stormFile != "" {
-		r, err := os.Open(*stormFile)
-		if err != nil {
-			return fmt.Errorf("merge -f: %w", err)
-		}
-		defer r.Close()
 		// Only its expectations are read: any shard's slice, any broker.
-		if file, err = storm.Read(r, func(string) string { return "0" }); err != nil {
+		var err error
+		if file, err = storm.ReadFile(*stormFile, func(string) string { return "0" }); err != nil {
 			return fmt.Errorf("merge -f %s: %w", *stormFile, err)
 		}
 	}

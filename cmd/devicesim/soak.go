@@ -33,6 +33,9 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		return err
 	}
+	if err := checkDurationFlags(fs); err != nil {
+		return err
+	}
 	sc.Progress = stdout
 	rep, err := experiment.Soak(ctx, sc)
 	if rep == nil {

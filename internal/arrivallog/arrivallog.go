@@ -119,6 +119,8 @@ type Options struct {
 	// stamps, which have none. It gives the day of stamps that are a time
 	// of day alone. The zero value is now.
 	Written time.Time
+
+	maxEvents int // a test's cap in place of MaxEvents
 }
 
 // FormatNames are the formats ParseLog can be told to take:
@@ -161,8 +163,9 @@ var ErrBadPattern = errors.New("bad pattern")
 // MaxLineBytes: no arrival log has one.
 var ErrLineTooLong = fmt.Errorf("longer than %d MiB", MaxLineBytes>>20)
 
-// MaxLineBytes bounds a line (a CSV record spanning lines, all of them):
-// far beyond any arrival log's, short of what exhausts memory.
+// MaxLineBytes bounds a line (a CSV record spanning lines, all of them),
+// and in a JSON document a value and an event's fields: far beyond any
+// arrival log's, short of what exhausts memory.
 const MaxLineBytes = 16 << 20
 
 // ParseLog reads an arrival log as Options say: in o.Format, or in the
@@ -179,9 +182,10 @@ const MaxLineBytes = 16 << 20
 // copies of a line read before are dropped and counted.
 //
 // A line it cannot read is a *fileline.Error naming what was expected
-// there. A log with no arrival is ErrNoArrivals, naming the format taken
-// and what the log held instead. A format it does not know is
-// ErrUnknownFormat. No Log is returned with an error.
+// there; so is the line past MaxEvents (ErrTooManyEvents), and a JSON
+// document nested past 64 levels. A log with no arrival is ErrNoArrivals,
+// naming the format taken and what the log held instead. A format it does
+// not know is ErrUnknownFormat. No Log is returned with an error.
 func ParseLog(r io.Reader, o Options) (*Log, error) {
 	if o.Format != "" && !isFormatName(o.Format) {
 		return nil, fmt.Errorf("%w %q: want one of %s (or none, to detect it)", ErrUnknownFormat, o.Format, strings.Join(FormatNames, ", "))

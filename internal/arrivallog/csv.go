@@ -102,6 +102,9 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 	if p.message >= 0 || p.event >= 0 {
 		return p.classify(ps, line, t, client, record)
 	}
+	if err := ps.rec.count(line); err != nil {
+		return err
+	}
 	l.add(t, line, client, p.client >= 0)
 	if p.outcome >= 0 {
 		refused := p.outcome < len(p.fields) && !strings.EqualFold(p.fields[p.outcome], "accepted")

@@ -525,38 +525,69 @@ func jsonScalar(raw json.RawMessage) (string, bool) {
 // objects that hold such arrays (events, records, results, value), in any
 // layout over lines. Arrays are read as they stream past, so that an
 // export of millions of events is never held whole.
-func (p *parser) readDocument(r io.Reader) error {
+// It returns the lines it read.
+func (p *parser) readDocument(r io.Reader) (int, error) {
+	return p.newDocWalker(r).walk()
+}
+
+func (p *parser) newDocWalker(r io.Reader) *docWalker {
 	lc := &lineCounter{r: r}
 	w := &docWalker{p: p, j: newJSONReader(p), dec: json.NewDecoder(lc), lc: lc}
+	lc.consumed = w.dec.InputOffset
 	w.j.doc = true
 	p.lp = w.j
+	return w
+}
+
+// walk reads the document's values, and returns the lines it read.
+func (w *docWalker) walk() (int, error) {
 	for {
 		tok, err := w.dec.Token()
 		if err == io.EOF {
-			return nil
+			return w.lc.lines(), nil
 		}
 		if err != nil {
-			return w.syntax(err)
+			return 0, w.syntax(err)
 		}
 		if err := w.value(tok); err != nil {
-			return err
+			return 0, err
 		}
 	}
 }
 
+// maxJSONDepth bounds how deep a JSON document's arrays and objects nest
+// around its events: a CloudWatch export's are three deep, a Logs
+// Insights result's four. The walk goes a call deeper a level.
+const maxJSONDepth = 64
+
 // docWalker reads a JSON document's values.
 type docWalker struct {
-	p   *parser
-	j   *jsonReader
-	dec *json.Decoder
-	lc  *lineCounter
+	p     *parser
+	j     *jsonReader
+	dec   *json.Decoder
+	lc    *lineCounter
+	depth int // the arrays and objects open
 }
+
+// enter opens an array or an object, refusing one past maxJSONDepth.
+func (w *docWalker) enter() error {
+	if w.depth++; w.depth > maxJSONDepth {
+		return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()),
+			Err: fmt.Errorf("the JSON document nests deeper than %d arrays and objects; a log's events are a few levels in", maxJSONDepth)}
+	}
+	return nil
+}
+
+func (w *docWalker) leave() { w.depth-- }
 
 // containerKeys hold the arrays of events a document wraps them in:
 // CloudWatch Logs' events, Azure's records, Logs Insights' results.
 var containerKeys = map[string]bool{"events": true, "records": true, "Records": true, "results": true, "value": true, "items": true}
 
 func (w *docWalker) syntax(err error) error {
+	if errors.Is(err, ErrLineTooLong) {
+		return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()), Err: fmt.Errorf("a JSON value %w", ErrLineTooLong)}
+	}
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		return &fileline.Error{Line: w.lc.line(w.dec.InputOffset()), Err: errors.New("the JSON document ends before its arrays and objects close")}
 	}
@@ -576,9 +607,14 @@ func (w *docWalker) value(tok json.Token) error {
 		}
 		return w.j.object(w.p, line, obj, nil, 0, false)
 	case json.Delim('['):
+		if err := w.enter(); err != nil {
+			return err
+		}
+		defer w.leave()
 		var row map[string]json.RawMessage
 		rowLine := 0
 		for w.dec.More() {
+			w.lc.line(w.dec.InputOffset()) // no line before here is asked about again
 			t, err := w.dec.Token()
 			if err != nil {
 				return w.syntax(err)
@@ -621,9 +657,14 @@ func (w *docWalker) value(tok json.Token) error {
 // object reads an object's members after its {. container true: it held
 // arrays of events, which were read.
 func (w *docWalker) object() (map[string]json.RawMessage, bool, error) {
+	if err := w.enter(); err != nil {
+		return nil, false, err
+	}
+	defer w.leave()
 	obj := map[string]json.RawMessage{}
-	container := false
+	container, held := false, 0
 	for w.dec.More() {
+		w.lc.line(w.dec.InputOffset())
 		kt, err := w.dec.Token()
 		if err != nil {
 			return nil, false, w.syntax(err)
@@ -635,6 +676,10 @@ func (w *docWalker) object() (map[string]json.RawMessage, bool, error) {
 				return nil, false, w.syntax(err)
 			}
 			obj[key] = raw
+			if held += len(key) + len(raw); held > MaxLineBytes { // an event's fields, as a line's
+				line := w.lc.line(w.dec.InputOffset())
+				return nil, false, &fileline.Error{Line: line, Err: fmt.Errorf("an object's fields %w", ErrLineTooLong)}
+			}
 			continue
 		}
 		t, err := w.dec.Token()
@@ -673,9 +718,20 @@ type lineCounter struct {
 	read  int64   // bytes read so far
 	nl    []int64 // offsets of the newlines not yet asked about
 	below int     // newlines before the offsets in nl
+	// consumed is the decoder's offset: what it holds beyond it, one
+	// value being read, is bounded by MaxLineBytes
+	consumed func() int64
+	last     byte // the last byte read
 }
 
 func (c *lineCounter) Read(b []byte) (int, error) {
+	if c.consumed != nil {
+		held := c.read - c.consumed()
+		if held > MaxLineBytes {
+			return 0, ErrLineTooLong
+		}
+		b = b[:min(int64(len(b)), MaxLineBytes+1-held)] // past the bound by a byte at most
+	}
 	n, err := c.r.Read(b)
 	for i, x := range b[:n] {
 		if x == '\n' {
@@ -683,7 +739,19 @@ func (c *lineCounter) Read(b []byte) (int, error) {
 		}
 	}
 	c.read += int64(n)
+	if n > 0 {
+		c.last = b[n-1]
+	}
 	return n, err
+}
+
+// lines is how many lines were read, once every byte is.
+func (c *lineCounter) lines() int {
+	n := c.below + len(c.nl)
+	if c.last != '\n' {
+		n++ // the last line, without its newline
+	}
+	return n
 }
 
 // line is the line (from 1) an offset is on; offsets asked about must

@@ -2,6 +2,7 @@ package arrivallog
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,7 +47,7 @@ func newParser(o Options) (*parser, error) {
 	if brokerFormats[o.Format] {
 		forced = o.Format
 	}
-	p.rec = newRecorder(p.log, forced)
+	p.rec = newRecorder(p.log, forced, cmp.Or(o.maxEvents, MaxEvents))
 	if o.TimeLayout != "" {
 		l, err := parseLayout(o.TimeLayout)
 		if err != nil {
@@ -179,7 +180,7 @@ func (p *parser) run(lr *lineReader) (*Log, error) {
 	}
 	p.lp = lp
 	if doc {
-		if err := p.readDocument(src.rest()); err != nil {
+		if src.n, err = p.readDocument(src.rest()); err != nil {
 			return nil, err
 		}
 	} else {
@@ -443,6 +444,9 @@ func (pp *plainParser) parse(p *parser, src *source, text []byte) error {
 	if err != nil {
 		return &fileline.Error{Line: src.n, Err: err}
 	}
+	if err := p.rec.count(src.n); err != nil {
+		return err
+	}
 	l.add(t, src.n, "", false)
 	return nil
 }
@@ -451,6 +455,9 @@ func (pp *plainParser) parse(p *parser, src *source, text []byte) error {
 // the kinds of lines seen.
 func (p *parser) noArrivals(lines int) error {
 	l := p.log
+	if j, ok := p.lp.(*jsonReader); ok && j.doc && len(l.Kinds) == 0 {
+		return fmt.Errorf("%w: %s, a JSON document with no object in it", ErrNoArrivals, plural(lines, "line"))
+	}
 	switch {
 	case lines == 0:
 		return fmt.Errorf("%w: the log is empty", ErrNoArrivals)

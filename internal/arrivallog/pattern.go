@@ -53,6 +53,9 @@ func (pt *pattern) parse(p *parser, src *source, text []byte) error {
 	if has && m[2*pt.client] >= 0 {
 		client = string(text[m[2*pt.client]:m[2*pt.client+1]])
 	}
+	if err := p.rec.count(src.n); err != nil {
+		return err
+	}
 	l.add(t, src.n, client, has)
 	l.Format = "pattern"
 	if a := k.assumed(); a != "" {

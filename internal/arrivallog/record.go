@@ -1,6 +1,7 @@
 package arrivallog
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
@@ -19,6 +20,8 @@ const noTime = time.Duration(math.MinInt64)
 // copies it dropped.
 type recorder struct {
 	l      *Log
+	events int // lines that keep something, up to max (count)
+	max    int
 	dedupe bool
 	seen   map[uint64]struct{}
 	seed   maphash.Seed
@@ -41,10 +44,34 @@ type recorder struct {
 	envTaken               bool // finish took the envelope's stamps
 }
 
-func newRecorder(l *Log, forced string) *recorder {
-	return &recorder{l: l, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed(), conns: map[string]string{},
+func newRecorder(l *Log, forced string, max int) *recorder {
+	return &recorder{l: l, max: max, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed(), conns: map[string]string{},
 		brokers: map[string]int{}, lines: map[string]int{}, forced: forced, lastAlt: noTime}
 }
+
+// MaxEvents bounds the lines a log keeps something of: its connects,
+// disconnects, refusals, broker starts and stops and lost-lines notes.
+// A line of any other kind is counted and no more. What judge holds grows
+// with them alone, by the bytes docs/verdict.md measures.
+const MaxEvents = 10_000_000
+
+// ErrTooManyEvents is a *fileline.Error's Err, wrapped, for the line past
+// MaxEvents.
+var ErrTooManyEvents = errors.New("too many events")
+
+// count counts a line that keeps something in the log, refusing the one
+// past the cap.
+func (rc *recorder) count(line int) error {
+	if rc.events++; rc.events > rc.max {
+		return &fileline.Error{Line: line, Err: fmt.Errorf("%w: more than %d connects, disconnects, refusals, broker starts "+
+			"and stops, each held to judge them; judge the log a part at a time", ErrTooManyEvents, rc.max)}
+	}
+	return nil
+}
+
+// maxLabels bounds the labels a log keeps, its own names for kinds of
+// line (each cut to an excerpt): the rest count as "other".
+const maxLabels = 1000
 
 // stamps are the times a line carries: its own (the broker's) and its
 // envelope's, with the digits each was written to.
@@ -106,6 +133,11 @@ func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
 		}
 		rc.seen[h] = struct{}{}
 	}
+	if e.kind != KindOther {
+		if err := rc.count(line); err != nil {
+			return err
+		}
+	}
 	if e.broker != "" {
 		rc.lines[e.broker]++
 		if e.kind != KindOther {
@@ -145,7 +177,7 @@ func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
 		}
 	case KindStart, KindStop:
 		if timed {
-			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.kind == KindStop, text: e.label})
+			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.kind == KindStop, text: excerpt(e.label)})
 			rc.brokerAlt = append(rc.brokerAlt, alt)
 		}
 	case KindLost:
@@ -156,8 +188,8 @@ func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
 			rc.gap(e.gap, at, line)
 		}
 	case KindOther:
-		label := e.label
-		if label == "" {
+		label := excerpt(e.label)
+		if _, seen := l.Labels[label]; label == "" || !seen && len(l.Labels) >= maxLabels {
 			label = "other"
 		}
 		l.Labels[label]++

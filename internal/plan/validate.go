@@ -13,7 +13,8 @@ import (
 // setting: each part on its own, then what the parts ask of each other
 // and of this host. Every engine checks it before anything starts.
 func (p Plan) Validate() error {
-	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateCluster, p.validateTarget, p.validateHost} {
+	for _, check := range []func() error{p.validateEngine, p.Fleet.validate, p.Storm.validate, p.validateAdmission, p.validateCluster,
+		p.validateTarget, p.validateHost} {
 		if err := check(); err != nil {
 			return err
 		}
@@ -115,6 +116,16 @@ func (s Storm) validate() error {
 		return fmt.Errorf("busy code: an MQTT 5 refusal's code is 0x80 or more (0x89, 0x97, 0x9F), got %#02x", s.BusyCode)
 	}
 	return s.validateThen()
+}
+
+// validateAdmission: the admission lets the fleet in within what a run
+// watches (MaxSpan). Slower, the run's recovery bound, three times that,
+// wraps round time.Duration.
+func (p Plan) validateAdmission() error {
+	if s := float64(p.Devices) / p.AdmitRate; p.AdmitRate > 0 && s > MaxSpan.Seconds() {
+		return fmt.Errorf("admission rate %g a second lets %d devices in over %.3g h: at most %v", p.AdmitRate, p.Devices, s/3600, MaxSpan)
+	}
+	return nil
 }
 
 // followable reports whether a disruption can be one of a timeline's: it

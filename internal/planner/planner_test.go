@@ -71,6 +71,8 @@ func TestQuestionsItCannotAskAreRefused(t *testing.T) {
 		"is below 1":                   {Devices: 10, AdmitRate: 10, MaxAttempts: 0.5},
 		"share must be within 0 and 1": {Devices: 10, AdmitRate: 10, Current: "iotcore", CurrentShare: 2},
 		"needs the policy it runs":     {Devices: 10, AdmitRate: 10, CurrentShare: 0.5},
+		// a cap past a day would wrap the run's sums
+		"its cap after @ must be a duration within": {Devices: 10, AdmitRate: 10, Current: "iotcore@2000000h"},
 	} {
 		_, err := planner.Plan(context.Background(), q, planner.Options{Candidates: few()})
 		require.ErrorIs(t, err, planner.ErrInvalid, want)

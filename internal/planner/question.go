@@ -17,9 +17,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // ErrInvalid is wrapped by the error of a Question that cannot be asked.
@@ -113,6 +115,11 @@ func (q Question) Validate() error {
 		return bad("the current policy's share must be within 0 and 1, got %g", q.CurrentShare)
 	case q.CurrentShare > 0 && q.Current == "":
 		return bad("a share of the fleet needs the policy it runs")
+	}
+	if i := strings.LastIndexByte(q.Current, '@'); i >= 0 {
+		if _, _, ok := splitCap(q.Current); !ok {
+			return bad("the current policy %q: its cap after @ must be a duration within (0, %v]", q.Current, plan.MaxWait)
+		}
 	}
 	return nil
 }

@@ -90,7 +90,7 @@ func splitCap(s string) (string, time.Duration, bool) {
 	for i := len(s) - 1; i >= 0; i-- {
 		if s[i] == '@' {
 			d, err := time.ParseDuration(s[i+1:])
-			if err != nil || d <= 0 {
+			if err != nil || d <= 0 || d > plan.MaxWait {
 				return "", 0, false
 			}
 			return s[:i], d, true

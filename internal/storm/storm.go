@@ -5,8 +5,10 @@
 // checks every expectation (Check) and fails the pipeline when one fails.
 //
 // The format is YAML, decoded strictly: an unknown key, a wrong type or a
-// duration without its unit is an error naming the line. Its JSON Schema is
-// docs/storm.schema.json.
+// duration without its unit is an error naming the line. A storm file is at
+// most MaxFileBytes and takes no anchors, aliases or merge keys, and each
+// duration is bounded (plan.MaxWait, MaxDisruption, MaxSpan). Its JSON
+// Schema is docs/storm.schema.json.
 package storm
 
 import (
@@ -267,13 +269,15 @@ var ErrInvalid = errors.New("invalid storm file")
 // Read decodes a storm file. Its errors name the line and the field.
 // ${NAME} in it is the environment's NAME, through getenv (nil: none). A
 // pipeline can thus name its own broker. A name getenv leaves empty is an
-// error, never an empty setting.
+// error, never an empty setting. It reads at most MaxFileBytes, and
+// refuses YAML's anchors, aliases and merge keys (see plain).
 func Read(r io.Reader, getenv func(string) string) (*File, error) {
-	b, err := io.ReadAll(r)
+	b, err := readBounded(r)
 	if err != nil {
 		return nil, err
 	}
 	var missing []string
+	size := len(b)
 	b = []byte(os.Expand(string(b), func(name string) string {
 		v := ""
 		if getenv != nil {
@@ -282,10 +286,19 @@ func Read(r io.Reader, getenv func(string) string) (*File, error) {
 		if v == "" {
 			missing = append(missing, name)
 		}
+		if size += len(v); size > MaxFileBytes {
+			return "" // refused below: no more to hold
+		}
 		return v
 	}))
-	if len(missing) > 0 {
+	switch {
+	case len(missing) > 0:
 		return nil, fmt.Errorf("%w: the file names ${%s}, which the environment does not set", ErrInvalid, strings.Join(missing, "}, ${"))
+	case size > MaxFileBytes:
+		return nil, fmt.Errorf("%w: over %d KiB with its ${NAME}s filled in; a storm file is a page or two", ErrInvalid, MaxFileBytes>>10)
+	}
+	if err := plain(b); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	f := &File{}
 	if err := yaml.UnmarshalWithOptions(b, f, yaml.Strict()); err != nil {
@@ -319,6 +332,9 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		return bad("timeline: name the disruption")
 	case f.Timeline[0].At != 0:
 		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
+	}
+	if err := f.checkDurations(); err != nil {
+		return bad("%v", err)
 	}
 	for k, g := range f.Fleet {
 		switch {
