@@ -208,7 +208,7 @@ ifneq ($(wildcard cmd/deviceagent/*.go),)
 	  HERDGUARD_AGENT_UNDER="$(QEMU) $$dir/deviceagent-arm.test" $(GO) test -count=1 -run '^TestSIGKILLLoop' ./cmd/deviceagent
 	@# the refusals (data directory, secret files, flags) fork nothing: the 32-bit test itself under qemu
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) \
-	  -run 'DataDir|Planted|FIFO|Symlink|SecretFiles|Sizes|FlagErrors|UsageAndErrors|MutualTLSFromFiles|RunLogsNoSecret' ./cmd/deviceagent
+	  -run 'DataDir|Planted|FIFO|Symlink|SecretFiles|TrustedFiles|Sizes|FlagErrors|UsageAndErrors|MutualTLSFromFiles|RunLogsNoSecret' ./cmd/deviceagent
 endif
 endif
 

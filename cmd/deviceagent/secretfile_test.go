@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,7 +135,9 @@ func TestSecretFilesAreReadFromTheDescriptorChecked(t *testing.T) {
 			require.NoError(t, os.WriteFile(other, replacement, 0o600))
 			swapped := 0
 			secretChecked = func(p string) {
-				require.Equal(t, path, p)
+				if p != path {
+					return // -cert
+				}
 				require.NoError(t, os.Rename(other, path))
 				swapped++
 			}
@@ -160,4 +163,47 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// -ca and -cert are public, but the agent trusts what they say: a CA put
+// there by another user would vouch for any broker. Each is read as a
+// secret is, but for its readers: a FIFO is never waited on, and a link,
+// another user's file or one group or others may change is refused.
+func TestTrustedFilesAreTheAgentsOwn(t *testing.T) {
+	for _, flagName := range []string{"-ca", "-cert"} {
+		t.Run(flagName, func(t *testing.T) {
+			dir := t.TempDir()
+			cert, key := keyPair(t)
+			keyFile := filepath.Join(dir, "key.pem")
+			require.NoError(t, os.WriteFile(keyFile, key, 0o600))
+			path := filepath.Join(dir, "cert.pem")
+			args := []string{"-broker", "ssl://broker.example:8883", "-client-id", "a", "-cert", path, "-key", keyFile}
+			if flagName == "-ca" {
+				args = []string{"-broker", "ssl://broker.example:8883", "-client-id", "a", "-ca", path}
+			}
+			plant := func(f func()) {
+				require.NoError(t, os.RemoveAll(path))
+				f()
+			}
+			good := func() { require.NoError(t, os.WriteFile(path, cert, 0o644)) }
+			plant(good)
+			require.NoError(t, refusal(t, args), "the agent's own, 0644, is taken")
+
+			plant(func() { require.NoError(t, syscall.Mkfifo(path, 0o644)) })
+			assert.ErrorContains(t, refusal(t, args), flagName+" "+path+" is not a regular file", "a FIFO, not waited on")
+
+			plant(func() { good(); require.NoError(t, os.Chmod(path, 0o666)) })
+			assert.ErrorContains(t, refusal(t, args), "group or others may change it")
+
+			other := filepath.Join(dir, "other.pem")
+			require.NoError(t, os.WriteFile(other, cert, 0o644))
+			plant(func() { require.NoError(t, os.Symlink(other, path)) })
+			assert.ErrorContains(t, refusal(t, args), "is a symbolic link")
+
+			if os.Geteuid() == 0 {
+				plant(func() { good(); require.NoError(t, os.Chown(path, nobody, nobody)) })
+				assert.ErrorContains(t, refusal(t, args), "belongs to uid 65534")
+			}
+		})
+	}
 }

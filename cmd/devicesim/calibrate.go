@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/herdguard/herdguard/internal/experiment"
 )
@@ -41,9 +39,7 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	b, jerr := json.MarshalIndent(cal, "", "  ")
 	if jerr == nil {
-		if jerr = os.MkdirAll(*out, 0o755); jerr == nil {
-			jerr = os.WriteFile(filepath.Join(*out, "calibration.json"), b, 0o644)
-		}
+		jerr = writeOut(*out, "calibration.json", b)
 	}
 	if err == nil && !cal.Agree {
 		err = errors.New("the engines disagree")

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/herdguard/herdguard/internal/deploy"
 	"github.com/herdguard/herdguard/internal/storm"
@@ -38,11 +36,8 @@ func deployCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
 	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(*out, f.Name), f.Data, 0o644); err != nil {
+		if err := writeOut(*out, f.Name, f.Data); err != nil {
 			return err
 		}
 	}

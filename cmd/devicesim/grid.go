@@ -7,12 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/experiment"
 )
 
@@ -121,33 +120,20 @@ func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	m.Table(stdout)
 	b, jerr := json.MarshalIndent(m, "", "  ")
 	if jerr == nil {
-		if jerr = os.MkdirAll(*out, 0o755); jerr == nil {
-			jerr = os.WriteFile(filepath.Join(*out, "mix.json"), b, 0o644)
-		}
+		jerr = writeOut(*out, "mix.json", b)
 	}
 	return errors.Join(err, jerr)
 }
 
 func writeGrid(g *experiment.Grid, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	b, err := json.MarshalIndent(g, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "grid.json"), b, 0o644); err != nil {
+	if err := writeOut(dir, "grid.json", b); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(dir, "grid.html"))
-	if err != nil {
-		return err
-	}
-	if err := g.WriteHTML(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return datadir.WriteSharedIn(dir, "grid.html", g.WriteHTML)
 }
 
 func parseInts(s string) ([]int, error) {

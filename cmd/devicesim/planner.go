@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -239,9 +238,6 @@ func writePlan(ctx context.Context, a *planner.Answer, dir string, checkDevices 
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
 	answer, err := json.MarshalIndent(a, "", "  ")
 	if err != nil {
 		return err
@@ -265,7 +261,7 @@ func writePlan(ctx context.Context, a *planner.Answer, dir string, checkDevices 
 		files["deviceagent.flags"] = flags + "\n"
 	}
 	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+		if err := writeOut(dir, name, []byte(text)); err != nil {
 			return err
 		}
 	}

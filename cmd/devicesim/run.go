@@ -20,6 +20,7 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/children"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/fleetsim"
 	"github.com/herdguard/herdguard/internal/hostload"
 	"github.com/herdguard/herdguard/internal/livemetrics"
@@ -536,30 +537,34 @@ func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) 
 	if err := p.Validate(); err != nil {
 		return nil, err // before the events file: a refused run leaves nothing behind
 	}
-	events := filepath.Join(dir, "events.csv")
-	if write {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, err
-		}
-		unfinished.add(events)
-		f, err := os.Create(events)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		p.Events = f
-	} else {
-		_ = os.Remove(events) // not this run's
+	if !write {
+		_ = os.Remove(filepath.Join(dir, "events.csv")) // not this run's
+		return fleetsim.Run(ctx, p)
 	}
+	// Streamed beside events.csv, and put in its place once the run has a
+	// report: dir may be shared, and what was there is never followed.
+	d, err := datadir.MkdirShared(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer d.Close()
+	f, err := datadir.CreateShared(d, "events.csv", 0o644)
+	if err != nil {
+		return nil, err
+	}
+	unfinished.add(f.Name())
+	defer unfinished.done(f.Name())
+	p.Events = f
 	r, err := fleetsim.Run(ctx, p)
-	switch {
-	case r != nil && ctx.Err() != nil:
-		r.Incomplete = "interrupted"
-	case r == nil && write:
-		_ = os.Remove(events)
-		unfinished.done(events)
+	if r == nil {
+		f.Abort()
+		return nil, err
 	}
-	return r, err
+	if ctx.Err() != nil {
+		r.Incomplete = "interrupted"
+	}
+	unfinished.add(filepath.Join(dir, "events.csv")) // until writeReport has the rest
+	return r, errors.Join(err, f.Commit())
 }
 
 // writeReport writes r's files into dir; until they are all there, an

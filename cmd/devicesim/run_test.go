@@ -214,3 +214,37 @@ func TestEveryCommandsHelpListsItsModes(t *testing.T) {
 	assert.Contains(t, out.String(), "usage: devicesim grid -mix POLICY")
 	assert.Contains(t, out.String(), "-peak-bound")
 }
+
+// A run's output directory may be shared: links planted where its files
+// go, the streamed events.csv and grid's and plan's outputs included, are
+// replaced and never written through.
+func TestOutputsWriteThroughNoPlantedLink(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		files []string
+	}{
+		{[]string{"run", "-engine", "virtual", "-devices", "50", "-policy", "full"},
+			[]string{"events.csv", "report.json", "report.html", "arrivals.svg"}},
+		{[]string{"deploy", "-f", "../../deploy/storm.yaml", "-image", "i"},
+			[]string{"job.yaml", "kustomization.yaml"}},
+	} {
+		t.Run(tc.args[0], func(t *testing.T) {
+			dir, victims := t.TempDir(), t.TempDir()
+			for _, name := range tc.files {
+				victim := filepath.Join(victims, name)
+				require.NoError(t, os.WriteFile(victim, []byte("not yours"), 0o600))
+				require.NoError(t, os.Symlink(victim, filepath.Join(dir, name)))
+			}
+			var out bytes.Buffer
+			require.NoError(t, run(context.Background(), append(tc.args, "-out", dir), noenv, nil, &out, &out), out.String())
+			for _, name := range tc.files {
+				b, err := os.ReadFile(filepath.Join(victims, name))
+				require.NoError(t, err)
+				assert.Equal(t, "not yours", string(b), "%s: written through the link", name)
+				fi, err := os.Lstat(filepath.Join(dir, name))
+				require.NoError(t, err)
+				assert.True(t, fi.Mode().IsRegular(), "%s is the run's own file", name)
+			}
+		})
+	}
+}

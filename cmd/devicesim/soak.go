@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/herdguard/herdguard/internal/experiment"
@@ -44,9 +42,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rep.Summary(stdout)
 	b, jerr := json.MarshalIndent(rep, "", "  ")
 	if jerr == nil {
-		if jerr = os.MkdirAll(*out, 0o755); jerr == nil {
-			jerr = os.WriteFile(filepath.Join(*out, "soak.json"), b, 0o644)
-		}
+		jerr = writeOut(*out, "soak.json", b)
 	}
 	if err == nil && !rep.Pass {
 		err = fmt.Errorf("%w: %s", experiment.ErrSoakFailed, strings.Join(rep.Problems, "; "))

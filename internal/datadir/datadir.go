@@ -130,27 +130,71 @@ func createTemp(dir *os.File, prefix string, create func(name string) (*os.File,
 // or emptied. In a sticky directory another user's file is not replaced
 // at all, unless this process is root.
 func WriteShared(dir *os.File, name string, perm os.FileMode, write func(io.Writer) error) error {
-	if err := checkName(name); err != nil {
+	f, err := CreateShared(dir, name, perm)
+	if err != nil {
 		return err
+	}
+	if err := write(f); err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Commit()
+}
+
+// WriteSharedIn makes the directory path if it is missing (MkdirShared)
+// and writes name in it (WriteShared, mode 0644): a command's output file
+// in a directory the user named.
+func WriteSharedIn(path, name string, write func(io.Writer) error) error {
+	dir, err := MkdirShared(path)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return WriteShared(dir, name, 0o644, write)
+}
+
+// Pending is a file being written under a name of its own, beside the
+// name it will replace: CreateShared makes one.
+type Pending struct {
+	*os.File
+	dir  *os.File
+	name string // what it replaces on Commit
+}
+
+// CreateShared begins name in dir, a directory others share, as
+// WriteShared does, for a writer that streams: what is written goes to a
+// new file beside name until Commit puts it in name's place; Abort
+// removes it. Name (of the embedded file) is where it is meanwhile.
+func CreateShared(dir *os.File, name string, perm os.FileMode) (*Pending, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
 	f, err := createTemp(dir, "."+name+".", func(tmp string) (*os.File, error) {
 		return OpenSharedFile(dir, tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	tmp := filepath.Base(f.Name())
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	return &Pending{File: f, dir: dir, name: name}, nil
+}
+
+// Commit closes the file and puts it in its name's place, whole.
+func (p *Pending) Commit() error {
+	tmp := filepath.Base(p.File.Name())
+	err := p.File.Close()
 	if err == nil {
-		err = Rename(dir, tmp, name)
+		err = Rename(p.dir, tmp, p.name)
 	}
 	if err != nil {
-		_ = Remove(dir, tmp)
+		_ = Remove(p.dir, tmp)
 	}
 	return err
+}
+
+// Abort closes the file and removes it; name is left as it was.
+func (p *Pending) Abort() {
+	_ = p.File.Close()
+	_ = Remove(p.dir, filepath.Base(p.File.Name()))
 }
 
 // MkdirShared makes path, with any parents missing, 0755 less the umask
