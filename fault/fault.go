@@ -97,6 +97,11 @@ type Attempt struct {
 	// Protocol is its CONNECT's protocol level: 4 MQTT 3.1.1, 5 MQTT 5 (3
 	// for 3.1); 0 if none was read.
 	Protocol byte
+	// Answered is when the broker first answered a connection let through
+	// (its CONNACK, or under TLS its handshake), and Ended when that
+	// connection ended; zero while not (yet). Only the fault proxy, which
+	// sees connections rather than sessions, sets them.
+	Answered, Ended time.Time
 }
 
 // Counts summarises attempts by outcome. The zero value counts nothing. It

@@ -57,7 +57,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 		if n > 0 {
 			if sniffing {
 				head = append(head, buf[:n]...)
-				if _, _, ok := ParseConnect(head); ok || head[0] != 0x10 || len(head) >= MaxHeldBytes {
+				if _, _, _, more := sniffConnect(head); !more {
 					l.p.rec.sniff(l.seq, head, l.p.cfg.Now())
 					sniffing, head = false, nil
 				}
@@ -65,7 +65,7 @@ func (l *link) pump(src, dst net.Conn, fromDevice bool) {
 			if first {
 				first = false
 				if !fromDevice {
-					l.p.rec.answer(l.seq)
+					l.p.rec.answer(l.seq, l.p.cfg.Now())
 					l.startFlap()
 				}
 			}
@@ -138,6 +138,7 @@ const (
 // close ends both connections once, as how says.
 func (l *link) close(how ending) {
 	l.once.Do(func() {
+		l.p.rec.end(l.seq, l.p.cfg.Now())
 		l.p.mu.Lock()
 		delete(l.p.links, l)
 		delete(l.p.blackholed, l)

@@ -74,8 +74,23 @@ type Config struct {
 	// over it is cut off, as one over MaxHeldBytes is.
 	MaxHeldTotal int
 	// Logger hears of clients the proxy cuts off or turns away for its own
-	// protection (Overflowed, or refused with the hold full); nil discards.
+	// protection (Overflowed, or refused with the hold full or at
+	// MaxConns); nil discards.
 	Logger *slog.Logger
+	// Identify makes a refusal (an outage, or the admission limit with
+	// RefuseOverLimit) read the connection's CONNECT before the reset, so
+	// that every refused attempt over TCP carries its client ID. A broker
+	// that is down never reads it: the device sees its CONNECT sent, then
+	// the reset, where it would have seen the reset at once. The reading
+	// is bounded as a hold is (MaxHeld, MaxHeldTotal, MaxHeldBytes) and
+	// lasts at most IdentifyTimeout (0: 2 s).
+	Identify        bool
+	IdentifyTimeout time.Duration
+	// MaxConns bounds the connections the proxy holds at once, linked,
+	// held or being decided: each costs two descriptors, the device's and
+	// the broker's. One more is refused (a reset), and Logger hears of it
+	// once until one ends. 0: no bound.
+	MaxConns int
 }
 
 // Proxy stands between devices and a broker and breaks the path on
@@ -102,9 +117,10 @@ type Proxy struct {
 	pending    map[net.Conn]struct{}
 	hanging    map[net.Conn]struct{} // opened into the current black hole
 	blackholed map[*link]struct{}    // links open when the current black hole began
-	held       int                   // connections waiting for their turn
+	held       int                   // connections waiting for their turn, or read for their client ID
 	// the last one was turned away for it; logged once until one leaves
 	holdFull  bool
+	connsFull bool         // the same for MaxConns
 	heldBytes atomic.Int64 // what all held connections sent, kept to be passed on
 
 	wg sync.WaitGroup
@@ -115,9 +131,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == nil {
 		return nil, fmt.Errorf("%w: Config.Upstream is required", ErrInvalid)
 	}
-	if cfg.DialTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldTotal < 0 {
-		return nil, fmt.Errorf("%w: DialTimeout %v, MaxHeld %d and MaxHeldTotal %d must be >= 0",
-			ErrInvalid, cfg.DialTimeout, cfg.MaxHeld, cfg.MaxHeldTotal)
+	if cfg.DialTimeout < 0 || cfg.MaxHeld < 0 || cfg.MaxHeldTotal < 0 || cfg.IdentifyTimeout < 0 || cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("%w: DialTimeout %v, MaxHeld %d, MaxHeldTotal %d, IdentifyTimeout %v and MaxConns %d must be >= 0",
+			ErrInvalid, cfg.DialTimeout, cfg.MaxHeld, cfg.MaxHeldTotal, cfg.IdentifyTimeout, cfg.MaxConns)
+	}
+	if cfg.IdentifyTimeout == 0 {
+		cfg.IdentifyTimeout = 2 * time.Second
 	}
 	if cfg.MaxHeld == 0 {
 		cfg.MaxHeld = DefaultMaxHeld
@@ -226,9 +245,31 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 		}
 		resetConn(c)
 	}
+	// A refusal reads the CONNECT first, where asked to and there is room.
+	refuseIdentified := func() {
+		if !p.cfg.Identify || refused != nil || p.held >= p.cfg.MaxHeld {
+			refuse()
+			return
+		}
+		p.held++
+		p.pending[c] = struct{}{}
+		p.wg.Add(1)
+		p.mu.Unlock()
+		go p.identify(seq, c)
+	}
+	if p.cfg.MaxConns > 0 && len(p.links)+len(p.pending) >= p.cfg.MaxConns {
+		if !p.connsFull {
+			p.connsFull = true
+			p.cfg.Logger.Warn("connection limit reached: refusing connections until one ends",
+				"max_conns", p.cfg.MaxConns, "descriptors", 2*p.cfg.MaxConns)
+		}
+		refuse()
+		return true
+	}
+	p.connsFull = false
 	switch {
 	case p.outage:
-		refuse()
+		refuseIdentified()
 		return true
 	case p.blackhole: // the SYN goes nowhere: hold it, read nothing back
 		p.pending[c] = struct{}{}
@@ -245,7 +286,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 		switch p.mode {
 		case fault.RefuseOverLimit:
 			if !p.limiter.AllowN(now, 1) {
-				refuse()
+				refuseIdentified()
 				return true
 			}
 		case fault.DisconnectOverLimit:
@@ -290,6 +331,46 @@ func (p *Proxy) swallow(seq int, c net.Conn) {
 	_, _ = io.Copy(io.Discard, c)
 	p.forget(c)
 	p.rec.decide(seq, fault.Dropped, p.cfg.Now())
+}
+
+// identify reads a refused connection's CONNECT, then resets it: the
+// refusal carries its client ID.
+func (p *Proxy) identify(seq int, c net.Conn) {
+	defer p.wg.Done()
+	got := p.readConnect(c)
+	p.heldBytes.Add(-int64(len(got)))
+	p.mu.Lock()
+	p.held--
+	p.holdFull = false
+	p.mu.Unlock()
+	p.forget(c)
+	p.rec.sniff(seq, got, p.cfg.Now())
+	p.rec.decide(seq, fault.Refused, p.cfg.Now())
+	resetConn(c)
+}
+
+// readConnect reads c until its first bytes hold a CONNECT (or cannot), it
+// closes, IdentifyTimeout passes, or it would take the held bytes over
+// their bounds. What it returns is counted in heldBytes; the caller gives
+// it back.
+func (p *Proxy) readConnect(c net.Conn) []byte {
+	_ = c.SetReadDeadline(time.Now().Add(p.cfg.IdentifyTimeout))
+	var got []byte
+	buf := make([]byte, 512)
+	for {
+		n, err := c.Read(buf)
+		if len(got)+n > MaxHeldBytes {
+			return got
+		}
+		if p.heldBytes.Add(int64(n)) > int64(p.cfg.MaxHeldTotal) {
+			p.heldBytes.Add(-int64(n))
+			return got
+		}
+		got = append(got, buf[:n]...)
+		if _, _, _, more := sniffConnect(got); !more || err != nil {
+			return got
+		}
+	}
 }
 
 // throttle reads the device's first bytes and closes: accepted, then

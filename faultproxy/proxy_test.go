@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -699,4 +700,81 @@ func TestACONNECTInPiecesIsNamed(t *testing.T) {
 	require.Len(t, a, 1)
 	assert.Equal(t, "split-1", a[0].ClientID)
 	assert.Equal(t, byte(5), a[0].Protocol)
+}
+
+// With Identify, an outage reads each connection's CONNECT before its
+// reset, so that the refused attempts carry their client IDs; without it
+// they carry none (a down broker reads nothing). The refusal is the same
+// to the client either way.
+func TestIdentifyNamesTheRefusedAttempts(t *testing.T) {
+	for _, identify := range []bool{false, true} {
+		t.Run(fmt.Sprint(identify), func(t *testing.T) {
+			b, p := setup(t, faultproxy.Config{Identify: identify})
+			p.BeginOutage()
+			require.Error(t, newClient(t, p, "dev-7", nil).connect(t))
+			await(t, p, func(k fault.Counts) bool { return k.Refused == 1 })
+			a := p.Recorder().Attempts()
+			require.Len(t, a, 1)
+			assert.Equal(t, fault.Refused, a[0].Outcome)
+			if identify {
+				assert.Equal(t, "dev-7", a[0].ClientID)
+				assert.Equal(t, byte(4), a[0].Protocol)
+			} else {
+				assert.Empty(t, a[0].ClientID)
+			}
+			assert.Zero(t, b.Recorder().Counts().Attempts, "the broker saw none")
+		})
+	}
+}
+
+// A connection that sends nothing while identified is reset once
+// IdentifyTimeout passes, and costs nothing after.
+func TestIdentifyGivesUpOnASilentConnection(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{Identify: true, IdentifyTimeout: 50 * time.Millisecond})
+	p.BeginOutage()
+	c, err := net.Dial("tcp", p.Addr())
+	require.NoError(t, err)
+	defer c.Close()
+	await(t, p, func(k fault.Counts) bool { return k.Refused == 1 })
+	_ = c.SetReadDeadline(time.Now().Add(bound))
+	_, err = c.Read(make([]byte, 1))
+	assert.Error(t, err, "reset")
+	assert.Empty(t, p.Recorder().Attempts()[0].ClientID)
+}
+
+// Sessions counts the connections the broker answered that are still
+// open; each attempt says when it was answered and when it ended.
+func TestSessionsAreTheAnsweredConnectionsStillOpen(t *testing.T) {
+	_, p := setup(t, faultproxy.Config{})
+	for _, id := range []string{"a", "b"} {
+		require.NoError(t, newClient(t, p, id, nil).connect(t))
+	}
+	awaitSessions(t, p, 2)
+	p.DropAll()
+	awaitSessions(t, p, 0)
+	for _, a := range p.Recorder().Attempts() {
+		assert.False(t, a.Answered.IsZero())
+		assert.False(t, a.Ended.Before(a.Answered), "ended after it was answered")
+	}
+}
+
+// MaxConns bounds the connections held at once: one more is refused and
+// logged, and once one ends the next is let through.
+func TestMaxConnsRefusesOneMore(t *testing.T) {
+	var log lockedBuffer
+	_, p := setup(t, faultproxy.Config{MaxConns: 2, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	a, b := newClient(t, p, "a", nil), newClient(t, p, "b", nil)
+	require.NoError(t, a.connect(t))
+	require.NoError(t, b.connect(t))
+	require.Error(t, newClient(t, p, "c", nil).connect(t))
+	assert.Contains(t, log.String(), "connection limit reached")
+	assert.Contains(t, log.String(), "descriptors=4")
+	a.Disconnect(0)
+	awaitSessions(t, p, 1)
+	require.NoError(t, newClient(t, p, "d", nil).connect(t))
+}
+
+func awaitSessions(t *testing.T, p *faultproxy.Proxy, n int) {
+	t.Helper()
+	require.NoError(t, p.Recorder().AwaitSessions(context.Background(), bound, func(s int) bool { return s == n }))
 }

@@ -20,6 +20,7 @@ type Recorder struct {
 	mu       sync.Mutex
 	log      attemptlog.Log
 	answered int // accepted connections the broker has sent a byte on
+	live     int // of those, the ones still open: sessions
 	changed  waitfor.Broadcast
 }
 
@@ -40,10 +41,10 @@ func (r *Recorder) decide(seq int, o fault.Outcome, at time.Time) {
 	}
 }
 
-// sniff reads the client ID from the device's first bytes, if they are a
-// whole MQTT CONNECT in the clear.
+// sniff reads the client ID from the device's first bytes, if they hold a
+// whole MQTT CONNECT in the clear (over TCP or WebSocket).
 func (r *Recorder) sniff(seq int, first []byte, at time.Time) {
-	id, level, ok := ParseConnect(first)
+	id, level, ok, _ := sniffConnect(first)
 	if !ok {
 		return
 	}
@@ -55,13 +56,53 @@ func (r *Recorder) sniff(seq int, first []byte, at time.Time) {
 }
 
 // answer notes that the broker sent its first bytes on connection seq.
-func (r *Recorder) answer(seq int) {
+func (r *Recorder) answer(seq int, at time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.log.At(seq) != nil { // not one from before a Reset
+	if a := r.log.At(seq); a != nil && a.Ended.IsZero() { // not one from before a Reset, nor closed
+		a.Answered = at
 		r.answered++
+		r.live++
 		r.changed.Notify()
 	}
+}
+
+// end notes that the connection seq let through has ended.
+func (r *Recorder) end(seq int, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a := r.log.At(seq)
+	if a == nil || !a.Ended.IsZero() {
+		return
+	}
+	a.Ended = at
+	if !a.Answered.IsZero() {
+		r.live--
+	}
+	r.changed.Notify()
+}
+
+// Sessions is how many connections let through the broker has answered
+// and are still open: the fleet's sessions as the proxy sees them.
+func (r *Recorder) Sessions() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+// AwaitSessions blocks until cond holds for the sessions open (Sessions),
+// ctx ends (ctx.Err()), or timeout passes. cond runs with the recorder
+// locked after every change: it must be quick and must not call the
+// Recorder.
+func (r *Recorder) AwaitSessions(ctx context.Context, timeout time.Duration, cond func(sessions int) bool) error {
+	err := waitfor.UntilContext(ctx, &r.mu, &r.changed, timeout, func() bool { return cond(r.live) })
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return fmt.Errorf("faultproxy: sessions not as awaited after %v: %d open", timeout, r.Sessions())
 }
 
 // Answered returns how many of the connections passed on since the last
@@ -97,7 +138,7 @@ func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.log.Reset()
-	r.answered = 0
+	r.answered, r.live = 0, 0
 	r.changed.Notify()
 }
 

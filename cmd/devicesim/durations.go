@@ -17,6 +17,7 @@ var durationLimits = map[string]time.Duration{
 	"outage": plan.MaxDisruption, "flap": plan.MaxDisruption, "latency": plan.MaxDisruption,
 	"latency-jitter": plan.MaxDisruption, "gap": plan.MaxDisruption,
 	"duration": plan.MaxSpan, "ready-wait": plan.MaxSpan, "target-p99": plan.MaxSpan, "await": plan.MaxSpan,
+	"watch": plan.MaxSpan, "linger": plan.MaxSpan,
 }
 
 // checkDurationFlags refuses the first duration flag given over its limit,

@@ -42,6 +42,9 @@ Commands:
                              combine shard reports into one
   devicesim deploy -f STORM.yaml -image IMAGE -out DIR
                              the storm's shards as a Kubernetes Indexed Job
+  devicesim proxy -broker HOST:PORT [-await-sessions N | -control ADDR] [flags]
+                             the fault proxy between anyone's fleet and its broker:
+                             strike it, watch it come back, report it
   devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-
                              judge a broker's log (mosquitto, RabbitMQ, EMQX, HiveMQ,
                              VerneMQ, AWS IoT, Azure IoT Hub, -pattern): spread out,
@@ -78,6 +81,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return mergeCmd(args[1:], stdout, stderr)
 	case "deploy":
 		return deployCmd(args[1:], stdout, stderr)
+	case "proxy":
+		return proxyCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "judge":
 		return judgeCmd(args[1:], stdin, stdout, stderr)
 	case "soak":

@@ -28,6 +28,9 @@ const (
 	// Virtual runs each device's device.Machine against a model of the
 	// broker, in virtual time: millions of devices in one process.
 	Virtual Engine = "virtual"
+	// Proxy: someone else's fleet, stormed through the fault proxy
+	// (devicesim proxy); the plan's fleet is not run.
+	Proxy Engine = "proxy"
 )
 
 // Transport is how the in-process broker's devices reach it.

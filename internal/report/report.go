@@ -103,6 +103,9 @@ type Measures struct {
 	Proxy *ProxyCounts `json:"proxy,omitempty"`
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
+	// External is how someone else's fleet was told apart, stormed through
+	// the proxy (devicesim proxy).
+	External *External `json:"external,omitempty"`
 }
 
 // Parts are the run's parts, each judged on its own: a timeline's
@@ -305,6 +308,7 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 // Summary writes the human-readable summary.
 func (r *Report) Summary(w io.Writer) {
 	r.writeRecovery(w)
+	r.writeExternal(w)
 	r.writeParts(w)
 	r.writePaths(w)
 	r.writeVerdicts(w)

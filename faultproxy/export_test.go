@@ -1,0 +1,4 @@
+package faultproxy
+
+// SniffConnect is sniffConnect, for the tests.
+var SniffConnect = sniffConnect
