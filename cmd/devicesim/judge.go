@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -155,7 +154,18 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
-	w := judgeWriter{l: l, asJSON: *asJSON, expect: &expect, out: stdout}
+	w := judgeWriter{l: l, asJSON: *asJSON, expect: &expect, out: stdout, clock: stormstats.Clock{Zone: tz.loc}}
+	// A log stamped with the wall clock is judged in seconds since its
+	// first arrival, each written with its instant: never as Unix seconds.
+	// -json keeps the log's own numbers, for the programs that read them.
+	if len(l.Times) > 0 && stormstats.Epoch(slices.Min(l.Times)) && !*asJSON {
+		origin := slices.Min(l.Times)
+		l.Rebase(origin)
+		for i := range at {
+			at[i] -= origin
+		}
+		w.clock.Base = time.Unix(0, 0).Add(origin)
+	}
 	if at != nil {
 		recs, before, err := l.Recoveries(at)
 		if err != nil {
@@ -185,6 +195,9 @@ type judgeWriter struct {
 	asJSON bool
 	expect *expectFlag
 	out    io.Writer
+	// clock writes the log's times: instants in -tz's zone (UTC) where the
+	// log's are, with offsets from each recovery's start.
+	clock stormstats.Clock
 }
 
 // lineCounts is what judge says of a log's lines besides its arrivals.
@@ -270,7 +283,10 @@ func (w *judgeWriter) judgement() error {
 	}
 	w.header("")
 	stormstats.WritePreparation(w.out, "", prep)
-	stormstats.WriteSummary(w.out, "", a, j)
+	if !w.clock.Base.IsZero() {
+		fmt.Fprintf(w.out, "times: seconds from the log's first arrival, %s\n", w.clock.At(0))
+	}
+	stormstats.WriteSummary(w.out, "", a, j, w.clock)
 	if j.Verdict == stormstats.Waves {
 		fmt.Fprintln(w.out, "if some of these bursts are separate disruptions (a broker restarted twice, a cluster node by node) "+
 			"rather than rounds of retries, name them with -disruptions to judge each recovery on its own")
@@ -319,18 +335,22 @@ func (w *judgeWriter) recoveries(recs []stormstats.Recovery, before int, at []ti
 	for i, r := range recs {
 		switch {
 		case found == nil:
-			fmt.Fprintf(w.out, "after the disruption at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+			fmt.Fprintf(w.out, "after the disruption at %s:\n", w.clock.At(r.AtS))
 		case i == 0:
-			fmt.Fprintf(w.out, "from the log's start at %s:\n", strconv.FormatFloat(r.AtS, 'f', -1, 64))
+			fmt.Fprintf(w.out, "from the log's start at %s:\n", w.clock.At(r.AtS))
 		default:
 			d := found[i-1]
-			fmt.Fprintf(w.out, "after the disruption at %s (line %d: %s):\n", strconv.FormatFloat(d.AtS, 'f', -1, 64), d.Line, d.Why)
+			fmt.Fprintf(w.out, "after the disruption at %s (line %d: %s):\n", w.clock.At(d.AtS), d.Line, d.Why)
+		}
+		from := w.clock
+		if !from.Base.IsZero() && r.AtS > math.MinInt64/1e9 {
+			from.From = from.Base.Add(time.Duration(r.AtS * float64(time.Second)))
 		}
 		if d := docs[i].Devices; d != nil {
 			writeDevices(w.out, "  ", *d)
 		}
 		stormstats.WritePreparation(w.out, "  ", r.Preparation)
-		stormstats.WriteSummary(w.out, "  ", r.Arrivals, r.Judgement)
+		stormstats.WriteSummary(w.out, "  ", r.Arrivals, r.Judgement, from)
 	}
 	fmt.Fprintf(w.out, "overall: %s\n", overall)
 	return w.expect.check(overall)

@@ -62,3 +62,23 @@ func (l *Log) Recoveries(at []time.Duration) (recs []stormstats.Recovery, before
 	}
 	return recs, before, nil
 }
+
+// Rebase makes every time of the log an offset from origin (its own
+// scale's), so that a judgement of it speaks of seconds since then: a log
+// stamped with the wall clock is judged from its first arrival, not from
+// 1970.
+func (l *Log) Rebase(origin time.Duration) {
+	for i := range l.Times {
+		l.Times[i] -= origin
+	}
+	for i := range l.Gaps {
+		l.Gaps[i].From -= origin
+		l.Gaps[i].To -= origin
+	}
+	for i := range l.brokers {
+		l.brokers[i].at -= origin
+	}
+	for i := range l.ends {
+		l.ends[i].at -= origin
+	}
+}

@@ -384,11 +384,12 @@ func (r *Report) writePaths(w io.Writer) {
 // reached the broker, the largest burst against the admission limit, and
 // the run's verdict.
 func (r *Report) writeVerdicts(w io.Writer) {
+	at := stormstats.Clock{Base: time.UnixMilli(r.DisruptionUnixMS)}
 	fmt.Fprintf(w, "the fleet (every attempt the devices made%s):\n", r.Fleet.about())
-	stormstats.WriteSummary(w, "  ", r.Fleet.Arrivals, r.Fleet.Judgement)
+	stormstats.WriteSummary(w, "  ", r.Fleet.Arrivals, r.Fleet.Judgement, at)
 	if b := r.Broker; b != nil {
 		fmt.Fprintf(w, "the broker (what reached it):\n")
-		stormstats.WriteSummary(w, "  ", b.Arrivals, b.Judgement)
+		stormstats.WriteSummary(w, "  ", b.Arrivals, b.Judgement, at)
 	}
 	if l := r.Limit; l != nil && len(r.Fleet.Judgement.Bursts) > 0 {
 		big := slices.MaxFunc(r.Fleet.Judgement.Bursts, func(a, b stormstats.Burst) int { return cmp.Compare(a.Count, b.Count) })

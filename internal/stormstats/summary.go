@@ -11,8 +11,9 @@ const maxListed = 6
 
 // WriteSummary writes what devicesim prints for a series of arrivals: how
 // many, how fast at the busiest, the verdict with its synchrony, and the
-// first bursts. Each line starts with indent.
-func WriteSummary(w io.Writer, indent string, a Arrivals, j Judgement) {
+// first bursts, their times as c writes them. Each line starts with
+// indent.
+func WriteSummary(w io.Writer, indent string, a Arrivals, j Judgement, c Clock) {
 	fmt.Fprintf(w, "%sarrivals: %s over %s; busiest 100 ms %s/s, busiest second %s/s\n",
 		indent, si(float64(a.Count)), seconds(a.SpanS), si(a.PeakPerS100ms), si(a.PeakPerS1s))
 	detail := fmt.Sprintf("synchrony %.2f", j.Synchrony)
@@ -28,12 +29,12 @@ func WriteSummary(w io.Writer, indent string, a Arrivals, j Judgement) {
 	}
 	var list []string
 	for _, b := range j.Bursts[:min(len(j.Bursts), maxListed)] {
-		list = append(list, fmt.Sprintf("%s (%s within %s)", seconds(b.AtS), si(float64(b.Count)), seconds(b.WidthS)))
+		list = append(list, fmt.Sprintf("%s: %s within %s", c.At(b.AtS), si(float64(b.Count)), seconds(b.WidthS)))
 	}
 	if more := len(j.Bursts) - maxListed; more > 0 {
 		list = append(list, fmt.Sprintf("and %d more", more))
 	}
-	fmt.Fprintf(w, "%sbursts at: %s\n", indent, strings.Join(list, ", "))
+	fmt.Fprintf(w, "%sbursts at: %s\n", indent, strings.Join(list, "; "))
 }
 
 // WritePreparation says what Prepare did to a log: the tick its stamps sit
