@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/proxystorm"
 	"github.com/herdguard/herdguard/internal/storm"
@@ -175,10 +176,14 @@ func proxyCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if werr := writeReport(rep, f.out); werr != nil {
 		return errors.Join(err, werr)
 	}
+	devices := s.Devices()
+	if werr := datadir.WriteSharedIn(f.out, "devices.csv", func(w io.Writer) error { return proxystorm.WriteDevices(w, devices) }); werr != nil {
+		return errors.Join(err, werr)
+	}
 	if body, jerr := rep.JSON(); jerr == nil {
 		s.Wrote(filepath.Join(f.out, "report.json"), body)
 	}
-	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg beside it)\n", f.out)
+	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg, devices.csv beside it)\n", f.out)
 	if f.control != "" && ctx.Err() == nil {
 		select { // the API's client reads the report before the command ends
 		case <-served:

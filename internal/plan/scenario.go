@@ -156,7 +156,7 @@ func (e Engine) MarshalText() ([]byte, error) { return []byte(e), nil }
 
 func (e *Engine) UnmarshalText(b []byte) error {
 	switch v := Engine(b); v {
-	case Agents, Virtual:
+	case Agents, Virtual, Proxy: // proxy: a report of devicesim proxy's, read back
 		*e = v
 		return nil
 	}

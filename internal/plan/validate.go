@@ -25,7 +25,11 @@ func (p Plan) Validate() error {
 // validateEngine: the virtual engine models an in-process broker and
 // devices that do nothing but reconnect.
 func (p Plan) validateEngine() error {
-	if p.Engine != Agents && p.Engine != Virtual {
+	switch p.Engine {
+	case Agents, Virtual:
+	case Proxy:
+		return fmt.Errorf("engine %q is devicesim proxy's, whose fleet is whoever connects to it: run agents or virtual", p.Engine)
+	default:
 		return fmt.Errorf("unknown engine %q (agents or virtual)", p.Engine)
 	}
 	if p.Engine != Virtual {
