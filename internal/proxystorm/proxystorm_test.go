@@ -1,16 +1,19 @@
 package proxystorm_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -112,6 +115,7 @@ func TestTheControlAPIDrivesAStorm(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	api := httptest.NewServer(s.Handler("s3cret"))
 	defer api.Close()
+	schema := apiSchema(t)
 	call := func(method, path, body string, token bool) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, api.URL+path, strings.NewReader(body))
@@ -124,6 +128,12 @@ func TestTheControlAPIDrivesAStorm(t *testing.T) {
 		defer resp.Body.Close()
 		b, err := io.ReadAll(resp.Body)
 		require.NoError(t, err)
+		switch {
+		case resp.StatusCode >= 400:
+			schema(t, "error", b)
+		case path == "/status" || path == "/disruptions" || path == "/finish":
+			schema(t, "status", b)
+		}
 		return resp.StatusCode, string(b)
 	}
 	code, _ := call("GET", "/status", "", false)
@@ -178,4 +188,24 @@ func awaitSessions(t *testing.T, s *proxystorm.Storm, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	require.NoError(t, s.AwaitSessions(ctx, n))
+}
+
+// apiSchema checks a body against docs/proxy-api.schema.json's definition
+// of it.
+func apiSchema(t *testing.T) func(t *testing.T, def string, body []byte) {
+	raw, err := os.Open("../../docs/proxy-api.schema.json")
+	require.NoError(t, err)
+	defer raw.Close()
+	doc, err := jsonschema.UnmarshalJSON(raw)
+	require.NoError(t, err)
+	c := jsonschema.NewCompiler()
+	require.NoError(t, c.AddResource("proxy-api.schema.json", doc))
+	return func(t *testing.T, def string, body []byte) {
+		t.Helper()
+		sch, err := c.Compile("proxy-api.schema.json#/$defs/" + def)
+		require.NoError(t, err)
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+		require.NoError(t, err, string(body))
+		assert.NoError(t, sch.Validate(v), string(body))
+	}
 }
