@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+
 	"github.com/herdguard/herdguard/internal/agents/observer"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -59,8 +61,12 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 	f.addFleetSide(b, rep, rec)
 	switch {
 	case brokerAt == "proxy":
+		// What reached the broker is what the proxy let through: a dial it
+		// refused, held or cut off never did.
 		for _, a := range f.nodes.ProxiesSaw(rec.T0) {
-			b.Add(brokerRecord(b, a))
+			if a.Outcome == fault.Accepted {
+				b.Add(brokerRecord(b, a))
+			}
 		}
 	case brokerAt != "":
 		seen := observer.Brokers{}

@@ -388,7 +388,11 @@ func (r *Report) writeVerdicts(w io.Writer) {
 	fmt.Fprintf(w, "the fleet (every attempt the devices made%s):\n", r.Fleet.about())
 	stormstats.WriteSummary(w, "  ", r.Fleet.Arrivals, r.Fleet.Judgement, at)
 	if b := r.Broker; b != nil {
-		fmt.Fprintf(w, "the broker (what reached it):\n")
+		what := "what reached it"
+		if b.MeasuredAt == "proxy" {
+			what = "what the fault proxy let through to it: the connections it saw"
+		}
+		fmt.Fprintf(w, "the broker (%s):\n", what)
 		stormstats.WriteSummary(w, "  ", b.Arrivals, b.Judgement, at)
 	}
 	if l := r.Limit; l != nil && len(r.Fleet.Judgement.Bursts) > 0 {
