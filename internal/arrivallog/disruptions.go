@@ -111,7 +111,22 @@ func (l *Log) Disruptions() []Disruption {
 		f.sessionEnds(i)
 		f.arrival(i)
 	}
+	f.countCrowd(math.MaxInt64)
+	f.crowdEnds = nil
 	return f.found
+}
+
+// countCrowd counts in the last drop found by its ends an end at t, and
+// once past its window writes its reason with the count.
+func (f *finder) countCrowd(t time.Duration) {
+	c := f.crowdEnds
+	if c == nil {
+		return
+	}
+	if t > c.until {
+		f.found[c.found].Why = c.why()
+		f.crowdEnds = nil
+	}
 }
 
 // finder reads a log's lines in time order for its disruptions.
@@ -144,6 +159,7 @@ type finder struct {
 	endedOnce map[string]bool // clients whose session, begun before the log, has ended
 	unchecked int             // ends since the crowd was last looked at
 	tick      time.Duration   // the log's stamps' tick
+	crowdEnds *crowdEnds      // the drop last found by its ends, still counting them
 }
 
 // ending is a session's end, with when it began where the log says.
@@ -175,6 +191,10 @@ func newFinder(l *Log, first time.Duration) *finder {
 // disrupted notes a disruption found: what follows is its recovery, and
 // the sessions still ending around it are its own.
 func (f *finder) disrupted(d Disruption) {
+	if c := f.crowdEnds; c != nil { // a new disruption ends the last one's count
+		f.found[c.found].Why = c.why()
+		f.crowdEnds = nil
+	}
 	f.found = append(f.found, d)
 	// newcomers still arriving are this disruption's
 	f.since, f.returns, f.crowd = d.At, f.returns[:0], -1
@@ -209,6 +229,10 @@ func (f *finder) sessionEnds(i int) {
 	for ; f.e < len(f.ends) && before(f.ends[f.e].at, f.ends[f.e].line, f.l.Times[i], f.l.Lines[i]); f.e++ {
 		end := f.ends[f.e]
 		c := end.client
+		f.countCrowd(end.at)
+		if cr := f.crowdEnds; cr != nil {
+			cr.add(ending{at: end.at, client: c})
+		}
 		p, open := f.last[c]
 		_, closed := f.ended[c]
 		if open && !closed {
@@ -274,12 +298,48 @@ func (f *finder) endCrowd(t time.Duration) {
 	if q3 != math.MaxInt64 {
 		spread = q3 - q1
 	}
-	if spread < 4*span+2*f.tick || median != math.MaxInt64 && spread < median/10 || crowd[0].at <= f.since {
+	// Sessions that had each held a minute, ended within a tick or two:
+	// a drop, whatever their lengths. A fleet that came up together and
+	// was dropped together has sessions of one length, which a flapping
+	// link (a session ended as long after it began as the next) also has.
+	held := q1 >= heldSession && span <= 2*f.tick+time.Second
+	varied := spread >= 4*span+2*f.tick && (median == math.MaxInt64 || spread >= median/10)
+	if !held && !varied || crowd[0].at <= f.since {
 		return
 	}
 	d := crowd[0]
-	f.disrupted(Disruption{At: d.at, AtS: d.at.Seconds(), Line: int(d.line), Why: fmt.Sprintf(
-		"the sessions of %d devices ended within %s, though they had lasted %s", len(crowd), humanSpan(span), humanLengths(q1, q3))})
+	// Its ends still to come count too: the crowd is the first need of
+	// them (and those just before), the drop ended them all.
+	ce := &crowdEnds{until: d.at + max(2*span, 2*f.tick) + time.Second, clients: map[string]bool{}, first: d.at, q1: q1, q3: q3}
+	for _, e := range f.ending {
+		if e.at >= d.at-max(2*span, 2*f.tick)-time.Second {
+			ce.first = min(ce.first, e.at)
+			ce.add(e)
+		}
+	}
+	f.disrupted(Disruption{At: d.at, AtS: d.at.Seconds(), Line: int(d.line)})
+	ce.found, f.crowdEnds = len(f.found)-1, ce
+}
+
+// crowdEnds counts the sessions a drop found by its ends ended: every
+// distinct client's end from the first until a moment past the crowd.
+type crowdEnds struct {
+	found       int // its index in finder.found
+	until       time.Duration
+	clients     map[string]bool
+	first, last time.Duration
+	q1, q3      time.Duration // the middle half of the crowd's lengths
+}
+
+func (c *crowdEnds) add(e ending) {
+	c.clients[e.client] = true
+	c.last = max(c.last, e.at)
+}
+
+// why says how many sessions the drop ended, over what span.
+func (c *crowdEnds) why() string {
+	return fmt.Sprintf("the sessions of %d devices ended within %s, though they had lasted %s", len(c.clients),
+		humanSpan(c.last-c.first), humanLengths(c.q1, c.q3))
 }
 
 func humanSpan(d time.Duration) string {

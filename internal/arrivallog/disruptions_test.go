@@ -239,3 +239,30 @@ func TestNewcomersAfterAQuietMinuteAreANewRecovery(t *testing.T) {
 		assert.Empty(t, found, "seed %d: admitted sessions alone", seed)
 	}
 }
+
+// A fleet that came up together, dropped together by the fault proxy a
+// few minutes later: mosquitto logs every session closed within a second,
+// all of one length (up to their boot spread), and nothing of its own
+// restart. The drop is found, and counts every session it ended, not the
+// first crowd of them; the rounds of retries after it are its recovery.
+func TestADropOfSessionsOfOneLengthIsFound(t *testing.T) {
+	for seed := range uint64(5) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		var b brokerLog
+		b.start(0)
+		for dev := range fleet {
+			b.connect(5+2*r.Float64(), dev) // a boot within 2 s
+		}
+		const drop = 185.0
+		for dev := range fleet {
+			b.closed(drop+0.3*r.Float64(), dev)
+		}
+		for dev := range fleet { // back in rounds, 1, 3, 7 s after
+			b.connect(drop+[]float64{1, 3, 7}[dev%3]+0.05*r.Float64(), dev)
+		}
+		found, _ := recoveriesFound(t, b.String())
+		require.Len(t, found, 1, "seed %d: %v", seed, found)
+		assert.InDelta(t, drop, found[0].AtS-float64(unix.Milliseconds()/1000), 1, "seed %d", seed)
+		assert.Contains(t, found[0].Why, "the sessions of 2000 devices ended within", "seed %d", seed)
+	}
+}
