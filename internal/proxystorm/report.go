@@ -41,7 +41,9 @@ func (s *Storm) attemptsSince(t0 time.Time) []seen {
 // (refused unread, or TLS) counts in the fleet's attempts but is no
 // device's, and a session that named none and stayed to the end counts as
 // one of the devices known by session only.
-func (s *Storm) report(until time.Time) (*report.Report, error) {
+// late50 and late99 are how late the process's timers ran (lateness), in
+// seconds: its stamps are no finer.
+func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report, error) {
 	s.mu.Lock()
 	t0, fl, strikes, returned := s.t0, s.fleet, slices.Clone(s.strikes), s.returned
 	s.mu.Unlock()
@@ -66,6 +68,7 @@ func (s *Storm) report(until time.Time) (*report.Report, error) {
 	b.SplitDisruptions(at)
 	b.SplitNodes(len(s.proxies))
 	b.WatchedUntil(until)
+	b.MinWidth = time.Duration(2 * late99 * float64(time.Second))
 	attempts := s.attemptsSince(t0)
 	anonymous := stayedAnonymous(attempts, until, fl)
 	counts := &report.ProxyCounts{}
@@ -89,6 +92,8 @@ func (s *Storm) report(until time.Time) (*report.Report, error) {
 	if err := b.Fill(rep); err != nil {
 		return nil, err
 	}
+	h := &rep.Host
+	h.LagP50S, h.LagP99S, h.Bound = late50, late99, late99 > report.HostBoundLate.Seconds()
 	rep.Proxy, rep.BrokerBackS = counts, b.Back().Seconds()
 	if p.AdmitRate > 0 {
 		rep.Limit = report.LimitOf(p.AdmitRate, rep.Devices)

@@ -25,6 +25,7 @@ func (s *Storm) Run(ctx context.Context) (*report.Report, error) {
 	if err := s.awaitTrigger(ctx); err != nil {
 		return nil, err
 	}
+	late := startLateness()
 	if !s.cfg.Manual {
 		s.timeline(ctx)
 	}
@@ -34,7 +35,8 @@ func (s *Storm) Run(ctx context.Context) (*report.Report, error) {
 	for _, f := range s.faults {
 		f.Stop()
 	}
-	rep, rerr := s.report(until)
+	p50, p99 := late.end()
+	rep, rerr := s.report(until, p50, p99)
 	if rerr != nil {
 		return nil, rerr
 	}

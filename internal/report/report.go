@@ -406,6 +406,10 @@ func (r *Report) writeVerdicts(w io.Writer) {
 // writeHost writes what the host cost and how late it was, and says so
 // when it, not the fleet, set the times.
 func (r *Report) writeHost(w io.Writer) {
+	if r.Engine == plan.Proxy {
+		r.writeProxyHost(w)
+		return
+	}
 	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device", r.Host.WallS, r.Host.MemoryPerDeviceKB)
 	if r.Host.AgentProcesses > 0 {
 		fmt.Fprintf(w, ", agents in %d child processes", r.Host.AgentProcesses)
@@ -420,6 +424,18 @@ func (r *Report) writeHost(w io.Writer) {
 	fmt.Fprintln(w)
 	if r.Host.Bound {
 		fmt.Fprintf(w, "HOST-BOUND: the host, not the fleet, set these times (more than %v late at the 99th percentile): lower -time-scale or -devices\n", HostBoundLate)
+	}
+}
+
+// writeProxyHost writes how well the proxy's host kept its clock: the
+// proxies stamp what they see no finer than its timers ran.
+func (r *Report) writeProxyHost(w io.Writer) {
+	h := r.Host
+	fmt.Fprintf(w, "host: %.1f s wall; the proxy's timers ran p50 %.0f ms, p99 %.0f ms late: its stamps are that fine\n",
+		h.WallS, 1000*h.LagP50S, 1000*h.LagP99S)
+	if h.Bound {
+		fmt.Fprintf(w, "HOST-BOUND: the proxy's host, not the fleet, set these times (more than %v late at the 99th percentile): "+
+			"give the proxy a quieter host\n", HostBoundLate)
 	}
 }
 
