@@ -14,7 +14,14 @@ import (
 func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("devicesim calibrate", calibrateModes, stderr)
 	devices := fs.Int("devices", 2000, "devices in each run")
-	scale := fs.Float64("time-scale", 5, "the agents' time scale")
+	// The default applies to every cell but those that keep a scale of their own.
+	scaleUsage := "the agents' time scale"
+	for _, c := range experiment.CalibrationCells() {
+		if c.TimeScale > 0 {
+			scaleUsage += fmt.Sprintf("; %s always", c)
+		}
+	}
+	scale := fs.Float64("time-scale", 5, scaleUsage)
 	seeds := fs.Int("seeds", 3, "seeds per cell (1, 2, ...): each figure is the mean over them, the same seeds on both engines")
 	out := fs.String("out", "devicesim-report/calibration", "directory for calibration.json")
 	if err := fs.Parse(args); err != nil {

@@ -88,7 +88,8 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	mc := experiment.DefaultMix()
 	fs := newFlagSet("devicesim grid -mix", mixModes, stderr)
-	fs.StringVar(&mc.To, "mix", mc.To, "the policy a growing share of the fleet moves to")
+	// No default printed: the command line that reaches here names it.
+	fs.StringVar(&mc.To, "mix", "", "the policy a growing share of the fleet moves to")
 	fs.StringVar(&mc.From, "from", mc.From, "the policy the fleet runs today")
 	fs.IntVar(&mc.Storm.Devices, "devices", mc.Storm.Devices, "the fleet's devices")
 	fs.Float64Var(&mc.Storm.AdmitRate, "admit-rate", mc.Storm.AdmitRate, "connects a second the broker admits when it returns (bursts of rate/20), refusing the rest")
@@ -111,18 +112,50 @@ func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("-shares: %w", err)
 	}
 	mc.Storm.AdmitBurst = max(1, int(mc.Storm.AdmitRate/20))
-	mc.Progress = stdout
+	// The table once: its header now, its rows as the shares are run, and
+	// its last line, the answer, at the end.
+	head := experiment.Mix{From: mc.From, To: mc.To, Devices: mc.Storm.Devices, AdmitRate: mc.Storm.WithDefaults().AdmitRate,
+		PeakBound: mc.PeakBound}
+	var table strings.Builder
+	head.Table(&table)
+	header, _ := lastLine(table.String())
+	mc.Progress = &headed{w: stdout, header: header}
 	m, err := experiment.RunMix(ctx, mc)
 	if m == nil {
 		return err
 	}
-	fmt.Fprintln(stdout)
-	m.Table(stdout)
+	table.Reset()
+	m.Table(&table)
+	_, answer := lastLine(table.String())
+	fmt.Fprint(stdout, answer)
 	b, jerr := json.MarshalIndent(m, "", "  ")
 	if jerr == nil {
 		jerr = writeOut(*out, "mix.json", b)
 	}
 	return errors.Join(err, jerr)
+}
+
+// headed writes its header before the first write, so that a run refused
+// before its first row prints none.
+type headed struct {
+	w      io.Writer
+	header string
+}
+
+func (h *headed) Write(b []byte) (int, error) {
+	if h.header != "" {
+		if _, err := io.WriteString(h.w, h.header); err != nil {
+			return 0, err
+		}
+		h.header = ""
+	}
+	return h.w.Write(b)
+}
+
+// lastLine splits text at its last line.
+func lastLine(text string) (before, last string) {
+	i := strings.LastIndexByte(strings.TrimSuffix(text, "\n"), '\n')
+	return text[:i+1], text[i+1:]
 }
 
 func writeGrid(g *experiment.Grid, dir string) error {

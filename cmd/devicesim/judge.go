@@ -80,8 +80,8 @@ func (f *tzFlag) Set(s string) error {
 	return nil
 }
 
-const judgeUsage = `usage: devicesim judge [-json] [-expect spread|waves] [-format NAME] [-disruptions T1,T2]
-                      [-pattern REGEXP] [-time-layout LAYOUT] [-tz ZONE] FILE|-
+const judgeUsage = `usage: devicesim judge [-json] [-expect spread|waves|inconclusive] [-format NAME]
+                      [-disruptions T1,T2] [-pattern REGEXP] [-time-layout LAYOUT] [-tz ZONE] FILE|-
 
 Judges a broker's log, as it is: whether the fleet came back spread out or
 in waves. It reads, finding the format from the lines themselves:

@@ -44,7 +44,7 @@ func planCmd(ctx context.Context, args []string, getenv func(string) string, std
 	fs.Float64Var(&q.AdmitRate, "admit-rate", 0, "connects a second the broker admits, all nodes together (required)")
 	fs.IntVar(&q.AdmitBurst, "admit-burst", 0, "the admission's burst (0: rate/20)")
 	admitMode := fs.String("admit-mode", "refuse", "over the limit the broker refuses (CONNACK 3), pauses or disconnects")
-	fs.IntVar(&q.Nodes, "nodes", 0, "the broker's nodes")
+	fs.IntVar(&q.Nodes, "nodes", 0, "the broker's nodes (0: one)")
 	fs.DurationVar(&q.Outage, "outage", 0, "the outage to plan for (0: 60s); half and twice it are searched too")
 	fs.DurationVar(&q.TargetP99, "target-p99", 0, "99 % of the fleet back within this of the broker's return (0: twice devices/rate, at least 1m)")
 	fs.Float64Var(&q.PeakBound, "peak-bound", 0, "the most connects the broker may see in a second, refused ones included (0: none)")

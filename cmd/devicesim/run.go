@@ -45,7 +45,7 @@ Commands:
   devicesim proxy -broker HOST:PORT [-await-sessions N | -control ADDR] [flags]
                              the fault proxy between anyone's fleet and its broker:
                              strike it, watch it come back, report it
-  devicesim judge [-json] [-expect spread|waves] [-format NAME] FILE|-
+  devicesim judge [-json] [-expect spread|waves|inconclusive] [-format NAME] FILE|-
                              judge a broker's log (mosquitto, RabbitMQ, EMQX, HiveMQ,
                              VerneMQ, AWS IoT, Azure IoT Hub, -pattern): spread out,
                              or in waves?
@@ -127,7 +127,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.TextVar(&f.p.Engine, "engine", f.p.Engine, "agents (real agents and broker, real time) or virtual (the model, virtual time)")
 	fs.IntVar(&f.p.Devices, "devices", f.p.Devices, "number of devices")
 	fs.TextVar(&f.p.Scenario, "scenario", f.p.Scenario, "one of "+scenarioNames())
-	fs.StringVar(&f.p.Policy, "policy", f.p.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames(), ", "))
+	// No default printed: without -policy the run compares -compare's.
+	fs.Func("policy", "the reconnect `POLICY`: "+strings.Join(plan.PolicyNames(), ", ")+
+		"; or a spec, a family with its base and the iotcore formulas' jitter (iotcore:base=2s,jitter=4s) or the flood guard's "+
+		"connects a minute (full:guard=4) (unset: each of -compare's)", func(v string) error { f.p.Policy = v; return nil })
 	fs.DurationVar(&f.p.MaxBackoff, "max-backoff", f.p.MaxBackoff, "the policy's cap (unscaled)")
 	f.retryCap = fs.Int("retry-cap", -1, "retries before a device gives up; -1 retries forever")
 	fs.DurationVar(&f.p.Outage, "outage", f.p.Outage, "how long the disruption lasts (unscaled)")
@@ -145,8 +148,8 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	fs.StringVar(&f.p.TLSKey, "key", "", "-broker ssl://: PEM key of -cert")
 	fs.StringVar(&f.p.TLSCAKey, "ca-key", "", "-broker ssl://: PEM key of -ca, to issue each device its own certificate")
 	fs.DurationVar(&f.p.Duration, "duration", f.p.Duration, "observe: how long to wait for a disruption")
-	fs.IntVar(&f.p.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes")
-	fs.DurationVar(&f.p.Gap, "gap", time.Minute, "rolling-restart: from one node's restart to the next (unscaled)")
+	fs.IntVar(&f.p.Nodes, "nodes", 0, "the in-process broker as a cluster of this many nodes (0: one broker)")
+	fs.DurationVar(&f.p.Gap, "gap", time.Minute, "rolling-restart, rolling-drain: from one node's restart to the next (unscaled)")
 	f.shard = fs.String("shard", "", "run slice i of n of the fleet's device IDs (i/n; needs -broker)")
 	f.shards = fs.Int("shards", 0, "run slice JOB_COMPLETION_INDEX of this many (a Kubernetes Indexed Job)")
 	fs.TextVar(&f.p.DisruptAt, "disrupt-at", f.p.DisruptAt, "strike the first disruption at this instant (RFC 3339), or +D after every shard is ready: every shard at once")
@@ -158,13 +161,16 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	f.streamEvents = fs.Bool("stream-events", false, "internal, with -child: stream every device record to descriptor 3")
 	fs.DurationVar(&f.p.BootSpread, "boot-spread", 0, "window the devices first connect within (unscaled; 0: 10 s in boot-storm)")
 	fs.Float64Var(&f.p.Telemetry, "telemetry", 0, "each device publishes this many QoS 1 messages per (unscaled) second through a store-and-forward queue")
-	fs.Float64Var(&f.p.TimeScale, "time-scale", f.p.TimeScale, "run every duration this many times faster; reports stay unscaled")
+	// No default printed: unset, the host picks the scale, the plan's only its ceiling.
+	fs.Func("time-scale", fmt.Sprintf("run every duration `N` times faster; reports stay unscaled (unset: what the host serves, "+
+		"at most %gx; %gx for a shard or -disrupt-at; 1x for observe, config-outage and paho-default)", f.p.TimeScale, f.p.TimeScale),
+		number(&f.p.TimeScale))
 	fs.Float64Var(&f.p.Connects, "host-connects", 0, "connects a second this host serves real agents (0: 5,000; make scale measures it)")
 	fs.Uint64Var(&f.p.Seed, "seed", f.p.Seed, "seed for every device's jitter (the same seed gives the same draws)")
 	fs.Float64Var(&f.p.AdmitRate, "admit-rate", 0, "broker admits this many connects per (unscaled) second; 0: no limit (throttled-restart: 100)")
 	fs.IntVar(&f.p.AdmitBurst, "admit-burst", 1, "admission burst")
 	f.admitMode = fs.String("admit-mode", "refuse", "over the limit: refuse (CONNACK 3; MQTT 5: -admit-code), pause (stop accepting) or disconnect (accept, then drop)")
-	fs.Func("mqtt", "the devices' MQTT version: 3.1.1 or 5 (reason codes and Server References heard)", func(v string) error {
+	fs.Func("mqtt", "the devices' MQTT version: 3.1.1 or 5 (reason codes and Server References heard) (default 3.1.1)", func(v string) error {
 		p, err := device.ParseProtocol(v)
 		if err != nil {
 			return fmt.Errorf("want 3.1.1 or 5")
@@ -172,7 +178,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		f.p.MQTT5 = p == device.MQTT5
 		return nil
 	})
-	fs.Func("server-signals", "MQTT 5: honour or ignore the broker's reason codes and Server References", func(v string) error {
+	fs.Func("server-signals", "MQTT 5: honour or ignore the broker's reason codes and Server References (default honour)", func(v string) error {
 		if v != "honour" && v != "ignore" {
 			return fmt.Errorf("want honour or ignore")
 		}
@@ -181,8 +187,10 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	})
 	fs.Func("admit-code", "MQTT 5: the reason code of a refusal over the admission limit (default 0x9F)", reasonCode(&f.p.AdmitCode))
 	fs.Func("busy-code", "busy-node: the reason code the busy node answers MQTT 5 devices with (default 0x89)", reasonCode(&f.p.BusyCode))
-	f.compare = fs.String("compare", defaultCompare, "comma-separated policies, run one after another and compared in one table")
-	f.out = fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html")
+	f.compare = fs.String("compare", defaultCompare, "comma-separated policies, run one after another and compared in one table "+
+		"(-policy alone: that one policy)")
+	f.out = fs.String("out", "devicesim-report", "directory for the report: report.json, events.csv, arrivals.svg, report.html "+
+		"(a shard's: its shard-i in it; -compare's: a directory a policy in it)")
 	fs.Var(&f.expect, "expect", "exit 1 unless the fleet's verdict is this one (spread, waves or inconclusive); one policy only")
 	f.metricsAddr = fs.String("metrics", "", "serve the running fleet's Prometheus metrics on host:port at /metrics")
 	f.events = fs.String("events", "auto", "write events.csv, one row an attempt, as the run goes: on, off, or auto (on up to 1,000,000 devices)")
@@ -197,6 +205,16 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 	}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
+}
+
+// number is a flag's parser of a number into dst.
+func number(dst *float64) func(string) error {
+	return func(v string) (err error) {
+		if *dst, err = strconv.ParseFloat(v, 64); err != nil {
+			return errors.New("want a number, such as 2")
+		}
+		return nil
+	}
 }
 
 // reasonCode is a flag's parser of an MQTT 5 refusal's reason code, hex

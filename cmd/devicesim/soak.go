@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/herdguard/herdguard/internal/experiment"
@@ -18,7 +19,9 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs := newFlagSet("devicesim soak", soakModes, stderr)
 	fs.IntVar(&sc.Devices, "devices", sc.Devices, "number of devices (real agents, in memory)")
 	fs.IntVar(&sc.Storms, "storms", sc.Storms, "storms, in turn: "+strings.Join(experiment.SoakStorms, ", "))
-	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(plan.PolicyNames()[1:], ", "))
+	// paho-default publishes no telemetry, which a soak holds to account.
+	policies := slices.DeleteFunc(plan.PolicyNames(), func(p string) bool { return p == plan.PahoDefault })
+	fs.StringVar(&sc.Policy, "policy", sc.Policy, "reconnect policy: "+strings.Join(policies, ", ")+", or a spec such as full:guard=4")
 	fs.Float64Var(&sc.Telemetry, "telemetry", sc.Telemetry, "QoS 1 messages per device per (unscaled) second, for the whole soak")
 	fs.Float64Var(&sc.TimeScale, "time-scale", sc.TimeScale, "run every duration this many times faster")
 	fs.DurationVar(&sc.Outage, "outage", sc.Outage, "each restart's and flapping window's length (unscaled)")

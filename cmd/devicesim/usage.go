@@ -52,12 +52,20 @@ exit status: 0 the run passed; 1 it failed (an expectation, -expect, an error);
 `
 )
 
+// testHookHelp, when set, is handed a command's flag set as its help is
+// printed, every flag defined: a test reads what each command takes by
+// asking for its help, which runs nothing.
+var testHookHelp func(*flag.FlagSet)
+
 // newFlagSet is a command's flag set whose help prints modes, then the
 // flags.
 func newFlagSet(name, modes string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
+		if testHookHelp != nil {
+			testHookHelp(fs)
+		}
 		fmt.Fprint(fs.Output(), modes)
 		fmt.Fprintln(fs.Output(), "flags:")
 		fs.PrintDefaults()

@@ -14,6 +14,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -301,13 +302,15 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 		cell.P99AfterReturnS, cell.P99AtLeast = r.WatchedS-from, true
 		why = append(why, fmt.Sprintf("%d of %d back within %.0f s", r.Recovered(), cell.Devices, cell.P99AfterReturnS))
 	case cell.P99AfterReturnS > cell.MaxP99S:
-		why = append(why, fmt.Sprintf("p99 %.1f s > %.1f s", cell.P99AfterReturnS, cell.MaxP99S))
+		got, bound := apart(cell.P99AfterReturnS, cell.MaxP99S, 1)
+		why = append(why, fmt.Sprintf("p99 %s s > %s s", got, bound))
 	}
 	if !cell.AllRecovered && len(why) == 0 {
 		why = append(why, fmt.Sprintf("%d of %d back", r.Recovered(), cell.Devices))
 	}
 	if cell.AttemptsAfterReturn > cell.MaxAttempts {
-		why = append(why, fmt.Sprintf("%.2f attempts > %.2f", cell.AttemptsAfterReturn, cell.MaxAttempts))
+		got, bound := apart(cell.AttemptsAfterReturn, cell.MaxAttempts, 2)
+		why = append(why, fmt.Sprintf("%s attempts > %s", got, bound))
 	}
 	cell.AttemptsAtLeast = !cell.AllRecovered // the stragglers would have made more
 	if cell.Scenario == plan.ThrottledRestart && r.Verdict != "spread" {
@@ -316,6 +319,14 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	cell.Pass = len(why) == 0
 	cell.Why = strings.Join(why, "; ")
 	return nil
+}
+
+// apart writes a and b with at least digits decimals, and as many more as
+// it takes to tell them apart: "1.552 > 1.550", never "1.55 > 1.55".
+func apart(a, b float64, digits int) (string, string) {
+	for ; digits < 9 && strconv.FormatFloat(a, 'f', digits, 64) == strconv.FormatFloat(b, 'f', digits, 64); digits++ {
+	}
+	return strconv.FormatFloat(a, 'f', digits, 64), strconv.FormatFloat(b, 'f', digits, 64)
 }
 
 func writeGridLine(w io.Writer, c GridCell) {

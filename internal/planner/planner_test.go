@@ -98,6 +98,9 @@ func TestATargetNoPolicyMeetsIsRefusedWithTheClosest(t *testing.T) {
 	assert.Regexp(t, `recovery p99 \d+ s, over the 30 s target; the closest, .*, needs a \d+ s target, or a broker admitting about \d+ connects/s$`, err.Error())
 	assert.Greater(t, a.Closest.P99.Max, 100.0, "not before the broker admitted the fleet")
 	assert.Equal(t, 30*time.Second, a.Question.TargetP99)
+	var sum strings.Builder
+	a.Summary(&sum)
+	assert.Contains(t, sum.String(), "none of those met the bounds, so none ran again at", "not \"the best 0 of those\"")
 }
 
 // A bound on the broker's busiest second below what any policy's return

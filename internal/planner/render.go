@@ -19,9 +19,13 @@ func (a *Answer) Summary(w io.Writer) {
 		plan.Thousands(q.Devices), q.AdmitRate, q.AdmitBurst, q.AdmitMode, q.Outage)
 	fmt.Fprintf(w, "asked: 99 %% back within %v of the broker's return%s%s\n", q.TargetP99, bound(q.PeakBound, ", the broker's busiest second at most %.0f connects"),
 		bound(q.MaxAttempts, ", at most %.1f attempts a device"))
-	fmt.Fprintf(w, "searched: %d policies on %s devices (the broker scaled with them), one run each; the best %d on seeds %d to %d, outages %s;\n"+
-		"  the best %d of those again at %s devices\n\n", len(a.Screened), plan.Thousands(a.screened()), screenFurther, q.Seed, q.Seed+q.Seeds-1,
-		outages(a.Outages), len(a.Confirmed), plan.Thousands(q.Devices))
+	fmt.Fprintf(w, "searched: %d policies on %s devices (the broker scaled with them), one run each; the best %d on seeds %d to %d, outages %s;\n",
+		len(a.Screened), plan.Thousands(a.screened()), screenFurther, q.Seed, q.Seed+q.Seeds-1, outages(a.Outages))
+	if len(a.Confirmed) == 0 {
+		fmt.Fprintf(w, "  none of those met the bounds, so none ran again at %s devices\n\n", plan.Thousands(q.Devices))
+	} else {
+		fmt.Fprintf(w, "  the best %d of those again at %s devices\n\n", len(a.Confirmed), plan.Thousands(q.Devices))
+	}
 	if r := a.Recommendation; r != nil {
 		fmt.Fprintf(w, "recommendation: %s\n", r.Candidate)
 		figures(w, "  ", r)

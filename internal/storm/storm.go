@@ -19,6 +19,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -283,7 +285,7 @@ func Read(r io.Reader, getenv func(string) string) (*File, error) {
 		if getenv != nil {
 			v = getenv(name)
 		}
-		if v == "" {
+		if v == "" && !slices.Contains(missing, name) { // a name used twice is missing once
 			missing = append(missing, name)
 		}
 		if size += len(v); size > MaxFileBytes {
@@ -310,6 +312,13 @@ func Read(r io.Reader, getenv func(string) string) (*File, error) {
 // atLine is yaml's error as the line it names (a *fileline.Error), with
 // the source around it as yaml prints it.
 func atLine(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) && te.DstType == reflect.TypeFor[time.Duration]() && te.Token != nil {
+		// yaml's "cannot unmarshal uint64 into ... time.Duration" names no fix.
+		pos := te.Token.Position
+		return &fileline.Error{Line: pos.Line, Column: pos.Column,
+			Err: fmt.Errorf("%s is not a duration: write it with its unit, such as 30s", te.Token.Value)}
+	}
 	var ye yaml.Error
 	if !errors.As(err, &ye) || ye.GetToken() == nil {
 		return errors.New(yaml.FormatError(err, false, true))

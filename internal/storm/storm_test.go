@@ -449,3 +449,18 @@ timeline: [{disruption: drop-all}]`, "all over TLS or all not"},
 		assert.ErrorContains(t, err, tc.want, tc.text)
 	}
 }
+
+// A duration written without its unit says how to write one, where yaml
+// alone says it cannot unmarshal a number into time.Duration.
+func TestADurationWithoutItsUnitSaysHowToWriteOne(t *testing.T) {
+	_, err := read(t, "fleet: [{devices: 10}]\ntimeline: [{disruption: broker-restart, outage: 30}]")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "line 2, column 49: 30 is not a duration: write it with its unit, such as 30s")
+}
+
+// A name the file uses twice and the environment lacks is named once.
+func TestAnUnsetNameIsNamedOnce(t *testing.T) {
+	_, err := storm.Read(strings.NewReader("# ${MQTT_BROKER}\nbrokers: {external: {url: \"${MQTT_BROKER}\"}}\n"), func(string) string { return "" })
+	require.Error(t, err)
+	assert.Equal(t, 1, strings.Count(err.Error(), "MQTT_BROKER"), err.Error())
+}
