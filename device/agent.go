@@ -109,15 +109,18 @@ type Agent struct {
 
 // New validates cfg and builds the agent; nothing connects before Start.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Broker == "" || cfg.ClientID == "" {
-		return nil, fmt.Errorf("%w: Config.Broker and Config.ClientID are required", ErrInvalid)
+	switch {
+	case cfg.Broker == "":
+		return nil, configError("Broker", "{Broker} is required")
+	case cfg.ClientID == "":
+		return nil, configError("ClientID", "{ClientID} is required")
 	}
 	endpoints, err := parseEndpoints(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	if cfg.TLS, err = endpoint.StrictTLS("Config.TLS", cfg.TLS); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	if cfg.TLS, err = endpoint.StrictTLS("{TLS}", cfg.TLS); err != nil {
+		return nil, configError("TLS", strings.ReplaceAll(err.Error(), "%", "%%"))
 	}
 	if err := withDefaults(&cfg); err != nil {
 		return nil, err
@@ -138,7 +141,8 @@ func New(cfg Config) (*Agent, error) {
 		a.clock = reconnect.SystemClock
 	}
 	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) {
-		a.log.Warn("credentials will cross the network in the clear (AllowPlaintext)", "endpoints", strings.Join(a.names, ", "))
+		a.log.Warn("credentials will cross the network in the clear", "endpoints", strings.Join(a.names, ", "),
+			"allow_plaintext", true)
 	}
 	if a.proto, err = newProtocol(a); err != nil {
 		return nil, err
@@ -241,10 +245,13 @@ func (a *Agent) SetPolicy(p *reconnect.Policy) {
 	a.m.SetPolicy(p)
 }
 
-func (a *Agent) step(f func(*Machine) Step) Step {
+// step runs f on the machine and returns its Step, with what chose the
+// Step's wait if it is one.
+func (a *Agent) step(f func(*Machine) Step) (Step, waitReason) {
 	a.mMu.Lock()
 	defer a.mMu.Unlock()
-	return f(a.m)
+	s := f(a.m)
+	return s, a.m.why
 }
 
 func (a *Agent) emit(e Event) {
@@ -266,7 +273,8 @@ func (a *Agent) run(ctx context.Context) {
 		cancel()
 		close(a.done)
 	}()
-	s := a.step(func(m *Machine) Step { return m.Start(a.clock.Now()) })
+	s, why := a.step(func(m *Machine) Step { return m.Start(a.clock.Now()) })
+	a.logWait("waiting to connect", s, why)
 	for {
 		switch s.Kind {
 		case KindWait:
@@ -276,38 +284,25 @@ func (a *Agent) run(ctx context.Context) {
 				final = fmt.Errorf("%w: %v", ErrStopped, err)
 				return
 			}
-			s = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) })
+			if s, why = a.step(func(m *Machine) Step { return m.Due(a.clock.Now()) }); s.Kind == KindWait {
+				a.logWait("waiting to connect", s, why)
+			}
 		case KindConnect:
-			endpoint := a.targetName()
-			a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
-			a.attempts.Add(1)
-			r := a.result(a.proto.Connect(ctx))
-			if ctx.Err() != nil {
-				a.proto.Disconnect()
-				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
+			if s, final = a.attempt(ctx, s); final != nil {
 				return
 			}
-			a.countAttempt(r)
-			if r.Code != 0 || r.Err != nil {
-				a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
-				a.log.Info("connect failed", "attempt", s.Attempt, "code", r.Code, "error", r.Err, "endpoint", endpoint)
-				if !a.followRedirect(r.Err) {
-					a.nextEndpoint()
-				}
-			} else {
-				a.hops = 0
-			}
-			s = a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
 		case KindOnline:
 			cause, stopped := a.session(ctx, s.Attempt, a.proto.SessionPresent())
 			if stopped {
 				final = fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
 				return
 			}
+			endpoint := a.targetName() // before a redirect or the next endpoint takes its place
 			if !a.followRedirect(cause) {
 				a.nextEndpoint()
 			}
-			s = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
+			s, why = a.step(func(m *Machine) Step { return m.Lost(a.clock.Now(), cause) })
+			a.logWait("connection lost", s, why, "endpoint", endpoint, "error", cause)
 		case KindStop:
 			a.proto.Disconnect()
 			a.emit(Event{Kind: EventGaveUp, Attempt: s.Attempt, Err: s.Err})
@@ -316,6 +311,71 @@ func (a *Agent) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// attempt makes the connect attempt s asks for and returns the machine's
+// next step. It returns ErrStopped if the agent stopped meanwhile.
+func (a *Agent) attempt(ctx context.Context, s Step) (Step, error) {
+	endpoint := a.targetName()
+	a.emit(Event{Kind: EventConnecting, Attempt: s.Attempt, Endpoint: endpoint})
+	a.attempts.Add(1)
+	r := a.result(a.proto.Connect(ctx))
+	if ctx.Err() != nil {
+		a.proto.Disconnect()
+		return s, fmt.Errorf("%w: %v", ErrStopped, ctx.Err())
+	}
+	a.countAttempt(r)
+	failed := r.Code != 0 || r.Err != nil
+	if failed {
+		a.emit(Event{Kind: EventAttemptFailed, Attempt: s.Attempt, Code: r.Code, Err: r.Err, Endpoint: endpoint})
+		if !a.followRedirect(r.Err) {
+			a.nextEndpoint()
+		}
+	} else {
+		a.hops = 0
+	}
+	next, why := a.step(func(m *Machine) Step { return m.Result(a.clock.Now(), r) })
+	if failed {
+		attrs := []any{"attempt", s.Attempt, "endpoint", endpoint}
+		if r.Code != NoConnack { // a CONNACK was read
+			attrs = append(attrs, "code", r.Code)
+		}
+		a.logWait("connect failed", next, why, append(attrs, "error", r.Err)...)
+	}
+	return next, nil
+}
+
+// logWait logs, at info, msg with attrs and the wait s chose and why. A
+// Step that is not a wait gets msg and attrs alone. The wait is rounded to
+// the millisecond: a log is read, and the event carries it exactly.
+func (a *Agent) logWait(msg string, s Step, why waitReason, attrs ...any) {
+	if s.Kind == KindWait {
+		wait := s.Wait
+		if wait > time.Millisecond {
+			wait = wait.Round(time.Millisecond)
+		}
+		attrs = append(attrs, "wait", wait, "why", a.whyText(why))
+	}
+	a.log.Info(msg, attrs...)
+}
+
+// whyText is what chose a wait, as the log says it.
+func (a *Agent) whyText(why waitReason) string {
+	switch why {
+	case waitBootSpread:
+		return fmt.Sprintf("boot spread (up to %v)", a.cfg.Timing.BootSpread)
+	case waitCredentials:
+		return fmt.Sprintf("credentials refused: no sooner than %v", a.cfg.Timing.CredentialsWait)
+	case waitBackPressure:
+		return "broker back-pressure: the policy's wait stretched"
+	case waitFloodGuard:
+		g := a.cfg.Timing.Guard
+		return fmt.Sprintf("flood guard (%d attempts per %v)", g.Requests, g.Window)
+	}
+	a.mMu.Lock() // a configuration update may have switched it
+	p := a.m.ct.Policy
+	a.mMu.Unlock()
+	return "policy " + p.Shape().String()
 }
 
 // session runs one connection: restore subscriptions, then wait for the loss.
@@ -366,7 +426,6 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	}
 	a.losses.Add(1)
 	a.emit(Event{Kind: EventLost, Err: cause})
-	a.log.Info("connection lost", "error", cause)
 	return cause, false
 }
 

@@ -433,6 +433,37 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	}
 }
 
+// New's refusals name Config fields, and say which one is at fault;
+// Rename gives a command the same message naming its own flags.
+func TestConfigErrorsNameTheirFields(t *testing.T) {
+	for name, c := range map[string]struct {
+		cfg   device.Config
+		field string
+		says  string
+	}{
+		"no client id": {device.Config{Broker: "tcp://b:1883"}, "ClientID", "Config.ClientID is required"},
+		"credentials in plaintext": {device.Config{Broker: "tcp://b:1883", ClientID: "x", Username: "u"}, "AllowPlaintext",
+			"use TLS, or set Config.AllowPlaintext"},
+		"a failover's credentials": {device.Config{Broker: "ssl://b:8883", Failover: []string{"ssl://c:8883", "ssl://u:p@d:8883"},
+			ClientID: "x"}, "Failover[1]", "Config.Failover[1] carries credentials: set Config.Username and Config.Password"},
+		"a broker without a host": {device.Config{Broker: "tcp:///x", ClientID: "x"}, "Broker", "Config.Broker has no host"},
+		"a bad redirect domain": {device.Config{Broker: "tcp://b:1883", ClientID: "x", RedirectDomains: []string{"10.0.0.1"}},
+			"RedirectDomains", `Config.RedirectDomains entry "10.0.0.1" is not a domain name`},
+		"a tiny packet bound": {device.Config{Broker: "tcp://b:1883", ClientID: "x", MaxIncomingPacket: 10}, "MaxIncomingPacket",
+			"Config.MaxIncomingPacket 10 is outside [64, 268435455]"},
+	} {
+		_, err := device.New(c.cfg)
+		require.ErrorIs(t, err, device.ErrInvalid, name)
+		var ce *device.ConfigError
+		require.ErrorAs(t, err, &ce, name)
+		assert.Equal(t, c.field, ce.Field, name)
+		assert.Contains(t, err.Error(), c.says, name)
+		renamed := ce.Rename(func(f string) string { return "<" + f + ">" })
+		assert.NotContains(t, renamed, "Config.", name)
+		assert.Contains(t, renamed, "<"+c.field+">", name)
+	}
+}
+
 // silentBroker accepts TCP connections and never answers: the CONNECT waits
 // for a CONNACK that never comes. accepted hears of each connection.
 type silentBroker struct {

@@ -178,30 +178,38 @@ func (c Config) LogValue() slog.Value {
 func withDefaults(cfg *Config) error {
 	switch {
 	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
-		return fmt.Errorf("%w: MaxIncomingPacket %d outside [%d, %d] (0: the default)", ErrInvalid,
+		return configError("MaxIncomingPacket", "{MaxIncomingPacket} %d is outside [%d, %d] (0 means the default)",
 			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
 	case cfg.MaxIncomingPacket == 0:
 		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
 	}
-	if cfg.KeepAlive < 0 || cfg.ConnectTimeout < 0 || cfg.PingTimeout < 0 {
-		return fmt.Errorf("%w: KeepAlive, PingTimeout and ConnectTimeout must be >= 0", ErrInvalid)
+	switch {
+	case cfg.KeepAlive < 0:
+		return configError("KeepAlive", "{KeepAlive} must be >= 0, got %v", cfg.KeepAlive)
+	case cfg.PingTimeout < 0:
+		return configError("PingTimeout", "{PingTimeout} must be >= 0, got %v", cfg.PingTimeout)
+	case cfg.ConnectTimeout < 0:
+		return configError("ConnectTimeout", "{ConnectTimeout} must be >= 0, got %v", cfg.ConnectTimeout)
 	}
 	if cfg.KeepAlive > MaxKeepAlive {
 		// paho keeps 16 bits of it: 65,536 s would go out as 0, keepalive off.
-		return fmt.Errorf("%w: KeepAlive %v is over MQTT's %v", ErrInvalid, cfg.KeepAlive, MaxKeepAlive)
-	}
-	if cfg.IncomingQueue < 0 || cfg.IncomingQueueBytes < 0 {
-		return fmt.Errorf("%w: IncomingQueue and IncomingQueueBytes must be >= 0", ErrInvalid)
+		return configError("KeepAlive", "{KeepAlive} %v is over MQTT's %v", cfg.KeepAlive, MaxKeepAlive)
 	}
 	switch {
+	case cfg.IncomingQueue < 0:
+		return configError("IncomingQueue", "{IncomingQueue} must be >= 0, got %d", cfg.IncomingQueue)
+	case cfg.IncomingQueueBytes < 0:
+		return configError("IncomingQueueBytes", "{IncomingQueueBytes} must be >= 0, got %d", cfg.IncomingQueueBytes)
 	case cfg.Protocol != MQTT311 && cfg.Protocol != MQTT5:
-		return fmt.Errorf("%w: unknown Protocol %d", ErrInvalid, cfg.Protocol)
-	case cfg.SessionExpiry < 0 || cfg.MaxRedirects < 0:
-		return fmt.Errorf("%w: SessionExpiry and MaxRedirects must be >= 0", ErrInvalid)
+		return configError("Protocol", "unknown {Protocol} %d", cfg.Protocol)
+	case cfg.SessionExpiry < 0:
+		return configError("SessionExpiry", "{SessionExpiry} must be >= 0, got %v", cfg.SessionExpiry)
+	case cfg.MaxRedirects < 0:
+		return configError("MaxRedirects", "{MaxRedirects} must be >= 0, got %d", cfg.MaxRedirects)
 	}
 	for _, d := range cfg.RedirectDomains {
 		if !hostName(strings.TrimSuffix(strings.ToLower(d), ".")) {
-			return fmt.Errorf("%w: RedirectDomains entry %q is not a domain name (example.com)", ErrInvalid, d)
+			return configError("RedirectDomains", "{RedirectDomains} entry %q is not a domain name (example.com)", d)
 		}
 	}
 	if cfg.SessionExpiry == 0 {
@@ -223,7 +231,7 @@ func withDefaults(cfg *Config) error {
 		// MQTT counts the keepalive in whole seconds; below one it would be
 		// sent as 0, which turns keepalive off: a silent path then goes
 		// unnoticed for ever.
-		return fmt.Errorf("%w: KeepAlive %v is below MQTT's one-second unit", ErrInvalid, cfg.KeepAlive)
+		return configError("KeepAlive", "{KeepAlive} %v is below MQTT's one-second unit", cfg.KeepAlive)
 	}
 	if cfg.PingTimeout == 0 {
 		cfg.PingTimeout = 10 * time.Second
@@ -288,42 +296,44 @@ func strayAt(u *url.URL) bool {
 func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 	var endpoints []*url.URL
 	for i, raw := range append([]string{cfg.Broker}, cfg.Failover...) {
-		field := "Config.Broker"
+		field := "Broker"
 		if i > 0 {
-			field = fmt.Sprintf("Config.Failover[%d]", i-1)
+			field = fmt.Sprintf("Failover[%d]", i-1)
 		}
-		u, err := endpoint.ParseURL(field, raw)
+		mark := "{" + field + "}" // the field in a message, for ConfigError.Rename
+		u, err := endpoint.ParseURL(mark, raw)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+			return nil, configError(field, strings.ReplaceAll(err.Error(), "%", "%%"))
 		}
 		if strayAt(u) {
-			return nil, fmt.Errorf("%w: %s has an '@' outside its user info: if a password is in it, "+
-				"write it as scheme://user:password@host, or set Username and Password", ErrInvalid, field)
+			return nil, configError(field, mark+" has an '@' outside its user info: if a password is in it, "+
+				"write it as scheme://user:password@host, or set {Username} and {Password}")
 		}
 		if cfg.Dial == nil && !supportedScheme(u.Scheme) {
-			return nil, fmt.Errorf("%w: %s scheme %q needs a Config.Dial", ErrInvalid, field, u.Scheme)
+			return nil, configError(field, mark+" scheme %q is not one the agent dials itself (tcp, mqtt, ssl, tls, mqtts, tcps); "+
+				"{Dial} may dial others", u.Scheme)
 		}
 		if u.User != nil {
 			if i > 0 {
-				return nil, fmt.Errorf("%w: %s carries credentials: set Config.Username and Password, which every endpoint uses",
-					ErrInvalid, field)
+				return nil, configError(field, mark+" carries credentials: set {Username} and {Password}, "+
+					"which every endpoint uses")
 			}
 			if cfg.Username != "" || cfg.Password != "" {
-				return nil, fmt.Errorf("%w: credentials both in Config.Broker and in Username/Password", ErrInvalid)
+				return nil, configError("Broker", "credentials both in {Broker} and in {Username} or {Password}")
 			}
 			cfg.Username = u.User.Username()
 			cfg.Password, _ = u.User.Password()
 			u.User = nil
 		}
 		if len(endpoints) > 0 && tlsScheme(u.Scheme) != tlsScheme(endpoints[0].Scheme) {
-			return nil, fmt.Errorf("%w: %s is %s while Config.Broker is %s: a failover must not change the transport's security",
-				ErrInvalid, field, security(u), security(endpoints[0]))
+			return nil, configError(field, mark+" is %s while {Broker} is %s: a failover must not change the transport's security",
+				security(u), security(endpoints[0]))
 		}
 		endpoints = append(endpoints, u)
 	}
 	if (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) && !cfg.AllowPlaintext {
-		return nil, fmt.Errorf("%w: credentials set but %s is not TLS (ssl://, mqtts://): anyone on the path could read them; "+
-			"use TLS, or set AllowPlaintext", ErrInvalid, endpoints[0].Redacted())
+		return nil, configError("AllowPlaintext", "credentials set but %s is not TLS (ssl://, mqtts://): "+
+			"anyone on the path could read them; use TLS, or set {AllowPlaintext}", endpoints[0].Redacted())
 	}
 	return endpoints, nil
 }
@@ -333,6 +343,51 @@ func security(u *url.URL) string {
 		return "TLS"
 	}
 	return "plaintext"
+}
+
+// ConfigError is New's refusal of a Config. Its message names the fields
+// it concerns as Go does: Config.Broker, Config.Failover[1]. Rename says
+// the same with other names for them, as a command names its flags. It
+// wraps ErrInvalid. The zero ConfigError says nothing: New makes them.
+// Once made one is not changed, so it is safe to share.
+type ConfigError struct {
+	// Field is the Config field at fault, as Go names it: "Broker",
+	// "Failover[1]", "MaxIncomingPacket".
+	Field string
+	// format is the message, each field it names written {Field}; args
+	// are its verbs' values, which Rename never reads for fields.
+	format string
+	args   []any
+}
+
+func configError(field, format string, args ...any) *ConfigError {
+	return &ConfigError{Field: field, format: format, args: args}
+}
+
+func (e *ConfigError) Error() string {
+	return ErrInvalid.Error() + ": " + e.Rename(func(field string) string { return "Config." + field })
+}
+
+// Unwrap returns ErrInvalid.
+func (e *ConfigError) Unwrap() error { return ErrInvalid }
+
+// Rename returns the message without Error's prefix, each field it names
+// called name(field): name("Failover[1]") for the second failover.
+func (e *ConfigError) Rename(name func(field string) string) string {
+	var f strings.Builder
+	rest := e.format
+	for {
+		open := strings.IndexByte(rest, '{')
+		end := strings.IndexByte(rest[max(open, 0):], '}')
+		if open < 0 || end < 0 {
+			break
+		}
+		f.WriteString(rest[:open])
+		f.WriteString(strings.ReplaceAll(name(rest[open+1:open+end]), "%", "%%"))
+		rest = rest[open+end+1:]
+	}
+	f.WriteString(rest)
+	return fmt.Sprintf(f.String(), e.args...)
 }
 
 // The defaults of Config.IncomingQueue and IncomingQueueBytes: enough to

@@ -25,7 +25,8 @@
 //
 // Errors: every invalid input (a Config, a Timing) wraps [ErrInvalid]. It
 // also wraps the ErrInvalid of the package that found it (a reconnect
-// policy's). A session ends with [ErrGaveUp], [ErrRefused] or [ErrStopped].
+// policy's). New's refusal of a Config is a [*ConfigError], which names the
+// field at fault. A session ends with [ErrGaveUp], [ErrRefused] or [ErrStopped].
 // A publish fails with [ErrNotConnected], [ErrUnconfirmed],
 // [ErrPublishRefused] or [ErrTooLargeForBroker]. The broker's answers are
 // [*ConnackError], [*DisconnectError] and [*ProtocolError].

@@ -3,6 +3,7 @@ package device
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -202,6 +203,7 @@ type Machine struct {
 	src       rand.Source // the jitter's
 	origin    time.Time   // the first time the machine was given: core's times count from it
 	lastError error       // what the retry sequence last met: a gave-up Step says it
+	why       waitReason  // what chose the last Step's wait, for the agent's log
 }
 
 // NewMachine validates timing and returns a machine drawing its jitter from
@@ -235,12 +237,14 @@ func (m *Machine) Attempts() int { return m.core.Attempts() }
 // inside the boot spread.
 func (m *Machine) Start(now time.Time) Step {
 	m.since(now)
+	m.why = waitBootSpread
 	return m.step(m.core.Start(&m.ct, m.src))
 }
 
 // Due is called when a wait has elapsed: it returns KindConnect, or another
 // wait if the flood guard needs one.
 func (m *Machine) Due(now time.Time) Step {
+	m.why = waitFloodGuard // Due waits only for the guard
 	return m.step(m.core.Due(&m.ct, m.src, m.since(now)))
 }
 
@@ -255,7 +259,11 @@ func (m *Machine) Result(now time.Time, r Result) Step {
 	default:
 		m.lastError = r.Err
 	}
-	return m.step(m.core.Result(&m.ct, m.src, m.since(now), devicecore.Result{Code: r.Code, Failed: r.Err != nil}))
+	before, at, res := m.core, m.since(now), devicecore.Result{Code: r.Code, Failed: r.Err != nil}
+	m.why = m.reason(before, r.Code, func(c *devicecore.Core, t *devicecore.Timing, src rand.Source) devicecore.Step {
+		return c.Result(t, src, at, res)
+	})
+	return m.step(m.core.Result(&m.ct, m.src, at, res))
 }
 
 // Lost is called when an online session ends. The retry count resets only if
@@ -267,7 +275,11 @@ func (m *Machine) Lost(now time.Time, cause error) Step {
 	if errors.As(cause, &de) {
 		code = de.Code
 	}
-	return m.step(m.core.Disconnected(&m.ct, m.src, m.since(now), code))
+	before, at := m.core, m.since(now)
+	m.why = m.reason(before, code, func(c *devicecore.Core, t *devicecore.Timing, src rand.Source) devicecore.Step {
+		return c.Disconnected(t, src, at, code)
+	})
+	return m.step(m.core.Disconnected(&m.ct, m.src, at, code))
 }
 
 // step is the core's step as a Machine's: a stop says why, with the last
@@ -319,3 +331,47 @@ func alsoInvalid(part string, err error) error {
 	}
 	return fmt.Errorf("%w: %s: %w", ErrInvalid, part, err)
 }
+
+// waitReason is what chose a wait: the agent logs it with the wait.
+type waitReason uint8
+
+const (
+	waitPolicy       waitReason = iota // the policy's schedule
+	waitBootSpread                     // the first connect, somewhere in the boot spread
+	waitCredentials                    // a credentials refusal: no sooner than Timing.CredentialsWait
+	waitBackPressure                   // the broker's back-pressure code stretched the policy's wait
+	waitFloodGuard                     // the flood guard held an attempt the policy allowed
+)
+
+// reason says what chose the wait that follows a broker's code, given the
+// core as it was before the code came. The core holds the one table of
+// what each code means: reason asks it rather than keep a second table.
+// On copies of the core, it takes the code again with credentials made
+// permanent (a credentials code then stops), and with server signals
+// ignored (a back-pressure code's wait then shrinks). Nothing of the
+// machine changes, and its random source is not drawn from.
+func (m *Machine) reason(before devicecore.Core, code int,
+	next func(*devicecore.Core, *devicecore.Timing, rand.Source) devicecore.Step) waitReason {
+	if code <= 0 {
+		return waitPolicy
+	}
+	with := func(t devicecore.Timing) devicecore.Step {
+		c := before
+		return next(&c, &t, highestDraw{})
+	}
+	strict, deaf := m.ct, m.ct
+	strict.CredentialsArePermanent, deaf.IgnoreServerSignals = true, true
+	if s := with(strict); s.Kind == devicecore.KindStop && s.Refused != 0 {
+		return waitCredentials
+	}
+	if with(m.ct).Wait != with(deaf).Wait {
+		return waitBackPressure
+	}
+	return waitPolicy
+}
+
+// highestDraw is a random source whose every draw is the highest, so that
+// a stretched wait is as long as it gets, and never equal to one that is not.
+type highestDraw struct{}
+
+func (highestDraw) Uint64() uint64 { return math.MaxUint64 }

@@ -54,6 +54,9 @@ func newProtocol(a *Agent) (transport.Client, error) {
 		PersistentSession: cfg.PersistentSession, SessionExpiry: cfg.SessionExpiry,
 		IncomingQueue: cfg.IncomingQueue, IncomingQueueBytes: cfg.IncomingQueueBytes, MaxIncomingPacket: cfg.MaxIncomingPacket}
 	c, err := transport.New(s, host{a}, cfg.Protocol == MQTT5)
+	if errors.Is(err, transport.ErrNoMQTT5) {
+		return nil, configError("Protocol", "{Protocol} is MQTT 5, and this firmware was built without it (nomqtt5)")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}

@@ -302,7 +302,7 @@ func (b *byteSize) Set(s string) error {
 	}
 	n, err := strconv.Atoi(s)
 	// int is 32 bits on ARM: no product may overflow
-	if err != nil || n <= 0 || n > maxPacketFlag/mult {
+	if err != nil || n <= 0 || n > maxPacketFlag/mult || n*mult < device.MinIncomingPacket {
 		return fmt.Errorf("want a size from %d to %d bytes (MQTT's largest packet), such as 262144, 256KiB or 1MiB", device.MinIncomingPacket, maxPacketFlag)
 	}
 	*b = byteSize(n * mult)
@@ -401,7 +401,7 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 	}
 	agent, err := device.New(cfg)
 	if err != nil {
-		return nil, cfg, err
+		return nil, cfg, namingFlags(err)
 	}
 	if o.allowPlaintext {
 		log.Warn("-allow-plaintext: credentials and configuration may cross the network in the clear")
@@ -462,7 +462,7 @@ func newFetcher(o *options, trust *tls.Config, agent *device.Agent, hb *heartbea
 	}
 	fetcher, err := remoteconfig.New(fc)
 	if err != nil {
-		return nil, err
+		return nil, namingFlags(err)
 	}
 	if c, ok := fetcher.Current(); ok {
 		fc.OnApply(c)
