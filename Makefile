@@ -102,12 +102,14 @@ soak:
 # truth over 20 seeds a cell, the judge's other known series, and every run
 # with a known verdict, the engines' agreement and the telemetry-loss test
 # over 20 consecutive seeds, the real agents in virtual time; and every
-# page of a durable queue damaged in turn; and the runs the race detector
+# page of a durable queue damaged in turn; which reconnect policy a fleet
+# runs, named from its attempts, over 20 seeds a cell (no cell named wrong
+# more than once); and the runs the race detector
 # skips: the virtual engine's golden outputs past 2,000 devices, and every
 # grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
 
 # devicesim deploy's manifests decoded strictly into k8s.io/api's types,
 # and every pod checked against the restricted Pod Security Standard.

@@ -1,0 +1,129 @@
+package policyfit
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// sortedCopy returns xs sorted, leaving xs as it is: xs itself if it is
+// sorted already (the waits at one retry are kept sorted).
+func sortedCopy(xs []float64) []float64 {
+	if slices.IsSorted(xs) {
+		return xs
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s
+}
+
+// quantile is the p-quantile of sorted s, interpolated; NaN for none.
+func quantile(s []float64, p float64) float64 {
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	x := p * float64(len(s)-1)
+	i := int(x)
+	if i >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	return s[i] + (x-float64(i))*(s[i+1]-s[i])
+}
+
+func median(xs []float64) float64 { return quantile(sortedCopy(xs), 0.5) }
+
+func medianInPlace(xs []float64) float64 { // and sorts xs
+	slices.Sort(xs)
+	return quantile(xs, 0.5)
+}
+
+// edges estimates the support [lo, hi) of a uniform sample from its 5 %
+// and 95 % quantiles, which a few outliers do not move (below 20 values,
+// its extremes, widened as usual).
+func edges(xs []float64) (lo, hi float64) {
+	s := sortedCopy(xs)
+	n := len(s)
+	switch {
+	case n == 0:
+		return math.NaN(), math.NaN()
+	case n == 1:
+		return s[0], s[0]
+	case n < 20:
+		w := (s[n-1] - s[0]) / float64(n-1)
+		return s[0] - w, s[n-1] + w
+	}
+	q1, q2 := quantile(s, 0.05), quantile(s, 0.95)
+	w := (q2 - q1) / 0.9
+	return q1 - 0.05*w, q2 + 0.05*w
+}
+
+// cluster is where most of xs sit (the median of the values near the
+// densest window), and the share of xs near it. A lock-step group's waits
+// at one retry are a tight cluster (each device's round trip apart),
+// which a jittered minority around it does not move, as it would a median.
+func cluster(xs []float64) (c, share float64) {
+	s := sortedCopy(xs)
+	if len(s) == 0 {
+		return math.NaN(), 0
+	}
+	best, bi, bj, j := 0, 0, 0, 0
+	for i, x := range s {
+		for j < len(s) && s[j] <= x+max(0.05, 0.1*x) {
+			j++
+		}
+		if j-i > best {
+			best, bi, bj = j-i, i, j
+		}
+	}
+	c = quantile(s[bi:bj], 0.5)
+	w := max(0.1, 0.2*c)
+	lo, _ := slices.BinarySearch(s, c-w)
+	hi, _ := slices.BinarySearch(s, c+w)
+	return quantile(s[lo:hi], 0.5), float64(hi-lo) / float64(len(s))
+}
+
+func centre(xs []float64) float64 { c, _ := cluster(xs); return c }
+
+// weightedMedian is the median of xs each counted ws times.
+func weightedMedian(xs, ws []float64) float64 {
+	idx := make([]int, len(xs))
+	total := 0.0
+	for i := range idx {
+		idx[i], total = i, total+ws[i]
+	}
+	slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	acc := 0.0
+	for _, i := range idx {
+		if acc += ws[i]; acc >= total/2 {
+			return xs[i]
+		}
+	}
+	return math.NaN()
+}
+
+// logSumExp is log(e^a + e^b) without overflow, for finite a and b.
+func logSumExp(a, b float64) float64 { return max(a, b) + math.Log1p(math.Exp(-math.Abs(a-b))) }
+
+// golden maximises f over [lo, hi] by golden-section search in n steps;
+// f need only be unimodal near its maximum.
+func golden(f func(float64) float64, lo, hi float64, n int) float64 {
+	const r = 0.6180339887498949
+	a, b := lo, hi
+	c, d := b-r*(b-a), a+r*(b-a)
+	fc, fd := f(c), f(d)
+	for range n {
+		if fc >= fd {
+			b, d, fd = d, c, fc
+			c = b - r*(b-a)
+			fc = f(c)
+		} else {
+			a, c, fc = c, d, fd
+			d = a + r*(b-a)
+			fd = f(d)
+		}
+	}
+	if fc >= fd {
+		return c
+	}
+	return d
+}
