@@ -16,7 +16,9 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/proxystorm"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
 )
 
@@ -34,7 +36,7 @@ error); 3 the host bound it
 type proxyFlags struct {
 	p                                                         plan.Plan
 	brokers, listen, file, out, control, tokenFile, admitMode string
-	awaitSessions, maxConns                                   int
+	awaitSessions, maxConns, predict                          int
 	identify                                                  bool
 	watch, linger                                             time.Duration
 	set                                                       map[string]bool
@@ -65,6 +67,8 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, error) {
 	fs.DurationVar(&f.watch, "watch", 0, "the longest to watch for the fleet's return after the last disruption (0: outage + 20 x max-backoff + 1 min)")
 	fs.IntVar(&f.maxConns, "max-conns", 0, "connections each proxy holds at once, two descriptors each (0: what the descriptor limit allows)")
 	fs.Uint64Var(&f.p.Seed, "seed", f.p.Seed, "seed of the latency's jitter")
+	fs.IntVar(&f.predict, "predict-devices", 0, "run the policy the fleet was seen to run at this many devices behind -admit-rate, in virtual time, "+
+		"and print what devicesim plan prints for it (with -admit-rate)")
 	fs.StringVar(&f.out, "out", filepath.Join("devicesim-report", "proxy"), "directory for the report: report.json, events.csv, arrivals.svg, report.html")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -74,6 +78,9 @@ func parseProxyFlags(args []string, stderr io.Writer) (*proxyFlags, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: devicesim proxy takes flags only", fs.Arg(0))
+	}
+	if f.predict < 0 || f.predict > 0 && f.p.AdmitRate <= 0 {
+		return nil, errors.New("-predict-devices N needs -admit-rate R: what the broker admits at that size")
 	}
 	if err := checkDurationFlags(fs); err != nil {
 		return nil, err
@@ -133,6 +140,47 @@ func (f *proxyFlags) config(getenv func(string) string) (proxystorm.Config, *sto
 	return cfg, file, nil
 }
 
+// predict runs the policy the fleet was seen to run at -predict-devices
+// behind -admit-rate, as devicesim plan would with it as the fleet's
+// current policy: its recovery, the broker's busiest second, its attempts,
+// and the recommendation with the share of the fleet that must move.
+func predict(ctx context.Context, rep *report.Report, f *proxyFlags, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stdout, "\nat %s devices behind a broker admitting %.0f connects a second:\n", plan.Thousands(f.predict), f.p.AdmitRate)
+	fit, why := predictable(rep.Inferred)
+	if why != "" {
+		fmt.Fprintln(stdout, "  cannot predict: "+why)
+		return nil
+	}
+	capped := time.Duration(fit.CapS * float64(time.Second))
+	if capped == 0 {
+		capped = time.Duration(fit.CapAtLeastS * float64(time.Second))
+		fmt.Fprintf(stdout, "  the storm did not reach the policy's cap: run with the longest wait seen, %v, as its cap\n", capped)
+	}
+	q := planner.Question{Devices: f.predict, AdmitRate: f.p.AdmitRate, AdmitBurst: f.p.AdmitBurst, AdmitMode: f.p.AdmitMode,
+		Nodes: f.p.Nodes, Outage: f.p.Outage, Current: fmt.Sprintf("%s@%v", fit.Spec, capped.Round(time.Millisecond)), CurrentShare: 1}
+	return answer(ctx, q, planner.Options{}, filepath.Join(f.out, "plan"), 2000, false, stdout, stderr)
+}
+
+// predictable is the fit a prediction runs: the fleet's, or its largest
+// group's when it runs several (said so); why, if none can run.
+func predictable(p *report.Policy) (report.PolicyFit, string) {
+	switch {
+	case p == nil:
+		return report.PolicyFit{}, "no device's attempts were read"
+	case len(p.Groups) > 1:
+		fit := p.Groups[0].Fit
+		if fit.Spec == "" {
+			return fit, "the largest group's policy (" + fit.Family + ") has no spec devicesim runs: " + fit.NoSpec
+		}
+		return fit, ""
+	case p.Fleet.CannotTell != "":
+		return p.Fleet, "which policy the fleet runs cannot be told: " + p.Fleet.CannotTell
+	case p.Fleet.Spec == "":
+		return p.Fleet, "its policy (" + p.Fleet.Family + ") has no spec devicesim runs: " + p.Fleet.NoSpec
+	}
+	return p.Fleet, ""
+}
+
 func proxyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	f, err := parseProxyFlags(args, stderr)
 	if f == nil {
@@ -184,6 +232,9 @@ func proxyCmd(ctx context.Context, args []string, getenv func(string) string, st
 		s.Wrote(filepath.Join(f.out, "report.json"), body)
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (report.json, events.csv, arrivals.svg, devices.csv beside it)\n", f.out)
+	if f.predict > 0 {
+		err = errors.Join(err, predict(ctx, rep, f, stdout, stderr))
+	}
 	if f.control != "" && ctx.Err() == nil {
 		select { // the API's client reads the report before the command ends
 		case <-served:

@@ -115,6 +115,7 @@ func TestProxyRefusesWhatItCannotDo(t *testing.T) {
 		{[]string{"-broker", "127.0.0.1:1", "-control", "0.0.0.0:0"}, "needs a bearer token"},
 		{[]string{"-broker", "127.0.0.1:1", "-await-sessions", "1", "-outage", "2000000h"}, "-outage 2000000h0m0s: at most 24h0m0s"},
 		{[]string{"-broker", "127.0.0.1:1", "-await-sessions", "1", "-disrupt-at", "+30s"}, "strikes at an instant"},
+		{[]string{"-broker", "127.0.0.1:1", "-await-sessions", "1", "-predict-devices", "1000"}, "needs -admit-rate R"},
 	} {
 		err := run(context.Background(), append([]string{"proxy"}, tc.args...), noenv, nil, io.Discard, io.Discard)
 		require.Error(t, err, "%v", tc.args)

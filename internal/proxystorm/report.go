@@ -99,6 +99,9 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 		rep.Limit = report.LimitOf(p.AdmitRate, rep.Devices)
 	}
 	rep.External = s.external(fl)
+	if inferred, err := s.InferPolicy(); err == nil {
+		rep.Inferred = PolicyOf(inferred, s.cfg.Identify)
+	}
 	rep.Recovery.AllRecovered = rep.External.NeverBackCount == 0 && rep.Stranded() == 0
 	rep.Host.WallS = time.Since(s.started).Seconds()
 	return rep, nil

@@ -104,8 +104,10 @@ type Measures struct {
 	// TLS is what the handshakes cost the broker, with -transport tls.
 	TLS *TLSCost `json:"tls,omitempty"`
 	// External is how someone else's fleet was told apart, stormed through
-	// the proxy (devicesim proxy).
+	// the proxy (devicesim proxy), and Inferred which reconnect policy it
+	// runs.
 	External *External `json:"external,omitempty"`
+	Inferred *Policy   `json:"inferred_policy,omitempty"`
 }
 
 // Parts are the run's parts, each judged on its own: a timeline's
@@ -309,6 +311,7 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 func (r *Report) Summary(w io.Writer) {
 	r.writeRecovery(w)
 	r.writeExternal(w)
+	r.writePolicy(w)
 	r.writeParts(w)
 	r.writePaths(w)
 	r.writeVerdicts(w)

@@ -1,0 +1,68 @@
+package proxystorm
+
+import (
+	"errors"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/policyfit"
+	"github.com/herdguard/herdguard/internal/report"
+)
+
+// InferPolicy says which reconnect policy the fleet runs, from each
+// device's attempts since the first disruption (policyfit). Devices are
+// told apart by client ID: without -identify a refused attempt names
+// none, and a device's own sequence is only its admitted attempts.
+func (s *Storm) InferPolicy() (policyfit.Result, error) {
+	s.mu.Lock()
+	t0, strikes, returned := s.t0, len(s.strikes), s.returned
+	s.mu.Unlock()
+	// A device that keeps hundreds of clients in one event loop (MQTT.js)
+	// notices a drop up to 0.7 s late: the window a first attempt may fall
+	// in after it is a second, not policyfit's 300 ms.
+	o := policyfit.Options{NoticeWindow: time.Second}
+	switch {
+	case !returned.IsZero():
+		o.Return = returned.Sub(t0)
+	case strikes > 0:
+		o.Return = s.cfg.Plan.FirstReturn()
+	}
+	var devices []policyfit.Device
+	for _, d := range s.Devices() {
+		pd := policyfit.Device{ID: d.ID}
+		for k, t := range d.Attempts {
+			pd.Attempts = append(pd.Attempts, policyfit.Attempt{T: t, Admitted: d.Admitted[k]})
+		}
+		devices = append(devices, pd)
+	}
+	return policyfit.Infer(devices, o)
+}
+
+// PolicyOf is an inference as the report has it.
+func PolicyOf(r policyfit.Result, identified bool) *report.Policy {
+	p := &report.Policy{Fleet: fitOf(r.Fleet), Unsure: len(r.Unsure), Identified: identified}
+	for _, g := range r.Groups {
+		pg := report.PolicyGroup{Devices: len(g.IDs), Fit: fitOf(g.Fit)}
+		pg.IDs = g.IDs[:min(len(g.IDs), report.MaxGroupIDs)]
+		p.Groups = append(p.Groups, pg)
+	}
+	return p
+}
+
+func fitOf(f policyfit.Fit) report.PolicyFit {
+	pf := report.PolicyFit{Family: string(f.Family), BaseS: secs(f.Base), Factor: f.Factor, StepS: secs(f.Step),
+		JitterS: secs(f.Jitter), JitterFraction: f.JitterFraction, JitterAtCap: f.JitterAtCap, CapS: secs(f.Cap),
+		CapAtLeastS: secs(f.CapAtLeast), FirstImmediate: f.FirstImmediate, Spec: f.Spec, NoSpec: f.NoSpec,
+		Devices: f.Devices, Retries: f.Retries, Margin: f.Margin, RunnerUp: string(f.RunnerUp), KS: f.KS}
+	if f.Err != nil {
+		pf.CannotTell = f.Err.Error()
+		if errors.Is(f.Err, policyfit.ErrMixed) {
+			pf.CannotTell = "the fleet runs more than one policy: see its groups"
+		}
+	}
+	for _, c := range f.Candidates {
+		pf.Candidates = append(pf.Candidates, string(c))
+	}
+	return pf
+}
+
+func secs(d time.Duration) float64 { return d.Seconds() }
