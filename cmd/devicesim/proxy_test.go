@@ -27,20 +27,22 @@ func proxyRun(t *testing.T, args ...string) (addr string, out *strings.Builder, 
 	t.Helper()
 	pr, pw := io.Pipe()
 	out = &strings.Builder{}
-	errc := make(chan error, 1)
+	errc, scanned := make(chan error, 1), make(chan struct{})
 	go func() {
 		err := run(context.Background(), append([]string{"proxy"}, args...), noenv, nil, pw, pw)
 		pw.Close()
+		<-scanned // out is whole, and no longer written, once done says so
 		errc <- err
 	}()
 	addrs := make(chan string, 1)
 	go func() {
+		defer close(scanned)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
 			out.WriteString(line + "\n")
 			if a, ok := strings.CutPrefix(line, "node 0: the fleet connects to "); ok {
-				addrs <- strings.Fields(a)[0][:len(strings.Fields(a)[0])-1]
+				addrs <- strings.TrimSuffix(strings.Fields(a)[0], ",")
 			}
 		}
 	}()
