@@ -11,10 +11,13 @@
 // likelihood from robust first reads: an unjittered curve from the
 // differences of a device's successive gaps, in which its round trip
 // cancels (each device's round trip then is a random shift, integrated
-// out, so lock-step devices must agree to within the noise); a jittered
-// family from the edges of each retry's waits, round trip and noise on a
-// grid. Whether each first attempt was immediate is estimated beside them.
-// A cap counts only if it beats no cap by the BIC's price.
+// out, so lock-step devices must agree to within the noise, searched up
+// from its robust read); a jittered family from the edges of each retry's
+// waits, round trip and noise on a grid. Whether each first attempt was
+// immediate is estimated beside them: at first none for a 2^n jittered
+// family whose first wait the window covers (else the same curve a retry
+// on). A cap counts only if the gaps see the waits grow to it, and it
+// beats no cap by the BIC's price.
 //
 // The family named is the best by the BIC. It must beat every other by
 // Options.Margin, in plain likelihood too where the other has more

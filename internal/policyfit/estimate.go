@@ -274,10 +274,7 @@ func widthBelow(w *waits, sc []stepScale, capFrom int, width func(lo, hi float64
 // decorrelated floor; the cap is where waits pile up (Decorrelated waits
 // it two times in three once there) or stop (FleetSafe's top).
 func fitEnvelope(f Family, w *waits) (params, bool) {
-	first := slices.Clone(w.firsts)
-	if len(w.at) > 0 {
-		first = append(first, w.at[0]...)
-	}
+	first := append(slices.Clone(w.firsts), w.at[0]...)
 	if len(first) == 0 || len(w.all) < 2 {
 		return params{}, false
 	}

@@ -155,6 +155,10 @@ func (d *dist) density(x, sigma float64) float64 {
 	return sum
 }
 
+func (d dist) mean() float64 { // an unused piece weighs 0
+	return d.p[0].w*(d.p[0].lo+d.p[0].hi)/2 + d.p[1].w*(d.p[1].lo+d.p[1].hi)/2
+}
+
 // cdf is the distribution function of a draw plus N(0, sigma^2) noise.
 func (d *dist) cdf(x, sigma float64) float64 {
 	sum := 0.0

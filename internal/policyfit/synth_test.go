@@ -54,6 +54,16 @@ var grpc = truth{"gRPC (1 s x1.6 +-20 %, 120 s)", policyfit.Proportional,
 var hiveMQ = truth{"HiveMQ (1 s x2 +-25 %, 120 s)", policyfit.Proportional,
 	proportional{time.Second, 2, 0.25, 2 * time.Minute}, 0, time.Second, 2 * time.Minute}
 
+// Constants whose waits a client's timer makes differ by tens of ms:
+// MQTT.js 5's 1 s with hundreds of clients in one event loop (lateTimer),
+// and a uniform +-2.5 %. Either is a constant to name, not a jitter.
+var (
+	mqttJSLoop = truth{"MQTT.js in one event loop (1 s, late)", policyfit.Constant,
+		lateTimer{time.Second, 40 * time.Millisecond, 5 * time.Millisecond, 8}, 0, time.Second, time.Second}
+	constantJitter = truth{"constant 1 s +-2.5 %", policyfit.Constant, proportional{time.Second, 1, 0.025, time.Second}, 0,
+		time.Second, time.Second}
+)
+
 var allTruths = []truth{noBackoff, mqttJS, linear, pahoGo, pahoPython, grpcLike, grpc, hiveMQ, full, equal, decorrelated,
 	iotCore, fleetSafe}
 
@@ -83,6 +93,31 @@ func (p proportional) Delay(n int, _ time.Duration, u float64) time.Duration {
 func (p proportional) Validate() error { return nil }
 func (p proportional) String() string {
 	return fmt.Sprintf("proportional(%v x%g +-%g, %v)", p.base, p.factor, p.frac, p.max)
+}
+
+// lateTimer is a constant interval whose timer fires late, as a node
+// event loop shared by hundreds of clients fires MQTT.js's setInterval:
+// while the storm's first rounds of reconnects crowd the loop, a device's
+// timer keeps the lateness it drew first, U[0, busy); after them it is late
+// by U[0, settled) (so 200 MQTT.js clients were through devicesim proxy).
+type lateTimer struct {
+	interval, busy, settled time.Duration
+	rounds                  int
+}
+
+func (l lateTimer) Delay(n int, prev time.Duration, u float64) time.Duration {
+	switch {
+	case n == 0:
+		return l.interval + time.Duration(u*float64(l.busy))
+	case n < l.rounds:
+		return prev
+	}
+	return l.interval + time.Duration(u*float64(l.settled))
+}
+
+func (l lateTimer) Validate() error { return nil }
+func (l lateTimer) String() string {
+	return fmt.Sprintf("late(%v, %v, %v)", l.interval, l.busy, l.settled)
 }
 
 // waitTable waits its entries in turn, then its last.
