@@ -568,7 +568,7 @@ func (a *Agent) handlerFor(topic string) (h Handler, qos byte) {
 	defer a.mu.Unlock()
 	var hs []Handler
 	for filter, s := range a.subs {
-		if topicMatches(sharedFilter(filter), topic) {
+		if transport.TopicMatches(transport.SharedFilter(filter), topic) {
 			hs = append(hs, s.handler)
 			qos = max(qos, s.granted)
 		}

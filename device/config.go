@@ -208,7 +208,7 @@ func withDefaults(cfg *Config) error {
 		return configError("MaxRedirects", "{MaxRedirects} must be >= 0, got %d", cfg.MaxRedirects)
 	}
 	for _, d := range cfg.RedirectDomains {
-		if !hostName(strings.TrimSuffix(strings.ToLower(d), ".")) {
+		if !endpoint.HostName(strings.TrimSuffix(strings.ToLower(d), ".")) {
 			return configError("RedirectDomains", "{RedirectDomains} entry %q is not a domain name (example.com)", d)
 		}
 	}
@@ -254,13 +254,7 @@ func supportedScheme(s string) bool {
 	return false
 }
 
-func tlsScheme(s string) bool {
-	switch s {
-	case "ssl", "tls", "mqtts", "tcps":
-		return true
-	}
-	return false
-}
+func tlsScheme(s string) bool { return endpoint.IsTLS(s) }
 
 // isTLS says whether a broker URL is a TLS endpoint, by its scheme.
 func isTLS(raw string) bool {
@@ -338,12 +332,7 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 	return endpoints, nil
 }
 
-func security(u *url.URL) string {
-	if tlsScheme(u.Scheme) {
-		return "TLS"
-	}
-	return "plaintext"
-}
+func security(u *url.URL) string { return endpoint.Security(u) }
 
 // ConfigError is New's refusal of a Config. Its message names the fields
 // it concerns as Go does: Config.Broker, Config.Failover[1]. Rename says

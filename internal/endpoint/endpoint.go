@@ -55,3 +55,32 @@ func StrictTLS(field string, cfg *tls.Config) (*tls.Config, error) {
 	raised.MinVersion = tls.VersionTLS12
 	return raised, nil
 }
+
+// DefaultPort is the port of a broker URL's scheme when it names none:
+// 1883 for tcp and mqtt, 8883 for the TLS schemes, "" for any other.
+func DefaultPort(scheme string) string {
+	switch {
+	case scheme == "tcp" || scheme == "mqtt":
+		return "1883"
+	case IsTLS(scheme):
+		return "8883"
+	}
+	return ""
+}
+
+// IsTLS says whether a broker URL's scheme is TLS: ssl, tls, mqtts, tcps.
+func IsTLS(scheme string) bool {
+	switch scheme {
+	case "ssl", "tls", "mqtts", "tcps":
+		return true
+	}
+	return false
+}
+
+// Security names a URL's transport's security, for messages.
+func Security(u *url.URL) string {
+	if IsTLS(u.Scheme) {
+		return "TLS"
+	}
+	return "plaintext"
+}

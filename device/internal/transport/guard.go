@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/endpoint"
 )
 
 // TooLarge is a packet the guard refused: its header declared more than
@@ -320,24 +322,12 @@ func (c *Conn) FirstReport() bool { return c.reported.CompareAndSwap(false, true
 // waits for the agent's queue gives up then.
 func (c *Conn) Closed() <-chan struct{} { return c.closed }
 
-// DefaultPort is the port of a broker URL's scheme when it names none
-// ("" for a scheme DialURL does not dial).
-func DefaultPort(scheme string) string {
-	switch scheme {
-	case "tcp", "mqtt":
-		return "1883"
-	case "ssl", "tls", "mqtts", "tcps":
-		return "8883"
-	}
-	return ""
-}
-
 // DialURL opens a TCP or TLS connection for a broker URL, as paho would,
 // giving up when ctx ends.
 func DialURL(ctx context.Context, u *url.URL, timeout time.Duration, tlsCfg *tls.Config) (net.Conn, error) {
 	host := u.Host
 	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), DefaultPort(u.Scheme))
+		host = net.JoinHostPort(u.Hostname(), endpoint.DefaultPort(u.Scheme))
 	}
 	switch u.Scheme {
 	case "tcp", "mqtt":

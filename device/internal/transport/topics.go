@@ -1,12 +1,12 @@
-package device
+package transport
 
 import "strings"
 
-// topicMatches says whether an MQTT topic filter matches a topic name. The
+// TopicMatches says whether an MQTT topic filter matches a topic name. The
 // wildcard '+' is one level. '#' as the last level is that level and every
 // one below. A filter that starts with a wildcard does not match a topic
 // that starts with '$' (MQTT 3.1.1 4.7, MQTT 5 4.7).
-func topicMatches(filter, topic string) bool {
+func TopicMatches(filter, topic string) bool {
 	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
 		return false
 	}
@@ -31,9 +31,9 @@ func topicMatches(filter, topic string) bool {
 	}
 }
 
-// sharedFilter is the filter a shared subscription ("$share/group/filter")
+// SharedFilter is the filter a shared subscription ("$share/group/filter")
 // matches topics with.
-func sharedFilter(filter string) string {
+func SharedFilter(filter string) string {
 	if rest, ok := strings.CutPrefix(filter, "$share/"); ok {
 		if _, f, ok := strings.Cut(rest, "/"); ok {
 			return f
