@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/experiment"
 )
 
@@ -46,7 +47,7 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	b, jerr := json.MarshalIndent(cal, "", "  ")
 	if jerr == nil {
-		jerr = writeOut(*out, "calibration.json", b)
+		jerr = datadir.WriteFileIn(*out, "calibration.json", b)
 	}
 	if err == nil && !cal.Agree {
 		err = errors.New("the engines disagree")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/deploy"
 	"github.com/herdguard/herdguard/internal/storm"
 )
@@ -37,7 +38,7 @@ func deployCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	for _, f := range files {
-		if err := writeOut(*out, f.Name, f.Data); err != nil {
+		if err := datadir.WriteFileIn(*out, f.Name, f.Data); err != nil {
 			return err
 		}
 	}

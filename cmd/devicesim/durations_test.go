@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/herdguard/herdguard/internal/plan"
 )
 
 // A duration flag past its bound is refused, naming the flag and the
@@ -52,9 +54,9 @@ func TestEveryDurationFlagIsBounded(t *testing.T) {
 		require.NoError(t, run(context.Background(), append(cmd, "-h"), noenv, nil, &help, &help), cmd)
 		for _, m := range flagOf.FindAllStringSubmatch(help.String(), -1) {
 			seen++
-			_, bounded := durationLimits[m[1]]
-			assert.True(t, bounded, "%s -%s has no bound in durationLimits", strings.Join(cmd, " "), m[1])
+			_, bounded := plan.FlagLimits[m[1]]
+			assert.True(t, bounded, "%s -%s has no bound in plan.FlagLimits", strings.Join(cmd, " "), m[1])
 		}
 	}
-	assert.GreaterOrEqual(t, seen, len(durationLimits), "the help lists every flag bounded")
+	assert.GreaterOrEqual(t, seen, len(plan.FlagLimits), "the help lists every flag bounded")
 }

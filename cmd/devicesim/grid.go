@@ -130,7 +130,7 @@ func mixCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprint(stdout, answer)
 	b, jerr := json.MarshalIndent(m, "", "  ")
 	if jerr == nil {
-		jerr = writeOut(*out, "mix.json", b)
+		jerr = datadir.WriteFileIn(*out, "mix.json", b)
 	}
 	return errors.Join(err, jerr)
 }
@@ -163,7 +163,7 @@ func writeGrid(g *experiment.Grid, dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeOut(dir, "grid.json", b); err != nil {
+	if err := datadir.WriteFileIn(dir, "grid.json", b); err != nil {
 		return err
 	}
 	return datadir.WriteSharedIn(dir, "grid.html", g.WriteHTML)

@@ -61,7 +61,7 @@ func TestAHostBoundRunFailsItsStormFile(t *testing.T) {
 	r := &report.Report{Setup: report.Setup{Policy: "full"}, Outcome: report.Outcome{Verdict: "spread"},
 		Measures: report.Measures{Host: report.Host{Bound: true, LagP99S: 0.7}}}
 	var out bytes.Buffer
-	err = checkStorm(r, f, &out)
+	err = f.Hold(r, &out)
 	require.Error(t, err)
 	require.Len(t, r.Expectations, 2)
 	assert.Equal(t, report.Expectation{What: "the host kept the run's times", Want: "<= 500ms late", Got: "700ms late"}, r.Expectations[0])

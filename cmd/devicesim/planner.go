@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/storm"
@@ -261,7 +262,7 @@ func writePlan(ctx context.Context, a *planner.Answer, dir string, checkDevices 
 		files["deviceagent.flags"] = flags + "\n"
 	}
 	for name, text := range files {
-		if err := writeOut(dir, name, []byte(text)); err != nil {
+		if err := datadir.WriteFileIn(dir, name, []byte(text)); err != nil {
 			return err
 		}
 	}

@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -126,10 +123,6 @@ func (f *proxyFlags) config(getenv func(string) string) (proxystorm.Config, *sto
 	if f.listen != "" {
 		cfg.Listen = strings.Split(f.listen, ",")
 	}
-	p.Nodes = max(len(cfg.Brokers), 1)
-	if (p.Scenario == plan.ThrottledRestart || p.Scenario == plan.RateLimited) && p.AdmitRate == 0 {
-		p.AdmitRate = 100
-	}
 	if p.DisruptAt.After > 0 {
 		return cfg, nil, errors.New("-disrupt-at +D is for the shards of devicesim run; the proxy strikes at an instant (RFC 3339)")
 	}
@@ -146,39 +139,15 @@ func (f *proxyFlags) config(getenv func(string) string) (proxystorm.Config, *sto
 // and the recommendation with the share of the fleet that must move.
 func predict(ctx context.Context, rep *report.Report, f *proxyFlags, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "\nat %s devices behind a broker admitting %.0f connects a second:\n", plan.Thousands(f.predict), f.p.AdmitRate)
-	fit, why := predictable(rep.Inferred)
+	q, note, why := proxystorm.Prediction(rep.Inferred, f.p, f.predict)
 	if why != "" {
 		fmt.Fprintln(stdout, "  cannot predict: "+why)
 		return nil
 	}
-	capped := time.Duration(fit.CapS * float64(time.Second))
-	if capped == 0 {
-		capped = time.Duration(fit.CapAtLeastS * float64(time.Second))
-		fmt.Fprintf(stdout, "  the storm did not reach the policy's cap: run with the longest wait seen, %v, as its cap\n", capped)
+	if note != "" {
+		fmt.Fprintln(stdout, "  "+note)
 	}
-	q := planner.Question{Devices: f.predict, AdmitRate: f.p.AdmitRate, AdmitBurst: f.p.AdmitBurst, AdmitMode: f.p.AdmitMode,
-		Nodes: f.p.Nodes, Outage: f.p.Outage, Current: fmt.Sprintf("%s@%v", fit.Spec, capped.Round(time.Millisecond)), CurrentShare: 1}
 	return answer(ctx, q, planner.Options{}, filepath.Join(f.out, "plan"), 2000, false, stdout, stderr)
-}
-
-// predictable is the fit a prediction runs: the fleet's, or its largest
-// group's when it runs several (said so); why, if none can run.
-func predictable(p *report.Policy) (report.PolicyFit, string) {
-	switch {
-	case p == nil:
-		return report.PolicyFit{}, "no device's attempts were read"
-	case len(p.Groups) > 1:
-		fit := p.Groups[0].Fit
-		if fit.Spec == "" {
-			return fit, "the largest group's policy (" + fit.Family + ") has no spec devicesim runs: " + fit.NoSpec
-		}
-		return fit, ""
-	case p.Fleet.CannotTell != "":
-		return p.Fleet, "which policy the fleet runs cannot be told: " + p.Fleet.CannotTell
-	case p.Fleet.Spec == "":
-		return p.Fleet, "its policy (" + p.Fleet.Family + ") has no spec devicesim runs: " + p.Fleet.NoSpec
-	}
-	return p.Fleet, ""
 }
 
 func proxyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -190,7 +159,7 @@ func proxyCmd(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	token, err := controlToken(f.control, f.tokenFile, getenv)
+	token, err := proxystorm.ControlToken(f.control, f.tokenFile, getenv)
 	if err != nil {
 		return err
 	}
@@ -208,19 +177,19 @@ func proxyCmd(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	served := make(chan struct{}, 1)
 	if f.control != "" {
-		stop, err := serveControl(f.control, s.Handler(token), served, stdout)
+		stop, err := proxystorm.ServeControl(f.control, s.Handler(token), served, stdout)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	fmt.Fprintln(stdout, trigger(cfg))
+	fmt.Fprintln(stdout, cfg.Trigger())
 	rep, runErr := s.Run(ctx)
 	if rep == nil {
 		return runErr
 	}
 	rep.Summary(stdout)
-	err = errors.Join(runErr, checkStorm(rep, file, stdout))
+	err = errors.Join(runErr, file.Hold(rep, stdout))
 	if werr := writeReport(rep, f.out); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -243,77 +212,4 @@ func proxyCmd(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 	return errors.Join(hostBound(rep), err)
-}
-
-// trigger says what the storm waits for.
-func trigger(cfg proxystorm.Config) string {
-	switch {
-	case cfg.Manual:
-		return "waiting for the control API: POST /disruptions begins the storm"
-	case !cfg.DisruptAt.IsZero():
-		return "striking at " + cfg.DisruptAt.Format(time.RFC3339)
-	}
-	return fmt.Sprintf("striking once %d sessions are up", cfg.AwaitSessions)
-}
-
-// controlToken is the API's bearer token: required where -control listens
-// beyond loopback, from a file or the environment (never a flag).
-func controlToken(addr, file string, getenv func(string) string) (string, error) {
-	token := strings.TrimSpace(getenv("HERDGUARD_CONTROL_TOKEN"))
-	if file != "" {
-		b, err := os.ReadFile(file)
-		if err != nil {
-			return "", fmt.Errorf("-control-token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	if addr == "" {
-		return "", nil
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", fmt.Errorf("-control %q: want HOST:PORT", addr)
-	}
-	ip := net.ParseIP(host)
-	if token == "" && (ip == nil || !ip.IsLoopback()) && host != "localhost" {
-		return "", fmt.Errorf("-control %s is beyond loopback: the API needs a bearer token (-control-token-file, or HERDGUARD_CONTROL_TOKEN)", addr)
-	}
-	return token, nil
-}
-
-// serveControl serves the control API on addr until stop; served hears of
-// each GET /report answered.
-func serveControl(addr string, h http.Handler, served chan<- struct{}, stdout io.Writer) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("-control: %w", err)
-	}
-	fmt.Fprintf(stdout, "control API: http://%s/status\n", ln.Addr())
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(sw, r)
-		if r.Method == http.MethodGet && r.URL.Path == "/report" && sw.status == http.StatusOK {
-			select {
-			case served <- struct{}{}:
-			default:
-			}
-		}
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
-}
-
-// statusWriter keeps the status a handler answered with.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	w.status = status
-	w.ResponseWriter.WriteHeader(status)
 }

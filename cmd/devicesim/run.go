@@ -408,7 +408,7 @@ func runCompare(ctx context.Context, p plan.Plan, policies []string, out string,
 		}
 		p.TimeScale = served.TimeScale // what the host served one policy, it serves the next
 		r.Summary(stdout)
-		errs = append(errs, hostBound(r), err, checkStorm(r, expect, stdout))
+		errs = append(errs, hostBound(r), err, expect.Hold(r, stdout))
 		if werr := writeReport(r, filepath.Join(out, p.Policy)); werr != nil {
 			return werr
 		}
@@ -457,7 +457,7 @@ func runOne(ctx context.Context, p plan.Plan, out string, writeEvents bool, expe
 		return err
 	}
 	r.Summary(stdout)
-	err = errors.Join(err, checkStorm(r, file, stdout))
+	err = errors.Join(err, file.Hold(r, stdout))
 	if werr := writeReport(r, out); werr != nil {
 		return errors.Join(err, werr)
 	}
@@ -526,24 +526,9 @@ func slowerWhileBound(ctx context.Context, p plan.Plan, stdout io.Writer, run fu
 	}
 }
 
-// checkStorm holds r to a storm file's expectations, keeps them in the
-// report, prints the table, and says which failed.
+// checkStorm holds r to a storm file's expectations (storm.File.Hold).
 func checkStorm(r *report.Report, file *storm.File, stdout io.Writer) error {
-	if file == nil {
-		return nil
-	}
-	r.Expectations = file.CheckAll(r)
-	storm.Table(stdout, r.Policy, r.Expectations)
-	var failed []string
-	for _, x := range r.Expectations {
-		if !x.Pass {
-			failed = append(failed, fmt.Sprintf("%s: want %s, got %s", x.What, x.Want, x.Got))
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%s: %d of %d expectations failed: %s", r.Policy, len(failed), len(r.Expectations), strings.Join(failed, "; "))
-	}
-	return nil
+	return file.Hold(r, stdout)
 }
 
 // autoEventsDevices is the largest fleet whose events.csv -events auto
@@ -722,7 +707,7 @@ func mergeShards(ctx context.Context, dirs []string, out string, wait time.Durat
 		return err
 	}
 	m.Summary(stdout)
-	checked := checkStorm(m, file, stdout)
+	checked := file.Hold(m, stdout)
 	if err := m.WriteFiles(out); err != nil {
 		return err
 	}

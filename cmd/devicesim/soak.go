@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/experiment"
 	"github.com/herdguard/herdguard/internal/plan"
 )
@@ -45,7 +46,7 @@ func soakCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rep.Summary(stdout)
 	b, jerr := json.MarshalIndent(rep, "", "  ")
 	if jerr == nil {
-		jerr = writeOut(*out, "soak.json", b)
+		jerr = datadir.WriteFileIn(*out, "soak.json", b)
 	}
 	if err == nil && !rep.Pass {
 		err = fmt.Errorf("%w: %s", experiment.ErrSoakFailed, strings.Join(rep.Problems, "; "))

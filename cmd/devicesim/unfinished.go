@@ -1,23 +1,9 @@
 package main
 
 import (
-	"io"
 	"os"
 	"sync"
-
-	"github.com/herdguard/herdguard/internal/datadir"
 )
-
-// writeOut writes data as the file name in the directory dir, made if it
-// is missing. dir may be shared: the file is new and replaces what was
-// there whole, never following a link planted in its place
-// (datadir.WriteShared).
-func writeOut(dir, name string, data []byte) error {
-	return datadir.WriteSharedIn(dir, name, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
-}
 
 // unfinished holds the files a run has begun and not finished writing. An
 // interrupted devicesim removes them on its way out. A report is then

@@ -153,6 +153,15 @@ func WriteSharedIn(path, name string, write func(io.Writer) error) error {
 	return WriteShared(dir, name, 0o644, write)
 }
 
+// WriteFileIn writes data as name in the directory path (WriteSharedIn):
+// a command's output file.
+func WriteFileIn(path, name string, data []byte) error {
+	return WriteSharedIn(path, name, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
 // Pending is a file being written under a name of its own, beside the
 // name it will replace: CreateShared makes one.
 type Pending struct {

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"time"
+
+	"github.com/herdguard/herdguard/device"
 )
 
 // The longest a duration a plan is read with may be: a storm file's keys
@@ -36,4 +38,16 @@ func CheckDuration(setting string, d, limit time.Duration) error {
 		return nil
 	}
 	return fmt.Errorf("%s %v: at most %v", setting, d, limit)
+}
+
+// FlagLimits is the most each of devicesim's duration flags may be, in
+// every command that has it: the bounds above, which a storm file's keys
+// have too (MQTT's for a keepalive).
+var FlagLimits = map[string]time.Duration{
+	"max-backoff": MaxWait, "boot-spread": MaxWait, "ping-timeout": MaxWait, "retry-after": MaxWait,
+	"retry-after-jitter": MaxWait, "keepalive": device.MaxKeepAlive,
+	"outage": MaxDisruption, "flap": MaxDisruption, "latency": MaxDisruption,
+	"latency-jitter": MaxDisruption, "gap": MaxDisruption,
+	"duration": MaxSpan, "ready-wait": MaxSpan, "target-p99": MaxSpan, "await": MaxSpan,
+	"watch": MaxSpan, "linger": MaxSpan,
 }

@@ -24,8 +24,8 @@ type truth struct {
 	cap       time.Duration // 0: none
 }
 
-// The policies of the field (docs in FIELD-NOTES.md, "Fleets written by
-// others"), and ours.
+// The policies of the field (as each client's source has it: internal/thirdparty
+// says where), and ours.
 var (
 	pahoGo     = truth{"paho Go (1 s x2, 10 min)", policyfit.Exponential, reconnect.PahoDefault, 0.9, time.Second, 10 * time.Minute}
 	pahoPython = truth{"paho Python (1 s x2, 120 s)", policyfit.Exponential,

@@ -2,8 +2,11 @@ package proxystorm
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/policyfit"
 	"github.com/herdguard/herdguard/internal/report"
 )
@@ -66,3 +69,21 @@ func fitOf(f policyfit.Fit) report.PolicyFit {
 }
 
 func secs(d time.Duration) float64 { return d.Seconds() }
+
+// Prediction is the planner's question of the policy inferred, run at
+// devices behind p's admission after its outage, as the fleet's current
+// policy; note says what it assumed, why why none can run.
+func Prediction(inferred *report.Policy, p plan.Plan, devices int) (q planner.Question, note, why string) {
+	fit, why := inferred.Runnable()
+	if why != "" {
+		return q, "", why
+	}
+	capped := time.Duration(fit.CapS * float64(time.Second))
+	if capped == 0 {
+		capped = time.Duration(fit.CapAtLeastS * float64(time.Second))
+		note = fmt.Sprintf("the storm did not reach the policy's cap: run with the longest wait seen, %v, as its cap", capped)
+	}
+	q = planner.Question{Devices: devices, AdmitRate: p.AdmitRate, AdmitBurst: p.AdmitBurst, AdmitMode: p.AdmitMode,
+		Nodes: p.Nodes, Outage: p.Outage, Current: fmt.Sprintf("%s@%v", fit.Spec, capped.Round(time.Millisecond)), CurrentShare: 1}
+	return q, note, ""
+}

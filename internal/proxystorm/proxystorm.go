@@ -24,6 +24,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/faultproxy"
 	"github.com/herdguard/herdguard/internal/agents/timedfault"
 	"github.com/herdguard/herdguard/internal/plan"
@@ -127,6 +128,8 @@ func New(cfg Config) (*Storm, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Plan = cfg.Plan.WithDefaults()
+	cfg.Plan.Nodes = max(len(cfg.Brokers), 1)
 	s := &Storm{cfg: cfg, state: Waiting, trigger: make(chan struct{}), finish: make(chan struct{}), started: time.Now()}
 	for k, broker := range cfg.Brokers {
 		listen := "127.0.0.1:0"
@@ -245,4 +248,26 @@ func (s *Storm) Finish() {
 	default:
 		close(s.finish)
 	}
+}
+
+// Trigger says what the storm waits for, as a person reads it.
+func (c Config) Trigger() string {
+	switch {
+	case c.Manual:
+		return "waiting for the control API: POST /disruptions begins the storm"
+	case !c.DisruptAt.IsZero():
+		return "striking at " + c.DisruptAt.Format(time.RFC3339)
+	}
+	return fmt.Sprintf("striking once %d sessions are up", c.AwaitSessions)
+}
+
+// admission is what the broker admits after a throttled restart or under a
+// rate limit: the plan's, or plan.DefaultThrottle where it names none (a
+// disruption the control API asks for, of a plan that had none).
+func (s *Storm) admission() fault.Admission {
+	p := s.cfg.Plan
+	if p.AdmitRate <= 0 {
+		p.AdmitRate = plan.DefaultThrottle
+	}
+	return p.Admission()
 }

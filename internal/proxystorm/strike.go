@@ -92,7 +92,7 @@ func (s *Storm) begin(e plan.Event) time.Time {
 // strike makes e now, its end left to a timer of each node's.
 func (s *Storm) strike(e plan.Event) (time.Time, error) {
 	now := s.begin(e)
-	outage, admission := e.Outage, s.cfg.Plan.Admission()
+	outage, admission := e.Outage, s.admission()
 	for _, k := range s.nodes(e) {
 		p, f := s.proxies[k], s.faults[k]
 		var end <-chan struct{}
@@ -131,7 +131,7 @@ func (s *Storm) strike(e plan.Event) (time.Time, error) {
 // strikeOpen begins e at its nodes with no end but End.
 func (s *Storm) strikeOpen(e plan.Event) error {
 	s.begin(e)
-	nodes, admission := s.nodes(e), s.cfg.Plan.Admission()
+	nodes, admission := s.nodes(e), s.admission()
 	each := func(do func(p *faultproxy.Proxy) error) error {
 		for _, k := range nodes {
 			if err := do(s.proxies[k]); err != nil {

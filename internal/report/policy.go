@@ -132,3 +132,24 @@ func secondsOf(s float64) string {
 	}
 	return fmt.Sprintf("%.3g s", s)
 }
+
+// Runnable is the fit a prediction runs: the fleet's, or its largest
+// group's when it runs several; why, if none can run. A nil Policy has
+// none.
+func (p *Policy) Runnable() (PolicyFit, string) {
+	switch {
+	case p == nil:
+		return PolicyFit{}, "no device's attempts were read"
+	case len(p.Groups) > 1:
+		fit := p.Groups[0].Fit
+		if fit.Spec == "" {
+			return fit, "the largest group's policy (" + fit.Family + ") has no spec devicesim runs: " + fit.NoSpec
+		}
+		return fit, ""
+	case p.Fleet.CannotTell != "":
+		return p.Fleet, "which policy the fleet runs cannot be told: " + p.Fleet.CannotTell
+	case p.Fleet.Spec == "":
+		return p.Fleet, "its policy (" + p.Fleet.Family + ") has no spec devicesim runs: " + p.Fleet.NoSpec
+	}
+	return p.Fleet, ""
+}

@@ -3,6 +3,7 @@ package storm
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/report"
@@ -121,4 +122,25 @@ func Table(w io.Writer, policy string, results []report.Expectation) {
 		}
 		fmt.Fprintf(w, "  %-4s  %-30s want %-12s got %s\n", mark, x.What, x.Want, x.Got)
 	}
+}
+
+// Hold holds r to the file's expectations: it keeps them in the report,
+// writes the table to w, and says which failed. A nil File expects
+// nothing.
+func (f *File) Hold(r *report.Report, w io.Writer) error {
+	if f == nil {
+		return nil
+	}
+	r.Expectations = f.CheckAll(r)
+	Table(w, r.Policy, r.Expectations)
+	var failed []string
+	for _, x := range r.Expectations {
+		if !x.Pass {
+			failed = append(failed, fmt.Sprintf("%s: want %s, got %s", x.What, x.Want, x.Got))
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%s: %d of %d expectations failed: %s", r.Policy, len(failed), len(r.Expectations), strings.Join(failed, "; "))
+	}
+	return nil
 }
