@@ -385,3 +385,14 @@ func TestJudgeSaysWhoCameBack(t *testing.T) {
 	assert.Equal(t, 10, doc.Recoveries[1].Devices.StillOut)
 	assert.Len(t, doc.Recoveries[1].Devices.IDs, 10)
 }
+
+// Instants are written in the zone the log wrote them in: a syslog
+// relay's +01:00 stays +01:00, not UTC.
+func TestJudgeWritesInstantsInTheLogsZone(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "arrivallog", "testdata", "brokers", "mosquitto-2.0.11-rsyslog-rfc5424.log"))
+	require.NoError(t, err)
+	out, _, err := judge(t, string(b), "-")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "times: seconds from the log's first arrival, 0 s (2026-11-27T06:10:12.716+01:00)\n")
+	assert.NotContains(t, out, "Z)")
+}

@@ -47,6 +47,10 @@ type Log struct {
 	// the absolute formats (broker logs, Unix ms, RFC 3339) it is since the
 	// Unix epoch. For relative ones (t_s, plain seconds) it is as written.
 	Times []time.Duration
+	// Zone is the zone the log wrote its times in: its first stamp's own
+	// offset, or the zone taken for stamps that name none (Options.
+	// Location); nil for Unix times and times since a start.
+	Zone *time.Location
 	// Lines holds the line each arrival came from (from 1; a CSV record
 	// spanning lines, the first; an element of a JSON document, the line
 	// it starts on).

@@ -143,7 +143,7 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 	if p.message >= 0 || p.event >= 0 {
 		ps.rec.dedupe = true
 	}
-	p.stamps.clock = newClock(ps.o.Location, ps.written)
+	p.stamps.clock = newClock(ps.o.Location, ps.written, &ps.zone)
 	p.events = p.kind == stampSeconds && p.lag >= 0 && p.name == "csv"
 	l.Format = p.format()
 	return nil

@@ -3,6 +3,8 @@ package arrivallog_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +104,36 @@ func TestBrokerLogsWithoutConnects(t *testing.T) {
 		f.Close()
 		assert.ErrorIs(t, err, arrivallog.ErrNoArrivals, file)
 		assert.EqualError(t, err, want, file)
+	}
+}
+
+// A log's zone is the one its stamps were written in: their own offset,
+// the zone taken for stamps without one, none for Unix times.
+func TestLogZoneIsTheOneItWasWrittenIn(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		file string
+		in   *time.Location
+		want string // the first arrival's instant in Log.Zone; "" for no zone
+	}{
+		{"mosquitto-2.0.11-rsyslog-rfc5424.log", nil, "2026-11-27T06:10:12.716+01:00"},
+		{"rabbitmq-3.10.8-text.log", nil, "2026-11-27T05:06:56.613Z"},
+		{"mosquitto-2.0.11-file-epoch.log", berlin, ""},
+		{"hivemq-event.log", berlin, "2024-05-06T10:11:12.345+02:00"}, // summer time
+		{"hivemq-event.log", nil, "2024-05-06T10:11:12.345Z"},
+	} {
+		f, err := os.Open(filepath.Join("testdata", "brokers", c.file))
+		require.NoError(t, err)
+		l, err := arrivallog.ParseLog(f, arrivallog.Options{Location: c.in})
+		f.Close()
+		require.NoError(t, err, c.file)
+		if c.want == "" {
+			assert.Nil(t, l.Zone, c.file)
+			continue
+		}
+		require.NotNil(t, l.Zone, c.file)
+		at := time.Unix(0, 0).Add(slices.Min(l.Times)).In(l.Zone).Format("2006-01-02T15:04:05.999Z07:00")
+		assert.True(t, strings.HasSuffix(at, c.want), "%s in %v: %s", c.file, c.in, at)
 	}
 }

@@ -54,7 +54,7 @@ type jsonReader struct {
 
 func newJSONReader(p *parser) *jsonReader {
 	p.rec.dedupe = true
-	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written), stamps: map[string]*stamps{},
+	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written, &p.zone), stamps: map[string]*stamps{},
 		dialects: map[string]int{}}
 }
 
@@ -309,7 +309,7 @@ func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, 
 	if !ok || k != len(v) {
 		return j.timed(p, n, obj, e, t, dialect, field)
 	}
-	at, err := newClock(time.UTC, p.written).at(c)
+	at, err := newClock(time.UTC, p.written, &p.zone).at(c)
 	if err != nil {
 		return e, t, "", false, fmt.Errorf("field %q: %w", field, err)
 	}
@@ -321,7 +321,7 @@ func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, 
 func (j *jsonReader) read(p *parser, field, v string, n int) (time.Duration, error) {
 	s := j.stamps[field]
 	if s == nil {
-		s = &stamps{clock: newClock(p.o.Location, p.written)}
+		s = &stamps{clock: newClock(p.o.Location, p.written, &p.zone)}
 		j.stamps[field] = s
 	}
 	return s.read(v, n)

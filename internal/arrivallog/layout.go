@@ -149,6 +149,7 @@ func (l *layout) parse(text string, k *clock) (time.Duration, error) {
 	} else {
 		k.zoneless = true
 	}
+	k.zone.note(t.Location())
 	sec := t.Unix()
 	if sec > maxNanos/1e9 || sec < -maxNanos/1e9 {
 		return 0, errTooFar

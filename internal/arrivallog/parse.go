@@ -36,6 +36,7 @@ type parser struct {
 	layout  *layout
 	pattern *pattern
 	written time.Time
+	zone    zoneNote // the zone of the first stamp read
 }
 
 func newParser(o Options) (*parser, error) {
@@ -209,6 +210,7 @@ func (p *parser) finish(lines int) (*Log, error) {
 	if len(l.Times) == 0 {
 		return nil, p.noArrivals(lines)
 	}
+	l.Zone = p.zone.loc
 	return l, nil
 }
 
@@ -306,7 +308,7 @@ func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 	best, bestScore := envNone, [3]int{}
 	var j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)
 	for _, env := range envelopes {
-		r := newTextReader(env, p.layout, p.o.Location, p.written)
+		r := newTextReader(env, p.layout, p.o.Location, p.written, nil) // a trial: its zone is no one's
 		var score [3]int
 		tried := 0
 		for _, l := range src.sample {
@@ -359,7 +361,7 @@ type textParser struct {
 
 func newTextParser(p *parser, env envelope) *textParser {
 	p.rec.dedupe = true
-	return &textParser{r: newTextReader(env, p.layout, p.o.Location, p.written)}
+	return &textParser{r: newTextReader(env, p.layout, p.o.Location, p.written, &p.zone)}
 }
 
 func (t *textParser) parse(p *parser, src *source, text []byte) error {

@@ -66,7 +66,7 @@ func (pt *pattern) parse(p *parser, src *source, text []byte) error {
 
 func (p *parser) patternClock() *clock {
 	if p.pclock == nil {
-		p.pclock = newClock(p.o.Location, p.written)
+		p.pclock = newClock(p.o.Location, p.written, &p.zone)
 	}
 	return p.pclock
 }

@@ -384,13 +384,29 @@ type clock struct {
 	started     bool
 	dayStarted  bool
 	firstYear   int
+	// zone notes the zone of the first stamp it reads, for the log's
+	// reader to write its times in; nil for a clock no one asks
+	zone *zoneNote
 }
 
-func newClock(loc *time.Location, ref time.Time) *clock {
+// zoneNote is the zone a log's stamps were written in: the first stamp's
+// own offset, the zone taken for stamps without one, nil for Unix time.
+type zoneNote struct {
+	loc  *time.Location
+	seen bool
+}
+
+func (z *zoneNote) note(loc *time.Location) {
+	if z != nil && !z.seen {
+		z.loc, z.seen = loc, true
+	}
+}
+
+func newClock(loc *time.Location, ref time.Time, zone *zoneNote) *clock {
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &clock{loc: loc, ref: ref}
+	return &clock{loc: loc, ref: ref, zone: zone}
 }
 
 // errTime is a stamp whose parts are not a time (a day past the month's
@@ -404,6 +420,7 @@ func (k *clock) at(c civil) (time.Duration, error) {
 	}
 	if c.unix {
 		k.written = true
+		k.zone.note(nil)
 		return c.at, nil
 	}
 	loc := k.loc
@@ -413,6 +430,7 @@ func (k *clock) at(c civil) (time.Duration, error) {
 	} else {
 		k.zoneless = true
 	}
+	k.zone.note(loc)
 	year, month, day := c.year, c.month, c.day
 	switch {
 	case month == 0: // a time of day alone

@@ -70,7 +70,7 @@ func TestScanStamp(t *testing.T) {
 		c, n, ok := scanStamp([]byte(tc.in))
 		require.True(t, ok, tc.in)
 		assert.Equal(t, tc.n, n, "%s: the bytes taken", tc.in)
-		at, err := newClock(tc.loc, ref).at(c)
+		at, err := newClock(tc.loc, ref, nil).at(c)
 		require.NoError(t, err, tc.in)
 		assert.Equal(t, tc.want, at, "%s: %v", tc.in, time.Unix(0, int64(at)).UTC())
 	}
@@ -92,19 +92,19 @@ func TestClockSuppliesYearAndDay(t *testing.T) {
 		require.NoError(t, err, s)
 		return at
 	}
-	k := newClock(nil, time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC))
+	k := newClock(nil, time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC), nil)
 	assert.Equal(t, utc(2026, 12, 31, 23, 59, 59, 0), read(k, "Dec 31 23:59:59"))
 	assert.Equal(t, utc(2027, 1, 1, 0, 0, 1, 0), read(k, "Jan  1 00:00:01"))
 	assert.Equal(t, "times without a zone read as UTC (-tz names another zone); years 2026 to 2027 assumed", k.assumed())
 
-	k = newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	k = newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
 	assert.Equal(t, utc(2026, 11, 27, 23, 59, 59, 0), read(k, "23:59:59"))
 	assert.Equal(t, utc(2026, 11, 28, 0, 0, 2, 0), read(k, "00:00:02"))
 	assert.Contains(t, k.assumed(), "times of day from 2026-11-27 on")
 }
 
 func TestParseLayout(t *testing.T) {
-	k := newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	k := newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
 	for _, tc := range []struct {
 		layout, in string
 		want       time.Duration

@@ -53,8 +53,8 @@ type textLine struct {
 	innerForm string
 }
 
-func newTextReader(env envelope, lay *layout, loc *time.Location, ref time.Time) *textReader {
-	return &textReader{env: env, layout: lay, envClock: newClock(loc, ref), clock: newClock(loc, ref), forms: map[string]int{}}
+func newTextReader(env envelope, lay *layout, loc *time.Location, ref time.Time, zone *zoneNote) *textReader {
+	return &textReader{env: env, layout: lay, envClock: newClock(loc, ref, zone), clock: newClock(loc, ref, zone), forms: map[string]int{}}
 }
 
 // read takes a line apart and recognises it.

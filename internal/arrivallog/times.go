@@ -351,7 +351,7 @@ func (s *stamps) text(v string) (time.Duration, error) {
 	}
 	k := s.clock
 	if k == nil {
-		k = newClock(time.UTC, time.Now())
+		k = newClock(time.UTC, time.Now(), nil)
 		s.clock = k
 	}
 	t, err := k.at(c)

@@ -21,9 +21,13 @@ import (
 
 // Judge judges l and writes what it found to out, as text or (asJSON) one
 // JSON object: at, if set, names the disruptions (in the log's own time);
-// else those the log shows are found. Times are written in zone (nil:
-// UTC). It returns the verdict: the log's, or its recoveries' together.
+// else those the log shows are found. Instants are written in the zone
+// the log wrote them in, or zone (nil: UTC) where it names none (Unix
+// times). It returns the verdict: the log's, or its recoveries' together.
 func Judge(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Location, out io.Writer) (stormstats.Verdict, error) {
+	if l.Zone != nil {
+		zone = l.Zone
+	}
 	w := writer{l: l, asJSON: asJSON, out: out, clock: stormstats.Clock{Zone: zone}}
 	// A log stamped with the wall clock is judged in seconds since its
 	// first arrival, each written with its instant: never as Unix seconds.
@@ -65,8 +69,8 @@ type writer struct {
 	l      *arrivallog.Log
 	asJSON bool
 	out    io.Writer
-	// clock writes the log's times: instants in -tz's zone (UTC) where the
-	// log's are, with offsets from each recovery's start.
+	// clock writes the log's times: instants in the log's own zone where
+	// the log's are, with offsets from each recovery's start.
 	clock stormstats.Clock
 }
 
