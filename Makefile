@@ -248,6 +248,8 @@ bench:
 	  $(GO) test -run '^$$' -bench ConnectLatency -benchtime 10000x -count 1 ./faultproxy/ || exit 1; \
 	done > bench-faultproxy.out
 	$(BENCHSTAT) -col /impl bench-faultproxy.out
+	$(GO) test -run '^$$' -bench SilentConnections -benchtime 1x -count 6 ./faultproxy/ > bench-silent.out
+	$(BENCHSTAT) -col /path bench-silent.out
 
 # One broker, real paho clients, all connecting at once: 100,000 in-memory
 # and 9,000 over TCP (two descriptors each under this machine's 20,000).

@@ -2,8 +2,10 @@ package faultproxy_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -103,4 +105,83 @@ func BenchmarkConnectLatency(b *testing.B) {
 			b.ReportMetric(float64(lat[len(lat)*99/100])/1e6, "p99-ms")
 		})
 	}
+}
+
+// BenchmarkSilentConnections holds 2,000 connections that send nothing,
+// as a flood of half-open or idle clients would, and reports what each
+// costs this process (heap and goroutine stacks, the clients' own sockets
+// included, so an upper bound) and how many goroutines it keeps: let
+// through to a broker that says nothing (path=open), and held for their
+// CONNECT in an outage with Identify (path=identify; IdentifyTimeout ends
+// each, MaxHeld bounds how many). MaxConns times this is what a proxy's
+// limit can cost.
+func BenchmarkSilentConnections(b *testing.B) {
+	const n = 2000
+	for _, identify := range []bool{false, true} {
+		name := "path=open"
+		if identify {
+			name = "path=identify"
+		}
+		b.Run(name, func(b *testing.B) {
+			var mu sync.Mutex
+			var upstream []net.Conn // the silent broker's ends
+			p, err := faultproxy.New(faultproxy.Config{Listen: "127.0.0.1:0", Identify: identify, IdentifyTimeout: time.Hour,
+				MaxConns: n + 1, MaxHeld: n + 1,
+				Upstream: func(context.Context) (net.Conn, error) {
+					device, broker := net.Pipe()
+					mu.Lock()
+					upstream = append(upstream, broker)
+					mu.Unlock()
+					return device, nil
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if identify {
+				p.BeginOutage()
+			}
+			perConn := 2 // the pumps, each way
+			if identify {
+				perConn = 1 // the reader of its CONNECT
+			}
+			var bytesPer, goroutinesPer float64
+			for b.Loop() {
+				before, goroutines := footprint()
+				clients := make([]net.Conn, 0, n)
+				for range n {
+					c, err := net.Dial("tcp", p.Addr())
+					if err != nil {
+						b.Fatal(err)
+					}
+					clients = append(clients, c)
+				}
+				for runtime.NumGoroutine() < goroutines+perConn*n {
+					time.Sleep(time.Millisecond) // a benchmark's wait for the proxy's accepts; no test asserts on it
+				}
+				after, g := footprint()
+				bytesPer, goroutinesPer = float64(after-before)/n, float64(g-goroutines)/n
+				for _, c := range clients {
+					_ = c.Close()
+				}
+				mu.Lock()
+				for _, c := range upstream {
+					_ = c.Close()
+				}
+				upstream = upstream[:0]
+				mu.Unlock()
+			}
+			b.ReportMetric(bytesPer, "B/conn")
+			b.ReportMetric(goroutinesPer, "goroutines/conn")
+		})
+	}
+}
+
+// footprint is the process's heap and stacks in use after a collection,
+// and its goroutines.
+func footprint() (uint64, int) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse + m.StackInuse, runtime.NumGoroutine()
 }

@@ -206,7 +206,9 @@ func (p *Proxy) acceptLoop() {
 }
 
 // Dial connects to the proxy in memory, as a device on the same host
-// would over TCP; a refused connection is ErrRefused.
+// would over TCP; a refused connection is ErrRefused. With Identify, a
+// refusal is as over TCP: the connection is made, its CONNECT read, and
+// then it is reset.
 func (p *Proxy) Dial(ctx context.Context) (net.Conn, error) {
 	device, ours := net.Pipe()
 	refused := make(chan struct{})
@@ -247,7 +249,7 @@ func (p *Proxy) handleRefusable(c net.Conn, refused chan struct{}) bool {
 	}
 	// A refusal reads the CONNECT first, where asked to and there is room.
 	refuseIdentified := func() {
-		if !p.cfg.Identify || refused != nil || p.held >= p.cfg.MaxHeld {
+		if !p.cfg.Identify || p.held >= p.cfg.MaxHeld {
 			refuse()
 			return
 		}

@@ -705,13 +705,20 @@ func TestACONNECTInPiecesIsNamed(t *testing.T) {
 // With Identify, an outage reads each connection's CONNECT before its
 // reset, so that the refused attempts carry their client IDs; without it
 // they carry none (a down broker reads nothing). The refusal is the same
-// to the client either way.
+// to the client either way, over TCP and in memory (Dial).
 func TestIdentifyNamesTheRefusedAttempts(t *testing.T) {
-	for _, identify := range []bool{false, true} {
-		t.Run(fmt.Sprint(identify), func(t *testing.T) {
+	for _, c := range []struct{ identify, inMemory bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+		t.Run(fmt.Sprintf("identify=%v/memory=%v", c.identify, c.inMemory), func(t *testing.T) {
+			identify := c.identify
 			b, p := setup(t, faultproxy.Config{Identify: identify})
 			p.BeginOutage()
-			require.Error(t, newClient(t, p, "dev-7", nil).connect(t))
+			var tune func(*paho.ClientOptions)
+			if c.inMemory {
+				tune = func(o *paho.ClientOptions) {
+					o.SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) { return p.Dial(context.Background()) })
+				}
+			}
+			require.Error(t, newClient(t, p, "dev-7", tune).connect(t))
 			await(t, p, func(k fault.Counts) bool { return k.Refused == 1 })
 			a := p.Recorder().Attempts()
 			require.Len(t, a, 1)

@@ -79,7 +79,11 @@ func (s *Storm) Status() Status {
 	st := Status{Sessions: s.Sessions(), Disruptions: []Struck{}}
 	for k, p := range s.proxies {
 		k2 := p.Recorder().Counts()
-		st.Nodes = append(st.Nodes, Node{Listen: p.Addr(), Broker: s.cfg.Brokers[k], Sessions: p.Recorder().Sessions(),
+		broker := "in process"
+		if k < len(s.cfg.Brokers) {
+			broker = s.cfg.Brokers[k]
+		}
+		st.Nodes = append(st.Nodes, Node{Listen: p.Addr(), Broker: broker, Sessions: p.Recorder().Sessions(),
 			Counts: report.ProxyCounts{Admitted: k2.Accepted, Answered: p.Recorder().Answered(), Refused: k2.Refused,
 				Throttled: k2.Throttled, Dropped: k2.Dropped, Unreachable: k2.Unreachable, Overflowed: k2.Overflowed}})
 	}

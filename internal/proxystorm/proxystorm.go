@@ -38,8 +38,9 @@ var ErrInvalid = errors.New("proxystorm: invalid")
 // back when the watch ended.
 var ErrNotRecovered = errors.New("proxystorm: not every device came back")
 
-// Config is a Storm's setup. The zero Config is invalid: Brokers and a
-// trigger (AwaitSessions, DisruptAt or Manual) are required.
+// Config is a Storm's setup. The zero Config is invalid: Brokers (or
+// Upstreams) and a trigger (AwaitSessions, DisruptAt or Manual) are
+// required.
 type Config struct {
 	// Plan is the storm: its scenario or timeline, the admission limit a
 	// throttled restart brings back, and the seed. The fleet is not the
@@ -47,6 +48,12 @@ type Config struct {
 	Plan plan.Plan
 	// Brokers are the broker's nodes, host:port each.
 	Brokers []string
+	// Upstreams, in place of Brokers, dial each node in this process (an
+	// embedded broker's in-memory transport): the proxies then listen on
+	// no address, and the fleet reaches node k through Dial(ctx, k). A
+	// fleet of real agents and its broker in one synctest bubble, storm
+	// as devicesim proxy makes it, in exact virtual time.
+	Upstreams []func(context.Context) (net.Conn, error)
 	// Listen is the address each node's proxy listens on, by node; "" (or
 	// a shorter list) picks a free port on loopback.
 	Listen []string
@@ -129,18 +136,24 @@ func New(cfg Config) (*Storm, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Plan = cfg.Plan.WithDefaults()
-	cfg.Plan.Nodes = max(len(cfg.Brokers), 1)
+	cfg.Plan.Nodes = max(len(cfg.Brokers), len(cfg.Upstreams), 1)
 	s := &Storm{cfg: cfg, state: Waiting, trigger: make(chan struct{}), finish: make(chan struct{}), started: time.Now()}
-	for k, broker := range cfg.Brokers {
-		listen := "127.0.0.1:0"
-		if k < len(cfg.Listen) && cfg.Listen[k] != "" {
-			listen = cfg.Listen[k]
+	for k := range cfg.Plan.Nodes {
+		pc := faultproxy.Config{Seed: cfg.Plan.Seed + uint64(k)<<32, Identify: cfg.Identify, MaxConns: cfg.MaxConns,
+			Logger: cfg.Logger.With("node", k)}
+		name := fmt.Sprint("in-process node ", k)
+		if k < len(cfg.Upstreams) {
+			pc.Upstream = cfg.Upstreams[k]
+		} else {
+			name, pc.Upstream, pc.Listen = cfg.Brokers[k], faultproxy.Upstream(cfg.Brokers[k]), "127.0.0.1:0"
+			if k < len(cfg.Listen) && cfg.Listen[k] != "" {
+				pc.Listen = cfg.Listen[k]
+			}
 		}
-		p, err := faultproxy.New(faultproxy.Config{Upstream: faultproxy.Upstream(broker), Listen: listen, Seed: cfg.Plan.Seed + uint64(k)<<32,
-			Identify: cfg.Identify, MaxConns: cfg.MaxConns, Logger: cfg.Logger.With("node", k)})
+		p, err := faultproxy.New(pc)
 		if err != nil {
 			_ = s.Close()
-			return nil, fmt.Errorf("node %d (%s): %w", k, broker, err)
+			return nil, fmt.Errorf("node %d (%s): %w", k, name, err)
 		}
 		s.proxies = append(s.proxies, p)
 		s.faults = append(s.faults, &timedfault.Faults{})
@@ -154,8 +167,10 @@ func check(cfg Config) error {
 		return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, a...)...)
 	}
 	switch {
-	case len(cfg.Brokers) == 0:
+	case len(cfg.Brokers) == 0 && len(cfg.Upstreams) == 0:
 		return bad("a broker to stand in front of is required (-broker HOST:PORT)")
+	case len(cfg.Brokers) > 0 && len(cfg.Upstreams) > 0:
+		return bad("brokers by address or in process, not both")
 	case len(cfg.Listen) > len(cfg.Brokers):
 		return bad("%d listen addresses for %d brokers: one a broker", len(cfg.Listen), len(cfg.Brokers))
 	case cfg.AwaitSessions < 0 || cfg.Watch < 0 || cfg.MaxConns < 0:
@@ -203,6 +218,15 @@ func (s *Storm) Addrs() []string {
 		out[k] = p.Addr()
 	}
 	return out
+}
+
+// Dial connects to node's proxy in this process, as a device of the
+// fleet would through its address.
+func (s *Storm) Dial(ctx context.Context, node int) (net.Conn, error) {
+	if node < 0 || node >= len(s.proxies) {
+		return nil, fmt.Errorf("%w: no node %d of %d", ErrInvalid, node, len(s.proxies))
+	}
+	return s.proxies[node].Dial(ctx)
 }
 
 // Sessions is how many sessions are open across the nodes now.
