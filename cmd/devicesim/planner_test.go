@@ -60,6 +60,7 @@ func TestPlanWritesWhatPutsTheAnswerToUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, string(check), "devices: 200")
 	assert.Contains(t, string(check), `external: {url: "${MQTT_BROKER}"}`)
+	assert.Regexp(t, `\n  fleet_busiest_second: \d+\n`, string(check), "the predicted dials bound the fleet's side, which the proxy sees")
 }
 
 // A question no policy answers is refused with the closest and what

@@ -162,9 +162,9 @@ func (c Check) StormFile() string {
 		p.AdmitRate, q.AdmitRate, plan.Thousands(c.Devices), plan.Thousands(q.Devices))
 	fmt.Fprintf(&b, "# refuses every connection for %v. The expectations are the model's prediction for\n", q.Outage)
 	fmt.Fprintf(&b, "# this storm (%d runs: p99 %.1f s from the disruption, %.2f attempts a device,\n", c.Predicted.Runs, c.maxFromStart(), c.maxTotal())
-	fmt.Fprintf(&b, "# busiest second %.0f dials) with margins of %.0f %%, %.0f %% and %.0f %%. The proxy counts\n", c.maxDials()*scale, 100*(p99Margin-1), 100*(attemptsMargin-1), 100*(peakMargin-1))
-	fmt.Fprintf(&b, "# every dial it is asked for, those it refuses in the outage too: its busiest second is the\n")
-	fmt.Fprintf(&b, "# devices', not the one your broker sees once back (the planner's answer has that).\n")
+	fmt.Fprintf(&b, "# the fleet's busiest second %.0f dials) with margins of %.0f %%, %.0f %% and %.0f %%. The\n", c.maxDials()*scale, 100*(p99Margin-1), 100*(attemptsMargin-1), 100*(peakMargin-1))
+	fmt.Fprintf(&b, "# proxy sees every dial, those it refuses too: the bound is on the fleet's side, as predicted.\n")
+	fmt.Fprintf(&b, "# What reaches your broker once back is the planner's answer's busiest second.\n")
 	fmt.Fprintf(&b, "# Run it: MQTT_BROKER=tcp://your-broker:1883 devicesim run -f check.yaml\n")
 	fmt.Fprintf(&b, "engine: agents\ntime_scale: 1\nseed: %d\n", q.Seed)
 	fmt.Fprintf(&b, "fleet:\n  - name: recommended\n    devices: %d\n    policy: %q\n    max_backoff: %v\n", c.Devices, c.Candidate.Policy, c.Candidate.MaxBackoff)
@@ -174,7 +174,7 @@ func (c Check) StormFile() string {
 	fmt.Fprintf(&b, "brokers:\n  external: {url: \"${MQTT_BROKER}\"}\n")
 	fmt.Fprintf(&b, "  admission: {rate: %.4g, burst: %d, mode: %s}\n", p.AdmitRate, p.AdmitBurst, q.AdmitMode)
 	fmt.Fprintf(&b, "timeline:\n  - at: 0s\n    disruption: throttled-restart\n    outage: %v\n", q.Outage)
-	fmt.Fprintf(&b, "expect:\n  verdict: spread\n  recovery_p99: %v\n  attempts_per_device: %.3g\n  busiest_second: %.0f\n",
+	fmt.Fprintf(&b, "expect:\n  verdict: spread\n  recovery_p99: %v\n  attempts_per_device: %.3g\n  fleet_busiest_second: %.0f\n",
 		time.Duration(math.Ceil(c.maxFromStart()*p99Margin))*time.Second, math.Ceil(c.maxTotal()*attemptsMargin*10)/10,
 		math.Ceil(c.maxDials()*scale*peakMargin))
 	return b.String()

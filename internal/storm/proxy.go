@@ -32,6 +32,9 @@ func (f *File) ProxyPlan() (p plan.Plan, brokers []string, err error) {
 	if err := f.checkDurations(); err != nil {
 		return bad("%v", err)
 	}
+	if err := f.checkExpects(); err != nil {
+		return bad("%v", err)
+	}
 	p = plan.Default()
 	p.Seed, p.Policy, p.Engine = f.Seed, "the fleet's own", plan.Proxy
 	if err := f.timelineOf(&p); err != nil {

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"reflect"
@@ -236,9 +237,16 @@ type Expect struct {
 	RecoveryP99 time.Duration `yaml:"recovery_p99"`
 	// AttemptsPerDevice bounds the mean attempts a device made.
 	AttemptsPerDevice float64 `yaml:"attempts_per_device"`
-	// BusiestSecond bounds the connects the broker saw in its busiest
-	// second.
-	BusiestSecond float64 `yaml:"busiest_second"`
+	// BrokerBusiestSecond bounds the connects that reached the broker in
+	// its busiest second (each node's, of a cluster): through the fault
+	// proxy, those it let through.
+	BrokerBusiestSecond float64 `yaml:"broker_busiest_second"`
+	// FleetBusiestSecond bounds the dials the devices made in their
+	// busiest second, refused ones included.
+	FleetBusiestSecond float64 `yaml:"fleet_busiest_second"`
+	// Unsided is the old busiest_second, which named no side: refused,
+	// naming the two.
+	Unsided *float64 `yaml:"busiest_second"`
 	// NoTelemetryLost: every message a device enqueued reached the broker.
 	NoTelemetryLost bool `yaml:"no_telemetry_lost"`
 }
@@ -343,6 +351,9 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
 	if err := f.checkDurations(); err != nil {
+		return bad("%v", err)
+	}
+	if err := f.checkExpects(); err != nil {
 		return bad("%v", err)
 	}
 	for k, g := range f.Fleet {
@@ -526,4 +537,21 @@ func chooseEngine(p plan.Plan) (plan.Engine, string) {
 		return plan.Agents, "the storm needs real devices: " + err.Error()
 	}
 	return plan.Virtual, "the model runs all of this storm; engine: agents runs it on real agents"
+}
+
+// checkExpects refuses an expectation that does not say which side of the
+// storm it bounds.
+func (f *File) checkExpects() error {
+	expects := map[string]Expect{"expect": f.Expect}
+	for i, g := range f.Fleet {
+		expects[fmt.Sprintf("fleet[%d].expect", i)] = g.Expect
+	}
+	for _, at := range slices.Sorted(maps.Keys(expects)) {
+		if expects[at].Unsided != nil {
+			return fmt.Errorf("%s.busiest_second: say which side it bounds: broker_busiest_second (the connects that "+
+				"reached the broker; through the fault proxy, those it let through) or fleet_busiest_second (every dial "+
+				"the devices made, refused ones included)", at)
+		}
+	}
+	return nil
 }
