@@ -8,7 +8,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim scale verdict-table verdict-mosquitto soak grid calibrate calibrate-host pgo image
+.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim docs scale verdict-table verdict-mosquitto soak grid calibrate calibrate-host pgo image
 
 # Tests write only under t.TempDir(): make test fails if it leaves a file
 # in the tree (ignored ones included) that was not there before it. Each
@@ -109,7 +109,12 @@ soak:
 # grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy' ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks' ./cmd/devicesim/ ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
+
+# The docs' worked examples, rewritten with their commands' output (the
+# blocks after a "<!-- make docs: ... -->" line); make stats checks them.
+docs:
+	$(GO) test -count=1 -run '^TestGeneratedDocBlocks$$' ./cmd/devicesim/ -args -docs.update
 
 # devicesim deploy's manifests decoded strictly into k8s.io/api's types,
 # and every pod checked against the restricted Pod Security Standard.
