@@ -1,6 +1,9 @@
-// Package waitfor lets tests and test fixtures wait for a state without
-// sleeping. The owner of some state announces each change on a Broadcast.
-// Until re-checks the state after every announcement, within a bound.
+// Package waitfor lets a goroutine wait for another's state without
+// polling or sleeping. The owner of some state announces each change on a
+// Broadcast; Until re-checks the state after every announcement, within a
+// bound. The firmware waits with it (publisher's Flush, for the queue to
+// drain), as do the fault proxy's and the test broker's recorders and the
+// tests.
 package waitfor
 
 import (
