@@ -38,7 +38,7 @@ func BenchmarkNextDelay(b *testing.B) {
 		{"iotcore", reconnect.DefaultIoTCore},
 		{"full", reconnect.FullJitter{Base: time.Second, Max: 32 * time.Second}},
 		{"decorrelated", reconnect.Decorrelated{Base: time.Second, Max: 32 * time.Second}},
-		{"paho-default", reconnect.PahoDefault},
+		{"exponential", reconnect.Exponential{Base: time.Second, Multiplier: 2, Max: 10 * time.Minute}},
 	} {
 		p, err := reconnect.New(c.shape, reconnect.Limits{MaxRetries: reconnect.RetryForever})
 		if err != nil {

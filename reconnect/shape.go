@@ -93,9 +93,6 @@ type Exponential struct {
 	Max        time.Duration
 }
 
-// PahoDefault is paho.mqtt.golang's built-in reconnect schedule.
-var PahoDefault = Exponential{Base: time.Second, Multiplier: 2, Max: 10 * time.Minute}
-
 func (s Exponential) Delay(n int, _ time.Duration, _ float64) time.Duration {
 	if s.Multiplier == 2 {
 		return pow2(s.Base, n, s.Max)

@@ -27,7 +27,8 @@ type truth struct {
 // The policies of the field (as each client's source has it: internal/thirdparty
 // says where), and ours.
 var (
-	pahoGo     = truth{"paho Go (1 s x2, 10 min)", policyfit.Exponential, reconnect.PahoDefault, 0.9, time.Second, 10 * time.Minute}
+	pahoGo = truth{"paho Go (1 s x2, 10 min)", policyfit.Exponential,
+		reconnect.Exponential{Base: time.Second, Multiplier: 2, Max: 10 * time.Minute}, 0.9, time.Second, 10 * time.Minute}
 	pahoPython = truth{"paho Python (1 s x2, 120 s)", policyfit.Exponential,
 		reconnect.Exponential{Base: time.Second, Multiplier: 2, Max: 2 * time.Minute}, 0, time.Second, 2 * time.Minute}
 	grpcLike = truth{"exponential x1.6, 120 s", policyfit.Exponential,
