@@ -109,7 +109,7 @@ soak:
 # grid cell cut early run again to the end. Every test that calls seeds() is
 # named here.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks' ./cmd/devicesim/ ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks|ReportOpensInABrowser' ./cmd/devicesim/ ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
 
 # The docs' worked examples, rewritten with their commands' output (the
 # blocks after a "<!-- make docs: ... -->" line); make stats checks them.
