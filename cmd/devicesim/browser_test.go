@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,10 +88,15 @@ func TestReportOpensInABrowser(t *testing.T) {
 	if stormstatstest.RaceDetector {
 		t.Skip("a browser's pace: make stats runs it without the race detector")
 	}
-	pages := map[string][]string{
-		"restart":           {"run", "-engine", "virtual", "-devices", "2000"},
-		"throttled-restart": {"run", "-f", "../../examples/throttled-restart.yaml"},
-		"cluster-timeline":  {"run", "-f", "../../examples/cluster-timeline.yaml"},
+	pages := map[string]func(dir string) []string{
+		"restart":           func(dir string) []string { return []string{"run", "-engine", "virtual", "-devices", "2000", "-out", dir} },
+		"throttled-restart": func(dir string) []string { return []string{"run", "-f", "../../examples/throttled-restart.yaml", "-out", dir} },
+		"cluster-timeline":  func(dir string) []string { return []string{"run", "-f", "../../examples/cluster-timeline.yaml", "-out", dir} },
+		"judged-log": func(dir string) []string {
+			log := filepath.Join(t.TempDir(), "mosquitto.log")
+			require.NoError(t, os.WriteFile(log, []byte(restartedMosquittoLog(1000)), 0o600))
+			return []string{"judge", "-out", dir, log}
+		},
 	}
 	artifacts := os.Getenv("HERDGUARD_ARTIFACTS")
 	if artifacts == "" {
@@ -108,7 +114,7 @@ func TestReportOpensInABrowser(t *testing.T) {
 	for name, args := range pages {
 		dir := t.TempDir()
 		var out strings.Builder
-		require.NoError(t, run(context.Background(), append(args, "-out", dir), noenv, nil, &out, &out), out.String())
+		require.NoError(t, run(context.Background(), args(dir), noenv, nil, &out, &out), out.String())
 		page := "file://" + filepath.Join(dir, "report.html")
 		for _, size := range []struct{ w, h int64 }{{1280, 800}, {390, 844}} {
 			t.Run(fmt.Sprintf("%s/%dx%d", name, size.w, size.h), func(t *testing.T) {
@@ -139,7 +145,7 @@ func TestReportOpensInABrowser(t *testing.T) {
 				require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(size.w, size.h), chromedp.Navigate(page), chromedp.WaitReady("body")))
 				got, err := chromedp.Run(ctx, chromedp.Evaluate[pageCheck](chartCheck))
 				require.NoError(t, err)
-				shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(80))
+				shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 				require.NoError(t, err)
 				require.NoError(t, os.WriteFile(filepath.Join(artifacts, fmt.Sprintf("report-%s-%dx%d.png", name, size.w, size.h)), shot, 0o644))
 				cancelTimeout()
@@ -162,4 +168,21 @@ func TestReportOpensInABrowser(t *testing.T) {
 			})
 		}
 	}
+}
+
+// restartedMosquittoLog is mosquitto's log of a fleet of n booting over
+// 20 s, the broker stopped 10 minutes on, and the fleet back over a
+// minute from 30 s after, the most at first: two recoveries.
+func restartedMosquittoLog(n int) string {
+	var b strings.Builder
+	const t0 = 1700000000
+	line := func(at float64, text string) { fmt.Fprintf(&b, "%d: %s\n", int64(t0+at), text) }
+	for d := range n {
+		line(float64(d)*20/float64(n), fmt.Sprintf("New client connected from 10.0.0.1:%d as dev-%d (p2, c1, k30).", 4000+d, d))
+	}
+	line(600, "mosquitto version 2.0.11 terminating")
+	for d := range n {
+		line(630+60*math.Sqrt(float64(d)/float64(n)), fmt.Sprintf("New client connected from 10.0.0.1:%d as dev-%d (p2, c1, k30).", 5000+d, d))
+	}
+	return b.String()
 }

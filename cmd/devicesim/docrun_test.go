@@ -36,7 +36,7 @@ type shownCommand struct {
 
 var (
 	fenceRe   = regexp.MustCompile("(?ms)^[ \t]*```([a-z]*)\n(.*?)^[ \t]*```")
-	commandRe = regexp.MustCompile(`^([A-Z_]+=\S+ )*(devicesim|deviceagent|make|go run|go test|curl|kubectl|skopeo|mosquitto|python3|node) `)
+	commandRe = regexp.MustCompile(`^([A-Z_]+=\S+ )*(devicesim|deviceagent|make|go run|go test|curl|kubectl|skopeo|mosquitto|python3|node|journalctl) `)
 )
 
 // shownCommands are the commands in every doc's shell and console blocks.
@@ -137,6 +137,7 @@ var docRuns = []docRun{
 		return []string{"run", "-f", "../../examples/throttled-restart.yaml", "-out", dir}
 	}},
 	{file: "docs/verdict.md", prefix: "devicesim judge -expect spread /var/log/rabbitmq", needs: "RabbitMQ's log of a storm (as README.md's)"},
+	{file: "docs/verdict.md", prefix: "journalctl -u mosquitto", needs: "journald's mosquitto unit: TestBrokerLogsAsTheyAreWritten reads journalctl's every output form"},
 	{file: "docs/verdict.md", prefix: "devicesim judge -pattern", args: func(t *testing.T, dir string) []string {
 		// a gateway's log in the page's format: 300 devices back over a minute
 		var b strings.Builder

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/logjudge"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -79,7 +81,8 @@ func (f *tzFlag) Set(s string) error {
 }
 
 const judgeUsage = `usage: devicesim judge [-json] [-expect spread|waves|inconclusive] [-format NAME]
-                      [-disruptions T1,T2] [-pattern REGEXP] [-time-layout LAYOUT] [-tz ZONE] FILE|-
+                      [-disruptions T1,T2] [-pattern REGEXP] [-time-layout LAYOUT] [-tz ZONE]
+                      [-out DIR] FILE|-
 
 Judges a broker's log, as it is: whether the fleet came back spread out or
 in waves. It reads, finding the format from the lines themselves:
@@ -99,6 +102,7 @@ in waves. It reads, finding the format from the lines themselves:
 and any other log with -pattern. Only connects are arrivals: every other line
 is counted by kind. The broker's stop and start lines, or a crowd of sessions
 ended at once, mark disruptions: each recovery is judged on its own.
+-out DIR writes its picture there: arrivals.svg and report.html.
 Exit status: 0; 1 if the verdict is not the one -expect names; 2 if the input
 cannot be judged (the error names the line, or the format taken and what the
 log held). docs/verdict.md has every format, with a sample line.
@@ -118,6 +122,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	layout := fs.String("time-layout", "", "read stamps in this `LAYOUT`: strftime (%Y-%m-%d %H:%M:%S) or Go's (2006-01-02 15:04:05)")
 	var tz tzFlag
 	fs.Var(&tz, "tz", "the `ZONE` of times written without one (default UTC)")
+	out := fs.String("out", "", "write the log's chart and page, arrivals.svg and report.html, into `DIR`")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -152,9 +157,21 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return badInput(fmt.Errorf("%s: %w", name, err))
 	}
-	verdict, err := logjudge.Judge(l, at, *asJSON, tz.loc, stdout)
+	verdict, view, err := logjudge.JudgeView(l, at, *asJSON, tz.loc, stdout)
 	if err != nil {
 		return err
+	}
+	if *out != "" {
+		view.Name = filepath.Base(name)
+		if name == "-" {
+			view.Name = "standard input"
+		}
+		if err := report.WriteLogFiles(*out, view); err != nil {
+			return fmt.Errorf("-out: %w", err)
+		}
+		if !*asJSON {
+			fmt.Fprintf(stdout, "picture: %s (arrivals.svg beside it)\n", filepath.Join(*out, "report.html"))
+		}
 	}
 	return expect.check(verdict)
 }

@@ -396,3 +396,20 @@ func TestJudgeWritesInstantsInTheLogsZone(t *testing.T) {
 	assert.Contains(t, out, "times: seconds from the log's first arrival, 0 s (2026-11-27T06:10:12.716+01:00)\n")
 	assert.NotContains(t, out, "Z)")
 }
+
+// -out writes the log's picture: the chart and the page that holds it,
+// the page naming the verdict and each recovery.
+func TestJudgeOutWritesThePicture(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "picture")
+	out, _, err := judge(t, restartedMosquittoLog(1000), "-out", dir, "-")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "picture: "+filepath.Join(dir, "report.html"))
+	svg, err := os.ReadFile(filepath.Join(dir, "arrivals.svg"))
+	require.NoError(t, err)
+	assert.Contains(t, string(svg), "connects in the broker&#39;s log")
+	page, err := os.ReadFile(filepath.Join(dir, "report.html"))
+	require.NoError(t, err)
+	assert.Contains(t, string(page), "standard input: <span class=")
+	assert.Contains(t, string(page), "after the disruption at 600.0 s (2023-11-14T22:23:20Z) (the broker logged: mosquitto version 2.0.11 terminating)")
+	assert.NotContains(t, string(page), "<script")
+}

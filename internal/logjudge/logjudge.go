@@ -16,6 +16,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -25,16 +26,62 @@ import (
 // the log wrote them in, or zone (nil: UTC) where it names none (Unix
 // times). It returns the verdict: the log's, or its recoveries' together.
 func Judge(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Location, out io.Writer) (stormstats.Verdict, error) {
+	v, _, err := JudgeView(l, at, asJSON, zone, out)
+	return v, err
+}
+
+// JudgeView is Judge, and the log as its picture draws it
+// (report.WriteLogFiles); name is the file judged.
+func JudgeView(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Location, out io.Writer) (stormstats.Verdict, report.LogView, error) {
 	if l.Zone != nil {
 		zone = l.Zone
 	}
 	w := writer{l: l, asJSON: asJSON, out: out, clock: stormstats.Clock{Zone: zone}}
+	verdict, err := w.judge(at)
+	if err != nil {
+		return "", report.LogView{}, err
+	}
+	w.view.Verdict, w.view.Format = verdict, l.Format
+	if len(l.Times) > 0 {
+		origin := slices.Min(l.Times)
+		w.view.Times = make([]time.Duration, len(l.Times))
+		for i, t := range l.Times {
+			w.view.Times[i] = t - origin
+		}
+		if first := origin + w.rebased; stormstats.Epoch(first) {
+			w.view.Start = time.Unix(0, 0).Add(first).In(zoneOr(zone))
+		}
+		from := origin.Seconds() // the recoveries' times are the log's, as judged
+		for i := range w.view.Recoveries {
+			r := &w.view.Recoveries[i]
+			r.AtS = max(r.AtS-from, 0)
+			r.Judgement.Bursts = slices.Clone(r.Judgement.Bursts)
+			for k := range r.Judgement.Bursts {
+				r.Judgement.Bursts[k].AtS -= from
+			}
+		}
+	}
+	return verdict, w.view, nil
+}
+
+func zoneOr(z *time.Location) *time.Location {
+	if z == nil {
+		return time.UTC
+	}
+	return z
+}
+
+// judge judges the log, or each of its recoveries, and writes what it
+// found.
+func (w *writer) judge(at []time.Duration) (stormstats.Verdict, error) {
+	l := w.l
 	// A log stamped with the wall clock is judged in seconds since its
 	// first arrival, each written with its instant: never as Unix seconds.
 	// JSON keeps the log's own numbers, for the programs that read them.
-	if len(l.Times) > 0 && stormstats.Epoch(slices.Min(l.Times)) && !asJSON {
+	if len(l.Times) > 0 && stormstats.Epoch(slices.Min(l.Times)) && !w.asJSON {
 		origin := slices.Min(l.Times)
 		l.Rebase(origin)
+		w.rebased = origin
 		at = slices.Clone(at)
 		for i := range at {
 			at[i] -= origin
@@ -72,6 +119,10 @@ type writer struct {
 	// clock writes the log's times: instants in the log's own zone where
 	// the log's are, with offsets from each recovery's start.
 	clock stormstats.Clock
+	// rebased is what was taken off the log's times to judge them from
+	// its first arrival; view is what the picture draws.
+	rebased time.Duration
+	view    report.LogView
 }
 
 // lineCounts is what judge says of a log's lines besides its arrivals.
@@ -147,6 +198,7 @@ func (w *writer) judgement() (stormstats.Verdict, error) {
 	}
 	j = prep.Qualify(j)
 	a := stormstats.Summarize(h)
+	w.view.Recoveries = []report.LogRecovery{{Arrivals: a, Judgement: j}}
 	if w.asJSON {
 		return w.writeJSON(struct {
 			lineCounts
@@ -183,6 +235,14 @@ func (w *writer) recoveries(recs []stormstats.Recovery, before int, at []time.Du
 	overall := stormstats.Overall(recs)
 	docs := make([]recoveryDoc, len(recs))
 	for i, r := range recs {
+		lr := report.LogRecovery{AtS: r.AtS, Arrivals: r.Arrivals, Judgement: r.Judgement}
+		switch {
+		case found == nil:
+			lr.Why = "named by -disruptions"
+		case i > 0:
+			lr.AtS, lr.Why = found[i-1].AtS, found[i-1].Why
+		}
+		w.view.Recoveries = append(w.view.Recoveries, lr)
 		docs[i].Recovery = r
 		to := time.Duration(math.MaxInt64)
 		if i+1 < len(at) {

@@ -69,17 +69,22 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	for _, r := range reports {
 		n = max(n, len(r.Fleet.chartCounts()))
 	}
-	span := math.Max(float64(n)*chartBin.Seconds(), 1)
 	per := max(1, int(math.Round(float64(n)/maxChartPoints))) // long runs get wider bins
-
 	panels := make([]panel, len(reports))
-	ymax := 1.0
 	for i, r := range reports {
 		panels[i] = panelOf(r, per)
-		ymax = max(ymax, panels[i].ymax)
-		if r.Limit != nil {
-			ymax = max(ymax, r.Limit.AdmitRate)
-		}
+	}
+	return drawFigure(figureTitle(reports), panels, float64(n)*chartBin.Seconds())
+}
+
+// drawFigure draws the panels one above the other on one time axis of
+// span seconds and one scale, under title, with the legend of the first
+// beneath them.
+func drawFigure(title string, panels []panel, span float64) ([]byte, error) {
+	span = math.Max(span, 1)
+	ymax := 1.0
+	for _, pn := range panels {
+		ymax = max(ymax, pn.ymax, pn.limit)
 	}
 	ymax *= 1.2 // room for the bursts' labels
 
@@ -88,9 +93,9 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	legend.TextStyle.Font.Size = vg.Points(10)
 	legend.Left, legend.Top = true, true
 	legend.Padding = vg.Points(3)
-	plots := make([][]*plot.Plot, len(reports))
-	for i, r := range reports {
-		p, err := panels[i].plot(r, span, ymax, i == len(reports)-1, legendIf(i == 0, &legend))
+	plots := make([][]*plot.Plot, len(panels))
+	for i, pn := range panels {
+		p, err := pn.plot(span, ymax, i == len(panels)-1, legendIf(i == 0, &legend))
 		if err != nil {
 			return nil, err
 		}
@@ -98,14 +103,14 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	}
 
 	legendHeight := legendHeightOf(&legend)
-	height := titleHeight + vg.Length(len(reports))*panelHeight + legendHeight + 2*chartMargin
+	height := titleHeight + vg.Length(len(panels))*panelHeight + legendHeight + 2*chartMargin
 	c := vgsvg.New(chartWidth, height)
 	dc := draw.New(c)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
 
 	body := draw.Crop(dc, chartMargin, -chartMargin, legendHeight+chartMargin, -titleHeight)
-	canvases := plot.Align(plots, draw.Tiles{Rows: len(reports), Cols: 1, PadY: vg.Points(6)}, body)
+	canvases := plot.Align(plots, draw.Tiles{Rows: len(panels), Cols: 1, PadY: vg.Points(6)}, body)
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
 	}
@@ -113,7 +118,7 @@ func ChartSVG(reports []*Report) ([]byte, error) {
 	data := plots[len(plots)-1][0].DataCanvas(canvases[len(plots)-1][0])
 	legend.Draw(draw.Canvas{Canvas: dc, Rectangle: vg.Rectangle{Min: vg.Point{X: data.Min.X, Y: chartMargin},
 		Max: vg.Point{X: dc.Max.X - chartMargin, Y: chartMargin + legendHeight}}})
-	drawTitle(dc, figureTitle(reports))
+	drawTitle(dc, title)
 
 	var buf bytes.Buffer
 	if _, err := c.WriteTo(&buf); err != nil {
@@ -165,10 +170,21 @@ func drawTitle(dc draw.Canvas, title string) {
 	dc.FillText(sty, vg.Point{X: dc.Min.X + chartMargin, Y: dc.Max.Y - titleHeight/2}, title)
 }
 
-// panel is one report's lines and the bursts its verdict counted.
+// panel is what one panel draws: its title, its lines, the outage to
+// shade (until outageEnd s), later disruptions to mark, the admission
+// limit (0: none), the bursts the verdict found, and the legend's words
+// for the outage.
 type panel struct {
-	lines []chartLine
-	ymax  float64
+	title      string
+	lines      []chartLine
+	ymax       float64
+	outageEnd  float64
+	outageText string
+	later      []float64
+	limit      float64
+	bursts     []stormstats.Burst
+	// xLabel and yLabel name the axes: a run's, where they are empty
+	xLabel, yLabel string
 }
 
 // chartLine is one series of a panel.
@@ -180,7 +196,16 @@ type chartLine struct {
 }
 
 func panelOf(r *Report, per int) panel {
-	var p panel
+	p := panel{title: panelTitle(r), outageEnd: r.BrokerBackS, outageText: "the outage, until the broker was back",
+		bursts: burstsOf(r)}
+	for k, d := range r.Disruptions {
+		if k > 0 { // the first is the chart's 0
+			p.later = append(p.later, d.AtS)
+		}
+	}
+	if r.Limit != nil {
+		p.limit = r.Limit.AdmitRate
+	}
 	add := func(counts []int, label string, c color.Color, width vg.Length) {
 		xys := rateSeries(counts, per)
 		for _, xy := range xys {
@@ -203,7 +228,7 @@ func panelOf(r *Report, per int) panel {
 
 // plot draws the panel: the outage shaded, the marks, the lines, the
 // bursts. The first panel's entries make the legend.
-func (pn panel) plot(r *Report, span, ymax float64, bottom bool, legend *plot.Legend) (*plot.Plot, error) {
+func (pn panel) plot(span, ymax float64, bottom bool, legend *plot.Legend) (*plot.Plot, error) {
 	p := plot.New()
 	p.TextHandler = plot.DefaultTextHandler
 	for _, t := range []*text{{&p.Title.TextStyle}, {&p.X.Label.TextStyle}, {&p.Y.Label.TextStyle}, {&p.X.Tick.Label}, {&p.Y.Tick.Label}} {
@@ -211,14 +236,14 @@ func (pn panel) plot(r *Report, span, ymax float64, bottom bool, legend *plot.Le
 		t.Font = chartFont
 		t.Font.Size = size
 	}
-	p.Title.Text = panelTitle(r)
+	p.Title.Text = pn.title
 	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.Title.Padding = vg.Points(4)
-	p.Y.Tick.Marker = countTicks{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = countTicks{}, countTicks{}
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, span, 0, ymax
-	p.Y.Label.Text = "attempts a second"
+	p.Y.Label.Text = cmp.Or(pn.yLabel, "attempts a second")
 	if bottom {
-		p.X.Label.Text = "seconds since the disruption (unscaled)"
+		p.X.Label.Text = cmp.Or(pn.xLabel, "seconds since the disruption (unscaled)")
 	}
 	p.Add(plotter.NewGrid())
 	note := func(label string, t plot.Thumbnailer) {
@@ -226,36 +251,34 @@ func (pn panel) plot(r *Report, span, ymax float64, bottom bool, legend *plot.Le
 			legend.Add(label, t)
 		}
 	}
-	if r.BrokerBackS > 0 {
-		shade, err := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}, {X: r.BrokerBackS, Y: 0}, {X: r.BrokerBackS, Y: ymax}, {X: 0, Y: ymax}})
+	if pn.outageEnd > 0 {
+		end := pn.outageEnd
+		shade, err := plotter.NewPolygon(plotter.XYs{{X: 0, Y: 0}, {X: end, Y: 0}, {X: end, Y: ymax}, {X: 0, Y: ymax}})
 		if err != nil {
 			return nil, err
 		}
 		shade.Color, shade.LineStyle.Width = outageFill, 0
 		p.Add(shade)
-		note("the outage, until the broker was back", shade)
+		note(pn.outageText, shade)
 	}
-	for k, d := range r.Disruptions {
-		if k == 0 {
-			continue // the first is the chart's 0
-		}
-		line, err := vertical(p, d.AtS, ymax, markGray, []vg.Length{vg.Points(2), vg.Points(2)})
+	for k, at := range pn.later {
+		line, err := vertical(p, at, ymax, markGray, []vg.Length{vg.Points(2), vg.Points(2)})
 		if err != nil {
 			return nil, err
 		}
-		if k == 1 {
+		if k == 0 {
 			note("each later disruption", line)
 		}
 	}
-	if r.Limit != nil {
-		limit, err := plotter.NewLine(plotter.XYs{{X: 0, Y: r.Limit.AdmitRate}, {X: span, Y: r.Limit.AdmitRate}})
+	if pn.limit > 0 {
+		limit, err := plotter.NewLine(plotter.XYs{{X: 0, Y: pn.limit}, {X: span, Y: pn.limit}})
 		if err != nil {
 			return nil, err
 		}
 		limit.Color, limit.Width, limit.Dashes = color.Black, vg.Points(1), []vg.Length{vg.Points(1), vg.Points(2)}
 		p.Add(limit)
-		label := fmt.Sprintf("admission limit %s/s", thousands(int(math.Round(r.Limit.AdmitRate))))
-		if err := addText(p, span, r.Limit.AdmitRate, label, draw.XRight, draw.YBottom); err != nil {
+		label := fmt.Sprintf("admission limit %s/s", thousands(int(math.Round(pn.limit))))
+		if err := addText(p, span, pn.limit, label, draw.XRight, draw.YBottom); err != nil {
 			return nil, err
 		}
 		note(label, limit)
@@ -269,10 +292,10 @@ func (pn panel) plot(r *Report, span, ymax float64, bottom bool, legend *plot.Le
 		p.Add(line)
 		note(l.label, line)
 	}
-	if err := pn.bursts(p, r, span); err != nil {
+	if err := pn.markBursts(p, span); err != nil {
 		return nil, err
 	}
-	if len(burstsOf(r)) > 0 {
+	if len(pn.bursts) > 0 {
 		glyph := draw.GlyphStyle{Color: color.Black, Radius: vg.Points(3.5), Shape: draw.TriangleGlyph{}}
 		note("a burst the verdict found, with its attempts", glyphThumb{glyph})
 	}
@@ -312,8 +335,8 @@ func panelTitle(r *Report) string {
 // bursts marks each burst of the devices' attempts the verdict counted
 // with a triangle above it, labelled with its attempts where the label
 // has room (the largest first; no two labels within 6 % of the span).
-func (pn panel) bursts(p *plot.Plot, r *Report, span float64) error {
-	bursts := burstsOf(r)
+func (pn panel) markBursts(p *plot.Plot, span float64) error {
+	bursts := pn.bursts
 	if len(bursts) == 0 || len(pn.lines) == 0 {
 		return nil
 	}

@@ -25,17 +25,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>devicesim: {{.First.Scenario}}, {{.First.Devices}} devices</title>
-<style>
-body { font-family: "Liberation Sans", Arial, sans-serif; margin: 1em; color: #222; max-width: 80em; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #bbb; padding: 0.3em 0.6em; text-align: right; }
-th:first-child, td:first-child, td.why { text-align: left; }
-.waves, .fail { color: #b00; font-weight: bold; } .spread, .pass { color: #070; font-weight: bold; }
-.inconclusive { color: #555; font-weight: bold; }
-.scroll { overflow-x: auto; }
-figure { margin: 1em 0; } figure svg { display: block; width: auto; height: auto; max-width: 100%; max-height: 96vh; }
-.summary { font-size: 1.1em; } .summary dt { font-weight: bold; margin-top: 0.6em; } .summary dd { margin-left: 1em; }
-</style></head><body>
+<style>` + pageStyle + `</style></head><body>
 <h1>{{.First.Scenario}}: {{thousands .First.Devices}} devices</h1>
 <dl class="summary">
 {{range .Reports}}<dt>{{.Policy}}: <span class="{{.Verdict}}">{{.Verdict}}</span></dt>
@@ -95,6 +85,19 @@ devices made, refused dials included: synchronisation is a property of the devic
 Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's directory{{end}}.</p>
 </body></html>
 `))
+
+// pageStyle is the pages' style sheet: no font, script or image fetched.
+const pageStyle = `
+body { font-family: "Liberation Sans", Arial, sans-serif; margin: 1em; color: #222; max-width: 80em; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #bbb; padding: 0.3em 0.6em; text-align: right; }
+th:first-child, td:first-child, td.why { text-align: left; }
+.waves, .fail { color: #b00; font-weight: bold; } .spread, .pass { color: #070; font-weight: bold; }
+.inconclusive { color: #555; font-weight: bold; }
+.scroll { overflow-x: auto; } td.why { min-width: 16em; }
+figure { margin: 1em 0; } figure svg { display: block; width: auto; height: auto; max-width: 100%; max-height: 96vh; }
+.summary { font-size: 1.1em; } .summary dt { font-weight: bold; margin-top: 0.6em; } .summary dd { margin-left: 1em; }
+`
 
 // WriteHTML writes report.html for one run or a compare run's reports, with
 // the chart inline so the file stands alone.
