@@ -19,6 +19,7 @@ import (
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/planner"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
 )
 
@@ -248,7 +249,12 @@ func writePlan(ctx context.Context, a *planner.Answer, dir string, checkDevices 
 	if err != nil {
 		return err
 	}
-	files := map[string]string{"answer.json": string(answer) + "\n", "check.yaml": check.StormFile(), "policy.go.txt": snippet}
+	frontier, err := report.FrontierSVG(a.FrontierChart())
+	if err != nil {
+		return err
+	}
+	files := map[string]string{"answer.json": string(answer) + "\n", "check.yaml": check.StormFile(), "policy.go.txt": snippet,
+		"frontier.svg": string(frontier)}
 	// A fleet in the field takes the best formula, if the recommendation
 	// is not one.
 	formula := rec

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 // Summary writes the answer as a design review would hear it. It gives
@@ -128,4 +129,33 @@ func outages(s []float64) string {
 		parts = append(parts, (time.Duration(v * float64(time.Second))).String())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// FrontierChart is the answer as its chart draws it (report.FrontierSVG):
+// every candidate screened, the frontier, the bounds, and the
+// recommendation and the field's formula at full scale.
+func (a *Answer) FrontierChart() report.Frontier {
+	q := a.Question
+	f := report.Frontier{Title: fmt.Sprintf("%s devices, a broker admitting %s connects/s: recovery against the broker's busiest second",
+		plan.Thousands(q.Devices), plan.Thousands(int(q.AdmitRate))), TargetP99S: q.TargetP99.Seconds(), PeakBound: q.PeakBound}
+	onFrontier := map[string]bool{}
+	for _, o := range a.Frontier {
+		onFrontier[o.Candidate.String()] = true
+	}
+	point := func(o *Outcome) report.FrontierPoint {
+		return report.FrontierPoint{Label: o.Candidate.String(), PeakPerS: o.Peak.Max, P99S: o.P99.Max, Pass: o.Pass(),
+			Frontier: onFrontier[o.Candidate.String()]}
+	}
+	for i := range a.Screened {
+		f.Screened = append(f.Screened, point(&a.Screened[i]))
+	}
+	if a.Recommendation != nil {
+		r := point(a.Recommendation)
+		f.Recommended = &r
+	}
+	if a.Field != nil && a.Field.Pass() && (a.Recommendation == nil || a.Field.Candidate != a.Recommendation.Candidate) {
+		fl := point(a.Field)
+		f.Field = &fl
+	}
+	return f
 }
