@@ -403,7 +403,7 @@ func accuracyDoc() string {
 	fmt.Fprintf(&b, "Measured %s with\n\n", time.Now().UTC().Format("2006-01-02"))
 	fmt.Fprintf(&b, "    go test -count=1 -timeout 1h -run 'TestInferenceAccuracy' ./internal/policyfit/ \\\n")
 	fmt.Fprintf(&b, "      -args -policyfit.seeds %d -policyfit.table ACCURACY.md\n\n", seeds())
-	for _, source := range []string{"synthetic", "cellular", "lan", "virtual"} {
+	for _, source := range []string{"synthetic", "cellular", "lan", "virtual", "agents"} {
 		if tab, ok := tables[source]; ok {
 			b.WriteString(tableIntro[source])
 			b.WriteString(tab)
@@ -429,7 +429,8 @@ var tableIntro = map[string]string{
 	"lan": "## Constants on a LAN\n\n" +
 		"As the synthetic fleets, but a refused attempt's round trip is under a ms (a device's one-way latency is\n" +
 		"U[0, 1 ms)), a device notices the loss within U[0, 30 ms), each arrival is stamped up to 1 ms late, and\n" +
-		"Infer is given a notice window of 1 s, as devicesim proxy gives it for MQTT.js. \"Late\" is MQTT.js 5's\n" +
+		"Infer is given a notice window of 1 s, as devicesim proxy gives it where 300 ms names no policy (MQTT.js's\n" +
+		"fleets). \"Late\" is MQTT.js 5's\n" +
 		"setInterval with hundreds of clients in one event loop: while the storm's first 8 rounds crowd the\n" +
 		"loop, a device's timer keeps the lateness it drew first, U[0, 40 ms); then it is late by U[0, 5 ms)\n" +
 		"(as 200 MQTT.js clients were through devicesim proxy). \"+-2.5 %\" is a uniform jitter.\n\n",
@@ -437,6 +438,12 @@ var tableIntro = map[string]string{
 		"`internal/virtual` runs each device's own state machine (`device.Machine`) against a broker restarted\n" +
 		"for the outage: exact times, no network. The firmware's flood guard is lifted (`guard=600`) so that\n" +
 		"the policy alone sets the waits.\n\n",
+	"agents": "## The firmware's agents through devicesim proxy\n\n" +
+		"100 of the firmware's own agents (`device.Agent`: paho's client, the reconnect core, each its own seeded\n" +
+		"jitter) connect through devicesim proxy's storm (`internal/proxystorm`, with -identify) to the in-process\n" +
+		"broker, all in one synctest bubble: the proxy waits for every session, refuses as a down broker for the\n" +
+		"outage, and infers the policy from the attempts it saw, as the command does (a notice window of 300 ms,\n" +
+		"1 s where that names no policy). The flood guard is lifted (`guard=600`).\n\n",
 }
 
 const tableNotes = `"Named right": one group (one a policy in a mixed fleet), and the family is the truth. "Cannot tell":
