@@ -48,10 +48,10 @@ race:
 	$(GO) test -race -p 3 -count=1 $(SLOWEST) ./...
 
 # Every policy against fleets of 1,000 to a million devices and brokers
-# admitting 500 to 50,000 connects/s, refused over the limit (virtual time;
-# 55-67 s here), then fleet-safe (and equal jitter, the other shape that
-# passes) with the excess held or dropped instead (29-42 s).
-# docs/measurements.md shows both.
+# admitting 500 to 50,000 connects/s, refused over the limit (virtual time),
+# then fleet-safe (and equal jitter, the other shape that passes) with the
+# excess held or dropped instead. docs/measurements.md shows both, and how
+# long they take.
 grid:
 	$(GO) run ./cmd/devicesim grid
 	$(GO) run ./cmd/devicesim grid -admit-mode pause,disconnect -policies fleet-safe,equal -out devicesim-report/grid-modes
@@ -127,23 +127,22 @@ manifests:
 # waits, and only niced steps run beside them. RabbitMQ, the second real
 # broker (Debian's rabbitmq-server, a node of its own a policy): three
 # storms in a row through the fault proxy, then its own log file judged as
-# a user would, against the verdict each run measured at the proxy (77 s
-# here). devicesim plan's check.yaml against mosquitto, as its users run it
-# (20 s). Four devicesim processes as the shards of a Kubernetes Indexed
-# Job strike one mosquitto restart at one instant and merge, against one
-# process running the whole fleet (10 s); and a shard's child processes
-# run its slice alone (2 s). Fleets written by others (paho-mqtt for
-# Python, MQTT.js, paho.mqtt.golang), 200 clients each, on their own
-# reconnect and with full jitter, through devicesim proxy to mosquitto:
-# each one's verdict and the policy it runs (about a minute, beside the
-# RabbitMQ storms).
+# a user would, against the verdict each run measured at the proxy.
+# devicesim plan's check.yaml against mosquitto, as its users run it. Four
+# devicesim processes as the shards of a Kubernetes Indexed Job strike one
+# mosquitto restart at one instant and merge, against one process running
+# the whole fleet; and a shard's child processes run its slice alone.
+# Fleets written by others (paho-mqtt for Python, MQTT.js,
+# paho.mqtt.golang), 200 clients each, on their own reconnect and with
+# full jitter, through devicesim proxy to mosquitto: each one's verdict
+# and the policy it runs (beside the RabbitMQ storms).
 interop:
 	$(GO) test -count=1 -run '^(TestRabbitMQsOwnLogIsJudgedAsItsStormsWere|TestPlansCheckPassesAgainstMosquitto|TestShardsStrikeOneStormAsOneProcessDoes|TestAShardsChildrenRunItsSliceAlone|TestThirdPartyFleetsThroughDevicesimProxy)$$' ./cmd/devicesim/
 
 # The verdict's measured error rates as docs/verdict.md shows them: every cell of
 # the ground truth, a million arrivals a round included, TRUTH_SEEDS seeds each.
-# TRUTH_CELLS=plain runs the cells with exact times only (about 15 minutes on
-# 2 cores at 200 seeds), stamped those on 1 s, 100 ms and 10 ms ticks.
+# TRUTH_CELLS=plain runs the cells with exact times only, stamped those on
+# 1 s, 100 ms and 10 ms ticks.
 TRUTH_SEEDS ?= 200
 TRUTH_CELLS ?= all
 verdict-table:

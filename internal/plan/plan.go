@@ -508,9 +508,8 @@ func (p Plan) RecoveryBound(devices int) time.Duration {
 	return bound
 }
 
-// DefaultConnects is Host.Connects when unset: the in-memory connects a
-// second make scale measured on the machine docs/large-fleets.md
-// describes (100,000 real paho clients in 19.7 s).
+// DefaultConnects is Host.Connects when unset: about what make scale
+// measures a 2-core machine to serve in memory (docs/measurements.md).
 const DefaultConnects = 5000
 
 // ServedConnects is how many connects a second the host serves real

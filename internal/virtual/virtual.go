@@ -680,12 +680,10 @@ func (v *fleet) flapsEnd() time.Duration {
 }
 
 // readAhead is how many events' device state the engine asks for at a time,
-// ahead of handling them. It asks for 16 at once, 16 to 31 events ahead. A
-// load holds up what follows it until memory answers. As loads, the reads
-// took the million-device throttled restart from 3.99 s to 3.57 s (medians
-// of 4, interleaved). With 2, 8 and 32 at once, it took 3.99, 3.68 and 3.63
-// s. A prefetch holds nothing up. As prefetches, 8 and 32 at once were no
-// faster than 16.
+// ahead of handling them: 16 at once, 16 to 31 events ahead. A load holds
+// up what follows it until memory answers; a prefetch holds nothing up.
+// Of 2, 8, 16 and 32 at once, 16 measured fastest on the million-device
+// throttled restart (docs/measurements.md has the figures).
 const readAhead = 16
 
 // readAhead asks for the state of the devices whose events come after the
