@@ -9,8 +9,9 @@
 // makes every attempt itself. The decisions live in Machine: when to
 // attempt, what each outcome means, when to reset, when to give up. Machine
 // is a small state machine driven by the time passed in, with no socket or
-// goroutine of its own. A simulator can thus drive a million of them in
-// virtual time.
+// goroutine of its own, around the reconnect core (internal/devicecore)
+// that devicesim's virtual engine drives a hundred million of in virtual
+// time: the simulator decides as the firmware does.
 //
 // The agent guards against two paho v1.5.1 behaviours. First, paho reports
 // a CONNACK code it does not know (an MQTT 5 code sent to a 3.1.1 client)

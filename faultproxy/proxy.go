@@ -428,7 +428,7 @@ func (p *Proxy) waitTurn(seq int, c net.Conn, wait time.Duration, reservation *r
 	}
 	resetConn(c) // what it sent is thrown away: the stream cannot resume
 	p.rec.sniff(seq, got, p.cfg.Now())
-	id, _ := ConnectClientID(got)
+	id, _ := connectClientID(got)
 	p.cfg.Logger.Warn("held connection sent more than the proxy keeps; cut off",
 		"seq", seq, "client", id, "max_held_bytes", MaxHeldBytes, "max_held_total", p.cfg.MaxHeldTotal)
 	p.rec.decide(seq, fault.Overflowed, p.cfg.Now())

@@ -156,18 +156,18 @@ func (r *Recorder) Await(ctx context.Context, timeout time.Duration, cond func(f
 	return fmt.Errorf("faultproxy: condition not met after %v; counts %+v", timeout, r.Counts())
 }
 
-// ConnectClientID reads the client ID from an MQTT 3.1, 3.1.1 or 5
+// connectClientID reads the client ID from an MQTT 3.1, 3.1.1 or 5
 // CONNECT at the start of b. ok is false for anything else: another
 // packet, TLS, or a CONNECT cut short.
-func ConnectClientID(b []byte) (id string, ok bool) {
-	id, _, ok = ParseConnect(b)
+func connectClientID(b []byte) (id string, ok bool) {
+	id, _, ok = parseConnect(b)
 	return id, ok
 }
 
-// ParseConnect reads the client ID and the protocol level from a CONNECT at
-// the start of b, as ConnectClientID does. The level is 3 for MQTT 3.1, 4
+// parseConnect reads the client ID and the protocol level from a CONNECT at
+// the start of b, as connectClientID does. The level is 3 for MQTT 3.1, 4
 // for 3.1.1 and 5 for MQTT 5.
-func ParseConnect(b []byte) (id string, level byte, ok bool) {
+func parseConnect(b []byte) (id string, level byte, ok bool) {
 	if len(b) < 2 || b[0] != 0x10 {
 		return "", 0, false
 	}

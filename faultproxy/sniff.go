@@ -19,7 +19,7 @@ func sniffConnect(head []byte) (id string, level byte, ok, more bool) {
 	case len(head) == 0:
 		return "", 0, false, true
 	case head[0] == 0x10:
-		id, level, ok = ParseConnect(head)
+		id, level, ok = parseConnect(head)
 		return id, level, ok, !ok && len(head) < MaxHeldBytes
 	case bytes.HasPrefix(head, []byte("GET ")) || bytes.HasPrefix([]byte("GET "), head):
 		return sniffWebSocket(head)
@@ -77,6 +77,6 @@ func sniffWebSocket(head []byte) (id string, level byte, ok, more bool) {
 			payload[i] ^= mask[i%4]
 		}
 	}
-	id, level, ok = ParseConnect(payload)
+	id, level, ok = parseConnect(payload)
 	return id, level, ok, false
 }
