@@ -117,11 +117,11 @@ var docRuns = []docRun{
 	{file: "docs/large-fleets.md", prefix: "kubectl ", needs: "a cluster"},
 	{file: "docs/plan.md", prefix: "devicesim plan -devices 1000000 -admit-rate 10000 -target-p99 3m", needs: "",
 		args: nil}, // make docs writes its output into the worked example, which TestGeneratedDocBlocks holds
-	{file: "docs/plan.md", prefix: "devicesim plan -devices 1000000 -admit-rate 10000 -peak-bound 45000 -max-attempts 3", args: func(t *testing.T, dir string) []string {
-		return []string{"plan", "-devices", "1000000", "-admit-rate", "10000", "-peak-bound", "45000", "-max-attempts", "3", "-out", dir}
+	{file: "docs/plan.md", prefix: "devicesim plan -devices 100000 -admit-rate 10000 -peak-bound 20000 -max-attempts 3", args: func(t *testing.T, dir string) []string {
+		return []string{"plan", "-devices", "100000", "-admit-rate", "10000", "-peak-bound", "20000", "-max-attempts", "3", "-out", dir}
 	}},
-	{file: "docs/plan.md", prefix: "devicesim plan -devices 1000000 -admit-rate 10000 -mix iotcore@32s=0.8", args: func(t *testing.T, dir string) []string {
-		return []string{"plan", "-devices", "1000000", "-admit-rate", "10000", "-mix", "iotcore@32s=0.8", "-out", dir}
+	{file: "docs/plan.md", prefix: "devicesim plan -devices 100000 -admit-rate 10000 -mix iotcore@32s=0.8", args: func(t *testing.T, dir string) []string {
+		return []string{"plan", "-devices", "100000", "-admit-rate", "10000", "-mix", "iotcore@32s=0.8", "-out", dir}
 	}},
 	{file: "docs/plan.md", prefix: "devicesim plan -f fleet.yaml", args: func(t *testing.T, dir string) []string {
 		fleet := filepath.Join(dir, "fleet.yaml") // the page's own storm file with a plan: section
