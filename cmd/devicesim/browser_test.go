@@ -89,9 +89,15 @@ func TestReportOpensInABrowser(t *testing.T) {
 		t.Skip("a browser's pace: make stats runs it without the race detector")
 	}
 	pages := map[string]func(dir string) []string{
-		"restart":           func(dir string) []string { return []string{"run", "-engine", "virtual", "-devices", "2000", "-out", dir} },
-		"throttled-restart": func(dir string) []string { return []string{"run", "-f", "../../examples/throttled-restart.yaml", "-out", dir} },
-		"cluster-timeline":  func(dir string) []string { return []string{"run", "-f", "../../examples/cluster-timeline.yaml", "-out", dir} },
+		"restart": func(dir string) []string {
+			return []string{"run", "-engine", "virtual", "-devices", "2000", "-out", dir}
+		},
+		"throttled-restart": func(dir string) []string {
+			return []string{"run", "-f", "../../examples/throttled-restart.yaml", "-out", dir}
+		},
+		"cluster-timeline": func(dir string) []string {
+			return []string{"run", "-f", "../../examples/cluster-timeline.yaml", "-out", dir}
+		},
 		"judged-log": func(dir string) []string {
 			log := filepath.Join(t.TempDir(), "mosquitto.log")
 			require.NoError(t, os.WriteFile(log, []byte(restartedMosquittoLog(1000)), 0o600))

@@ -182,7 +182,7 @@ func parseRunFlags(args []string, stderr io.Writer) (*runFlags, error) {
 		if v != "honour" && v != "ignore" {
 			return fmt.Errorf("want honour or ignore")
 		}
-		f.p.IgnoreSignals = v == "ignore"
+		f.p.IgnoreServerSignals = v == "ignore"
 		return nil
 	})
 	fs.Func("admit-code", "MQTT 5: the reason code of a refusal over the admission limit (default 0x9F)", reasonCode(&f.p.AdmitCode))

@@ -36,8 +36,8 @@ func onBothEngines(t *testing.T, p plan.Plan) map[plan.Engine]*report.Report {
 func ptr[T any](v T) *T { return &v }
 
 // Groups may differ in more than their policy, and both engines honour
-// what they can: each group's boot window and retry cap.
-func TestGroupsDifferInBootWindowAndRetryCapOnBothEngines(t *testing.T) {
+// what they can: each group's boot spread and retry cap.
+func TestGroupsDifferInBootSpreadAndRetryCapOnBothEngines(t *testing.T) {
 	p := fleetsimtest.Plan(plan.BootStorm, "full", 200)
 	p.Groups = []plan.Group{{Name: "quick", Devices: 100, BootSpread: 5 * time.Second},
 		{Name: "slow", Devices: 100, BootSpread: 20 * time.Second}}

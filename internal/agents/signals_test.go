@@ -17,7 +17,7 @@ import (
 // listening is c's fleet on MQTT 5, honouring the broker's reason codes
 // and Server References or (ignore) deaf to them.
 func listening(p plan.Plan, ignore bool) plan.Plan {
-	p.MQTT5, p.IgnoreSignals = true, ignore
+	p.MQTT5, p.IgnoreServerSignals = true, ignore
 	return p
 }
 

@@ -44,7 +44,7 @@ func TestTheStormStrikesWhenDisruptAtSays(t *testing.T) {
 
 	_, strike, err = run(plan.DisruptAt{After: 5 * time.Minute})
 	require.NoError(t, err)
-	up := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(10 * time.Second).UnixMilli() // the boot window, at most
+	up := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Add(10 * time.Second).UnixMilli() // the boot spread, at most
 	assert.InDelta(t, float64(up+5*60_000), float64(strike), 10_000, "five minutes after the fleet was up")
 
 	_, _, err = run(plan.DisruptAt{At: time.Unix(-1, 0)}) // a second before the test began

@@ -247,7 +247,7 @@ func (gc GridConfig) run(ctx context.Context, cell *GridCell) error {
 	p.Engine, p.Devices, p.Scenario, p.Policy, p.Seed = plan.Virtual, cell.Devices, cell.Scenario, cell.Policy, gc.Seed
 	p.Outage, p.MaxBackoff, p.Events = gc.Outage, gc.MaxBackoff, io.Discard
 	p.AdmitRate, p.AdmitBurst, p.AdmitMode = cell.AdmitRate, max(1, int(cell.AdmitRate/20)), mode
-	p.MQTT5, p.IgnoreSignals = cell.MQTT != MQTT311, cell.MQTT == MQTT5Deaf
+	p.MQTT5, p.IgnoreServerSignals = cell.MQTT != MQTT311, cell.MQTT == MQTT5Deaf
 	capS := gc.MaxBackoff.Seconds()
 	cell.IdealS = float64(cell.Devices) / cell.AdmitRate
 	from := gc.Outage.Seconds()

@@ -173,7 +173,7 @@ func TestThrottledRestartReportsTheLimit(t *testing.T) {
 	assert.Contains(t, sb.String(), "ideal recovery 3.0 s")
 }
 
-func TestBootStormSpreadsOverTheBootWindow(t *testing.T) {
+func TestBootStormSpreadsOverTheBootSpread(t *testing.T) {
 	p := small(plan.BootStorm, "iotcore")
 	p.Devices = 200
 	r, err := inVirtualTime(t, p)

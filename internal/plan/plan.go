@@ -86,9 +86,9 @@ type Fleet struct {
 	Transport Transport
 	// MQTT5 makes the devices speak MQTT 5 (device.MQTT5), whose reason
 	// codes shape their waits and whose Server References they follow;
-	// IgnoreSignals makes them deaf to both (device.Timing's
+	// IgnoreServerSignals makes them deaf to both (device.Timing's
 	// IgnoreServerSignals): a control group beside those that listen.
-	MQTT5, IgnoreSignals bool
+	MQTT5, IgnoreServerSignals bool
 	// Shard runs only the devices whose index i has i % Shard.Count ==
 	// Shard.Index (every device when Count is 0).
 	Shard Shard
@@ -103,19 +103,19 @@ type Fleet struct {
 // Group is a part of a mixed fleet, which may differ from the others in
 // everything the agent's configuration has. What it leaves unset is the
 // fleet's: Policy and Transport empty, MaxBackoff, BootSpread, KeepAlive
-// and PingTimeout 0, RetryCap, Telemetry, MQTT5 and IgnoreSignals nil.
+// and PingTimeout 0, RetryCap, Telemetry, MQTT5 and IgnoreServerSignals nil.
 type Group struct {
-	Name                   string
-	Devices                int
-	Policy                 string
-	MaxBackoff             time.Duration
-	RetryCap               *int // reconnect.RetryForever or a count
-	BootSpread             time.Duration
-	KeepAlive, PingTimeout time.Duration
-	Telemetry              *float64 // QoS 1 messages a second, per device
-	Transport              Transport
-	MQTT5, IgnoreSignals   *bool
-	Labels                 map[string]string
+	Name                       string
+	Devices                    int
+	Policy                     string
+	MaxBackoff                 time.Duration
+	RetryCap                   *int // reconnect.RetryForever or a count
+	BootSpread                 time.Duration
+	KeepAlive, PingTimeout     time.Duration
+	Telemetry                  *float64 // QoS 1 messages a second, per device
+	Transport                  Transport
+	MQTT5, IgnoreServerSignals *bool
+	Labels                     map[string]string
 }
 
 // GroupsOrWhole is the fleet as groups, in device index order. Each group
@@ -145,8 +145,8 @@ func (f Fleet) resolve(g Group) Group {
 	if g.MQTT5 == nil {
 		g.MQTT5 = &f.MQTT5
 	}
-	if g.IgnoreSignals == nil {
-		g.IgnoreSignals = &f.IgnoreSignals
+	if g.IgnoreServerSignals == nil {
+		g.IgnoreServerSignals = &f.IgnoreServerSignals
 	}
 	return g
 }
@@ -174,8 +174,8 @@ func (f Fleet) TelemetryRate() float64 {
 	return sum / float64(max(f.Devices, 1))
 }
 
-// BootWindow is the group's boot spread, the agents' own 10 s unless set.
-func (g Group) BootWindow() time.Duration {
+// BootSpreadUsed is the group's boot spread, the agents' own 10 s unless set.
+func (g Group) BootSpreadUsed() time.Duration {
 	if g.BootSpread > 0 {
 		return g.BootSpread
 	}
@@ -448,8 +448,8 @@ func Default() Plan {
 	}
 }
 
-// BootWindow is the fleet's boot spread, the agents' own 10 s unless set.
-func (f Fleet) BootWindow() time.Duration {
+// BootSpreadUsed is the fleet's boot spread, the agents' own 10 s unless set.
+func (f Fleet) BootSpreadUsed() time.Duration {
 	if f.BootSpread > 0 {
 		return f.BootSpread
 	}

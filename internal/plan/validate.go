@@ -283,7 +283,7 @@ func (g Group) validate(f Fleet) error {
 	case g.KeepAlive < 0 || (g.KeepAlive > 0 && g.KeepAlive < time.Second):
 		return fmt.Errorf("keepalive must be at least 1s (MQTT counts it in seconds), got %v", g.KeepAlive)
 	case g.PingTimeout < 0 || g.BootSpread < 0:
-		return fmt.Errorf("ping timeout and boot window must be >= 0, got %v and %v", g.PingTimeout, g.BootSpread)
+		return fmt.Errorf("ping timeout and boot spread must be >= 0, got %v and %v", g.PingTimeout, g.BootSpread)
 	case *g.Telemetry < 0 || *g.Telemetry > 1000:
 		return fmt.Errorf("telemetry rate must be 0 to 1000 per device per second, got %g", *g.Telemetry)
 	case g.Transport != f.Transport:

@@ -27,12 +27,12 @@ type FrontierPoint struct {
 // question's bounds (0: none), and the recommendation and the best
 // formula for a fleet in the field, at full scale.
 type Frontier struct {
-	Title            string
-	Screened         []FrontierPoint
-	TargetP99S       float64
-	PeakBound        float64
-	Recommended      *FrontierPoint
-	Field            *FrontierPoint
+	Title       string
+	Screened    []FrontierPoint
+	TargetP99S  float64
+	PeakBound   float64
+	Recommended *FrontierPoint
+	Field       *FrontierPoint
 }
 
 // FrontierSVG draws recovery p99 against the broker's busiest second (a

@@ -29,7 +29,7 @@ func (f *File) checkDurations() error {
 	for i, g := range f.Fleet {
 		at := fmt.Sprintf("fleet[%d].", i)
 		keys = append(keys, duration{at + "max_backoff", orZero(g.MaxBackoff), plan.MaxWait},
-			duration{at + "boot_window", g.BootWindow, plan.MaxWait},
+			duration{at + "boot_spread", g.BootSpread, plan.MaxWait},
 			duration{at + "keepalive", orZero(g.KeepAlive), device.MaxKeepAlive},
 			duration{at + "ping_timeout", orZero(g.PingTimeout), plan.MaxWait},
 			duration{at + "retry_after_jitter", g.RetryAfterJitter, plan.MaxWait},

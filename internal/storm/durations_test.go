@@ -26,8 +26,8 @@ func TestDurationsPastTheirBoundsAreRefusedByKey(t *testing.T) {
 		{fleet + "timeline: [{disruption: flapping, flap: 25h}]\n", "timeline[0].flap 25h0m0s: at most 24h0m0s"},
 		{fleet + "timeline: [{disruption: drop-all, watch: 2000000h}]\n", "timeline[0].watch 2000000h0m0s: at most 168h0m0s"},
 		{"fleet: [{devices: 10, keepalive: 65536s}]\n" + timeline, "fleet[0].keepalive 18h12m16s: at most 18h12m15s"},
-		{"fleet: [{name: a, devices: 5}, {name: b, devices: 5, boot_window: 2000000h}]\n" + timeline,
-			"fleet[1].boot_window 2000000h0m0s: at most 24h0m0s"},
+		{"fleet: [{name: a, devices: 5}, {name: b, devices: 5, boot_spread: 2000000h}]\n" + timeline,
+			"fleet[1].boot_spread 2000000h0m0s: at most 24h0m0s"},
 		{fleet + timeline + "expect: {recovery_p99: 2000000h}\n", "expect.recovery_p99 2000000h0m0s: at most 168h0m0s"},
 		{fleet + timeline + "plan: {target_p99: 2000000h}\n", "plan.target_p99 2000000h0m0s: at most 168h0m0s"},
 	} {

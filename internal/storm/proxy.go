@@ -32,7 +32,7 @@ func (f *File) ProxyPlan() (p plan.Plan, brokers []string, err error) {
 	if err := f.checkDurations(); err != nil {
 		return bad("%v", err)
 	}
-	if err := f.checkExpects(); err != nil {
+	if err := f.checkOldKeys(); err != nil {
 		return bad("%v", err)
 	}
 	p = plan.Default()

@@ -93,8 +93,11 @@ type Group struct {
 	// the file's (and 0s where the plan needs more is an error).
 	MaxBackoff *time.Duration `yaml:"max_backoff"`
 	// RetryCap is a count of retries, or "forever" (the default).
-	RetryCap         RetryCap       `yaml:"retry_cap"`
-	BootWindow       time.Duration  `yaml:"boot_window"`
+	RetryCap   RetryCap      `yaml:"retry_cap"`
+	BootSpread time.Duration `yaml:"boot_spread"`
+	// OldBootWindow is boot_window, boot_spread's name before: refused,
+	// naming boot_spread, the name the agents' flags give it.
+	OldBootWindow    *time.Duration `yaml:"boot_window"`
 	KeepAlive        *time.Duration `yaml:"keepalive"`
 	PingTimeout      *time.Duration `yaml:"ping_timeout"`
 	RetryAfterJitter time.Duration  `yaml:"retry_after_jitter"`
@@ -353,7 +356,7 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	if err := f.checkDurations(); err != nil {
 		return bad("%v", err)
 	}
-	if err := f.checkExpects(); err != nil {
+	if err := f.checkOldKeys(); err != nil {
 		return bad("%v", err)
 	}
 	for k, g := range f.Fleet {
@@ -440,7 +443,7 @@ func (f *File) fleetOf(p *plan.Plan) {
 	g := f.groupOf(f.Fleet[0])
 	p.Devices, p.Policy, p.MaxBackoff, p.RetryCap = g.Devices, g.Policy, g.MaxBackoff, *g.RetryCap
 	p.BootSpread, p.KeepAlive, p.PingTimeout, p.Telemetry, p.Transport = g.BootSpread, g.KeepAlive, g.PingTimeout, *g.Telemetry, g.Transport
-	p.MQTT5, p.IgnoreSignals = *g.MQTT5, *g.IgnoreSignals
+	p.MQTT5, p.IgnoreServerSignals = *g.MQTT5, *g.IgnoreServerSignals
 	p.RetryAfterJitter = f.Fleet[0].RetryAfterJitter
 }
 
@@ -454,8 +457,8 @@ func (f *File) groupOf(g Group) plan.Group {
 	}
 	mqtt5, ignore := g.MQTT == "5", g.ServerSignals == "ignore"
 	pg := plan.Group{Name: g.Name, Devices: g.Devices, Policy: cmp.Or(g.Policy, d.Policy), MaxBackoff: d.MaxBackoff,
-		RetryCap: &retryCap, BootSpread: g.BootWindow, KeepAlive: d.KeepAlive, PingTimeout: d.PingTimeout,
-		Telemetry: &telemetry, Transport: cmp.Or(g.Transport, d.Transport), MQTT5: &mqtt5, IgnoreSignals: &ignore, Labels: g.Labels}
+		RetryCap: &retryCap, BootSpread: g.BootSpread, KeepAlive: d.KeepAlive, PingTimeout: d.PingTimeout,
+		Telemetry: &telemetry, Transport: cmp.Or(g.Transport, d.Transport), MQTT5: &mqtt5, IgnoreServerSignals: &ignore, Labels: g.Labels}
 	set(&pg.MaxBackoff, g.MaxBackoff)
 	set(&pg.KeepAlive, g.KeepAlive)
 	set(&pg.PingTimeout, g.PingTimeout)
@@ -539,12 +542,17 @@ func chooseEngine(p plan.Plan) (plan.Engine, string) {
 	return plan.Virtual, "the model runs all of this storm; engine: agents runs it on real agents"
 }
 
-// checkExpects refuses an expectation that does not say which side of the
-// storm it bounds.
-func (f *File) checkExpects() error {
+// checkOldKeys refuses the keys the format has renamed, naming the new
+// one: busiest_second, which said no side of the storm, and boot_window.
+func (f *File) checkOldKeys() error {
 	expects := map[string]Expect{"expect": f.Expect}
 	for i, g := range f.Fleet {
 		expects[fmt.Sprintf("fleet[%d].expect", i)] = g.Expect
+	}
+	for i, g := range f.Fleet {
+		if g.OldBootWindow != nil {
+			return fmt.Errorf("fleet[%d].boot_window is now boot_spread, as deviceagent's and devicesim's -boot-spread name it", i)
+		}
 	}
 	for _, at := range slices.Sorted(maps.Keys(expects)) {
 		if expects[at].Unsided != nil {

@@ -53,7 +53,7 @@ fleet:
     policy: full
     max_backoff: 64s
     retry_cap: 12
-    boot_window: 20s
+    boot_spread: 20s
     keepalive: 45s
     telemetry: 0.5
     transport: tcp
@@ -155,6 +155,7 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 		{"fleet: [{devices: 10}]\nengine: virtual\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: latency}]", "the agents engine runs it"},
 		{"fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}, {at: 5m, disruption: failover}]", "failover cannot follow on a timeline"},
 		{"fleet: [{devices: 10}]\ntimeline: [{at: 1m, disruption: drop-all}]", "the first disruption starts at 0s"},
+		{"fleet: [{devices: 10, boot_window: 5s}]\ntimeline: [{disruption: drop-all}]", "fleet[0].boot_window is now boot_spread"},
 		{"fleet: [{devices: 10, expect: {busiest_second: 9}}]\ntimeline: [{disruption: drop-all}]",
 			"fleet[0].expect.busiest_second: say which side it bounds: broker_busiest_second"},
 		{"timeline: [{disruption: drop-all}]", "fleet: name at least one group"},
@@ -231,7 +232,7 @@ func TestTheSchemaMatchesTheDecoder(t *testing.T) {
 	raw, err := os.ReadFile("../../docs/storm.schema.json")
 	require.NoError(t, err)
 	for _, key := range yamlKeys(reflect.TypeFor[storm.File]()) {
-		if key == "busiest_second" { // read only to be refused, naming the keys that say their side
+		if key == "busiest_second" || key == "boot_window" { // read only to be refused, naming the new
 			assert.NotContains(t, string(raw), `"`+key+`"`)
 			continue
 		}
@@ -326,7 +327,7 @@ func TestAShardReadsItsSliceAndItsStrikeFromTheFile(t *testing.T) {
 func TestGroupsDifferInEverythingTheAgentHas(t *testing.T) {
 	f, err := read(t, `
 fleet:
-  - {name: old, devices: 700, policy: iotcore, retry_cap: 5, boot_window: 30s, keepalive: 60s, ping_timeout: 20s, telemetry: 0.5,
+  - {name: old, devices: 700, policy: iotcore, retry_cap: 5, boot_spread: 30s, keepalive: 60s, ping_timeout: 20s, telemetry: 0.5,
      labels: {firmware: "1.9"}}
   - {name: new, devices: 300, policy: fleet-safe, labels: {firmware: "2.1"}}
 timeline: [{disruption: drop-all}]
@@ -363,7 +364,7 @@ timeline: [{disruption: busy-node, node: 1, code: 0x89}]
 	var protocols []device.Protocol
 	var deaf []bool
 	for _, g := range p.GroupsOrWhole() {
-		protocols, deaf = append(protocols, g.Protocol()), append(deaf, *g.IgnoreSignals)
+		protocols, deaf = append(protocols, g.Protocol()), append(deaf, *g.IgnoreServerSignals)
 	}
 	assert.Equal(t, []device.Protocol{device.MQTT5, device.MQTT5, device.MQTT311}, protocols)
 	assert.Equal(t, []bool{false, true, false}, deaf)

@@ -208,7 +208,7 @@ func groupTimings(groups []plan.Group) ([]devicecore.Timing, []int, error) {
 			return nil, nil, err
 		}
 		t := device.DefaultTiming()
-		t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, g.BootWindow(), *g.IgnoreSignals
+		t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, g.BootSpreadUsed(), *g.IgnoreServerSignals
 		if guard := plan.Guard(g.Policy); guard != nil {
 			t.Guard = guard
 		}

@@ -103,7 +103,7 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 		return nil, err
 	}
 	t := device.DefaultTiming()
-	t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, bootSpread, *g.IgnoreSignals
+	t.Policy, t.BootSpread, t.IgnoreServerSignals = policy, bootSpread, *g.IgnoreServerSignals
 	if guard := plan.Guard(g.Policy); guard != nil {
 		t.Guard = guard
 	}
@@ -119,7 +119,7 @@ func timing(p plan.Plan, g plan.Group, bootSpread time.Duration) (*device.Timing
 // paho's connect timeouts turn the setup itself into a storm.
 func bootSpread(p plan.Plan, g plan.Group, keepAlive time.Duration, warn func(format string, args ...any)) time.Duration {
 	scale := func(d time.Duration) time.Duration { return time.Duration(float64(d) / p.TimeScale) }
-	spread := scale(g.BootWindow())
+	spread := scale(g.BootSpreadUsed())
 	// the whole fleet, shards included
 	hostPaced := time.Duration(float64(p.Devices) / (p.ServedConnects() / 2) * float64(time.Second))
 	switch {
