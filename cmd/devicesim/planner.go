@@ -16,10 +16,10 @@ import (
 	"golang.org/x/term"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/chart"
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/planner"
-	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
 )
 
@@ -249,7 +249,7 @@ func writePlan(ctx context.Context, a *planner.Answer, dir string, checkDevices 
 	if err != nil {
 		return err
 	}
-	frontier, err := report.FrontierSVG(a.FrontierChart())
+	frontier, err := chart.FrontierSVG(a.FrontierChart())
 	if err != nil {
 		return err
 	}

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/chart"
 	"github.com/herdguard/herdguard/internal/plan"
-	"github.com/herdguard/herdguard/internal/report"
 )
 
 // Summary writes the answer as a design review would hear it. It gives
@@ -131,19 +131,19 @@ func outages(s []float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// FrontierChart is the answer as its chart draws it (report.FrontierSVG):
+// FrontierChart is the answer as its chart draws it (chart.FrontierSVG):
 // every candidate screened, the frontier, the bounds, and the
 // recommendation and the field's formula at full scale.
-func (a *Answer) FrontierChart() report.Frontier {
+func (a *Answer) FrontierChart() chart.Frontier {
 	q := a.Question
-	f := report.Frontier{Title: fmt.Sprintf("%s devices, a broker admitting %s connects/s: recovery against the broker's busiest second",
+	f := chart.Frontier{Title: fmt.Sprintf("%s devices, a broker admitting %s connects/s: recovery against the broker's busiest second",
 		plan.Thousands(q.Devices), plan.Thousands(int(q.AdmitRate))), TargetP99S: q.TargetP99.Seconds(), PeakBound: q.PeakBound}
 	onFrontier := map[string]bool{}
 	for _, o := range a.Frontier {
 		onFrontier[o.Candidate.String()] = true
 	}
-	point := func(o *Outcome) report.FrontierPoint {
-		return report.FrontierPoint{Label: o.Candidate.String(), PeakPerS: o.Peak.Max, P99S: o.P99.Max, Pass: o.Pass(),
+	point := func(o *Outcome) chart.FrontierPoint {
+		return chart.FrontierPoint{Label: o.Candidate.String(), PeakPerS: o.Peak.Max, P99S: o.P99.Max, Pass: o.Pass(),
 			Frontier: onFrontier[o.Candidate.String()]}
 	}
 	for i := range a.Screened {

@@ -5,13 +5,15 @@ import (
 	"html/template"
 	"io"
 	"math"
+
+	"github.com/herdguard/herdguard/internal/chart"
 )
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pct":       func(f float64) float64 { return 100 * f },
 	"ms":        func(s float64) float64 { return 1000 * s },
-	"thousands": thousands,
-	"count":     func(f float64) string { return thousands(int(math.Round(f))) },
+	"thousands": chart.Thousands,
+	"count":     func(f float64) string { return chart.Thousands(int(math.Round(f))) },
 	"failed": func(xs []Expectation) int {
 		n := 0
 		for _, x := range xs {

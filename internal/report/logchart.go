@@ -12,6 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
+	"github.com/herdguard/herdguard/internal/chart"
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -46,10 +47,10 @@ func LogChartSVG(v LogView) ([]byte, error) {
 	if len(v.Times) == 0 {
 		return nil, fmt.Errorf("report: no arrivals to chart")
 	}
-	span := slices.Max(v.Times).Seconds() + chartBin.Seconds()
-	bins := int(math.Ceil(span / chartBin.Seconds()))
-	per := max(1, int(math.Ceil(float64(bins)/maxChartPoints)))
-	bin := time.Duration(per) * chartBin
+	span := slices.Max(v.Times).Seconds() + chart.Bin.Seconds()
+	bins := int(math.Ceil(span / chart.Bin.Seconds()))
+	per := max(1, int(math.Ceil(float64(bins)/chart.MaxPoints)))
+	bin := time.Duration(per) * chart.Bin
 	rates := make(plotter.XYs, int(span/bin.Seconds())+1)
 	for i := range rates {
 		rates[i].X = float64(i) * bin.Seconds()
@@ -57,19 +58,19 @@ func LogChartSVG(v LogView) ([]byte, error) {
 	for _, t := range v.Times {
 		rates[int(t/bin)].Y += 1 / bin.Seconds()
 	}
-	pn := panel{title: logTitle(v), lines: []chartLine{{xys: rates, label: "connects in the broker's log", color: blue, width: vg.Points(1.4)}},
-		xLabel: "seconds from the log's first arrival", yLabel: "connects a second"}
+	pn := chart.Panel{Title: logTitle(v), Lines: []chart.Line{{XYs: rates, Label: "connects in the broker's log", Color: chart.Blue, Width: vg.Points(1.4)}},
+		XLabel: "seconds from the log's first arrival", YLabel: "connects a second"}
 	for _, xy := range rates {
-		pn.ymax = max(pn.ymax, xy.Y)
+		pn.YMax = max(pn.YMax, xy.Y)
 	}
 	for _, r := range v.Recoveries {
 		if r.AtS > 0 {
-			pn.later = append(pn.later, r.AtS)
+			pn.Later = append(pn.Later, r.AtS)
 		}
-		pn.bursts = append(pn.bursts, r.Judgement.Bursts...)
+		pn.Bursts = append(pn.Bursts, r.Judgement.Bursts...)
 	}
 	title := fmt.Sprintf("%s (%s): connects a second, %s", v.Name, v.Format, v.Verdict)
-	return drawFigure(title, []panel{pn}, span)
+	return chart.Figure(title, []chart.Panel{pn}, span)
 }
 
 func logTitle(v LogView) string {
@@ -78,13 +79,13 @@ func logTitle(v LogView) string {
 	}
 	j := v.Recoveries[0].Judgement
 	if j.Verdict == stormstats.Waves {
-		return fmt.Sprintf("waves, %d bursts %s to %s s apart, synchrony %.2f", len(j.Bursts), trimFloat(j.GapMinS), trimFloat(j.GapMaxS), j.Synchrony)
+		return fmt.Sprintf("waves, %d bursts %s to %s s apart, synchrony %.2f", len(j.Bursts), chart.TrimFloat(j.GapMinS), chart.TrimFloat(j.GapMaxS), j.Synchrony)
 	}
 	return fmt.Sprintf("%s (synchrony %.2f)", j.Verdict, j.Synchrony)
 }
 
 var logPage = template.Must(template.New("log").Funcs(template.FuncMap{
-	"count": func(f float64) string { return thousands(int(math.Round(f))) },
+	"count": func(f float64) string { return chart.Thousands(int(math.Round(f))) },
 	"at": func(start time.Time, s float64) string {
 		if start.IsZero() {
 			return fmt.Sprintf("%.1f s", s)

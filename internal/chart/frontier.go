@@ -1,4 +1,4 @@
-package report
+package chart
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		line.Color, line.Width = vermilion, vg.Points(1.2)
+		line.Color, line.Width = Vermilion, vg.Points(1.2)
 		p.Add(line)
 		legend.Add("the frontier: none beats these on both", line)
 	}
@@ -105,7 +105,7 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		glyph draw.GlyphStyle
 	}{
 		{fail, "a policy that missed a bound", draw.GlyphStyle{Color: color.Gray{Y: 140}, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}},
-		{pass, "a policy that met every bound", draw.GlyphStyle{Color: blue, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}},
+		{pass, "a policy that met every bound", draw.GlyphStyle{Color: Blue, Radius: vg.Points(3), Shape: draw.CircleGlyph{}}},
 	} {
 		if len(set.xys) == 0 {
 			continue
@@ -125,14 +125,14 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		}
 		l.Color, l.Dashes = color.Black, []vg.Length{vg.Points(1), vg.Points(2)}
 		p.Add(l)
-		legend.Add(fmt.Sprintf("the target: p99 %s s", trimFloat(f.TargetP99S)), l)
+		legend.Add(fmt.Sprintf("the target: p99 %s s", TrimFloat(f.TargetP99S)), l)
 	}
 	if f.PeakBound > 0 {
 		l, err := vertical(p, f.PeakBound, p.Y.Max, color.Black, []vg.Length{vg.Points(4), vg.Points(2)})
 		if err != nil {
 			return nil, err
 		}
-		legend.Add(fmt.Sprintf("the bound: %s connects in a second", thousands(int(f.PeakBound))), l)
+		legend.Add(fmt.Sprintf("the bound: %s connects in a second", Thousands(int(f.PeakBound))), l)
 	}
 	for _, m := range []struct {
 		pt    *FrontierPoint
@@ -186,7 +186,7 @@ func (logCountTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := plot.LogTicks{Prec: -1}.Ticks(lo, hi)
 	for i, t := range ticks {
 		if t.Label != "" {
-			ticks[i].Label = thousands(int(math.Round(t.Value)))
+			ticks[i].Label = Thousands(int(math.Round(t.Value)))
 		}
 	}
 	return ticks
