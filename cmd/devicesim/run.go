@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,7 +26,6 @@ import (
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/storm"
-	"github.com/herdguard/herdguard/reconnect"
 )
 
 const usage = `devicesim launches a fleet of real device agents against an in-process
@@ -609,25 +607,12 @@ func delaysCmd(args []string, stdout, stderr io.Writer) error {
 	if *attempts < 1 || *samples < 1 {
 		return fmt.Errorf("-attempts and -samples must be >= 1")
 	}
-	if *policy == plan.PahoDefault {
-		return pahoDelays(stdout, *attempts, *samples, *maxBackoff)
-	}
-	shape, err := plan.Shape(*policy, *maxBackoff)
-	if err != nil {
-		return err
-	}
-	p, err := reconnect.New(shape, reconnect.Limits{MaxRetries: reconnect.RetryForever})
-	if err != nil {
-		return err
-	}
 	w := csv.NewWriter(stdout)
 	_ = w.Write([]string{"attempt", "delay_ms"})
-	for s := 0; s < *samples; s++ {
-		b := reconnect.NewBackoff(p, rand.NewPCG(*seed, uint64(s)))
-		for a := 1; a <= *attempts; a++ {
-			d, _ := b.Next(time.Time{})
-			_ = w.Write([]string{strconv.Itoa(a), strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)})
-		}
+	if err := plan.Delays(*policy, *maxBackoff, *attempts, *samples, *seed, func(a int, d time.Duration) {
+		_ = w.Write([]string{strconv.Itoa(a), strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)})
+	}); err != nil {
+		return err
 	}
 	w.Flush()
 	return w.Error()
@@ -713,24 +698,6 @@ func mergeShards(ctx context.Context, dirs []string, out string, wait time.Durat
 	}
 	fmt.Fprintf(stdout, "report: %s/report.html (merged from %d shards)\n", out, len(shards))
 	return checked
-}
-
-// pahoDelays prints paho's reconnect waits after a lost connection. The
-// first retry comes at once, then 1 s doubling to the cap. The waits are
-// the same for every device: paho draws no jitter, so -seed changes
-// nothing.
-func pahoDelays(stdout io.Writer, attempts, samples int, maxBackoff time.Duration) error {
-	w := csv.NewWriter(stdout)
-	_ = w.Write([]string{"attempt", "delay_ms"})
-	for s := 0; s < samples; s++ {
-		d := time.Duration(0)
-		for a := 1; a <= attempts; a++ {
-			_ = w.Write([]string{strconv.Itoa(a), strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)})
-			d = min(max(2*d, time.Second), maxBackoff)
-		}
-	}
-	w.Flush()
-	return w.Error()
 }
 
 func scenarioNames() string {
