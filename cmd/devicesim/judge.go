@@ -13,7 +13,6 @@ import (
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/logjudge"
-	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -166,7 +165,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if name == "-" {
 			view.Name = "standard input"
 		}
-		if err := report.WriteLogFiles(*out, view); err != nil {
+		if err := logjudge.WritePicture(*out, view); err != nil {
 			return fmt.Errorf("-out: %w", err)
 		}
 		if !*asJSON {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/plan"
-	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -31,15 +30,15 @@ func Judge(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Locati
 }
 
 // JudgeView is Judge, and the log as its picture draws it
-// (report.WriteLogFiles); name is the file judged.
-func JudgeView(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Location, out io.Writer) (stormstats.Verdict, report.LogView, error) {
+// (WritePicture); name is the file judged.
+func JudgeView(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Location, out io.Writer) (stormstats.Verdict, View, error) {
 	if l.Zone != nil {
 		zone = l.Zone
 	}
 	w := writer{l: l, asJSON: asJSON, out: out, clock: stormstats.Clock{Zone: zone}}
 	verdict, err := w.judge(at)
 	if err != nil {
-		return "", report.LogView{}, err
+		return "", View{}, err
 	}
 	w.view.Verdict, w.view.Format = verdict, l.Format
 	if len(l.Times) > 0 {
@@ -122,7 +121,7 @@ type writer struct {
 	// rebased is what was taken off the log's times to judge them from
 	// its first arrival; view is what the picture draws.
 	rebased time.Duration
-	view    report.LogView
+	view    View
 }
 
 // lineCounts is what judge says of a log's lines besides its arrivals.
@@ -198,7 +197,7 @@ func (w *writer) judgement() (stormstats.Verdict, error) {
 	}
 	j = prep.Qualify(j)
 	a := stormstats.Summarize(h)
-	w.view.Recoveries = []report.LogRecovery{{Arrivals: a, Judgement: j}}
+	w.view.Recoveries = []RecoveryView{{Arrivals: a, Judgement: j}}
 	if w.asJSON {
 		return w.writeJSON(struct {
 			lineCounts
@@ -235,7 +234,7 @@ func (w *writer) recoveries(recs []stormstats.Recovery, before int, at []time.Du
 	overall := stormstats.Overall(recs)
 	docs := make([]recoveryDoc, len(recs))
 	for i, r := range recs {
-		lr := report.LogRecovery{AtS: r.AtS, Arrivals: r.Arrivals, Judgement: r.Judgement}
+		lr := RecoveryView{AtS: r.AtS, Arrivals: r.Arrivals, Judgement: r.Judgement}
 		switch {
 		case found == nil:
 			lr.Why = "named by -disruptions"

@@ -1,4 +1,4 @@
-package report
+package logjudge
 
 import (
 	"bytes"
@@ -14,12 +14,13 @@ import (
 
 	"github.com/herdguard/herdguard/internal/chart"
 	"github.com/herdguard/herdguard/internal/datadir"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
-// LogView is a broker's log as devicesim judge read it, for its picture:
+// View is a broker's log as devicesim judge read it, for its picture:
 // every time in seconds from the log's first arrival.
-type LogView struct {
+type View struct {
 	Name    string // the file judged, or "standard input"
 	Format  string
 	Times   []time.Duration // each arrival, from the first
@@ -27,23 +28,23 @@ type LogView struct {
 	// Recoveries are the recoveries judged on their own, the first from
 	// the log's start where the log showed its disruptions; one for a log
 	// judged whole.
-	Recoveries []LogRecovery
+	Recoveries []RecoveryView
 	// Start is the first arrival's instant; zero where the log's times
 	// are not on the wall clock.
 	Start time.Time
 }
 
-// LogRecovery is one recovery of a judged log.
-type LogRecovery struct {
+// RecoveryView is one recovery of a judged log.
+type RecoveryView struct {
 	AtS       float64 `json:"at_s"` // its start; 0 for the log's
 	Why       string  `json:"why"`  // the line that said so, if the log did
 	Arrivals  stormstats.Arrivals
 	Judgement stormstats.Judgement // its bursts from the log's first arrival
 }
 
-// LogChartSVG draws a judged log's connects a second, its disruptions
+// ChartSVG draws a judged log's connects a second, its disruptions
 // marked and each burst its verdict found with its size.
-func LogChartSVG(v LogView) ([]byte, error) {
+func ChartSVG(v View) ([]byte, error) {
 	if len(v.Times) == 0 {
 		return nil, fmt.Errorf("report: no arrivals to chart")
 	}
@@ -73,7 +74,7 @@ func LogChartSVG(v LogView) ([]byte, error) {
 	return chart.Figure(title, []chart.Panel{pn}, span)
 }
 
-func logTitle(v LogView) string {
+func logTitle(v View) string {
 	if len(v.Recoveries) > 1 {
 		return fmt.Sprintf("%s: %d recoveries, each judged on its own", v.Verdict, len(v.Recoveries))
 	}
@@ -96,7 +97,7 @@ var logPage = template.Must(template.New("log").Funcs(template.FuncMap{
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>devicesim judge: {{.Name}}</title>
-<style>` + pageStyle + `</style></head><body>
+<style>` + report.PageStyle + `</style></head><body>
 <h1>{{.Name}}: <span class="{{.Verdict}}">{{.Verdict}}</span></h1>
 <dl class="summary">
 <dt>{{len .Times}} connects, {{.Format}}</dt>
@@ -114,10 +115,10 @@ each disruption the log showed or -disruptions named dashed; a triangle marks ea
 </body></html>
 `))
 
-// WriteLogFiles writes a judged log's arrivals.svg and report.html into
+// WritePicture writes a judged log's arrivals.svg and report.html into
 // dir, which it makes if need be, as a run's are written.
-func WriteLogFiles(dir string, v LogView) error {
-	svg, err := LogChartSVG(v)
+func WritePicture(dir string, v View) error {
+	svg, err := ChartSVG(v)
 	if err != nil {
 		return err
 	}
@@ -137,7 +138,7 @@ func WriteLogFiles(dir string, v LogView) error {
 	}
 	return datadir.WriteShared(d, "report.html", 0o644, func(w io.Writer) error {
 		return logPage.Execute(w, struct {
-			LogView
+			View
 			Chart template.HTML
 		}{v, template.HTML(svg)}) // the chart is our own SVG
 	})

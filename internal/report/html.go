@@ -27,7 +27,7 @@ var page = template.Must(template.New("report").Funcs(template.FuncMap{
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>devicesim: {{.First.Scenario}}, {{.First.Devices}} devices</title>
-<style>` + pageStyle + `</style></head><body>
+<style>` + PageStyle + `</style></head><body>
 <h1>{{.First.Scenario}}: {{thousands .First.Devices}} devices</h1>
 <dl class="summary">
 {{range .Reports}}<dt>{{.Policy}}: <span class="{{.Verdict}}">{{.Verdict}}</span></dt>
@@ -88,8 +88,9 @@ Data: report.json and events.csv{{if gt (len .Reports) 1}} in each policy's dire
 </body></html>
 `))
 
-// pageStyle is the pages' style sheet: no font, script or image fetched.
-const pageStyle = `
+// PageStyle is the style sheet of devicesim's pages (a run's, a judged
+// log's): no font, script or image fetched.
+const PageStyle = `
 body { font-family: "Liberation Sans", Arial, sans-serif; margin: 1em; color: #222; max-width: 80em; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #bbb; padding: 0.3em 0.6em; text-align: right; }
