@@ -67,11 +67,7 @@ func Figure(title string, panels []Panel, span float64) ([]byte, error) {
 	}
 	ymax *= 1.2 // room for the bursts' labels
 
-	legend := plot.NewLegend()
-	legend.TextStyle.Font = chartFont
-	legend.TextStyle.Font.Size = vg.Points(10)
-	legend.Left, legend.Top = true, true
-	legend.Padding = vg.Points(3)
+	legend := newLegend()
 	plots := make([][]*plot.Plot, len(panels))
 	for i, pn := range panels {
 		p, err := pn.plot(span, ymax, i == len(panels)-1, legendIf(i == 0, &legend))
@@ -169,11 +165,7 @@ type Line struct {
 func (pn Panel) plot(span, ymax float64, bottom bool, legend *plot.Legend) (*plot.Plot, error) {
 	p := plot.New()
 	p.TextHandler = plot.DefaultTextHandler
-	for _, t := range []*text{{&p.Title.TextStyle}, {&p.X.Label.TextStyle}, {&p.Y.Label.TextStyle}, {&p.X.Tick.Label}, {&p.Y.Tick.Label}} {
-		size := t.Font.Size
-		t.Font = chartFont
-		t.Font.Size = size
-	}
+	useFont(p)
 	p.Title.Text = pn.Title
 	p.Title.TextStyle.Font.Size = vg.Points(11)
 	p.Title.Padding = vg.Points(4)
@@ -337,8 +329,24 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 
 func strconvFloat(v float64) string { return fmt.Sprintf("%g", v) }
 
-// text is a text style of the plot's, to set its font.
-type text struct{ *draw.TextStyle }
+// useFont sets every text of p in the chart's font, each at its size.
+func useFont(p *plot.Plot) {
+	for _, t := range []*draw.TextStyle{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle, &p.X.Tick.Label, &p.Y.Tick.Label} {
+		size := t.Font.Size
+		t.Font = chartFont
+		t.Font.Size = size
+	}
+}
+
+// newLegend is the charts' legend: the chart's font, entries listed down
+// from its top left.
+func newLegend() plot.Legend {
+	legend := plot.NewLegend()
+	legend.TextStyle.Font = chartFont
+	legend.TextStyle.Font.Size = vg.Points(10)
+	legend.Left, legend.Top, legend.Padding = true, true, vg.Points(3)
+	return legend
+}
 
 // glyphThumb is a legend entry drawn as a glyph.
 type glyphThumb struct{ draw.GlyphStyle }

@@ -2,9 +2,11 @@ package chart
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -42,11 +44,7 @@ type Frontier struct {
 // marked and named.
 func FrontierSVG(f Frontier) ([]byte, error) {
 	p := plot.New()
-	for _, t := range []*text{{&p.Title.TextStyle}, {&p.X.Label.TextStyle}, {&p.Y.Label.TextStyle}, {&p.X.Tick.Label}, {&p.Y.Tick.Label}} {
-		size := t.Font.Size
-		t.Font = chartFont
-		t.Font.Size = size
-	}
+	useFont(p)
 	p.Title.Text = f.Title
 	p.Title.TextStyle.Font.Size = vg.Points(12)
 	p.X.Label.Text = "the broker's busiest second, connects (worst run, log scale)"
@@ -55,43 +53,14 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 	p.Y.Tick.Marker = countTicks{}
 	p.Add(plotter.NewGrid())
 
-	var pass, fail, front plotter.XYs
-	xmin, xmax, ymax := math.Inf(1), 0.0, 0.0
-	for _, s := range f.Screened {
-		if s.PeakPerS <= 0 {
-			continue // nothing on a log scale
-		}
-		xy := plotter.XY{X: s.PeakPerS, Y: s.P99S}
-		xmin, xmax, ymax = min(xmin, xy.X), max(xmax, xy.X), max(ymax, xy.Y)
-		if s.Pass {
-			pass = append(pass, xy)
-		} else {
-			fail = append(fail, xy)
-		}
-		if s.Frontier {
-			front = append(front, xy)
-		}
+	pass, fail, front, err := f.place(p)
+	if err != nil {
+		return nil, err
 	}
-	if len(pass)+len(fail) == 0 {
-		return nil, fmt.Errorf("report: no policy to chart")
-	}
-	for _, m := range []*FrontierPoint{f.Recommended, f.Field} {
-		if m != nil && m.PeakPerS > 0 {
-			xmin, xmax, ymax = min(xmin, m.PeakPerS), max(xmax, m.PeakPerS), max(ymax, m.P99S)
-		}
-	}
-	if f.PeakBound > 0 {
-		xmin, xmax = min(xmin, f.PeakBound), max(xmax, f.PeakBound)
-	}
-	ymax = max(ymax, f.TargetP99S)
-	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = xmin/1.3, xmax*1.3, 0, ymax*1.15
-
-	legend := plot.NewLegend()
-	legend.TextStyle.Font = chartFont
-	legend.TextStyle.Font.Size = vg.Points(10)
-	legend.Left, legend.Top, legend.Padding = true, true, vg.Points(3)
+	legend := newLegend()
 	if len(front) > 1 {
-		line, err := plotter.NewLine(sortedByX(front))
+		slices.SortFunc(front, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+		line, err := plotter.NewLine(front)
 		if err != nil {
 			return nil, err
 		}
@@ -118,10 +87,54 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		p.Add(sc)
 		legend.Add(set.label, sc)
 	}
+	if err := f.mark(p, &legend); err != nil {
+		return nil, err
+	}
+	return withLegendBeneath(p, &legend, 4.5*vg.Inch)
+}
+
+// place sorts the policies screened into those that met the bounds,
+// those that did not and the frontier, and sets the axes to hold them, the
+// bounds and the marked policies.
+func (f Frontier) place(p *plot.Plot) (pass, fail, front plotter.XYs, err error) {
+	xmin, xmax, ymax := math.Inf(1), 0.0, f.TargetP99S
+	see := func(x, y float64) { xmin, xmax, ymax = min(xmin, x), max(xmax, x), max(ymax, y) }
+	for _, s := range f.Screened {
+		if s.PeakPerS <= 0 {
+			continue // nothing on a log scale
+		}
+		xy := plotter.XY{X: s.PeakPerS, Y: s.P99S}
+		see(xy.X, xy.Y)
+		if s.Pass {
+			pass = append(pass, xy)
+		} else {
+			fail = append(fail, xy)
+		}
+		if s.Frontier {
+			front = append(front, xy)
+		}
+	}
+	if len(pass)+len(fail) == 0 {
+		return nil, nil, nil, fmt.Errorf("chart: no policy to chart")
+	}
+	for _, m := range []*FrontierPoint{f.Recommended, f.Field} {
+		if m != nil && m.PeakPerS > 0 {
+			see(m.PeakPerS, m.P99S)
+		}
+	}
+	if f.PeakBound > 0 {
+		see(f.PeakBound, 0)
+	}
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = xmin/1.3, xmax*1.3, 0, ymax*1.15
+	return pass, fail, front, nil
+}
+
+// mark draws the question's bounds and the policies the answer names.
+func (f Frontier) mark(p *plot.Plot, legend *plot.Legend) error {
 	if f.TargetP99S > 0 {
 		l, err := plotter.NewLine(plotter.XYs{{X: p.X.Min, Y: f.TargetP99S}, {X: p.X.Max, Y: f.TargetP99S}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.Color, l.Dashes = color.Black, []vg.Length{vg.Points(1), vg.Points(2)}
 		p.Add(l)
@@ -130,7 +143,7 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 	if f.PeakBound > 0 {
 		l, err := vertical(p, f.PeakBound, p.Y.Max, color.Black, []vg.Length{vg.Points(4), vg.Points(2)})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		legend.Add(fmt.Sprintf("the bound: %s connects in a second", Thousands(int(f.PeakBound))), l)
 	}
@@ -144,16 +157,20 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		}
 		sc, err := plotter.NewScatter(plotter.XYs{{X: m.pt.PeakPerS, Y: m.pt.P99S}})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		sc.GlyphStyle = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(5), Shape: m.shape}
 		p.Add(sc)
 		legend.Add(fmt.Sprintf("%s: %s", m.what, m.pt.Label), sc)
 	}
+	return nil
+}
 
-	legendHeight := legendHeightOf(&legend)
-	height := 4.5*vg.Inch + legendHeight
-	c := vgsvg.New(chartWidth, height)
+// withLegendBeneath draws p, height tall, with legend beneath it, aligned
+// with its data, as SVG.
+func withLegendBeneath(p *plot.Plot, legend *plot.Legend, height vg.Length) ([]byte, error) {
+	legendHeight := legendHeightOf(legend)
+	c := vgsvg.New(chartWidth, height+legendHeight)
 	dc := draw.New(c)
 	dc.SetColor(color.White)
 	dc.Fill(dc.Rectangle.Path())
@@ -167,16 +184,6 @@ func FrontierSVG(f Frontier) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
-}
-
-func sortedByX(xys plotter.XYs) plotter.XYs {
-	out := append(plotter.XYs(nil), xys...)
-	for i := 1; i < len(out); i++ {
-		for k := i; k > 0 && out[k].X < out[k-1].X; k-- {
-			out[k], out[k-1] = out[k-1], out[k]
-		}
-	}
-	return out
 }
 
 // logCountTicks are plot's log ticks labelled as counts are written.
