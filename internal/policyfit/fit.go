@@ -203,10 +203,9 @@ func estimate(f Family, g *groupData, imm []bool, quick bool) *model {
 }
 
 // capOrNot keeps m's cap only where the gaps see the waits grow to it
-// (else it is a constant with a jitter of its own, its growth told by the
-// first arrivals alone, which a wide notice window blurs: MQTT.js's 1 s
-// read as IoT Core from 0.5 s), and it explains the waits better than no
-// cap by more than the BIC's price of a parameter: the storm reached it.
+// (else it is a constant, its growth told by first arrivals a wide notice
+// window blurs: MQTT.js's 1 s read as IoT Core from 0.5 s), and it explains
+// the waits better than no cap by more than the BIC's price of a parameter.
 func capOrNot(m *model, g *groupData, imm []bool) *model {
 	if math.IsInf(m.p.cap, 1) {
 		return m

@@ -12,9 +12,7 @@ func sortedCopy(xs []float64) []float64 {
 	if slices.IsSorted(xs) {
 		return xs
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s
+	return slices.Sorted(slices.Values(xs))
 }
 
 // quantile is the p-quantile of sorted s, interpolated; NaN for none.
@@ -23,11 +21,10 @@ func quantile(s []float64, p float64) float64 {
 		return math.NaN()
 	}
 	x := p * float64(len(s)-1)
-	i := int(x)
-	if i >= len(s)-1 {
-		return s[len(s)-1]
+	if i := int(x); i < len(s)-1 {
+		return s[i] + (x-float64(i))*(s[i+1]-s[i])
 	}
-	return s[i] + (x-float64(i))*(s[i+1]-s[i])
+	return s[len(s)-1]
 }
 
 func median(xs []float64) float64 { return quantile(sortedCopy(xs), 0.5) }
