@@ -5,6 +5,7 @@ package mosquittotest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -54,10 +55,6 @@ func Start(tb testing.TB, listener string) *Broker {
 		}
 		tb.Skip("mosquitto not installed (apt-get install mosquitto): skipping")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	port := l.Addr().(*net.TCPAddr).Port
-	require.NoError(tb, l.Close())
 	dir := tb.TempDir()
 	conf, logFile := filepath.Join(dir, "mosquitto.conf"), filepath.Join(dir, "mosquitto.log")
 	if os.Geteuid() == 0 {
@@ -65,15 +62,30 @@ func Start(tb testing.TB, listener string) *Broker {
 		// no key and write no log in the test's directory.
 		listener += "user root\n"
 	}
-	// Its log as a package installs it (log_dest file, the default Unix
-	// seconds prefix), and on stderr for the counts.
-	require.NoError(tb, os.WriteFile(conf, []byte(fmt.Sprintf(
-		"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_dest file %s\nlog_type information\nlog_type notice\n",
-		port, listener, logFile)), 0o644))
-	b := &Broker{tb: tb, bin: bin, conf: conf, log: logFile, addr: fmt.Sprintf("127.0.0.1:%d", port)}
+	b := &Broker{tb: tb, bin: bin, conf: conf, log: logFile}
 	tb.Cleanup(b.Stop) // first: a start that fails part-way is stopped too
-	b.Start()
-	return b
+	// A free port, found by listening on it and letting go, may be taken
+	// by another test before mosquitto binds it: then another port.
+	for try := 1; ; try++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(tb, err)
+		port := l.Addr().(*net.TCPAddr).Port
+		require.NoError(tb, l.Close())
+		// Its log as a package installs it (log_dest file, the default Unix
+		// seconds prefix), and on stderr for the counts.
+		require.NoError(tb, os.WriteFile(conf, []byte(fmt.Sprintf(
+			"listener %d 127.0.0.1\n%sallow_anonymous true\nmax_connections -1\nlog_dest stderr\nlog_dest file %s\nlog_type information\nlog_type notice\n",
+			port, listener, logFile)), 0o644))
+		b.addr = fmt.Sprintf("127.0.0.1:%d", port)
+		said, err := b.start()
+		switch {
+		case err == nil:
+			return b
+		case try < 5 && strings.Contains(said, "Address already in use"):
+			continue
+		}
+		tb.Fatalf("%v: %s", err, said)
+	}
 }
 
 // Addr is mosquitto's host:port.
@@ -104,6 +116,14 @@ func (b *Broker) AwaitAccepted(n int) error {
 // Start runs mosquitto and returns once it says it is running.
 func (b *Broker) Start() {
 	b.tb.Helper()
+	if said, err := b.start(); err != nil {
+		b.tb.Fatalf("%v: %s", err, said)
+	}
+}
+
+// start runs mosquitto and returns once it says it is running, or what it
+// said before it exited.
+func (b *Broker) start() (said string, err error) {
 	cmd := exec.Command(b.bin, "-c", b.conf)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(b.tb, err)
@@ -111,10 +131,14 @@ func (b *Broker) Start() {
 	done := make(chan struct{})
 	b.cmd, b.done = cmd, done
 	running := make(chan struct{})
+	var early strings.Builder // what it says before it runs
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		said := false
 		for sc.Scan() {
+			if !said {
+				early.WriteString(sc.Text() + "\n")
+			}
 			if strings.Contains(sc.Text(), "New connection from") {
 				b.mu.Lock()
 				b.connections++
@@ -131,10 +155,12 @@ func (b *Broker) Start() {
 	}()
 	select {
 	case <-running:
-	case <-b.done:
-		b.tb.Fatal("mosquitto exited at start")
+		return "", nil
+	case <-done:
+		b.cmd = nil
+		return early.String(), errors.New("mosquitto exited at start")
 	case <-time.After(10 * time.Second):
-		b.tb.Fatal("mosquitto did not start within 10 s")
+		return "", errors.New("mosquitto did not start within 10 s")
 	}
 }
 
