@@ -24,15 +24,8 @@ func (f *File) ProxyPlan() (p plan.Plan, brokers []string, err error) {
 		return bad("fleet: devicesim proxy storms whoever connects to it; a fleet is devicesim run's to launch: leave it out")
 	case f.Engine != "" || len(f.Compare) > 0 || f.TCPPerProcess != 0 || f.Brokers.Nodes != 0 || f.TimeScale != (TimeScale{}):
 		return bad("engine, compare, tcp_per_process, time_scale and brokers.nodes are devicesim run's: leave them out")
-	case len(f.Timeline) == 0:
-		return bad("timeline: name the disruption")
-	case f.Timeline[0].At != 0:
-		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
-	if err := f.checkDurations(); err != nil {
-		return bad("%v", err)
-	}
-	if err := f.checkOldKeys(); err != nil {
+	if err := f.checkTimeline(); err != nil {
 		return bad("%v", err)
 	}
 	p = plan.Default()

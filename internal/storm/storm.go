@@ -348,15 +348,8 @@ func (f *File) Plan() (p plan.Plan, why string, err error) {
 	switch {
 	case len(f.Fleet) == 0:
 		return bad("fleet: name at least one group of devices")
-	case len(f.Timeline) == 0:
-		return bad("timeline: name the disruption")
-	case f.Timeline[0].At != 0:
-		return bad("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
 	}
-	if err := f.checkDurations(); err != nil {
-		return bad("%v", err)
-	}
-	if err := f.checkOldKeys(); err != nil {
+	if err := f.checkTimeline(); err != nil {
 		return bad("%v", err)
 	}
 	for k, g := range f.Fleet {
@@ -540,6 +533,22 @@ func chooseEngine(p plan.Plan) (plan.Engine, string) {
 		return plan.Agents, "the storm needs real devices: " + err.Error()
 	}
 	return plan.Virtual, "the model runs all of this storm; engine: agents runs it on real agents"
+}
+
+// checkTimeline holds what both commands read of a file to the format:
+// a timeline that starts at 0s, every duration within its bound, no key
+// the format has renamed.
+func (f *File) checkTimeline() error {
+	switch {
+	case len(f.Timeline) == 0:
+		return errors.New("timeline: name the disruption")
+	case f.Timeline[0].At != 0:
+		return fmt.Errorf("timeline: the first disruption starts at 0s, once the fleet is up (got %v)", f.Timeline[0].At)
+	}
+	if err := f.checkDurations(); err != nil {
+		return err
+	}
+	return f.checkOldKeys()
 }
 
 // checkOldKeys refuses the keys the format has renamed, naming the new
