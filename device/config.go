@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/device/internal/transport"
 	"github.com/herdguard/herdguard/internal/endpoint"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -177,9 +178,9 @@ func (c Config) LogValue() slog.Value {
 // to their defaults.
 func withDefaults(cfg *Config) error {
 	switch {
-	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > maxRemainingLength):
+	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > transport.MaxRemainingLength):
 		return configError("MaxIncomingPacket", "{MaxIncomingPacket} %d is outside [%d, %d] (0 means the default)",
-			cfg.MaxIncomingPacket, MinIncomingPacket, maxRemainingLength)
+			cfg.MaxIncomingPacket, MinIncomingPacket, transport.MaxRemainingLength)
 	case cfg.MaxIncomingPacket == 0:
 		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
 	}

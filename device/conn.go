@@ -19,9 +19,6 @@ const MinIncomingPacket = 64
 // bytes of seconds.
 const MaxKeepAlive = 65535 * time.Second
 
-// maxRemainingLength is MQTT's largest remaining length (four length bytes).
-const maxRemainingLength = 1<<28 - 1
-
 // PacketTooLargeError is why the agent closed a connection whose next
 // packet declared more bytes than Config.MaxIncomingPacket, or whose length
 // was malformed. The agent closes the connection before paho reads the

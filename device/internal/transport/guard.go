@@ -39,8 +39,9 @@ func (e *Breach) Error() string {
 	return fmt.Sprintf("the broker broke MQTT (packet type %d): %s", e.Type, e.Reason)
 }
 
-// maxRemainingLength is MQTT's largest remaining length (four length bytes).
-const maxRemainingLength = 1<<28 - 1
+// MaxRemainingLength is MQTT's largest remaining length (four length
+// bytes): the largest packet the device's MaxIncomingPacket may allow.
+const MaxRemainingLength = 1<<28 - 1
 
 // Conn is the agent's view of every connection. It follows the MQTT frames
 // paho reads, so that it can
