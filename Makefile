@@ -35,6 +35,7 @@ test:
 # The firmware without MQTT 5 (-tags nomqtt5) is vetted and its agent
 # tested too: what leaves paho.golang out must still build and hold.
 vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$unformatted" ] || { echo "gofmt would change: $$unformatted"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags nomqtt5 ./device/ ./cmd/deviceagent/
 	$(GO) test -count=1 -tags nomqtt5 ./device/
