@@ -58,10 +58,7 @@ func gridCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		gc.AdmitModes = append(gc.AdmitModes, mode)
 	}
-	gc.Policies = nil
-	for _, p := range strings.Split(*policies, ",") {
-		gc.Policies = append(gc.Policies, strings.TrimSpace(p))
-	}
+	gc.Policies = splitSpecs(*policies)
 	gc.MQTT = nil
 	for _, m := range strings.Split(*mqtt, ",") {
 		gc.MQTT = append(gc.MQTT, strings.TrimSpace(m))

@@ -387,7 +387,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 	if f.expect.v != "" {
 		return errors.New("-expect judges one policy's run: drop -compare, or run each policy with its own -expect")
 	}
-	return runCompare(ctx, p, strings.Split(*f.compare, ","), *f.out, writeEvents, f.storm, stdout)
+	return runCompare(ctx, p, splitSpecs(*f.compare), *f.out, writeEvents, f.storm, stdout)
 }
 
 // runCompare runs the plan once for each policy, one after another, and
@@ -434,7 +434,7 @@ func runCompare(ctx context.Context, p plan.Plan, policies []string, out string,
 func checkPlan(p plan.Plan, compare string) error {
 	policies := []string{p.Policy}
 	if compare != "" {
-		policies = strings.Split(compare, ",")
+		policies = splitSpecs(compare)
 	}
 	for _, name := range policies {
 		p.Policy = strings.TrimSpace(name)

@@ -248,3 +248,18 @@ func TestOutputsWriteThroughNoPlantedLink(t *testing.T) {
 		})
 	}
 }
+
+// -compare takes policy specs whose own parameters are comma-separated, as
+// -policies does: "full:guard=4,iotcore:base=2s,jitter=4s" is two.
+func TestCompareTakesSpecsWithTheirParameters(t *testing.T) {
+	var out bytes.Buffer
+	dir := t.TempDir()
+	require.NoError(t, run(context.Background(), []string{"run", "-engine", "virtual", "-devices", "200",
+		"-compare", "full:guard=4,iotcore:base=2s,jitter=4s", "-out", dir}, noenv, nil, &out, &out), out.String())
+	assert.Regexp(t, `\nfull:guard=4 +\d`, out.String())
+	assert.Regexp(t, `\niotcore:base=2s,jitter=4s +\d`, out.String())
+	for _, policy := range []string{"full:guard=4", "iotcore:base=2s,jitter=4s"} {
+		_, err := os.Stat(filepath.Join(dir, policy, "report.json"))
+		assert.NoError(t, err, "%s has a directory of its own", policy)
+	}
+}

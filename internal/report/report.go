@@ -474,7 +474,11 @@ func (s Side) about() string {
 // CompareTable writes one row per report: recovery, attempts, the fleet's
 // busiest second, synchrony and verdict, and the broker's.
 func CompareTable(w io.Writer, reports []*Report) {
-	fmt.Fprintf(w, "%-22s %14s %16s %13s %10s %-8s %15s %s\n", "policy", "recovery p99", "attempts/device",
+	name := 22 // the widest policy spec's, at least
+	for _, r := range reports {
+		name = max(name, len(r.Policy))
+	}
+	fmt.Fprintf(w, "%-*s %14s %16s %13s %10s %-8s %15s %s\n", name, "policy", "recovery p99", "attempts/device",
 		"peak/s (1 s)", "synchrony", "verdict", "broker peak/s", "broker verdict")
 	for _, r := range reports {
 		p99 := fmt.Sprintf("%.1f s", r.Recovery.P99S)
@@ -485,7 +489,7 @@ func CompareTable(w io.Writer, reports []*Report) {
 		if b := r.Broker; b != nil {
 			bPeak, bVerdict = fmt.Sprintf("%.0f", b.Arrivals.PeakPerS1s), string(b.Judgement.Verdict)
 		}
-		fmt.Fprintf(w, "%-22s %14s %16.1f %13.0f %10.2f %-8s %15s %s\n", r.Policy, p99, r.Attempts.PerDeviceMean,
+		fmt.Fprintf(w, "%-*s %14s %16.1f %13.0f %10.2f %-8s %15s %s\n", name, r.Policy, p99, r.Attempts.PerDeviceMean,
 			r.Fleet.Arrivals.PeakPerS1s, r.Fleet.Judgement.Synchrony, r.Verdict, bPeak, bVerdict)
 	}
 }
