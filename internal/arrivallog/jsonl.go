@@ -121,92 +121,11 @@ func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, 
 	if envTimed {
 		t.envDigits = 9
 	}
-	// Envelopes with a broker's line inside.
-	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
-		msg := journalMessage(obj["MESSAGE"])
-		at, err := parseDecimal(us, 3)
-		if err != nil {
-			return e, t, "", false, fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, excerpt(us))
-		}
-		ident, _ := scalar(obj, "SYSLOG_IDENTIFIER")
-		return j.inner(msg, ident, lineTimes{env: time.Duration(at), envTimed: true, envDigits: 6}, "journalctl -o json")
+	if c, ok := j.envelope(p, n, obj, t); ok {
+		return c.e, c.t, c.dialect, c.known, c.err
 	}
-	if msg, ok := scalar(obj, "log"); ok {
-		if ts, ok := scalar(obj, "time"); ok {
-			at, err := j.read(p, "time", ts, n)
-			if err != nil {
-				return e, t, "", false, err
-			}
-			return j.inner([]byte(strings.TrimRight(msg, "\r\n")), "", lineTimes{env: at, envTimed: true, envDigits: 9}, "docker's json-file")
-		}
-	}
-	if msg, ok := scalar(obj, "message"); ok && hasAny(obj, "ingestionTime", "logStreamName", "eventId") {
-		if ms, ok := scalar(obj, "timestamp"); ok {
-			at, err := parseDecimal(ms, 6)
-			if err != nil {
-				return e, t, "", false, fmt.Errorf(`timestamp: expected Unix ms, got %q`, excerpt(ms))
-			}
-			var inner map[string]json.RawMessage
-			if json.Unmarshal([]byte(msg), &inner) == nil && inner != nil {
-				e, t, dialect, known, err = j.classify(p, n, inner, time.Duration(at), true)
-				return e, t, dialect, known, err
-			}
-			return j.inner([]byte(msg), "", lineTimes{env: time.Duration(at), envTimed: true, envDigits: 3}, "a CloudWatch Logs export")
-		}
-	}
-	// Cloud services' events.
-	if ev, ok := scalar(obj, "eventType"); ok {
-		if kind, known := awsLifecycle[ev]; known {
-			e = entry{kind: kind, broker: "aws-iot", client: first(obj, "clientId", "clientid")}
-			if kind == KindOther {
-				e.label = ev
-			}
-			return j.timed(p, n, obj, e, t, "aws-iot lifecycle events", "timestamp")
-		}
-		if _, hasStatus := obj["status"]; hasStatus && awsLogEvent(ev) {
-			status, _ := scalar(obj, "status")
-			e = entry{broker: "aws-iot", client: first(obj, "clientId", "clientid")}
-			switch {
-			case ev == "Connect" && status == "Success":
-				e.kind = KindConnect
-			case ev == "Connect":
-				e.kind = KindRefused
-			case ev == "Disconnect":
-				e.kind = KindDisconnect
-			default:
-				e.label = ev
-			}
-			return j.timedUTC(p, n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")
-		}
-	}
-	if ev, ok := scalarAny(obj, "eventType", "type"); ok && strings.HasPrefix(ev, "Microsoft.Devices.") {
-		e = entry{broker: "azure-iot", client: azureDevice(obj)}
-		switch ev {
-		case "Microsoft.Devices.DeviceConnected":
-			e.kind = KindConnect
-		case "Microsoft.Devices.DeviceDisconnected":
-			e.kind = KindDisconnect
-		default:
-			e.label = strings.TrimPrefix(ev, "Microsoft.Devices.")
-		}
-		return j.timed(p, n, obj, e, t, "azure-iot device connection events", "eventTime", "time")
-	}
-	if op, ok := scalar(obj, "operationName"); ok && (op == "deviceConnect" || op == "deviceDisconnect") {
-		e = entry{broker: "azure-iot", client: azureDevice(obj), kind: KindDisconnect}
-		if op == "deviceConnect" {
-			e.kind = KindConnect
-			if level, _ := scalar(obj, "level"); strings.EqualFold(level, "Error") {
-				e.kind = KindRefused
-			}
-		}
-		return j.timed(p, n, obj, e, t, "azure-iot Connections logs", "time")
-	}
-	if op, ok := scalar(obj, "opType"); ok && (op == "deviceConnected" || op == "deviceDisconnected") {
-		e = entry{broker: "azure-iot", client: first(obj, "deviceId", "iothub-connection-device-id"), kind: KindDisconnect}
-		if op == "deviceConnected" {
-			e.kind = KindConnect
-		}
-		return j.timed(p, n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")
+	if c, ok := j.cloudEvent(p, n, obj, t); ok {
+		return c.e, c.t, c.dialect, c.known, c.err
 	}
 	// A broker's JSON log.
 	if msg, ok := scalar(obj, "msg"); ok {
@@ -243,6 +162,118 @@ func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, 
 		e, _ = genericMessage(msg, obj)
 	}
 	return j.timed(p, n, obj, e, t, "jsonl", jsonTimeFields...)
+}
+
+// classified is what classify says of an object.
+type classified struct {
+	e       entry
+	t       lineTimes
+	dialect string
+	known   bool
+	err     error
+}
+
+func classifiedOf(e entry, t lineTimes, dialect string, known bool, err error) classified {
+	return classified{e, t, dialect, known, err}
+}
+
+// envelope classifies an object that carries a broker's line inside it:
+// journald's, docker's json-file, a CloudWatch Logs export; ok false for
+// any other.
+func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, t lineTimes) (c classified, ok bool) {
+	var e entry
+	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
+		msg := journalMessage(obj["MESSAGE"])
+		at, err := parseDecimal(us, 3)
+		if err != nil {
+			return classified{e: e, t: t, err: fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, excerpt(us))}, true
+		}
+		ident, _ := scalar(obj, "SYSLOG_IDENTIFIER")
+		return classifiedOf(j.inner(msg, ident, lineTimes{env: time.Duration(at), envTimed: true, envDigits: 6}, "journalctl -o json")), true
+	}
+	if msg, ok := scalar(obj, "log"); ok {
+		if ts, ok := scalar(obj, "time"); ok {
+			at, err := j.read(p, "time", ts, n)
+			if err != nil {
+				return classified{e: e, t: t, err: err}, true
+			}
+			return classifiedOf(j.inner([]byte(strings.TrimRight(msg, "\r\n")), "", lineTimes{env: at, envTimed: true, envDigits: 9}, "docker's json-file")), true
+		}
+	}
+	if msg, ok := scalar(obj, "message"); ok && hasAny(obj, "ingestionTime", "logStreamName", "eventId") {
+		if ms, ok := scalar(obj, "timestamp"); ok {
+			at, err := parseDecimal(ms, 6)
+			if err != nil {
+				return classified{e: e, t: t, err: fmt.Errorf(`timestamp: expected Unix ms, got %q`, excerpt(ms))}, true
+			}
+			var inner map[string]json.RawMessage
+			if json.Unmarshal([]byte(msg), &inner) == nil && inner != nil {
+				return classifiedOf(j.classify(p, n, inner, time.Duration(at), true)), true
+			}
+			return classifiedOf(j.inner([]byte(msg), "", lineTimes{env: time.Duration(at), envTimed: true, envDigits: 3}, "a CloudWatch Logs export")), true
+		}
+	}
+	return c, false
+}
+
+// cloudEvent classifies a cloud service's event: AWS IoT's lifecycle
+// events and logs, Azure IoT Hub's; ok false for any other.
+func (j *jsonReader) cloudEvent(p *parser, n int, obj map[string]json.RawMessage, t lineTimes) (c classified, ok bool) {
+	var e entry
+	if ev, ok := scalar(obj, "eventType"); ok {
+		if kind, known := awsLifecycle[ev]; known {
+			e = entry{kind: kind, broker: "aws-iot", client: first(obj, "clientId", "clientid")}
+			if kind == KindOther {
+				e.label = ev
+			}
+			return classifiedOf(j.timed(p, n, obj, e, t, "aws-iot lifecycle events", "timestamp")), true
+		}
+		if _, hasStatus := obj["status"]; hasStatus && awsLogEvent(ev) {
+			status, _ := scalar(obj, "status")
+			e = entry{broker: "aws-iot", client: first(obj, "clientId", "clientid")}
+			switch {
+			case ev == "Connect" && status == "Success":
+				e.kind = KindConnect
+			case ev == "Connect":
+				e.kind = KindRefused
+			case ev == "Disconnect":
+				e.kind = KindDisconnect
+			default:
+				e.label = ev
+			}
+			return classifiedOf(j.timedUTC(p, n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")), true
+		}
+	}
+	if ev, ok := scalarAny(obj, "eventType", "type"); ok && strings.HasPrefix(ev, "Microsoft.Devices.") {
+		e = entry{broker: "azure-iot", client: azureDevice(obj)}
+		switch ev {
+		case "Microsoft.Devices.DeviceConnected":
+			e.kind = KindConnect
+		case "Microsoft.Devices.DeviceDisconnected":
+			e.kind = KindDisconnect
+		default:
+			e.label = strings.TrimPrefix(ev, "Microsoft.Devices.")
+		}
+		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot device connection events", "eventTime", "time")), true
+	}
+	if op, ok := scalar(obj, "operationName"); ok && (op == "deviceConnect" || op == "deviceDisconnect") {
+		e = entry{broker: "azure-iot", client: azureDevice(obj), kind: KindDisconnect}
+		if op == "deviceConnect" {
+			e.kind = KindConnect
+			if level, _ := scalar(obj, "level"); strings.EqualFold(level, "Error") {
+				e.kind = KindRefused
+			}
+		}
+		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot Connections logs", "time")), true
+	}
+	if op, ok := scalar(obj, "opType"); ok && (op == "deviceConnected" || op == "deviceDisconnected") {
+		e = entry{broker: "azure-iot", client: first(obj, "deviceId", "iothub-connection-device-id"), kind: KindDisconnect}
+		if op == "deviceConnected" {
+			e.kind = KindConnect
+		}
+		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")), true
+	}
+	return c, false
 }
 
 // inner reads a broker's line inside an envelope's object.
