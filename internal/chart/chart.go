@@ -21,6 +21,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -321,13 +322,11 @@ func (countTicks) Ticks(lo, hi float64) []plot.Tick {
 		if t.Value == math.Trunc(t.Value) {
 			ticks[i].Label = Thousands(int(t.Value))
 		} else {
-			ticks[i].Label = strconvFloat(t.Value)
+			ticks[i].Label = fmt.Sprintf("%g", t.Value)
 		}
 	}
 	return ticks
 }
-
-func strconvFloat(v float64) string { return fmt.Sprintf("%g", v) }
 
 // useFont sets every text of p in the chart's font, each at its size.
 func useFont(p *plot.Plot) {
@@ -360,17 +359,9 @@ func TrimFloat(s float64) string {
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", s), ".0")
 }
 
-// Thousands writes n with commas between its thousands.
-func Thousands(n int) string {
-	s := fmt.Sprint(n)
-	if n < 0 {
-		return "-" + Thousands(-n)
-	}
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
-}
+// Thousands writes n with commas between its thousands, as the
+// simulator's summaries do (plan.Thousands).
+func Thousands(n int) string { return plan.Thousands(n) }
 
 // RateSeries turns 100 ms counts into (bin start in seconds, arrivals per
 // second) points over bins of per counts, starting at 0.

@@ -6,6 +6,7 @@
 package logjudge
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,7 +49,7 @@ func JudgeView(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Lo
 			w.view.Times[i] = t - origin
 		}
 		if first := origin + w.rebased; stormstats.Epoch(first) {
-			w.view.Start = time.Unix(0, 0).Add(first).In(zoneOr(zone))
+			w.view.Start = time.Unix(0, 0).Add(first).In(cmp.Or(zone, time.UTC))
 		}
 		from := origin.Seconds() // the recoveries' times are the log's, as judged
 		for i := range w.view.Recoveries {
@@ -61,13 +62,6 @@ func JudgeView(l *arrivallog.Log, at []time.Duration, asJSON bool, zone *time.Lo
 		}
 	}
 	return verdict, w.view, nil
-}
-
-func zoneOr(z *time.Location) *time.Location {
-	if z == nil {
-		return time.UTC
-	}
-	return z
 }
 
 // judge judges the log, or each of its recoveries, and writes what it
