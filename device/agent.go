@@ -440,7 +440,7 @@ func (a *Agent) oversized() *PacketTooLargeError {
 	if tl == nil {
 		return nil
 	}
-	v := &PacketTooLargeError{Type: tl.Type, Length: tl.Length, Limit: tl.Limit}
+	v := tl
 	if !w.FirstReport() {
 		return v
 	}
@@ -463,7 +463,7 @@ func (a *Agent) brokeProtocol() *ProtocolError {
 	if b == nil {
 		return nil
 	}
-	v := protocolError(b)
+	v := b
 	if w.FirstReport() {
 		a.log.Warn("the broker broke MQTT; connection closed", "error", v)
 	}

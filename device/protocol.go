@@ -14,22 +14,12 @@ import (
 
 // Protocol is the MQTT version an Agent speaks. The zero Protocol is
 // MQTT311. A Protocol is a plain value, safe to share.
-type Protocol uint8
+type Protocol = transport.Protocol
 
 const (
-	MQTT311 Protocol = iota // MQTT 3.1.1, through github.com/eclipse/paho.mqtt.golang
-	MQTT5                   // MQTT 5, through github.com/eclipse/paho.golang
+	MQTT311 = transport.MQTT311 // MQTT 3.1.1, through github.com/eclipse/paho.mqtt.golang
+	MQTT5   = transport.MQTT5   // MQTT 5, through github.com/eclipse/paho.golang
 )
-
-func (p Protocol) String() string {
-	switch p {
-	case MQTT311:
-		return "3.1.1"
-	case MQTT5:
-		return "5"
-	}
-	return "protocol(?)"
-}
 
 // ParseProtocol reads a Protocol as String writes it: "3.1.1" or "5".
 func ParseProtocol(s string) (Protocol, error) {
@@ -125,26 +115,22 @@ func (h host) HandlerFor(topic string) (transport.Handler, byte) { return h.a.ha
 
 func (h host) Unsolicited() { h.a.unsolicited.Add(1) }
 
-// meaning gives a fact the transport reported its public error. The facts
-// are the too-large packet or the broken frame of the current connection
-// (reported once), and a broker's refusal or DISCONNECT with its code.
+// meaning reports, once a connection, the too-large packet or the broken
+// frame err is: as an event and to Metrics, or in the log.
 func (a *Agent) meaning(err error) error {
-	var tl *transport.TooLarge
-	var br *transport.Breach
-	var dc *transport.Disconnect
+	var tl *PacketTooLargeError
+	var br *ProtocolError
 	switch {
 	case errors.As(err, &tl):
 		if v := a.oversized(); v != nil {
 			return v
 		}
-		return &PacketTooLargeError{Type: tl.Type, Length: tl.Length, Limit: tl.Limit}
+		return tl
 	case errors.As(err, &br):
 		if v := a.brokeProtocol(); v != nil {
 			return v
 		}
-		return protocolError(br)
-	case errors.As(err, &dc):
-		return &DisconnectError{Code: dc.Code, Reference: dc.Reference, Reason: dc.Reason}
+		return br
 	}
 	return err
 }
@@ -156,14 +142,6 @@ func (a *Agent) result(r transport.Result) Result {
 		err = &ConnackError{Code: r.Code, Reference: r.Reference, Err: err}
 	}
 	return Result{Code: r.Code, Err: err}
-}
-
-func protocolError(b *transport.Breach) *ProtocolError {
-	pe := &ProtocolError{Type: b.Type, Reason: b.Reason}
-	if b.V5 {
-		pe.Protocol = MQTT5
-	}
-	return pe
 }
 
 // target is the endpoint the next attempt goes to: where a broker

@@ -57,12 +57,12 @@ var connackProperties = map[byte]connackProperty{
 // so. paho.golang reads what it can of a malformed one: a property length
 // in five bytes, a Receive Maximum of 0 or a Maximum Packet Size of 1 would
 // otherwise hold a session that can never work.
-func checkConnack5(body []byte) *Breach {
+func checkConnack5(body []byte) *ProtocolError {
 	if len(body) == 2 {
 		return nil // no properties at all: read as none
 	}
-	breach := func(format string, a ...any) *Breach {
-		return &Breach{Type: 2, Reason: "a CONNACK " + fmt.Sprintf(format, a...), V5: true}
+	breach := func(format string, a ...any) *ProtocolError {
+		return &ProtocolError{Type: 2, Reason: "a CONNACK " + fmt.Sprintf(format, a...), Protocol: MQTT5}
 	}
 	n, size, ok := varint(body[2:])
 	if !ok {

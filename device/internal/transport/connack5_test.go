@@ -62,7 +62,7 @@ func TestGuardReadsAnMQTT5CONNACKsPropertiesWhole(t *testing.T) {
 					assert.Equal(t, tc.packet, b)
 					continue
 				}
-				var br *Breach
+				var br *ProtocolError
 				require.ErrorAs(t, err, &br)
 				assert.Equal(t, tc.want, br.Reason)
 				assert.Less(t, len(b), len(tc.packet), "the CONNACK's last byte never reached the client")

@@ -13,32 +13,6 @@ import (
 	"github.com/herdguard/herdguard/internal/endpoint"
 )
 
-// TooLarge is a packet the guard refused: its header declared more than
-// the limit, or a malformed length (Length -1).
-type TooLarge struct {
-	Type   byte // the MQTT control packet type
-	Length int  // the remaining length declared; -1 for a malformed length
-	Limit  int
-}
-
-func (e *TooLarge) Error() string {
-	if e.Length < 0 {
-		return fmt.Sprintf("incoming MQTT packet (type %d) has a malformed length", e.Type)
-	}
-	return fmt.Sprintf("incoming MQTT packet (type %d) declares %d bytes, over the %d-byte limit", e.Type, e.Length, e.Limit)
-}
-
-// Breach is a packet that breaks MQTT in a way the client would misread.
-type Breach struct {
-	Type   byte   // the MQTT control packet type
-	Reason string // what was wrong, as a sentence's end
-	V5     bool   // the connection spoke MQTT 5
-}
-
-func (e *Breach) Error() string {
-	return fmt.Sprintf("the broker broke MQTT (packet type %d): %s", e.Type, e.Reason)
-}
-
 // MaxRemainingLength is MQTT's largest remaining length (four length
 // bytes): the largest packet the device's MaxIncomingPacket may allow.
 const MaxRemainingLength = 1<<28 - 1
@@ -49,7 +23,7 @@ const MaxRemainingLength = 1<<28 - 1
 //     the fixed header and the length a byte at a time, then the body in
 //     one read of the declared size.
 //   - read the CONNACK return code off the wire, and refuse a CONNACK or a
-//     SUBACK paho would misread (Breach). paho v1.5.1 turns a code it does
+//     SUBACK paho would misread (ProtocolError). paho v1.5.1 turns a code it does
 //     not know into a successful connect. An MQTT 5 code such as 0x87 sent
 //     to a 3.1.1 client is one. paho does the same with a CONNACK longer
 //     than two bytes. The bytes on the wire are the only reliable answer.
@@ -88,8 +62,8 @@ type Conn struct {
 	connack []byte // an MQTT 5 CONNACK's body, checked once whole
 
 	code     atomic.Int32 // the first packet's CONNACK code, or NoConnack
-	tooLarge atomic.Pointer[TooLarge]
-	broken   atomic.Pointer[Breach]
+	tooLarge atomic.Pointer[PacketTooLargeError]
+	broken   atomic.Pointer[ProtocolError]
 	reported atomic.Bool // the agent has reported tooLarge or broken
 
 	closed    chan struct{} // closed by Close: a message waiting for the inbox gives up
@@ -134,10 +108,10 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if bad := c.follow(p[:n]); bad != nil {
 		switch v := bad.(type) {
-		case *TooLarge:
+		case *PacketTooLargeError:
 			c.tooLarge.Store(v)
-		case *Breach:
-			v.V5 = c.v5
+		case *ProtocolError:
+			v.Protocol = c.protocol()
 			c.broken.Store(v)
 		}
 		_ = c.Close() // the rest of the packet is never read
@@ -149,8 +123,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 // Break ends the connection for a breach found above the frames (an MQTT 5
 // SUBACK or DISCONNECT code). If a breach was found already, the session's
 // loss is reported as that one. It returns the breach.
-func (c *Conn) Break(typ byte, reason string) *Breach {
-	c.broken.CompareAndSwap(nil, &Breach{Type: typ, Reason: reason, V5: c.v5})
+func (c *Conn) Break(typ byte, reason string) *ProtocolError {
+	c.broken.CompareAndSwap(nil, &ProtocolError{Type: typ, Reason: reason, Protocol: c.protocol()})
 	_ = c.Close()
 	return c.broken.Load()
 }
@@ -167,10 +141,10 @@ func (c *Conn) follow(b []byte) error {
 			c.state = inLength
 			i++
 			if c.packets == 1 && (c.typ != 2 || c.flags != 0) {
-				return &Breach{Type: c.typ, Reason: fmt.Sprintf("the first packet is of type %d, flags %#x, not a CONNACK", c.typ, c.flags)}
+				return &ProtocolError{Type: c.typ, Reason: fmt.Sprintf("the first packet is of type %d, flags %#x, not a CONNACK", c.typ, c.flags)}
 			}
 			if c.typ == 9 && c.flags != 0 {
-				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK with reserved flags %#x", c.flags)}
+				return &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK with reserved flags %#x", c.flags)}
 			}
 			if c.typ == 3 {
 				if bad := c.publishQoS(); bad != nil {
@@ -184,24 +158,24 @@ func (c *Conn) follow(b []byte) error {
 			c.lenByte++
 			if d&0x80 != 0 {
 				if c.lenByte == 4 { // a fifth length byte: paho would take the next byte as body
-					return &TooLarge{Type: c.typ, Length: -1, Limit: c.limit}
+					return &PacketTooLargeError{Type: c.typ, Length: -1, Limit: c.limit}
 				}
 				continue
 			}
 			// The length is complete; paho allocates it on its next read.
 			if c.length > c.limit {
-				return &TooLarge{Type: c.typ, Length: c.length, Limit: c.limit}
+				return &PacketTooLargeError{Type: c.typ, Length: c.length, Limit: c.limit}
 			}
 			switch {
 			case c.packets == 1 && !c.v5 && c.length != 2:
-				return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not 2", c.length)}
+				return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not 2", c.length)}
 			case c.packets == 1 && c.v5 && c.length < 2:
-				return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not at least 2", c.length)}
+				return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK of %d bytes, not at least 2", c.length)}
 			case c.typ == 9 && !c.v5 && c.length < 3:
-				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes, with no return code", c.length)}
+				return &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes, with no return code", c.length)}
 			// a packet ID and a properties length, at least
 			case c.typ == 9 && c.v5 && c.length < 3:
-				return &Breach{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes", c.length)}
+				return &ProtocolError{Type: 9, Reason: fmt.Sprintf("a SUBACK of %d bytes", c.length)}
 			}
 			c.left = c.length
 			c.state = inBody
@@ -244,16 +218,16 @@ func (c *Conn) follow(b []byte) error {
 // publishQoS refuses a PUBLISH whose fixed header names QoS 3, which MQTT
 // does not have, or a QoS above what the agent's subscriptions may receive.
 // A broker sends at most the QoS it granted.
-func (c *Conn) publishQoS() *Breach {
+func (c *Conn) publishQoS() *ProtocolError {
 	qos := uint32(c.flags>>1) & 3
 	switch limit := c.maxQoS.Load(); {
 	case qos == 3:
-		return &Breach{Type: 3, Reason: "a PUBLISH with QoS 3, which MQTT does not have"}
+		return &ProtocolError{Type: 3, Reason: "a PUBLISH with QoS 3, which MQTT does not have"}
 	case qos > limit:
-		return &Breach{Type: 3, Reason: fmt.Sprintf("a PUBLISH at QoS %d, above the QoS %d the device's subscriptions were granted", qos, limit)}
+		return &ProtocolError{Type: 3, Reason: fmt.Sprintf("a PUBLISH at QoS %d, above the QoS %d the device's subscriptions were granted", qos, limit)}
 	}
 	if most := c.receiveMax.Load(); qos > 0 && most > 0 && c.unacked.Add(1) > most {
-		return &Breach{Type: 3, Reason: fmt.Sprintf("more than the Receive Maximum of %d QoS 1 PUBLISHes unacknowledged", most)}
+		return &ProtocolError{Type: 3, Reason: fmt.Sprintf("more than the Receive Maximum of %d QoS 1 PUBLISHes unacknowledged", most)}
 	}
 	return nil
 }
@@ -285,22 +259,22 @@ func (c *Conn) Write(p []byte) (int, error) {
 // CONNACK's flags and code, and a SUBACK's return codes. The SUBACK check
 // is MQTT 3.1.1's. An MQTT 5 SUBACK's codes come after its properties. The
 // v5 protocol checks them as paho.golang reads them.
-func (c *Conn) body(off int, v byte) *Breach {
+func (c *Conn) body(off int, v byte) *ProtocolError {
 	switch {
 	case c.packets == 1 && off == 0 && v&0xfe != 0:
-		return &Breach{Type: 2, Reason: fmt.Sprintf("a CONNACK with reserved flags %#x", v)}
+		return &ProtocolError{Type: 2, Reason: fmt.Sprintf("a CONNACK with reserved flags %#x", v)}
 	case c.packets == 1 && off == 1 && c.v5:
 		if !known(v, 'c') {
-			return &Breach{Type: 2, Reason: fmt.Sprintf("CONNACK reason code %d (%#x), unknown to MQTT 5", v, v)}
+			return &ProtocolError{Type: 2, Reason: fmt.Sprintf("CONNACK reason code %d (%#x), unknown to MQTT 5", v, v)}
 		}
 		c.code.Store(int32(v))
 	case c.packets == 1 && off == 1:
 		if v > 5 {
-			return &Breach{Type: 2, Reason: fmt.Sprintf("CONNACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
+			return &ProtocolError{Type: 2, Reason: fmt.Sprintf("CONNACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
 		}
 		c.code.Store(int32(v))
 	case c.typ == 9 && !c.v5 && off >= 2 && v > 2 && v != 0x80:
-		return &Breach{Type: 9, Reason: fmt.Sprintf("SUBACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
+		return &ProtocolError{Type: 9, Reason: fmt.Sprintf("SUBACK return code %d (%#x), unknown to MQTT 3.1.1", v, v)}
 	}
 	return nil
 }
@@ -309,11 +283,19 @@ func (c *Conn) body(off int, v byte) *Breach {
 func (c *Conn) ConnackCode() int { return int(c.code.Load()) }
 
 // Oversized returns the packet that closed the connection, if one did.
-func (c *Conn) Oversized() *TooLarge { return c.tooLarge.Load() }
+// protocol is the version the connection speaks.
+func (c *Conn) protocol() Protocol {
+	if c.v5 {
+		return MQTT5
+	}
+	return MQTT311
+}
+
+func (c *Conn) Oversized() *PacketTooLargeError { return c.tooLarge.Load() }
 
 // Broken returns the packet that broke MQTT and closed the connection, if
 // one did.
-func (c *Conn) Broken() *Breach { return c.broken.Load() }
+func (c *Conn) Broken() *ProtocolError { return c.broken.Load() }
 
 // FirstReport says whether this is the first call since the connection
 // closed for a packet: the agent reports it once.

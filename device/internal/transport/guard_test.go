@@ -79,9 +79,9 @@ func TestGuardFollowsFramesAcrossAnyChunking(t *testing.T) {
 			n, err = g.Read(buf)
 			read += n
 		}
-		var v *TooLarge
+		var v *PacketTooLargeError
 		require.ErrorAs(t, err, &v, "seed %d", seed)
-		assert.Equal(t, TooLarge{Type: 3, Length: over, Limit: limit}, *v, "seed %d", seed)
+		assert.Equal(t, PacketTooLargeError{Type: 3, Length: over, Limit: limit}, *v, "seed %d", seed)
 		assert.Equal(t, int(code), g.ConnackCode(), "seed %d", seed)
 		assert.Less(t, read, len(stream)-over, "seed %d: no byte of the oversized packet reached the reader", seed)
 		_, err = g.Read(buf)
@@ -154,7 +154,7 @@ func TestGuardRefusesAPublishAboveTheGrantedQoS(t *testing.T) {
 			assert.Equal(t, stream, b)
 			continue
 		}
-		var br *Breach
+		var br *ProtocolError
 		require.ErrorAs(t, err, &br, "QoS %d granted %d", tc.qos, tc.granted)
 		assert.Equal(t, tc.want, br.Reason)
 		assert.LessOrEqual(t, len(b), 4, "not one byte of the PUBLISH (nor of the read it came in)")

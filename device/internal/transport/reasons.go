@@ -1,7 +1,5 @@
 package transport
 
-import "fmt"
-
 // reasons names the reason codes MQTT 5 defines for a CONNACK, and
 // whether each may come in one (c) or in a server's DISCONNECT (d). Any
 // other code is a protocol error: paho.golang would take a CONNACK code
@@ -59,17 +57,6 @@ func known(code byte, packet byte) bool {
 		}
 	}
 	return false
-}
-
-// Disconnect is an MQTT 5 broker ending a session with a DISCONNECT.
-type Disconnect struct {
-	Code      int
-	Reference string // the Server Reference, if the broker sent one
-	Reason    string // the broker's Reason String, if it sent one
-}
-
-func (e *Disconnect) Error() string {
-	return fmt.Sprintf("DISCONNECT %#02x (%s)", e.Code, CodeText(e.Code))
 }
 
 // CodeText names a CONNACK or DISCONNECT code of either protocol.

@@ -4,9 +4,10 @@
 // is read through a guard (Conn) that refuses what the clients would
 // misread or over-allocate.
 //
-// It states facts: a CONNACK's code, a broken frame (*Breach), a packet
-// over the limit (*TooLarge), a server's DISCONNECT (*Disconnect). Package
-// device gives them their public meaning and owns every attempt's timing.
+// It states facts: a CONNACK's code, a broken frame (*ProtocolError), a
+// packet over the limit (*PacketTooLargeError), a server's DISCONNECT
+// (*DisconnectError); package device exports those types as its own (one
+// definition, errors.go). Package device owns every attempt's timing.
 package transport
 
 import (

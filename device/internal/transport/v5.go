@@ -154,7 +154,7 @@ func (p *v5) serverDisconnect(g *Conn, d *paho5.Disconnect) {
 		p.lost(g, g.Break(14, fmt.Sprintf("DISCONNECT reason code %d (%#x), unknown to MQTT 5", d.ReasonCode, d.ReasonCode)))
 		return
 	}
-	de := &Disconnect{Code: int(d.ReasonCode)}
+	de := &DisconnectError{Code: int(d.ReasonCode)}
 	if d.Properties != nil {
 		de.Reference, de.Reason = d.Properties.ServerReference, d.Properties.ReasonString
 	}
