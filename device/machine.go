@@ -59,19 +59,20 @@ func (e *ConnackError) Unwrap() error { return e.Err }
 // CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
 // (not authorised) means to the device. The zero CredentialsHandling is
 // RetryCredentialsAtCap. It is a plain value, safe to share.
-type CredentialsHandling int
+type CredentialsHandling = devicecore.CredentialsHandling
 
 const (
 	// RetryCredentialsAtCap keeps retrying, but never sooner than the policy's
 	// cap: credentials may be fixed server-side, and a fleet with revoked
 	// credentials must not hammer the broker.
-	RetryCredentialsAtCap CredentialsHandling = iota
+	RetryCredentialsAtCap = devicecore.RetryCredentialsAtCap
 	// CredentialsArePermanent stops the session with ErrRefused.
-	CredentialsArePermanent
+	CredentialsArePermanent = devicecore.CredentialsArePermanent
 )
 
 // Timing is the reconnect timing of a session: plain, read-only data that a
-// whole fleet can share. The zero Timing is invalid (no Policy): NewMachine
+// whole fleet can share. Its layout is devicecore.Timing's, which the
+// machine converts it to (a field added here must be added there). The zero Timing is invalid (no Policy): NewMachine
 // refuses it. Start from DefaultTiming.
 type Timing struct {
 	// Policy times every wait and caps consecutive unstable attempts.
@@ -217,14 +218,7 @@ func NewMachine(timing *Timing, src rand.Source) (*Machine, error) {
 	if src == nil {
 		src = jitter.NewSource()
 	}
-	return &Machine{ct: timing.core(), src: src}, nil
-}
-
-// core is what a devicecore.Core reads of t.
-func (t *Timing) core() devicecore.Timing {
-	return devicecore.Timing{Policy: t.Policy, BootSpread: t.BootSpread, StableAfter: t.StableAfter,
-		CredentialsArePermanent: t.Credentials == CredentialsArePermanent, CredentialsWait: t.CredentialsWait,
-		Guard: t.Guard, IgnoreServerSignals: t.IgnoreServerSignals}
+	return &Machine{ct: devicecore.Timing(*timing), src: src}, nil
 }
 
 // SetPolicy switches to p for the following waits, keeping the retry count.
@@ -360,7 +354,7 @@ func (m *Machine) reason(before devicecore.Core, code int,
 		return next(&c, &t, highestDraw{})
 	}
 	strict, deaf := m.ct, m.ct
-	strict.CredentialsArePermanent, deaf.IgnoreServerSignals = true, true
+	strict.Credentials, deaf.IgnoreServerSignals = CredentialsArePermanent, true
 	if s := with(strict); s.Kind == devicecore.KindStop && s.Refused != 0 {
 		return waitCredentials
 	}

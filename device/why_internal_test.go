@@ -64,7 +64,7 @@ func TestSayingWhyDrawsNothing(t *testing.T) {
 	m, err := NewMachine(&tm, rand.NewPCG(3, 3))
 	require.NoError(t, err)
 	var core devicecore.Core
-	ct, src := tm.core(), rand.NewPCG(3, 3)
+	ct, src := devicecore.Timing(tm), rand.NewPCG(3, 3)
 	origin := time.Unix(1_700_000_000, 0)
 	var now time.Duration
 	require.Equal(t, core.Start(&ct, src).Wait, m.Start(origin).Wait)

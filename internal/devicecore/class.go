@@ -8,7 +8,7 @@ type codeClass uint8
 const (
 	plainFailure codeClass = iota // retried on the policy's schedule
 	permanent                     // no retry of this firmware and client ID will succeed: stop
-	credentials                   // retried at the cap (Timing.CredentialsArePermanent)
+	credentials                   // retried at the cap (unless Timing.Credentials is CredentialsArePermanent)
 	backPressure                  // the broker is over a limit: the wait stretches (Core.stretch)
 )
 

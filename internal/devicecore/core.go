@@ -14,17 +14,29 @@ import (
 	"github.com/herdguard/herdguard/reconnect"
 )
 
-// Timing is the part of a device's reconnect timing (device.Timing) that a
-// Core reads: plain, read-only data a whole fleet shares.
+// Timing is device.Timing's layout: device converts its Timing to this one
+// (devicecore.Timing(t)), and the compiler refuses the conversion the day a
+// field is added to one and not the other. device.Timing's fields say what
+// each means. Plain, read-only data a whole fleet shares.
 type Timing struct {
-	Policy                  *reconnect.Policy
-	BootSpread              time.Duration
-	StableAfter             time.Duration
-	CredentialsArePermanent bool
-	CredentialsWait         time.Duration
-	Guard                   *reconnect.FloodGuardConfig
-	IgnoreServerSignals     bool
+	Policy              *reconnect.Policy
+	BootSpread          time.Duration
+	StableAfter         time.Duration
+	Credentials         CredentialsHandling
+	CredentialsWait     time.Duration
+	Guard               *reconnect.FloodGuardConfig
+	IgnoreServerSignals bool
 }
+
+// CredentialsHandling is what a CONNACK 4 (bad user name or password) or 5
+// (not authorised) means to the device; package device exports it and its
+// values under the same names.
+type CredentialsHandling int
+
+const (
+	RetryCredentialsAtCap CredentialsHandling = iota
+	CredentialsArePermanent
+)
 
 // Step is what the driver of a Core must do next. The zero Step (Kind 0) is
 // never returned.
@@ -164,7 +176,7 @@ func (c *Core) Result(t *Timing, src rand.Source, now time.Duration, r Result) S
 	case permanent:
 		return c.stop(r.Code)
 	case credentials:
-		if t.CredentialsArePermanent {
+		if t.Credentials == CredentialsArePermanent {
 			return c.stop(r.Code)
 		}
 		return c.retry(t, src, now, t.CredentialsWait+time.Duration(jitter.Float64(src)*float64(time.Second)))

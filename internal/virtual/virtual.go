@@ -215,17 +215,9 @@ func groupTimings(groups []plan.Group) ([]devicecore.Timing, []int, error) {
 		if err := t.Validate(); err != nil {
 			return nil, nil, err
 		}
-		timings[k] = coreTiming(t)
+		timings[k] = devicecore.Timing(t)
 	}
 	return timings, ends, nil
-}
-
-// coreTiming is what a devicecore.Core reads of t, as device.Machine takes
-// it (TestCoreTimingHasEveryFieldOfTiming holds the two together).
-func coreTiming(t device.Timing) devicecore.Timing {
-	return devicecore.Timing{Policy: t.Policy, BootSpread: t.BootSpread, StableAfter: t.StableAfter,
-		CredentialsArePermanent: t.Credentials == device.CredentialsArePermanent, CredentialsWait: t.CredentialsWait,
-		Guard: t.Guard, IgnoreServerSignals: t.IgnoreServerSignals}
 }
 
 // newFleet lays out c's fleet, each device seeded with its own source,
