@@ -3,10 +3,13 @@ package arrivallog
 import (
 	"errors"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -68,6 +71,9 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 		record = p.pending
 	}
 	p.fields = splitRecord(string(record), p.delim, p.fields[:0])
+	if p.events {
+		return p.eventsRow(ps, line)
+	}
 	if p.time >= len(p.fields) || p.fields[p.time] == "" {
 		return &fileline.Error{Line: line, Err: fmt.Errorf("expected a %s value in column %d, got a row of %d fields with none there",
 			p.column, p.time+1, len(p.fields))}
@@ -89,11 +95,11 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 		return &fileline.Error{Line: line, Err: fmt.Errorf("%s: %w", p.column, err)}
 	}
 	if p.lag >= 0 && p.lag < len(p.fields) && p.fields[p.lag] != "" {
-		lag, err := strconv.ParseFloat(p.fields[p.lag], 64)
-		if err != nil || !(lag >= 0 && lag < 1e12) {
+		lag, err := decimal.Parse(p.fields[p.lag], 6)
+		if err != nil || lag < 0 {
 			return &fileline.Error{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", excerpt(p.fields[p.lag]))}
 		}
-		l.Lags = append(l.Lags, lag)
+		l.Lags = append(l.Lags, float64(lag)/1e6)
 	}
 	client := ""
 	if p.client >= 0 && p.client < len(p.fields) {
@@ -110,6 +116,25 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 		refused := p.outcome < len(p.fields) && !strings.EqualFold(p.fields[p.outcome], "accepted")
 		l.Refused = append(l.Refused, refused)
 	}
+	return nil
+}
+
+// eventsRow reads a row of devicesim's own events.csv as every reader of
+// the format does (attempt.DecodeRow): one meaning of its columns.
+func (p *csvParser) eventsRow(ps *parser, line int) error {
+	r, err := attempt.DecodeRow(p.fields, false)
+	if err != nil {
+		return &fileline.Error{Line: line, Err: err}
+	}
+	if err := ps.rec.count(line); err != nil {
+		return err
+	}
+	l := ps.log
+	if r.Lag >= 0 {
+		l.Lags = append(l.Lags, float64(r.Lag)/float64(time.Millisecond))
+	}
+	l.add(r.T, line, strings.Clone(p.fields[2]), true)
+	l.Refused = append(l.Refused, r.Outcome != fault.Accepted)
 	return nil
 }
 
@@ -144,7 +169,7 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 		ps.rec.dedupe = true
 	}
 	p.stamps.clock = newClock(ps.o.Location, ps.written, &ps.zone)
-	p.events = p.kind == stampSeconds && p.lag >= 0 && p.name == "csv"
+	p.events = p.name == "csv" && slices.Equal(p.header, attempt.Header)
 	l.Format = p.format()
 	return nil
 }

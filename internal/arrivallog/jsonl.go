@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -184,7 +185,7 @@ func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, 
 	var e entry
 	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
 		msg := journalMessage(obj["MESSAGE"])
-		at, err := parseDecimal(us, 3)
+		at, err := decimal.Parse(us, 3)
 		if err != nil {
 			return classified{e: e, t: t, err: fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, excerpt(us))}, true
 		}
@@ -202,7 +203,7 @@ func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, 
 	}
 	if msg, ok := scalar(obj, "message"); ok && hasAny(obj, "ingestionTime", "logStreamName", "eventId") {
 		if ms, ok := scalar(obj, "timestamp"); ok {
-			at, err := parseDecimal(ms, 6)
+			at, err := decimal.Parse(ms, 6)
 			if err != nil {
 				return classified{e: e, t: t, err: fmt.Errorf(`timestamp: expected Unix ms, got %q`, excerpt(ms))}, true
 			}

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/decimal"
 )
 
 // A time layout the user names (-time-layout) for stamps the reader does
@@ -151,8 +153,8 @@ func (l *layout) parse(text string, k *clock) (time.Duration, error) {
 	}
 	k.zone.note(t.Location())
 	sec := t.Unix()
-	if sec > maxNanos/1e9 || sec < -maxNanos/1e9 {
-		return 0, errTooFar
+	if sec > decimal.Max/1e9 || sec < -decimal.Max/1e9 {
+		return 0, decimal.ErrTooFar
 	}
 	return time.Duration(sec)*time.Second + time.Duration(t.Nanosecond()), nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -242,7 +243,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 		return &csvParser{name: "tsv", delim: '\t'}, false, nil
 	}
 	if f == "" {
-		if _, err := parseDecimal(t, 0); err == nil || errors.Is(err, errTooFar) {
+		if _, err := decimal.Parse(t, 0); err == nil || errors.Is(err, decimal.ErrTooFar) {
 			if isUnixMillis(t) {
 				return &plainParser{millis: true}, false, nil
 			}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/decimal"
 )
 
 // A log line's time stamp, as brokers, syslog, journald, docker and
@@ -112,8 +114,8 @@ func scanUnix(s []byte, i int, c *civil) (int, bool) {
 	}
 	num := s[i:j]
 	scale := 9 // seconds
-	switch v, err := parseDecimal(num, 0); {
-	case errors.Is(err, errTooFar) || v > 1e17:
+	switch v, err := decimal.Parse(num, 0); {
+	case errors.Is(err, decimal.ErrTooFar) || v > 1e17:
 		scale = 0 // ns
 	case v > 1e14:
 		scale = 3 // µs
@@ -122,8 +124,8 @@ func scanUnix(s []byte, i int, c *civil) (int, bool) {
 	case err != nil:
 		return 0, false
 	}
-	v, err := parseDecimal(num, scale)
-	if errors.Is(err, errTooFar) {
+	v, err := decimal.Parse(num, scale)
+	if errors.Is(err, decimal.ErrTooFar) {
 		c.unix, c.far = true, true
 		return j, true
 	}
@@ -416,7 +418,7 @@ var errTime = errors.New("not a time")
 // at is the time a stamp names.
 func (k *clock) at(c civil) (time.Duration, error) {
 	if c.far {
-		return 0, errTooFar
+		return 0, decimal.ErrTooFar
 	}
 	if c.unix {
 		k.written = true
@@ -464,8 +466,8 @@ func (k *clock) at(c civil) (time.Duration, error) {
 	}
 	t := time.Date(year, time.Month(month), day, c.hour, c.min, c.sec, c.nanos, loc)
 	sec := t.Unix()
-	if sec > maxNanos/1e9 || sec < -maxNanos/1e9 {
-		return 0, errTooFar
+	if sec > decimal.Max/1e9 || sec < -decimal.Max/1e9 {
+		return 0, decimal.ErrTooFar
 	}
 	return time.Duration(sec)*time.Second + time.Duration(t.Nanosecond()), nil
 }

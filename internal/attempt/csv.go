@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -122,11 +122,11 @@ func appendWhoAndHow(b []byte, r Record, at time.Time) []byte {
 
 // appendStreamRow appends r's row of a live stream: its times exact.
 func appendStreamRow(b []byte, r Record) []byte {
-	b = appendFixed(b, r.T, time.Second)
+	b = decimal.Append(b, int64(r.T), 9)
 	b = append(b, ',')
 	b = appendWhoAndHow(b, r, time.Unix(0, int64(r.T)))
 	if r.Lag >= 0 {
-		b = appendFixed(b, r.Lag, time.Millisecond)
+		b = decimal.Append(b, int64(r.Lag), 6)
 	}
 	b = append(b, ',')
 	b = append(b, r.Kind.String()...)
@@ -144,81 +144,7 @@ func appendSeconds4(b []byte, t time.Duration) []byte {
 	if half := t%place - place/2; t < 0 || t >= 1<<45 || half >= -1 && half <= 1 {
 		return strconv.AppendFloat(b, t.Seconds(), 'f', 4, 64)
 	}
-	return appendFixed(b, (t+place/2)/place, time.Second/place) // in places, rounded
-}
-
-// appendFixed appends d in units of unit, with every digit of d below the
-// unit: exact, unlike a float.
-func appendFixed(b []byte, d, unit time.Duration) []byte {
-	if d < 0 {
-		b = append(b, '-')
-		d = -d
-	}
-	b = strconv.AppendInt(b, int64(d/unit), 10)
-	b = append(b, '.')
-	frac := d % unit
-	for place := unit / 10; place > 0; place /= 10 { // every digit, leading zeros included
-		b = append(b, byte('0'+frac/place))
-		frac %= place
-	}
-	return b
-}
-
-// parseFixed reads a decimal number of units (1.5 in seconds is 1.5 s)
-// exactly, rounding digits finer than a nanosecond to the nearest.
-func parseFixed(s string, unit time.Duration) (time.Duration, error) {
-	neg := len(s) > 0 && s[0] == '-'
-	if neg {
-		s = s[1:]
-	}
-	whole, frac := s, ""
-	for i := range len(s) {
-		if s[i] == '.' {
-			whole, frac = s[:i], s[i+1:]
-			break
-		}
-	}
-	if whole == "" && frac == "" {
-		return 0, fmt.Errorf("%q is not a number", s)
-	}
-	var n int64
-	if whole != "" {
-		w, err := strconv.ParseUint(whole, 10, 63)
-		if err != nil || w > math.MaxInt64/uint64(unit) {
-			return 0, fmt.Errorf("%q is not a number of %v", s, unit)
-		}
-		n = int64(w) * int64(unit)
-	}
-	scale := int64(unit)
-	for i := range len(frac) {
-		c := frac[i]
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%q is not a number", s)
-		}
-		if scale /= 10; scale == 0 { // below a nanosecond: round on the first such digit
-			if c >= '5' {
-				n++
-			}
-			if !allDigits(frac[i+1:]) {
-				return 0, fmt.Errorf("%q is not a number", s)
-			}
-			break
-		}
-		n += int64(c-'0') * scale
-	}
-	if neg {
-		n = -n
-	}
-	return time.Duration(n), nil
-}
-
-func allDigits(s string) bool {
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
+	return decimal.Append(b, int64((t+place/2)/place), 4) // in places, rounded
 }
 
 // Reader reads records back from events.csv or a live stream, a row at a
@@ -254,35 +180,55 @@ func (r *Reader) Read() (Record, error) {
 		return Record{}, err
 	}
 	line, _ := r.cr.FieldPos(0)
+	rec, err := DecodeRow(row, r.stream)
+	if err != nil {
+		return Record{}, &fileline.Error{Line: line, Err: err}
+	}
+	return rec, nil
+}
+
+// DecodeRow is the record of row, split from a line of events.csv or, if
+// stream, of a live stream: what every reader of the format takes its
+// columns to mean. Times are read exactly (t_s to the nanosecond, lag_ms
+// to the nanosecond), finer digits rounded to the nearest, ties to even.
+func DecodeRow(row []string, stream bool) (Record, error) {
 	want := len(Header)
-	if r.stream {
+	if stream {
 		want = len(StreamHeader)
 	}
 	if len(row) != want {
-		return Record{}, &fileline.Error{Line: line, Err: fmt.Errorf("%d fields, want %d", len(row), want)}
+		return Record{}, fmt.Errorf("%d fields, want %d", len(row), want)
 	}
-	t, err0 := parseFixed(row[0], time.Second)
+	t, err0 := decimal.Parse(row[0], 9)
+	if err0 != nil {
+		err0 = fmt.Errorf("t_s %q: %w", row[0], err0)
+	}
 	code, err1 := strconv.ParseInt(row[4], 10, 32)
 	o, ok := fault.ParseOutcome(row[3])
 	if !ok {
 		err1 = errors.Join(err1, fmt.Errorf("unknown outcome %q", row[3]))
 	}
-	lag := time.Duration(-1) // unknown
+	lag := int64(-1) // unknown
 	var err2 error
 	if row[5] != "" {
-		lag, err2 = parseFixed(row[5], time.Millisecond)
+		if lag, err2 = decimal.Parse(row[5], 6); err2 == nil && lag < 0 {
+			err2 = errors.New("a negative lag")
+		}
+		if err2 != nil {
+			err2 = fmt.Errorf("lag_ms %q: %w", row[5], err2)
+		}
 	}
 	kind := Attempt
-	if r.stream {
+	if stream {
 		if kind, ok = parseKind(row[6]); !ok {
 			err2 = errors.Join(err2, fmt.Errorf("unknown kind %q", row[6]))
 		}
 	}
 	if err := errors.Join(err0, err1, err2); err != nil {
-		return Record{}, &fileline.Error{Line: line, Err: err}
+		return Record{}, err
 	}
 	dev, _ := DeviceIndex(row[2])
-	return Record{T: t, Lag: lag, Device: int32(dev), Code: int32(code), Outcome: o, Kind: kind}, nil
+	return Record{T: time.Duration(t), Lag: time.Duration(lag), Device: int32(dev), Code: int32(code), Outcome: o, Kind: kind}, nil
 }
 
 // ReadCSV reads events.csv rows (or a whole stream's) back as Fleet
