@@ -18,7 +18,7 @@ func ParseDisruptions(list string) ([]time.Duration, error) {
 		if f == "" {
 			continue
 		}
-		t, err := parseISOTime(f)
+		t, err := parseDated(f)
 		if err != nil {
 			if t, err = parseSeconds(f); err != nil {
 				return nil, fmt.Errorf("disruption %q: expected a time in seconds (such as 1700000000) or RFC 3339", f)

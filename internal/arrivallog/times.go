@@ -65,29 +65,17 @@ func excerpt[T string | []byte](s T) string {
 	return string(s[:cut]) + "..."
 }
 
-// parseISOTime reads an RFC 3339 time (2024-01-02T03:04:05.25Z) as the
-// time since the Unix epoch. It also reads one with a space for the T.
-// As in mosquitto's ISO stamps, it reads one without a zone as UTC.
-func parseISOTime(s string) (time.Duration, error) {
-	if len(s) < 19 || s[4] != '-' || s[7] != '-' || s[13] != ':' {
-		return 0, decimal.ErrNotNumber
+// parseDated reads v, all of it one dated stamp scanStamp knows (RFC 3339
+// and its kin, 2024-01-02T03:04:05.25Z), one without a zone as UTC, as
+// mosquitto writes its ISO stamps.
+func parseDated(v string) (time.Duration, error) {
+	b := []byte(strings.TrimSpace(v))
+	c, n, ok := scanStamp(b)
+	if !ok || n != len(b) || c.unix || c.year == 0 || c.month <= 0 {
+		return 0, expected(rfc3339Expected, v, decimal.ErrNotNumber)
 	}
-	if s[10] == ' ' || s[10] == 't' {
-		s = s[:10] + "T" + s[11:]
-	}
-	if s[len(s)-1] == 'z' {
-		s = s[:len(s)-1] + "Z"
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		if t, err = time.Parse("2006-01-02T15:04:05.999999999", s); err != nil {
-			return 0, decimal.ErrNotNumber
-		}
-	}
-	if sec := t.Unix(); sec > decimal.Max/1e9 || sec < -decimal.Max/1e9 {
-		return 0, decimal.ErrTooFar
-	}
-	return time.Duration(t.Unix())*time.Second + time.Duration(t.Nanosecond()), nil
+	t, err := newClock(time.UTC, time.Time{}, nil).at(c)
+	return t, expected(rfc3339Expected, v, err)
 }
 
 // stampKind is how a time column or field writes its times: found from its
@@ -204,9 +192,6 @@ func (s *stamps) text(v string) (time.Duration, error) {
 	b := []byte(strings.TrimSpace(v))
 	c, n, ok := scanStamp(b)
 	if !ok || n != len(b) || c.unix {
-		if t, err := parseISOTime(v); err == nil { // 2024-01-02T03:04:05.25z and its like
-			return t, nil
-		}
 		return 0, expected(rfc3339Expected, v, decimal.ErrNotNumber)
 	}
 	k := s.clock

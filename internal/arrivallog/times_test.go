@@ -8,7 +8,7 @@ import (
 	"github.com/herdguard/herdguard/internal/decimal"
 )
 
-func TestParseISOTime(t *testing.T) {
+func TestParseDated(t *testing.T) {
 	for _, tc := range []struct {
 		in   string
 		want int64 // ns since the epoch
@@ -26,8 +26,12 @@ func TestParseISOTime(t *testing.T) {
 		{"2024-01-02", 0, decimal.ErrNotNumber},
 		{"yesterday at noon!!", 0, decimal.ErrNotNumber},
 	} {
-		got, err := parseISOTime(tc.in)
-		assert.ErrorIs(t, err, tc.err, tc.in)
+		got, err := parseDated(tc.in)
+		if tc.err == decimal.ErrNotNumber {
+			assert.ErrorContains(t, err, "expected an RFC 3339 time", tc.in)
+		} else {
+			assert.ErrorIs(t, err, tc.err, tc.in)
+		}
 		assert.Equal(t, tc.want, int64(got), tc.in)
 	}
 }
