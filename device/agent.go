@@ -72,6 +72,23 @@ type Agent struct {
 	m     *Machine
 	mMu   sync.Mutex // guards m against SetPolicy from config updates
 
+	route
+	wire   atomic.Pointer[transport.Conn] // the current attempt's connection
+	lost   chan error
+	runCtx context.Context // set by Start before the loop; ends attempts
+	tally
+	// maxQoS is the highest QoS granted to any subscription: the guard
+	// refuses a PUBLISH above it before the client keeps it.
+	maxQoS atomic.Uint32
+
+	inbox     *inbox.Queue  // made by Start: messages on their way to the handlers
+	delivered chan struct{} // closed when the inbox's goroutine ends
+
+	lifecycle
+}
+
+// route is where the next attempt goes.
+type route struct {
 	endpoints []*url.URL   // Broker, then Failover (without credentials)
 	names     []string     // the endpoints as logged
 	endpoint  atomic.Int32 // the one the next attempt goes to
@@ -80,23 +97,21 @@ type Agent struct {
 	redirected atomic.Pointer[url.URL]
 	// references followed since the last session (the loop's alone)
 	hops int
-	wire atomic.Pointer[transport.Conn] // the current attempt's connection
-	lost chan error
+}
+
+// tally counts what the agent did, for Stats.
+type tally struct {
 	// conns counts connect attempts: a publish whose completion is seen
 	// under a later count than its start may have been completed by paho's
 	// resend rather than by a PUBACK.
-	conns  atomic.Uint64
-	runCtx context.Context // set by Start before the loop; ends attempts
-
+	conns                                 atomic.Uint64
 	connects, losses, attempts, waitNanos atomic.Int64
 	unsolicited                           atomic.Int64
-	// maxQoS is the highest QoS granted to any subscription: the guard
-	// refuses a PUBLISH above it before the client keeps it.
-	maxQoS atomic.Uint32
+}
 
-	inbox     *inbox.Queue  // made by Start: messages on their way to the handlers
-	delivered chan struct{} // closed when the inbox's goroutine ends
-
+// lifecycle is the agent's state that mu guards: its subscriptions, and
+// whether it is started, online and done.
+type lifecycle struct {
 	mu      sync.Mutex
 	subs    map[string]subscription
 	up      chan struct{} // closed while connected
@@ -129,8 +144,8 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1), endpoints: endpoints,
-		subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{}), delivered: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, m: m, lost: make(chan error, 1), route: route{endpoints: endpoints},
+		lifecycle: lifecycle{subs: map[string]subscription{}, up: make(chan struct{}), done: make(chan struct{})}, delivered: make(chan struct{})}
 	for _, u := range endpoints {
 		a.names = append(a.names, u.String())
 	}

@@ -31,23 +31,38 @@ import (
 // carry a credential: such a broker or config URL comes from the
 // environment only.
 type options struct {
+	sessionFlags
+	secretFlags
+	waitFlags
+	configURL, dataDir, topic, events string
+	data                              *datadir.Dir // dataDir, held open while the agent runs
+	logLevel                          string
+	fromEnv                           map[string]bool // the flags the environment set
+}
+
+// sessionFlags say where the MQTT session goes and how it speaks.
+type sessionFlags struct {
 	broker, failover, clientID, username string
-	password, passwordFile               string
-	ca, cert, key                        string
-	configURL, dataDir, topic, events    string
-	data                                 *datadir.Dir // dataDir, held open while the agent runs
-	heartbeat, bootSpread, stopTimeout   time.Duration
-	// The mission's formula, until a remote configuration sets its own.
+	mqttVersion, redirectDomains         string
+	keepAlive, pingTimeout               time.Duration
+	maxPacket                            byteSize
+	allowLargePackets                    bool
+}
+
+// secretFlags are the credentials and the TLS files.
+type secretFlags struct {
+	password, passwordFile string
+	passwordFrom           string // where the password came from, for the log
+	ca, cert, key          string
+	allowPlaintext         bool
+	allowOpenSecrets       bool
+}
+
+// waitFlags are the agent's waits: the mission's formula (until a remote
+// configuration sets its own), the boot spread, the heartbeat and the stop.
+type waitFlags struct {
 	reconnectBase, reconnectJitter, maxBackoff time.Duration
-	keepAlive, pingTimeout                     time.Duration
-	maxPacket                                  byteSize
-	allowPlaintext, allowLargePackets          bool
-	allowOpenSecrets                           bool
-	logLevel                                   string
-	mqttVersion, redirectDomains               string
-	fromEnv                                    map[string]bool // the flags the environment set
-	// where the password came from, for the log
-	passwordFrom string
+	heartbeat, bootSpread, stopTimeout         time.Duration
 }
 
 // envName is the environment variable a flag falls back to.
@@ -61,7 +76,7 @@ func parse(args []string, getenv func(string) string, stderr io.Writer) (*option
 	if err := refusePasswordFlag(args); err != nil {
 		return nil, err
 	}
-	o := &options{maxPacket: device.DefaultMaxIncomingPacket}
+	o := &options{sessionFlags: sessionFlags{maxPacket: device.DefaultMaxIncomingPacket}}
 	fs := o.flagSet(stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
