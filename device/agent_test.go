@@ -173,7 +173,7 @@ func TestFirstReconnectAfterDropIsNotBeforeOneSecond(t *testing.T) {
 		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, nil)
 		r.bootAndConnect()
 		r.clock.Advance(2 * time.Minute) // stable
-		require.Equal(t, 1, r.broker.DropAll())
+		require.Equal(t, 1, r.broker.Faults().DropAll())
 		r.next(device.EventLost)
 		e := r.next(device.EventBackingOff)
 		assert.GreaterOrEqual(t, e.Delay, time.Second)
@@ -192,8 +192,8 @@ func TestFlappingBrokerMeetsGrowingWaitsOverTCP(t *testing.T) {
 	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
 		r := newRigP(t, proto, testbroker.Config{}, nil)
 		r.bootAndConnect()
-		require.NoError(t, r.broker.SetFlapping(20*time.Millisecond))
-		require.Equal(t, 1, r.broker.DropAll())
+		require.NoError(t, r.broker.Faults().SetFlapping(20*time.Millisecond))
+		require.Equal(t, 1, r.broker.Faults().DropAll())
 		var waits []time.Duration
 		for i := 0; i < 5; i++ {
 			r.next(device.EventLost)
@@ -211,7 +211,7 @@ func TestFlappingBrokerMeetsGrowingWaitsOverTCP(t *testing.T) {
 func TestRefusalCodesAgainstBroker(t *testing.T) {
 	t.Run("identifier rejected is permanent", func(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-		require.NoError(t, r.broker.Refuse(testbroker.RefuseIdentifier, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseIdentifier, "dev-1"))
 		r.advanceWait()
 		f := r.next(device.EventAttemptFailed)
 		var ce *device.ConnackError
@@ -227,11 +227,11 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 	})
 	t.Run("server unavailable is retried", func(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-		require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
 		r.advanceWait()
 		f := r.next(device.EventAttemptFailed)
 		assert.Equal(t, 3, f.Code)
-		r.broker.Unrefuse("dev-1")
+		r.broker.Faults().Unrefuse("dev-1")
 		w := r.advanceWait()
 		assert.GreaterOrEqual(t, w, time.Second)
 		r.next(device.EventConnected)
@@ -240,14 +240,14 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
 			c.Password, c.AllowPlaintext = "s3cret-pw", true
 		})
-		require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
 		r.advanceWait()
 		assert.Equal(t, 5, r.next(device.EventAttemptFailed).Code)
 		assert.GreaterOrEqual(t, r.advanceWait(), 32*time.Second)
 	})
 	t.Run("unmapped code 0x87 is not a session", func(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, nil)
-		require.NoError(t, r.broker.Refuse(0x87, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(0x87, "dev-1"))
 		r.advanceWait()
 		f := r.next(device.EventAttemptFailed)
 		assert.Equal(t, device.NoConnack, f.Code, "no CONNACK MQTT 3.1.1 knows")
@@ -256,7 +256,7 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 		assert.ErrorIs(t, f.Err, device.ErrProtocol)
 		assert.EqualError(t, f.Err, "device: the broker broke MQTT 3.1.1 (packet type 2): CONNACK return code 135 (0x87), unknown to MQTT 3.1.1")
 		assert.False(t, r.agent.Connected())
-		r.broker.Unrefuse("dev-1")
+		r.broker.Faults().Unrefuse("dev-1")
 		r.advanceWait()
 		r.next(device.EventConnected)
 		assert.Equal(t, int64(1), r.agent.Stats().Connects, "the zombie never counted as connected")
@@ -272,7 +272,7 @@ func TestRetryCapEndsWithDocumentedError(t *testing.T) {
 			tm.Policy = p
 			c.Timing = &tm
 		})
-		r.broker.BeginOutage()
+		r.broker.Faults().BeginOutage()
 		for i := 0; i < 3; i++ {
 			r.advanceWait()
 			r.next(device.EventAttemptFailed)
@@ -331,7 +331,7 @@ func TestSubscriptionsComeBackAndPanicsAreContained(t *testing.T) {
 		assert.Contains(t, r.next(device.EventHandlerPanic).Err.Error(), "bad command")
 
 		r.clock.Advance(2 * time.Minute)
-		r.broker.DropAll()
+		r.broker.Faults().DropAll()
 		r.next(device.EventLost)
 		r.advanceWait()
 		r.next(device.EventConnected)
@@ -367,7 +367,7 @@ func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
 			c.Timing = &tm
 			cfgSeen = *c
 		})
-		require.NoError(t, r.broker.Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
 		r.advanceWait()
 		failed := r.next(device.EventAttemptFailed)
 		gaveUp := r.next(device.EventGaveUp)
@@ -542,16 +542,16 @@ func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 		first := r.next(device.EventConnected)
 		assert.False(t, first.SessionPresent)
 
-		r.broker.DropPublishes(true)
+		r.broker.Faults().DropPublishes(true)
 		published := make(chan error, 1)
 		go func() {
 			published <- r.agent.Publish(context.Background(), "telemetry/dev-1", 1, false, []byte("unacknowledged"))
 		}()
 		require.NoError(t, r.broker.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
-		r.broker.BeginOutage() // the broker restarts
+		r.broker.Faults().BeginOutage() // the broker restarts
 		r.next(device.EventLost)
-		r.broker.DropPublishes(false)
-		require.NoError(t, r.broker.EndOutage())
+		r.broker.Faults().DropPublishes(false)
+		require.NoError(t, r.broker.Faults().EndOutage())
 		r.advanceWait()
 		again := r.next(device.EventConnected)
 		assert.True(t, again.SessionPresent, "the broker resumed the session")
@@ -630,7 +630,7 @@ func TestFailoverMovesToTheNextEndpointAfterTheWait(t *testing.T) {
 		r.bootAndConnect()
 		assert.Equal(t, 1, primary.Connected())
 		r.clock.Advance(2 * time.Minute) // stable
-		primary.BeginOutage()            // and it never comes back
+		primary.Faults().BeginOutage()   // and it never comes back
 		r.next(device.EventLost)
 		wait := r.advanceWait()
 		assert.GreaterOrEqual(t, wait, time.Second, "the policy's wait, failover or not")
@@ -697,12 +697,12 @@ func TestMetricsCountAttemptsAndSessions(t *testing.T) {
 		got, up := m.get()
 		assert.Equal(t, map[device.AttemptOutcome]int{device.AttemptAccepted: 1}, got)
 		assert.Equal(t, 1, up)
-		require.NoError(t, r.broker.Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
-		r.broker.DropAll()
+		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseServerUnavailable, "dev-1"))
+		r.broker.Faults().DropAll()
 		r.next(device.EventLost)
 		r.advanceWait()
 		r.next(device.EventAttemptFailed)
-		r.broker.BeginOutage()
+		r.broker.Faults().BeginOutage()
 		r.advanceWait()
 		r.next(device.EventAttemptFailed)
 		got, up = m.get()

@@ -35,7 +35,7 @@ func ExampleAgent() {
 	_ = agent.AwaitConnection(ctx)
 	fmt.Println("connected:", agent.Connected())
 
-	broker.DropAll()
+	broker.Faults().DropAll()
 	lost := false
 	for e := range events {
 		lost = lost || e.Kind == device.EventLost

@@ -73,7 +73,7 @@ func TestAStormLogsOneInfoLineAnAttemptWithItsWait(t *testing.T) {
 			require.NoError(t, err)
 			defer b.Close()
 			const down, refused = 2, 2
-			b.BeginOutage()
+			b.Faults().BeginOutage()
 			var waits []time.Duration // each EventBackingOff's, in order
 			failures := 0
 			connected := make(chan struct{}, 2)
@@ -87,10 +87,10 @@ func TestAStormLogsOneInfoLineAnAttemptWithItsWait(t *testing.T) {
 					case device.EventAttemptFailed:
 						switch failures++; failures {
 						case down:
-							assert.NoError(t, b.EndOutage()) // not require: the agent's goroutine
-							assert.NoError(t, b.BeginBusy(0x89))
+							assert.NoError(t, b.Faults().EndOutage()) // not require: the agent's goroutine
+							assert.NoError(t, b.Faults().BeginBusy(0x89))
 						case down + refused:
-							b.EndBusy()
+							b.Faults().EndBusy()
 						}
 					case device.EventConnected:
 						connected <- struct{}{}
@@ -101,7 +101,7 @@ func TestAStormLogsOneInfoLineAnAttemptWithItsWait(t *testing.T) {
 			require.NoError(t, agent.Subscribe(context.Background(), "cmd/dev-1", 1, func(string, []byte) {}))
 			require.NoError(t, agent.Start(context.Background()))
 			<-connected
-			require.Equal(t, 1, b.Drain(0x8B, "")) // server shutting down: DISCONNECT on 5, closed on 3.1.1
+			require.Equal(t, 1, b.Faults().Drain(0x8B, "")) // server shutting down: DISCONNECT on 5, closed on 3.1.1
 			<-connected
 			require.NoError(t, agent.Stop(context.Background()))
 

@@ -81,7 +81,7 @@ func firstWait(t *testing.T, code testbroker.ConnackCode, ignore bool) (device.E
 		mqtt5(c)
 		c.Timing.IgnoreServerSignals = ignore
 	})
-	require.NoError(t, r.broker.Refuse(code, "dev-1"))
+	require.NoError(t, r.broker.Faults().Refuse(code, "dev-1"))
 	r.advanceWait()
 	failed := r.next(device.EventAttemptFailed)
 	if failed.Code == device.NoConnack {
@@ -122,7 +122,7 @@ func TestMQTT5ConnackCodesShapeTheWaitNeverShortenIt(t *testing.T) {
 	})
 	t.Run("an invalid client identifier stops for good", func(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, mqtt5)
-		require.NoError(t, r.broker.Refuse(0x85, "dev-1"))
+		require.NoError(t, r.broker.Faults().Refuse(0x85, "dev-1"))
 		r.advanceWait()
 		e := r.next(device.EventGaveUp)
 		assert.ErrorIs(t, e.Err, device.ErrRefused)
@@ -152,7 +152,7 @@ func TestMQTT5DisconnectCodesShapeTheWait(t *testing.T) {
 		})
 		r.bootAndConnect()
 		r.clock.Advance(2 * time.Minute) // stable: the next wait is wait_0
-		require.Equal(t, 1, r.broker.Drain(code, ""))
+		require.Equal(t, 1, r.broker.Faults().Drain(code, ""))
 		return r.next(device.EventLost), r.next(device.EventBackingOff).Delay
 	}
 	lost, stretched := drained(0x89, false)
@@ -212,7 +212,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 	}
 	t.Run("to an allowed node, after the policy's wait", func(t *testing.T) {
 		n := newNodes(t, "a.fleet.test", "b.fleet.test")
-		require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeUseAnotherServer, "b.fleet.test:1883", "dev-1"))
+		require.NoError(t, n["a.fleet.test"].Faults().RefuseTo(device.CodeUseAnotherServer, "b.fleet.test:1883", "dev-1"))
 		r := rigFor(t, n)
 		r.advanceWait()
 		assert.Equal(t, 0x9C, r.next(device.EventAttemptFailed).Code)
@@ -243,7 +243,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 			"":                                       "the broker named no server",
 		} {
 			n := newNodes(t, "a.fleet.test", "b.fleet.test")
-			require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeServerMoved, ref, "dev-1"))
+			require.NoError(t, n["a.fleet.test"].Faults().RefuseTo(device.CodeServerMoved, ref, "dev-1"))
 			r := rigFor(t, n)
 			r.advanceWait()
 			e := r.next(device.EventRedirectRefused)
@@ -260,7 +260,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 			"b.fleet.test:1883 evil.example": "tcp://b.fleet.test:1883",
 		} {
 			n := newNodes(t, "a.fleet.test", "b.fleet.test")
-			require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeServerMoved, ref, "dev-1"))
+			require.NoError(t, n["a.fleet.test"].Faults().RefuseTo(device.CodeServerMoved, ref, "dev-1"))
 			r := rigFor(t, n)
 			r.advanceWait()
 			assert.Equal(t, want, r.next(device.EventRedirected).Endpoint, ref)
@@ -270,8 +270,8 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 	})
 	t.Run("at most MaxRedirects in a row", func(t *testing.T) {
 		n := newNodes(t, "a.fleet.test", "b.fleet.test")
-		require.NoError(t, n["a.fleet.test"].RefuseTo(device.CodeUseAnotherServer, "b.fleet.test", "dev-1"))
-		require.NoError(t, n["b.fleet.test"].RefuseTo(device.CodeUseAnotherServer, "a.fleet.test", "dev-1"))
+		require.NoError(t, n["a.fleet.test"].Faults().RefuseTo(device.CodeUseAnotherServer, "b.fleet.test", "dev-1"))
+		require.NoError(t, n["b.fleet.test"].Faults().RefuseTo(device.CodeUseAnotherServer, "a.fleet.test", "dev-1"))
 		r := rigFor(t, n)
 		for range 3 {
 			r.advanceWait()
@@ -284,7 +284,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 		n := newNodes(t, "a.fleet.test", "b.fleet.test")
 		r := rigFor(t, n)
 		r.bootAndConnect()
-		require.Equal(t, 1, n["a.fleet.test"].Drain(device.CodeUseAnotherServer, "b.fleet.test"))
+		require.Equal(t, 1, n["a.fleet.test"].Faults().Drain(device.CodeUseAnotherServer, "b.fleet.test"))
 		var de *device.DisconnectError
 		require.ErrorAs(t, r.next(device.EventLost).Err, &de)
 		assert.Equal(t, "b.fleet.test", de.Reference)
@@ -605,28 +605,28 @@ func TestTheTestBrokersLimitsAnswerInEachProtocolsWords(t *testing.T) {
 		want  int
 	}{
 		{"admission, v5", device.MQTT5, func(b *testbroker.Broker) error {
-			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1})
+			return b.Faults().SetAdmission(fault.Admission{Rate: 0.001, Burst: 1})
 		}, 0x9F},
 		{"admission with quota exceeded, v5", device.MQTT5, func(b *testbroker.Broker) error {
-			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
+			return b.Faults().SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
 		}, 0x97},
 		{"admission, 3.1.1", device.MQTT311, func(b *testbroker.Broker) error {
-			return b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
+			return b.Faults().SetAdmission(fault.Admission{Rate: 0.001, Burst: 1, Code: fault.CodeQuotaExceeded})
 		}, 3},
-		{"busy, v5", device.MQTT5, func(b *testbroker.Broker) error { return b.BeginBusy(fault.CodeServerBusy) }, 0x89},
-		{"busy, 3.1.1", device.MQTT311, func(b *testbroker.Broker) error { return b.BeginBusy(fault.CodeServerBusy) }, 3},
+		{"busy, v5", device.MQTT5, func(b *testbroker.Broker) error { return b.Faults().BeginBusy(fault.CodeServerBusy) }, 0x89},
+		{"busy, 3.1.1", device.MQTT311, func(b *testbroker.Broker) error { return b.Faults().BeginBusy(fault.CodeServerBusy) }, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRigP(t, tc.proto, testbroker.Config{Transport: testbroker.Memory}, nil)
 			r.bootAndConnect()
 			require.NoError(t, tc.limit(r.broker))
-			require.Equal(t, 1, r.broker.DropAll())
+			require.Equal(t, 1, r.broker.Faults().DropAll())
 			r.next(device.EventLost)
 			r.advanceWait()
 			// a new limit's bucket is full: its burst first
 			if strings.HasPrefix(tc.name, "admission") {
 				r.next(device.EventConnected)
-				require.Equal(t, 1, r.broker.DropAll())
+				require.Equal(t, 1, r.broker.Faults().DropAll())
 				r.next(device.EventLost)
 				r.advanceWait()
 			}

@@ -123,12 +123,12 @@ func TestNothingLostAcrossRestartsAndDrops(t *testing.T) {
 			<-events
 		}
 		if outages < 10 && (drops == 5 || (outages+drops)%3 != 2) {
-			b.BeginOutage()
+			b.Faults().BeginOutage()
 			awaitEvent(device.EventAttemptFailed) // the agent met the closed door
-			require.NoError(t, b.EndOutage())
+			require.NoError(t, b.Faults().EndOutage())
 			outages++
 		} else {
-			b.DropAll()
+			b.Faults().DropAll()
 			drops++
 		}
 		awaitEvent(device.EventConnected)
@@ -205,12 +205,12 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	defer pub.Close()
 	stop := startRun(pub)
 
-	b.DropPublishes(true)
+	b.Faults().DropPublishes(true)
 	seq, err := pub.Publish("telemetry/dev-p", []byte("precious"))
 	require.NoError(t, err)
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
-	b.BeginOutage() // the broker restarts with the message unacknowledged
-	require.NoError(t, b.EndOutage())
+	b.Faults().BeginOutage() // the broker restarts with the message unacknowledged
+	require.NoError(t, b.Faults().EndOutage())
 	awaitConnected(true)
 	// paho's resend on the resumed session, then the publisher's own.
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 3 }))
@@ -218,8 +218,8 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	require.Zero(t, s.Delivered, "no PUBACK yet: %+v", s)
 	require.Equal(t, 1, s.Queued)
 
-	b.DropPublishes(false)
-	b.DropAll() // the next resumed session acknowledges
+	b.Faults().DropPublishes(false)
+	b.Faults().DropAll() // the next resumed session acknowledges
 	flush(t, pub)
 	require.Equal(t, uint64(1), pub.Stats().Delivered)
 	require.Positive(t, seen(b)[seq], "the message reached the broker")

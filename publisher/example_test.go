@@ -15,7 +15,7 @@ import (
 func Example() {
 	broker, _ := testbroker.New(testbroker.Config{Transport: testbroker.Memory})
 	defer broker.Close()
-	broker.BeginOutage() // the device boots while its broker is down
+	broker.Faults().BeginOutage() // the device boots while its broker is down
 
 	timing := device.DefaultTiming()
 	timing.BootSpread = 50 * time.Millisecond // a real fleet spreads over seconds
@@ -42,7 +42,7 @@ func Example() {
 	}
 	fmt.Println("queued while the broker is down:", pub.Stats().Queued)
 
-	broker.EndOutage()
+	broker.Faults().EndOutage()
 	_ = pub.Flush(ctx) // until every message has its PUBACK
 	s := pub.Stats()
 	fmt.Println("delivered:", s.Delivered, "queued:", s.Queued)

@@ -62,7 +62,7 @@ func TestDroppedInFlightIsNotDelivered(t *testing.T) {
 	defer p.Close()
 	stop := startRun(p)
 
-	b.DelayPubacks(true)
+	b.Faults().DelayPubacks(true)
 	_, err = p.Publish("t", []byte("1"))
 	require.NoError(t, err)
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }), "1 is in flight")
@@ -73,7 +73,7 @@ func TestDroppedInFlightIsNotDelivered(t *testing.T) {
 	s := p.Stats()
 	assert.Equal(t, uint64(1), s.DroppedOldest, "1 dropped while in flight")
 	assert.True(t, balanced(s), "%+v", s)
-	b.DelayPubacks(false) // 1's PUBACK, then 2 and 3
+	b.Faults().DelayPubacks(false) // 1's PUBACK, then 2 and 3
 	flush(t, p)
 	s = p.Stats()
 	assert.Equal(t, publisher.Stats{Enqueued: 3, Delivered: 2, DroppedOldest: 1}, s)
@@ -133,7 +133,7 @@ func TestStatsBalanceAtEveryInstant(t *testing.T) {
 				}(rand.New(rand.NewPCG(seed, uint64(g))))
 			}
 			if seed%4 == 1 {
-				b.DropAll() // failures in flight, a reconnect under the producers
+				b.Faults().DropAll() // failures in flight, a reconnect under the producers
 			}
 			checks := 0
 			producing := make(chan struct{})
@@ -175,7 +175,7 @@ func TestExhaustedRetryPolicyDoesNotSpin(t *testing.T) {
 	p, err := publisher.New(publisher.Config{Session: agent, Retry: retry, Clock: clock, PublishTimeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	defer p.Close()
-	b.DropPublishes(true)
+	b.Faults().DropPublishes(true)
 	_, err = p.Publish("t", []byte("never acknowledged"))
 	require.NoError(t, err)
 
@@ -200,7 +200,7 @@ func TestExhaustedRetryPolicyDoesNotSpin(t *testing.T) {
 	assert.Equal(t, uint64(3), s.Failures)
 	assert.Equal(t, 1, s.Queued, "the message stays queued")
 
-	b.DropPublishes(false)
+	b.Faults().DropPublishes(false)
 	stop := startRun(p)
 	flush(t, p)
 	require.ErrorIs(t, stop(), context.Canceled)

@@ -125,10 +125,10 @@ func TestDropPublishes(t *testing.T) {
 	t.Cleanup(func() { c.Disconnect(0) })
 	c.mustConnect(t)
 
-	b.DropPublishes(true)
+	b.Faults().DropPublishes(true)
 	first := c.Publish("t/dev-p", 1, false, "first")
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.DroppedPublishes == 1 }))
-	b.DropPublishes(false)
+	b.Faults().DropPublishes(false)
 	second := c.Publish("t/dev-p", 1, false, "second")
 	require.True(t, second.WaitTimeout(bound))
 	require.NoError(t, second.Error())
@@ -140,7 +140,7 @@ func TestDropPublishes(t *testing.T) {
 	require.Len(t, b.Recorder().Publishes(), 1)
 	assert.Equal(t, []byte("second"), b.Recorder().Publishes()[0].Payload)
 
-	require.Equal(t, 1, b.DropAll())
+	require.Equal(t, 1, b.Faults().DropAll())
 	<-c.lost
 	c.mustConnect(t)
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 2 }))
@@ -153,7 +153,7 @@ func TestDelayPubacks(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
 	c := newClient(t, b, "dev-h")
 	c.mustConnect(t)
-	b.DelayPubacks(true)
+	b.Faults().DelayPubacks(true)
 	tok := c.Publish("t/dev-h", 1, false, "held")
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes == 1 }))
 	select {
@@ -161,7 +161,7 @@ func TestDelayPubacks(t *testing.T) {
 		t.Fatal("acknowledged while held")
 	default:
 	}
-	b.DelayPubacks(false)
+	b.Faults().DelayPubacks(false)
 	require.True(t, tok.WaitTimeout(bound))
 	require.NoError(t, tok.Error())
 }
@@ -188,7 +188,7 @@ func TestDropAllDisconnectsEveryClient(t *testing.T) {
 				c.mustConnect(t)
 				cs = append(cs, c)
 			}
-			assert.Equal(t, 5, b.DropAll())
+			assert.Equal(t, 5, b.Faults().DropAll())
 			for _, c := range cs {
 				assert.Error(t, c.awaitLost(t))
 				assert.False(t, c.IsConnected())
@@ -222,7 +222,7 @@ func TestDroppedTCPConnectionIsReallyGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, byte(0), ack.(*packets.ConnackPacket).ReturnCode)
 
-	require.Equal(t, 1, b.DropAll())
+	require.Equal(t, 1, b.Faults().DropAll())
 	// The broker closed its end: the next read sees EOF, not a timeout.
 	_, err = packets.ReadPacket(conn)
 	require.Error(t, err)
@@ -238,8 +238,8 @@ func TestOutageRefusesAndComesBackOnSameAddress(t *testing.T) {
 			c := newClient(t, b, "dev-1")
 			c.mustConnect(t)
 
-			assert.Equal(t, 1, b.BeginOutage())
-			assert.True(t, b.Down())
+			assert.Equal(t, 1, b.Faults().BeginOutage())
+			assert.True(t, b.Faults().Down())
 			assert.Error(t, c.awaitLost(t))
 
 			err, code := c.connect(t)
@@ -247,8 +247,8 @@ func TestOutageRefusesAndComesBackOnSameAddress(t *testing.T) {
 			assert.True(t, errors.Is(err, syscall.ECONNREFUSED), "want connection refused, got %v", err)
 			assert.Equal(t, byte(packets.ErrNetworkError), code)
 
-			require.NoError(t, b.EndOutage())
-			assert.False(t, b.Down())
+			require.NoError(t, b.Faults().EndOutage())
+			assert.False(t, b.Faults().Down())
 			assert.Equal(t, url, b.URL())
 			// A new client: paho completes a failed connect token before its
 			// status is back to disconnected, so reusing c at once can fail.
@@ -263,7 +263,7 @@ func TestOutageRefusesAndComesBackOnSameAddress(t *testing.T) {
 
 func TestOutageForEndsByItself(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.OutageFor(50*time.Millisecond))
+	require.NoError(t, b.Faults().OutageFor(50*time.Millisecond))
 	err, _ := newClient(t, b, "dev-1").connect(t)
 	require.ErrorIs(t, err, syscall.ECONNREFUSED)
 	// Reconnect the way a device would, with the project's own retry loop:
@@ -276,7 +276,7 @@ func TestOutageForEndsByItself(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err, "outage never ended")
-	assert.False(t, b.Down())
+	assert.False(t, b.Faults().Down())
 }
 
 // connectAll connects n fresh clients concurrently and returns their results.
@@ -306,7 +306,7 @@ func connectAll(t *testing.T, b *testbroker.Broker, n int) ([]*client, []error, 
 
 func TestAdmissionRefuseAnswersServerUnavailable(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 3, Mode: fault.RefuseOverLimit}))
+	require.NoError(t, b.Faults().SetAdmission(fault.Admission{Rate: 0.001, Burst: 3, Mode: fault.RefuseOverLimit}))
 	_, errs, codes := connectAll(t, b, 10)
 	accepted, refused := 0, 0
 	for i := range errs {
@@ -330,7 +330,7 @@ func TestAdmissionRefuseAnswersServerUnavailable(t *testing.T) {
 			assert.Equal(t, byte(3), a.Code)
 		}
 	}
-	require.NoError(t, b.SetAdmission(fault.Admission{}))
+	require.NoError(t, b.Faults().SetAdmission(fault.Admission{}))
 	c := newClient(t, b, "late")
 	c.mustConnect(t)
 }
@@ -344,7 +344,7 @@ func TestAdmissionPauseMakesSocketsWait(t *testing.T) {
 			}
 			b := newBroker(t, cfg)
 			const perSecond = 40
-			require.NoError(t, b.SetAdmission(fault.Admission{Rate: perSecond, Burst: 1, Mode: fault.PauseOverLimit}))
+			require.NoError(t, b.Faults().SetAdmission(fault.Admission{Rate: perSecond, Burst: 1, Mode: fault.PauseOverLimit}))
 			_, errs, _ := connectAll(t, b, 6)
 			for _, err := range errs {
 				assert.NoError(t, err, "paused sockets wait and are then served")
@@ -361,7 +361,7 @@ func TestAdmissionPauseMakesSocketsWait(t *testing.T) {
 
 func TestAdmissionDisconnectAcceptsThenDrops(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetAdmission(fault.Admission{Rate: 0.001, Burst: 2, Mode: fault.DisconnectOverLimit}))
+	require.NoError(t, b.Faults().SetAdmission(fault.Admission{Rate: 0.001, Burst: 2, Mode: fault.DisconnectOverLimit}))
 	cs, errs, codes := connectAll(t, b, 5)
 	for i := range errs {
 		// Every client sees CONNACK 0 (or, if the close races the CONNACK, a
@@ -389,7 +389,7 @@ func TestAdmissionDisconnectAcceptsThenDrops(t *testing.T) {
 
 func TestFlappingDropsEachSessionAfterInterval(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetFlapping(30*time.Millisecond))
+	require.NoError(t, b.Faults().SetFlapping(30*time.Millisecond))
 	c := newClient(t, b, "dev-1")
 	for i := 0; i < 3; i++ {
 		c.mustConnect(t)
@@ -399,15 +399,15 @@ func TestFlappingDropsEachSessionAfterInterval(t *testing.T) {
 	for _, d := range b.Recorder().Disconnects() {
 		assert.Equal(t, testbroker.CauseFlap, d.Cause)
 	}
-	require.NoError(t, b.SetFlapping(0))
+	require.NoError(t, b.Faults().SetFlapping(0))
 	c.mustConnect(t)
 }
 
 func TestRefuseChosenClientIDs(t *testing.T) {
 	b := newBroker(t, testbroker.Config{})
-	require.NoError(t, b.Refuse(testbroker.RefuseNotAuthorised, "bad-creds"))
-	require.NoError(t, b.Refuse(testbroker.RefuseIdentifier, "bad-id"))
-	require.NoError(t, b.Refuse(0x87, "v5-code")) // a non-conforming broker
+	require.NoError(t, b.Faults().Refuse(testbroker.RefuseNotAuthorised, "bad-creds"))
+	require.NoError(t, b.Faults().Refuse(testbroker.RefuseIdentifier, "bad-id"))
+	require.NoError(t, b.Faults().Refuse(0x87, "v5-code")) // a non-conforming broker
 
 	err, code := newClient(t, b, "bad-creds").connect(t)
 	assert.ErrorIs(t, err, packets.ErrorRefusedNotAuthorised)
@@ -430,7 +430,7 @@ func TestRefuseChosenClientIDs(t *testing.T) {
 	assert.Equal(t, 0, b.Connected(), "the broker refused it")
 
 	newClient(t, b, "good").mustConnect(t)
-	b.Unrefuse("bad-creds")
+	b.Faults().Unrefuse("bad-creds")
 	newClient(t, b, "bad-creds").mustConnect(t)
 
 	want := map[string]byte{"bad-creds": 5, "bad-id": 2, "v5-code": 0x87}
@@ -446,7 +446,7 @@ func TestRefuseChosenClientIDs(t *testing.T) {
 func TestConnackLatency(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
 	const latency = 100 * time.Millisecond
-	require.NoError(t, b.SetConnackLatency(latency))
+	require.NoError(t, b.Faults().SetConnackLatency(latency))
 	c := newClient(t, b, "dev-1")
 	start := time.Now()
 	c.mustConnect(t)
@@ -474,17 +474,17 @@ func TestInvalidOptionsAreErrors(t *testing.T) {
 
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
 	for _, a := range []fault.Admission{{Rate: 0, Burst: 5}, {Rate: -1}, {Rate: 10, Burst: -1}, {Rate: 10, Mode: 7}, {Rate: 10, Code: 3}} {
-		err := b.SetAdmission(a)
+		err := b.Faults().SetAdmission(a)
 		assert.ErrorIs(t, err, testbroker.ErrInvalid, "%+v", a)
 		assert.ErrorIs(t, err, fault.ErrInvalid, "%+v", a)
 	}
 	for name, err := range map[string]error{
-		"flapping":    b.SetFlapping(-time.Second),
-		"latency":     b.SetConnackLatency(-time.Second),
-		"outage":      b.OutageFor(0),
-		"refuse 0":    b.Refuse(0, "x"),
-		"refuse 9":    b.Refuse(9, "x"),
-		"busy code 3": b.BeginBusy(3),
+		"flapping":    b.Faults().SetFlapping(-time.Second),
+		"latency":     b.Faults().SetConnackLatency(-time.Second),
+		"outage":      b.Faults().OutageFor(0),
+		"refuse 0":    b.Faults().Refuse(0, "x"),
+		"refuse 9":    b.Faults().Refuse(9, "x"),
+		"busy code 3": b.Faults().BeginBusy(3),
 	} {
 		assert.ErrorIs(t, err, testbroker.ErrInvalid, name)
 	}
@@ -635,7 +635,7 @@ func TestReconnectDuringCleanupKeepsSession(t *testing.T) {
 		case <-time.After(bound):
 			t.Fatalf("round %d: the reconnected client's subscription was lost", i)
 		}
-		b.DropAll() // both; the loop reconnects at once
+		b.Faults().DropAll() // both; the loop reconnects at once
 		c.awaitLost(t)
 		sender.awaitLost(t)
 	}
@@ -647,7 +647,7 @@ func TestReconnectDuringCleanupKeepsSession(t *testing.T) {
 // still see the session end.
 func TestClientGoneBeforeConnackIsNotLeftConnected(t *testing.T) {
 	b := newBroker(t, testbroker.Config{Transport: testbroker.Memory})
-	require.NoError(t, b.SetConnackLatency(50*time.Millisecond))
+	require.NoError(t, b.Faults().SetConnackLatency(50*time.Millisecond))
 	conn, err := b.Dial(nil, paho.ClientOptions{ConnectTimeout: bound})
 	require.NoError(t, err)
 	cp := packets.NewControlPacket(packets.Connect).(*packets.ConnectPacket)

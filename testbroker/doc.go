@@ -1,12 +1,14 @@
 // Package testbroker is an in-process MQTT broker (on mochi-mqtt) that
 // fails on command and records every attempt. It is for testing device
-// fleets against the ways real brokers fail. It is a fault.Breaker, as the
-// fault proxy in front of any other broker is, and records fault.Attempts.
+// fleets against the ways real brokers fail. Its Faults are a
+// fault.Breaker, as the fault proxy in front of any other broker is, and it
+// records fault.Attempts.
 //
 // A Broker has the shape of httptest.Server: New (NewUnstarted + Start),
-// URL, a blocking Close. Faults can be applied at any time while clients
-// are connected. They are DropAll, BeginOutage/EndOutage/OutageFor,
-// SetAdmission, SetFlapping, Refuse and SetConnackLatency. In an outage the
+// URL, a blocking Close. What breaks it is its Faults, applied at any time
+// while clients are connected: DropAll, BeginOutage/EndOutage/OutageFor,
+// SetAdmission, SetFlapping, Refuse, SetConnackLatency, Drain, BeginBusy,
+// DropPublishes and DelayPubacks. In an outage the
 // listener goes away and comes back on the same address. SetAdmission sets
 // a connect rate with one of three over-limit behaviours. Refuse gives
 // chosen client IDs a CONNACK code. Its Recorder holds every connection

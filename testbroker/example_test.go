@@ -29,10 +29,10 @@ func Example_outage() {
 	}
 
 	fmt.Println("before:", connect("dev-1"))
-	b.BeginOutage()
+	b.Faults().BeginOutage()
 	err = connect("dev-1")
 	fmt.Println("during: refused =", errors.Is(err, syscall.ECONNREFUSED))
-	if err := b.EndOutage(); err != nil {
+	if err := b.Faults().EndOutage(); err != nil {
 		panic(err)
 	}
 	fmt.Println("after:", connect("dev-1"))

@@ -48,7 +48,7 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	b.rec.connect(tc.seq, now, id, cl.Properties.ProtocolVersion)
 	b.awaitPreviousSession(id, tc)
 
-	if d := time.Duration(b.latency.Load()); d > 0 {
+	if d := time.Duration(b.faults.latency.Load()); d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -57,13 +57,13 @@ func (h *hook) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 			return errors.New("testbroker: closed")
 		}
 	}
-	if r, ok := b.refusal(id); ok {
+	if r, ok := b.faults.refusal(id); ok {
 		return h.refuse(cl, tc, r)
 	}
-	if code := b.busy.Load(); code > 0 {
+	if code := b.faults.busy.Load(); code > 0 {
 		return h.refuse(cl, tc, overLimit(cl, byte(code)))
 	}
-	if ok, mode, code := b.admitConnect(now); !ok {
+	if ok, mode, code := b.faults.admitConnect(now); !ok {
 		if mode == fault.RefuseOverLimit {
 			return h.refuse(cl, tc, overLimit(cl, code))
 		}
@@ -121,8 +121,8 @@ func (h *hook) OnSessionEstablished(cl *mqtt.Client, _ packets.Packet) {
 		b.kick(cl, CauseThrottled)
 		return
 	}
-	if d := time.Duration(b.flapAfter.Load()); d > 0 {
-		b.afterFunc(d, func() {
+	if d := time.Duration(b.faults.flapAfter.Load()); d > 0 {
+		b.faults.afterFunc(d, func() {
 			if !cl.Closed() {
 				b.kick(cl, CauseFlap)
 			}
@@ -156,7 +156,7 @@ func (h *hook) OnDisconnect(cl *mqtt.Client, err error, _ bool) {
 // runs after it): a client that holds an acknowledgement must never find its
 // message missing from the record.
 func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if pk.FixedHeader.Qos > 0 && h.b.dropPublishes.Load() {
+	if pk.FixedHeader.Qos > 0 && h.b.faults.dropPublishes.Load() {
 		h.b.rec.withheld()
 		return pk, packets.ErrRejectPacket // mochi drops it: no PUBACK
 	}
@@ -168,7 +168,7 @@ func (h *hook) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, er
 	}
 	h.b.rec.publish(p)
 	if pk.FixedHeader.Qos > 0 {
-		h.b.awaitAck() // mochi writes the PUBACK when this returns
+		h.b.faults.awaitAck() // mochi writes the PUBACK when this returns
 	}
 	return pk, nil
 }

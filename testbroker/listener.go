@@ -170,7 +170,7 @@ func (l *faultListener) Serve(establish listeners.EstablishFn) {
 		// In fault.PauseOverLimit mode the connection waits here for a token, as it
 		// would in the listen backlog. (Taking the token before Accept would
 		// let the bucket refill while blocked there: a burst of B+1.)
-		if err := l.b.admitSocket(l.b.ctx); err != nil {
+		if err := l.b.faults.admitSocket(l.b.ctx); err != nil {
 			_ = conn.Close()
 			return // closed while waiting for admission
 		}

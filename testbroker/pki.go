@@ -68,14 +68,6 @@ func (b *Broker) ClientCertificate(clientID string) (tls.Certificate, error) {
 	return b.pki.ca.Issue(clientID, x509.ExtKeyUsageClientAuth)
 }
 
-// CACertPEM returns the broker's CA certificate in PEM.
-func (b *Broker) CACertPEM() []byte {
-	if b.pki == nil {
-		return nil
-	}
-	return b.pki.caPEM
-}
-
 // TLSFiles are PEM files a device binary can be pointed at. The zero TLSFiles
 // names no file. It is a plain value, safe to share.
 type TLSFiles struct{ CA, Cert, Key string }

@@ -291,7 +291,7 @@ func TestHeartbeatsQueuedDuringOutageSurviveRestart(t *testing.T) {
 	b, err := testbroker.New(testbroker.Config{})
 	require.NoError(t, err)
 	defer b.Close()
-	b.BeginOutage()
+	b.Faults().BeginOutage()
 	dir := t.TempDir()
 	args := []string{"-broker", b.URL(), "-client-id", "dev-q", "-heartbeat", "20ms", "-boot-spread", "1ms", "-data-dir", dir}
 	stop, logs := startRun(t, args)
@@ -299,7 +299,7 @@ func TestHeartbeatsQueuedDuringOutageSurviveRestart(t *testing.T) {
 	require.NoError(t, stop())
 	assert.Zero(t, b.Recorder().Counts().Publishes)
 
-	require.NoError(t, b.EndOutage())
+	require.NoError(t, b.Faults().EndOutage())
 	stop, _ = startRun(t, args)
 	defer func() { require.NoError(t, stop()) }()
 	require.NoError(t, b.Recorder().Await(context.Background(), bound, func(c testbroker.Counts) bool { return c.Publishes >= 1 }))

@@ -185,11 +185,11 @@ func (f *Fleet) carryOut(ctx context.Context, e plan.Event, struck []int) (back 
 				f.breaker(k).DropAll()
 			}
 		case plan.RollingDrain: // one node's: its devices are handed to the next
-			b := f.nodes.Brokers[k]
+			b := f.nodes.Brokers[k].Faults()
 			b.Drain(device.CodeUseAnotherServer, f.nodes.Reference((k+1)%len(f.faults)))
 			end = f.faults[k].Outage(b, outage, nil)
 		case plan.BusyNode:
-			b := f.nodes.Brokers[k]
+			b := f.nodes.Brokers[k].Faults()
 			if err = b.BeginBusy(f.p.Busy()); err == nil {
 				b.Drain(f.p.Busy(), "")
 				end = f.faults[k].After(outage, func() error { b.EndBusy(); return nil })

@@ -128,7 +128,7 @@ func TestShardsObserveAnExternalBrokerAndMerge(t *testing.T) {
 	dropped := make(chan struct{})
 	go func() {
 		ready.Wait()
-		b.DropAll()
+		b.Faults().DropAll()
 		close(dropped)
 	}()
 	reports := make([]*report.Report, 2)

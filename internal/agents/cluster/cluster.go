@@ -182,7 +182,7 @@ func (c *Cluster) Breaker(k int) fault.Breaker {
 	if len(c.Proxies) > 0 {
 		return c.Proxies[k]
 	}
-	return c.Brokers[k]
+	return c.Brokers[k].Faults()
 }
 
 // Admit applies admission a (scaled) at every node, each on its own: the
@@ -208,7 +208,7 @@ func (c *Cluster) admitLocked(a fault.Admission) error {
 	c.admitting = a != (fault.Admission{})
 	var breakers []fault.Breaker
 	for _, b := range c.Brokers {
-		breakers = append(breakers, b)
+		breakers = append(breakers, b.Faults())
 	}
 	if len(c.Brokers) == 0 {
 		for _, p := range c.Proxies {
