@@ -38,27 +38,15 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 		f.childReports = reports
 	}
 	p := f.p
-	rep := report.New(p, plan.Agents, string(p.Transport), len(f.ids), rec.T0)
-	if s := f.struckAt; s != nil && rep.Sync != nil {
-		if !p.DisruptAt.IsZero() {
-			rep.Sync.StrikeUnixMS = s.at.UnixMilli()
-		}
-		if s.offset != nil {
-			ms := float64(*s.offset) / float64(time.Millisecond)
-			rep.Sync.ClockOffsetMS = &ms
-		}
-	}
-	fleetAt, brokerAt := f.vantage(rep)
-	b := report.NewBuilder(p.Devices, rec.T0, rec.Returned, p.TimeScale, fleetAt, brokerAt, p.Events)
-	b.SplitGroups(p.GroupsOrWhole())
-	b.SplitDisruptions(rec.At)
-	b.SplitNodes(p.ClusterNodes())
-	// The proxy knows a connection reached the broker, not whether the
-	// broker accepted it: recovery is the devices' word for it then.
-	b.FleetAdmits = brokerAt == "proxy"
-	b.MinWidth = time.Duration(p.TimeScale * float64(hostTimerPrecision))
-	b.WatchedUntil(rec.Until)
-	f.addFleetSide(b, rep, rec)
+	fleetAt, brokerAt, transport := f.vantage()
+	b := report.NewBuilder(report.Run{Plan: p, Engine: plan.Agents, Transport: transport, Devices: len(f.ids), Indexes: p.Devices,
+		T0: rec.T0, Returned: rec.Returned, TimeScale: p.TimeScale, FleetAt: fleetAt, BrokerAt: brokerAt, Events: p.Events,
+		Groups: p.GroupsOrWhole(), Disruptions: rec.At, Nodes: p.ClusterNodes(),
+		// The proxy knows a connection reached the broker, not whether the
+		// broker accepted it: recovery is the devices' word for it then.
+		FleetAdmits: brokerAt == "proxy",
+		MinWidth:    time.Duration(p.TimeScale * float64(hostTimerPrecision))})
+	f.addFleetSide(b, rec)
 	switch {
 	case brokerAt == "proxy":
 		// What reached the broker is what the proxy let through: a dial it
@@ -81,10 +69,19 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 			b.Add(brokerRecord(b, a))
 		}
 	}
-	if err := b.Fill(rep); err != nil {
+	rep, err := b.Report(rec.Until)
+	if err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, len(f.ids)), b.Back().Seconds()
+	if s := f.struckAt; s != nil && rep.Sync != nil {
+		if !p.DisruptAt.IsZero() {
+			rep.Sync.StrikeUnixMS = s.at.UnixMilli()
+		}
+		if s.offset != nil {
+			ms := float64(*s.offset) / float64(time.Millisecond)
+			rep.Sync.ClockOffsetMS = &ms
+		}
+	}
 	if p.Transport == plan.TLS && len(f.nodes.Brokers) > 0 {
 		rep.TLS = report.TLSCostOf(f.nodes.HandshakeCPU, rep.Broker)
 	}
@@ -106,21 +103,20 @@ func (f *Fleet) forget() {
 }
 
 // vantage is where the report's two sides are measured, and the transport
-// it names when the broker is not the in-process one.
-func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
+// it names: "external" when the broker is not the in-process one.
+func (f *Fleet) vantage() (fleetAt, brokerAt, transport string) {
+	transport = string(f.p.Transport)
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
-		return "config-server", "" // every request reaches it
+		return "config-server", "", transport // every request reaches it
 	case len(f.nodes.Brokers) == 0 && len(f.nodes.Proxies) > 0:
-		rep.Transport = "external"
-		return "devices", "proxy"
+		return "devices", "proxy", "external"
 	case len(f.nodes.Brokers) == 0:
-		rep.Transport = "external"
-		return "devices", ""
+		return "devices", "", "external"
 	case f.nodes.Standby != nil:
-		return "devices", "standby broker"
+		return "devices", "standby broker", transport
 	}
-	return "devices", "broker"
+	return "devices", "broker", transport
 }
 
 // addFleetSide adds what the devices did since the window's start. In
@@ -128,7 +124,7 @@ func (f *Fleet) vantage(rep *report.Report) (fleetAt, brokerAt string) {
 // ran beside nobody's proxy, it is the children's own records; else it is
 // the devices' log here. It also adds how soon they noticed each
 // disruption.
-func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
+func (f *Fleet) addFleetSide(b *report.Builder, rec Watch) {
 	t0 := rec.T0
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
@@ -147,7 +143,7 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
 		}
 		// observe's t0 is the first loss noticed
 		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe {
-			f.addNotices(b, rep, rec)
+			f.addNotices(b, rec)
 		}
 	}
 }
@@ -156,9 +152,9 @@ func (f *Fleet) addFleetSide(b *report.Builder, rep *report.Report, rec Watch) {
 // the window that ended their sessions, from its own start. That is the
 // host's lateness (Builder.Noticed). After a black hole, which the
 // devices notice only through their keepalive, it is the fleet's own
-// figure (report.Noticed). A child's window is its parent's first
+// figure (Builder.NoticedSilence). A child's window is its parent's first
 // disruption.
-func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Watch) {
+func (f *Fleet) addNotices(b *report.Builder, rec Watch) {
 	events, at := rec.Disruptions, rec.At
 	if len(at) == 0 {
 		events, at = f.p.Timeline()[:1], []time.Duration{0}
@@ -185,7 +181,7 @@ func (f *Fleet) addNotices(b *report.Builder, rep *report.Report, rec Watch) {
 	}
 	b.Noticed(host)
 	if longest >= 0 {
-		rep.Noticed = report.NoticedOf(silent, f.p.TimeScale, f.unscale(longest))
+		b.NoticedSilence(silent, f.unscale(longest))
 	}
 }
 

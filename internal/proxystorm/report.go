@@ -55,20 +55,13 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 	if returned.IsZero() {
 		returned = t0.Add(p.FirstReturn())
 	}
-	rep := report.New(p, plan.Proxy, "external", max(fl.devices(), 1), t0)
-	rep.Policy = "the fleet's own"
-	if s.cfg.Manual {
-		rep.Scenario = strikes[0].event.Scenario
-	}
-	b := report.NewBuilder(rep.Devices, t0, returned, 1, "proxy", "proxy", s.cfg.Events)
 	at := make([]time.Duration, len(strikes))
 	for k, st := range strikes {
 		at[k] = st.at.Sub(t0)
 	}
-	b.SplitDisruptions(at)
-	b.SplitNodes(len(s.proxies))
-	b.WatchedUntil(until)
-	b.MinWidth = time.Duration(2 * late99 * float64(time.Second))
+	b := report.NewBuilder(report.Run{Plan: p, Engine: plan.Proxy, Transport: "external", Devices: max(fl.devices(), 1),
+		T0: t0, Returned: returned, TimeScale: 1, FleetAt: "proxy", BrokerAt: "proxy", Events: s.cfg.Events,
+		Disruptions: at, Nodes: len(s.proxies), MinWidth: time.Duration(2 * late99 * float64(time.Second))})
 	attempts := s.attemptsSince(t0)
 	anonymous := stayedAnonymous(attempts, until, fl)
 	counts := &report.ProxyCounts{}
@@ -89,15 +82,17 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 		}
 		counts.Add(countOf(a.Attempt))
 	}
-	if err := b.Fill(rep); err != nil {
+	rep, err := b.Report(until)
+	if err != nil {
 		return nil, err
+	}
+	rep.Policy = "the fleet's own"
+	if s.cfg.Manual {
+		rep.Scenario = strikes[0].event.Scenario
 	}
 	h := &rep.Host
 	h.LagP50S, h.LagP99S, h.Bound = late50, late99, late99 > report.HostBoundLate.Seconds()
-	rep.Proxy, rep.BrokerBackS = counts, b.Back().Seconds()
-	if p.AdmitRate > 0 {
-		rep.Limit = report.LimitOf(p.AdmitRate, rep.Devices)
-	}
+	rep.Proxy = counts
 	rep.External = s.external(fl)
 	if inferred, err := s.InferPolicy(); err == nil {
 		rep.Inferred = PolicyOf(inferred, s.cfg.Identify)

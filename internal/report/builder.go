@@ -22,27 +22,13 @@ import (
 // stream into histograms and per-device counters; each attempt's event goes
 // to the run's events.csv, or is kept for WriteFiles.
 type Builder struct {
-	timeScale float64
-	t0        time.Time
-	back      time.Duration // unscaled: when the broker returned
+	run  Run
+	back time.Duration // unscaled: when the broker returned
 
 	fleet, broker stormstats.Histogram
 	admissions    stormstats.Histogram // sessions admitted, in the view recovery uses
-	// MinWidth is the finest timing the run can vouch for (the host's timer
-	// precision for real agents); measured lags can only widen it.
-	MinWidth time.Duration
-	// where each view is measured (Side.MeasuredAt); brokerAt is "" when
-	// the run cannot see the broker's side (an external broker)
-	fleetAt, brokerAt string
-	// FleetAdmits: recovery is when the devices heard CONNACK 0, although
-	// the broker's side is seen (a proxy sees connections, not CONNACKs).
-	FleetAdmits bool
-	// FleetVerdictOnly leaves the broker's side unjudged (Report.Broker
-	// nil) for a study that reads only the verdict, which is the fleet's:
-	// judging a side costs as much as the other.
-	FleetVerdictOnly bool
-	events           *eventLog
-	until            time.Duration // unscaled: how long after the disruption the run watched
+	events        *eventLog
+	until         time.Duration // unscaled: how long after the disruption the run watched
 
 	// Per device index: attempts made, and the last admitted session (the
 	// one that stayed). Both are from the broker's view when there is one:
@@ -55,7 +41,7 @@ type Builder struct {
 	strangers   int64     // attempts by a client ID that is not one of the fleet's
 	lags        []float64 // unscaled seconds each attempt started late, where known
 	notices     []float64 // unscaled seconds each device took to notice the disruption, where known
-	returned    time.Time
+	noticed     *Noticed  // how soon the devices noticed a silent path, after a black hole
 	// groups, for a mixed fleet: each group's records also go to a builder
 	// of its own, so that each is judged on its own.
 	groups []subBuilder
@@ -65,6 +51,48 @@ type Builder struct {
 	// nodes, for a cluster: what each node took, its busiest second
 	// shows where the fleet piled up.
 	nodes []stormstats.Histogram
+}
+
+// Run is what a report is made of before its first attempt: the plan, how
+// the engine ran it, and what the run can see. A report is made from one
+// Run (NewBuilder), the attempts (Add) and when the watching ended
+// (Report); no engine sets a builder's or a report's field of its own.
+type Run struct {
+	Plan      plan.Plan // the setup the report names, and its admission limit
+	Engine    plan.Engine
+	Transport string
+	Devices   int // the devices reported on
+	// Indexes are the fleet's device indexes, 0 to Indexes-1 (0: Devices):
+	// a shard reports on Devices of them.
+	Indexes   int
+	T0        time.Time // the (first) disruption
+	Returned  time.Time // when the broker returned
+	TimeScale float64   // the run's: times are reported unscaled
+	// FleetAt and BrokerAt say where each side is measured
+	// (Side.MeasuredAt); BrokerAt is "" when the run cannot see the
+	// broker's side (an external broker).
+	FleetAt, BrokerAt string
+	// Events take events.csv as it is written; nil keeps the events for
+	// WriteFiles.
+	Events io.Writer
+	// Groups, a mixed fleet's in device index order
+	// (plan.Fleet.GroupsOrWhole), are each reported on their own as well
+	// as the fleet as a whole; Disruptions, a timeline's (since T0), have
+	// each recovery judged on its own; Nodes, a cluster's, have what each
+	// node took counted on its own. One of each splits nothing.
+	Groups      []plan.Group
+	Disruptions []time.Duration
+	Nodes       int
+	// MinWidth is the finest timing the run can vouch for (the host's timer
+	// precision for real agents); measured lags can only widen it.
+	MinWidth time.Duration
+	// FleetAdmits: recovery is when the devices heard CONNACK 0, although
+	// the broker's side is seen (a proxy sees connections, not CONNACKs).
+	FleetAdmits bool
+	// FleetVerdictOnly leaves the broker's side unjudged (Report.Broker
+	// nil) for a study that reads only the verdict, which is the fleet's:
+	// judging a side costs as much as the other.
+	FleetVerdictOnly bool
 }
 
 // segment is one disruption's recovery: the arrivals from it to the next,
@@ -86,13 +114,16 @@ type subBuilder struct {
 	b  *Builder
 }
 
-// NewBuilder starts a report of a fleet of devices (indexes 0 to devices-1)
-// disrupted at t0, whose broker returned at returned, in a run at
-// timeScale. Events go to w as events.csv, or are kept when w is nil.
-func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt, brokerAt string, w io.Writer) *Builder {
-	b := &Builder{timeScale: timeScale, t0: t0, returned: returned, fleetAt: fleetAt, brokerAt: brokerAt,
-		tried: newCounts(devices), recovered: hugepage.Make[time.Duration](devices), events: newEventLog(w, t0, timeScale)}
-	b.back = b.Since(returned)
+// NewBuilder starts the report of r.
+func NewBuilder(r Run) *Builder { return newBuilder(r, r.Events) }
+
+func newBuilder(r Run, w io.Writer) *Builder {
+	if r.Indexes == 0 {
+		r.Indexes = r.Devices
+	}
+	b := &Builder{run: r, tried: newCounts(r.Indexes), recovered: hugepage.Make[time.Duration](r.Indexes),
+		events: newEventLog(w, r.T0, r.TimeScale)}
+	b.back = b.Since(r.Returned)
 	for i := range b.recovered {
 		b.recovered[i] = -1
 	}
@@ -100,58 +131,33 @@ func NewBuilder(devices int, t0, returned time.Time, timeScale float64, fleetAt,
 	// before it
 	b.fleet.Cover(0)
 	b.broker.Cover(0)
-	return b
-}
-
-// SplitGroups makes b report each group of a mixed fleet on its own as
-// well as the fleet as a whole; groups are in device index order (see
-// plan.Fleet.GroupsOrWhole). One group splits nothing.
-func (b *Builder) SplitGroups(groups []plan.Group) {
-	if len(groups) < 2 {
-		return
-	}
-	lo := 0
-	for _, g := range groups {
-		sub := NewBuilder(g.Devices, b.t0, b.returned, b.timeScale, b.fleetAt, b.brokerAt, io.Discard)
-		b.groups = append(b.groups, subBuilder{Group: g, lo: lo, b: sub})
-		lo += g.Devices
-	}
-}
-
-// SplitDisruptions makes b judge the recovery from each disruption of a
-// timeline on its own (at: since the first, which is 0, in order), and the
-// run by them all.
-func (b *Builder) SplitDisruptions(at []time.Duration) {
-	if len(at) < 2 {
-		return
-	}
-	for _, t := range at {
-		sg := segment{at: t, recovered: make([]time.Duration, len(b.recovered)), tried: make([]bool, len(b.recovered))}
-		for i := range sg.recovered {
-			sg.recovered[i] = -1
+	if len(r.Groups) > 1 {
+		lo := 0
+		for _, g := range r.Groups {
+			sub := r
+			sub.Devices, sub.Indexes, sub.Groups = g.Devices, g.Devices, nil
+			b.groups = append(b.groups, subBuilder{Group: g, lo: lo, b: newBuilder(sub, io.Discard)})
+			lo += g.Devices
 		}
-		sg.fleet.Cover(t)
-		sg.broker.Cover(t)
-		b.segments = append(b.segments, sg)
 	}
-	for _, g := range b.groups {
-		g.b.SplitDisruptions(at)
+	if len(r.Disruptions) > 1 {
+		for _, t := range r.Disruptions {
+			sg := segment{at: t, recovered: make([]time.Duration, len(b.recovered)), tried: make([]bool, len(b.recovered))}
+			for i := range sg.recovered {
+				sg.recovered[i] = -1
+			}
+			sg.fleet.Cover(t)
+			sg.broker.Cover(t)
+			b.segments = append(b.segments, sg)
+		}
 	}
-}
-
-// SplitNodes makes b count what each of a cluster's nodes took (the
-// Broker side's records by their Node). One node splits nothing.
-func (b *Builder) SplitNodes(n int) {
-	if n < 2 {
-		return
+	if r.Nodes > 1 {
+		b.nodes = make([]stormstats.Histogram, r.Nodes)
+		for k := range b.nodes {
+			b.nodes[k].Cover(0)
+		}
 	}
-	b.nodes = make([]stormstats.Histogram, n)
-	for k := range b.nodes {
-		b.nodes[k].Cover(0)
-	}
-	for _, g := range b.groups {
-		g.b.SplitNodes(n)
-	}
+	return b
 }
 
 // segment is the disruption t falls after, or nil without a timeline.
@@ -177,17 +183,17 @@ func (b *Builder) group(dev int32) (*Builder, int32) {
 	return nil, 0
 }
 
-// WatchedUntil records that the run watched for attempts until t, so that
+// watchedUntil records that the run watched for attempts until t, so that
 // the quiet after the last one is known (a drop-all's one burst stands out
 // against it). A zero t is the last attempt.
-func (b *Builder) WatchedUntil(t time.Time) {
+func (b *Builder) watchedUntil(t time.Time) {
 	if !t.IsZero() {
 		b.until = b.Since(t)
 		b.fleet.Cover(b.until)
 		b.broker.Cover(b.until)
 	}
 	for _, g := range b.groups {
-		g.b.WatchedUntil(t)
+		g.b.watchedUntil(t)
 	}
 }
 
@@ -196,13 +202,21 @@ func (b *Builder) WatchedUntil(t time.Time) {
 // host slow to deliver the losses therefore delays whole schedules.
 func (b *Builder) Noticed(delays []time.Duration) {
 	for _, d := range delays {
-		b.notices = append(b.notices, d.Seconds()*b.timeScale)
+		b.notices = append(b.notices, d.Seconds()*b.run.TimeScale)
 	}
+}
+
+// NoticedSilence records how long (real time) each device took to notice
+// a path gone silent for silent (unscaled): a black hole, which a device
+// notices only through its keepalive. A device that never noticed it is
+// math.MaxInt64.
+func (b *Builder) NoticedSilence(delays []time.Duration, silent time.Duration) {
+	b.noticed = noticedOf(delays, b.run.TimeScale, silent)
 }
 
 // Since is at's unscaled time after the disruption.
 func (b *Builder) Since(at time.Time) time.Duration {
-	return time.Duration(float64(at.Sub(b.t0)) * b.timeScale)
+	return time.Duration(float64(at.Sub(b.run.T0)) * b.run.TimeScale)
 }
 
 // Add takes one attempt record: a builder is every engine's attempt.Sink.
@@ -238,7 +252,7 @@ func (b *Builder) Add(r attempt.Record) {
 		return
 	}
 	b.tried.add(dev)
-	if (b.brokerAt == "" || b.FleetAdmits) && r.Outcome == fault.Accepted {
+	if (b.run.BrokerAt == "" || b.run.FleetAdmits) && r.Outcome == fault.Accepted {
 		b.admitted(dev, t)
 	}
 }
@@ -302,7 +316,7 @@ func (b *Builder) reached(r attempt.Record) {
 	if sg := b.segment(r.T); sg != nil {
 		sg.broker.Add(r.T)
 	}
-	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.FleetAdmits && dev >= 0 && dev < len(b.recovered) {
+	if dev := int(r.Device); r.Outcome == fault.Accepted && !b.run.FleetAdmits && dev >= 0 && dev < len(b.recovered) {
 		b.admitted(dev, r.T)
 	}
 }
@@ -311,7 +325,7 @@ func (b *Builder) reached(r attempt.Record) {
 // broker and were not admitted. It does not when it leaves the broker's
 // side unjudged and has no nodes to count them by. An engine may then leave
 // those records out. The fleet's side has them all.
-func (b *Builder) CountsRefusals() bool { return !b.FleetVerdictOnly || b.nodes != nil }
+func (b *Builder) CountsRefusals() bool { return !b.run.FleetVerdictOnly || b.nodes != nil }
 
 // Back is when the broker returned, unscaled, since the disruption.
 func (b *Builder) Back() time.Duration { return b.back }
@@ -321,7 +335,7 @@ func (b *Builder) Back() time.Duration { return b.back }
 func (b *Builder) AfterReturn() int64 { return b.afterReturn }
 
 // TimeScale is the run's.
-func (b *Builder) TimeScale() float64 { return b.timeScale }
+func (b *Builder) TimeScale() float64 { return b.run.TimeScale }
 
 func (b *Builder) admitted(dev int, t time.Duration) {
 	if sg := b.segment(t); sg != nil {
@@ -334,9 +348,27 @@ func (b *Builder) admitted(dev int, t time.Duration) {
 	b.recovered[dev] = t
 }
 
-// Fill sets what the attempts say in rep (whose Devices is set): recovery,
+// Report is the run's report, once the run watched for attempts until
+// until (zero: its last attempt): its setup, recovery, attempts, both
+// views with their judgements, each disruption's, group's and node's, and
+// the admission limit. What only the engine knows (the host's cost, a
+// proxy's counts, whether the run ended with every device back) is the
+// caller's to add.
+func (b *Builder) Report(until time.Time) (*Report, error) {
+	r := b.run
+	rep := New(r.Plan, r.Engine, r.Transport, r.Devices, r.T0)
+	b.watchedUntil(until)
+	if err := b.fill(rep); err != nil {
+		return nil, err
+	}
+	rep.Limit, rep.BrokerBackS = LimitOf(r.Plan.AdmitRate, r.Devices), b.back.Seconds()
+	rep.Noticed = b.noticed
+	return rep, nil
+}
+
+// fill sets what the attempts say in rep (whose Devices is set): recovery,
 // attempts, and both views with their judgements.
-func (b *Builder) Fill(rep *Report) error {
+func (b *Builder) fill(rep *Report) error {
 	recovered := make([]float64, 0, len(b.recovered))
 	a := &rep.Attempts
 	rep.stranded = 0
@@ -364,7 +396,7 @@ func (b *Builder) Fill(rep *Report) error {
 	// Times are known only as finely as the host kept the devices'
 	// schedules: no burst narrower than twice the lag is the fleet's.
 	m := stormstats.DefaultMethod
-	m.MinWidth = b.MinWidth
+	m.MinWidth = b.run.MinWidth
 	h := &rep.Host
 	if len(b.lags) > 0 {
 		p := stormstats.Percentiles(b.lags, 50, 99)
@@ -378,13 +410,13 @@ func (b *Builder) Fill(rep *Report) error {
 		h.Bound = late > HostBoundLate.Seconds()
 	}
 	var err error
-	if rep.Fleet, err = judged(&b.fleet, b.fleetAt, m); err != nil {
+	if rep.Fleet, err = judged(&b.fleet, b.run.FleetAt, m); err != nil {
 		return err
 	}
 	rep.Verdict = rep.Fleet.Judgement.Verdict
 	rep.Admitted = stormstats.Summarize(&b.admissions)
-	if b.brokerAt != "" && !b.FleetVerdictOnly {
-		s, err := judged(&b.broker, b.brokerAt, m)
+	if b.run.BrokerAt != "" && !b.run.FleetVerdictOnly {
+		s, err := judged(&b.broker, b.run.BrokerAt, m)
 		if err != nil {
 			return err
 		}
@@ -434,11 +466,11 @@ func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
 		d := DisruptionReport{AtS: sg.at.Seconds(), Recovery: recoveryOf(back)}
 		d.Recovery.AllRecovered = all
 		var err error
-		if d.Fleet, err = judged(&sg.fleet, b.fleetAt, m); err != nil {
+		if d.Fleet, err = judged(&sg.fleet, b.run.FleetAt, m); err != nil {
 			return err
 		}
-		if b.brokerAt != "" && !b.FleetVerdictOnly {
-			s, err := judged(&sg.broker, b.brokerAt, m)
+		if b.run.BrokerAt != "" && !b.run.FleetVerdictOnly {
+			s, err := judged(&sg.broker, b.run.BrokerAt, m)
 			if err != nil {
 				return err
 			}
@@ -455,10 +487,9 @@ func (b *Builder) fillDisruptions(rep *Report, m stormstats.Method) error {
 // fillGroups judges each group of a mixed fleet on its own.
 func (b *Builder) fillGroups(rep *Report) error {
 	for _, g := range b.groups {
-		g.b.MinWidth, g.b.FleetAdmits, g.b.lags, g.b.notices = b.MinWidth, b.FleetAdmits, b.lags, b.notices
-		g.b.FleetVerdictOnly = b.FleetVerdictOnly
+		g.b.lags, g.b.notices = b.lags, b.notices
 		gr := &Report{Setup: Setup{Devices: g.Devices}}
-		if err := g.b.Fill(gr); err != nil {
+		if err := g.b.fill(gr); err != nil {
 			return err
 		}
 		// a group's verdict, across a timeline, is its recoveries' together

@@ -86,16 +86,16 @@ func Merge(shards []*Report) (*Report, error) {
 	// Every shard's broker was back when the plan says: the first's return
 	// is the fleet's.
 	returned := t0.Add(time.Duration(first.BrokerBackS / m.TimeScale * float64(time.Second)))
-	b := NewBuilder(m.Devices, t0, returned, m.TimeScale, first.Fleet.MeasuredAt, "", nil)
 	var at []time.Duration // a timeline's disruptions, each judged on its own as each shard judged it
 	for _, d := range first.Disruptions {
 		at = append(at, time.Duration(d.AtS*float64(time.Second)))
 	}
-	b.SplitDisruptions(at)
+	b := NewBuilder(Run{Devices: m.Devices, T0: t0, Returned: returned, TimeScale: m.TimeScale,
+		FleetAt: first.Fleet.MeasuredAt, Disruptions: at})
 	for _, r := range records {
 		b.Add(r)
 	}
-	if err := b.Fill(m); err != nil {
+	if err := b.fill(m); err != nil {
 		return nil, err
 	}
 	m.Recovery.AllRecovered = all && m.stranded == 0

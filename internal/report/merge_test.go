@@ -39,8 +39,7 @@ func timelineShards(t *testing.T, count int, at []time.Duration, change func(i i
 					Device: int32(d), Outcome: fault.Accepted})
 			}
 		}
-		r := buildBy(t, p.Devices, records, func(b *report.Builder, rs []attempt.Record) {
-			b.SplitDisruptions(at)
+		r := buildBy(t, p.Devices, at, records, func(b *report.Builder, rs []attempt.Record) {
 			for _, r := range rs {
 				b.Add(r)
 			}

@@ -237,7 +237,7 @@ type Noticed struct {
 
 // noticedOf summarises real-time notice delays in unscaled seconds, those
 // before the end of a silence of length silent apart from the rest.
-func NoticedOf(delays []time.Duration, timeScale float64, silent time.Duration) *Noticed {
+func noticedOf(delays []time.Duration, timeScale float64, silent time.Duration) *Noticed {
 	var xs []float64
 	n := &Noticed{}
 	for _, d := range delays {

@@ -19,23 +19,31 @@ import (
 // build feeds records to a Builder of devices disrupted at t0, back at 30 s.
 func build(t *testing.T, devices int, records []attempt.Record) *report.Report {
 	t.Helper()
-	return buildBy(t, devices, records, func(b *report.Builder, rs []attempt.Record) {
+	return buildBy(t, devices, nil, records, func(b *report.Builder, rs []attempt.Record) {
 		for _, r := range rs {
 			b.Add(r)
 		}
 	})
 }
 
-// buildBy is build with the records fed by add.
-func buildBy(t *testing.T, devices int, records []attempt.Record, add func(*report.Builder, []attempt.Record)) *report.Report {
+// testPlan is the setup the tests' reports name.
+func testPlan() plan.Plan {
+	var p plan.Plan
+	p.Scenario, p.Policy, p.TimeScale = plan.BrokerRestart, "full", 1
+	return p
+}
+
+// buildBy is build with the records fed by add, the disruptions at at (a
+// timeline's, if more than one).
+func buildBy(t *testing.T, devices int, at []time.Duration, records []attempt.Record, add func(*report.Builder, []attempt.Record)) *report.Report {
 	t.Helper()
 	t0 := time.UnixMilli(1_795_466_393_000)
-	b := report.NewBuilder(devices, t0, t0.Add(30*time.Second), 1, "devices", "broker", nil)
+	b := report.NewBuilder(report.Run{Plan: testPlan(), Engine: plan.Virtual,
+		Devices: devices, T0: t0, Returned: t0.Add(30 * time.Second), TimeScale: 1, FleetAt: "devices", BrokerAt: "broker",
+		Disruptions: at})
 	add(b, records)
-	b.WatchedUntil(t0.Add(5 * time.Minute))
-	rep := &report.Report{Setup: report.Setup{Scenario: plan.BrokerRestart, Policy: "full", Engine: plan.Virtual, Devices: devices, TimeScale: 1,
-		DisruptionUnixMS: t0.UnixMilli()}}
-	require.NoError(t, b.Fill(rep))
+	rep, err := b.Report(t0.Add(5 * time.Minute))
+	require.NoError(t, err)
 	return rep
 }
 
@@ -85,7 +93,7 @@ func TestAttemptsAreCountedPastTwoBytes(t *testing.T) {
 	assert.EqualValues(t, 80_003, one.Attempts.Total)
 	assert.EqualValues(t, 70_001, one.Attempts.PerDeviceMax, "device 0: seven in eight of the retries, and its admission")
 	assert.Equal(t, 3, one.Recovered())
-	batched := buildBy(t, 3, records, func(b *report.Builder, rs []attempt.Record) {
+	batched := buildBy(t, 3, nil, records, func(b *report.Builder, rs []attempt.Record) {
 		for len(rs) > 0 {
 			n := min(len(rs), 1000)
 			b.AddBatch(rs[:n])
@@ -135,8 +143,8 @@ func TestWriteFilesThenReadReportThenMerge(t *testing.T) {
 func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 	t0 := time.UnixMilli(1_795_466_393_000)
 	// the devices' word for admissions
-	b := report.NewBuilder(4, t0, t0.Add(30*time.Second), 1, "devices", "", nil)
-	b.SplitDisruptions([]time.Duration{0, time.Minute})
+	b := report.NewBuilder(report.Run{Devices: 4, T0: t0, Returned: t0.Add(30 * time.Second), TimeScale: 1, FleetAt: "devices",
+		Disruptions: []time.Duration{0, time.Minute}})
 	for _, r := range []attempt.Record{
 		{T: 31 * time.Second, Device: 0, Outcome: fault.Accepted},
 		{T: 33 * time.Second, Device: 1, Outcome: fault.Accepted},
@@ -151,9 +159,8 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 		r.Lag = -1
 		b.Add(r)
 	}
-	b.WatchedUntil(t0.Add(3 * time.Minute))
-	rep := &report.Report{Setup: report.Setup{Devices: 4, TimeScale: 1}}
-	require.NoError(t, b.Fill(rep))
+	rep, err := b.Report(t0.Add(3 * time.Minute))
+	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Recovered())
 	assert.Equal(t, 1, rep.Stranded(), "device 3 tried and never came back; device 2 had no reason to")
 	require.Len(t, rep.Disruptions, 2)

@@ -51,35 +51,60 @@ const (
 
 // fleet is the engine's state.
 type fleet struct {
-	p       plan.Plan
-	giveUp  *GiveUp // a grid cell's bounds, or nil
-	epoch   time.Time
-	devs    []unit
-	timings []devicecore.Timing // by group: a mixed fleet's groups each on their own policy
-	ends    []int               // by group: the index after its last device
-	v5      []bool              // by group: speaks MQTT 5, and so reads reason codes
-	up      int
-	q       eventq.Queue
-	broker  *brokerModel    // nodes[0]: the broker, when there is one
-	nodes   []brokerModel   // the cluster's nodes
-	node    []uint8         // by device: the node its next attempt goes to
-	order   *rand.Rand      // tie-breaks, seeded: runs repeat exactly
-	b       *report.Builder // the report's
-	sink    *pipe           // every attempt from t0, as it is made, on its way to b
-	back    time.Duration   // since t0: when the broker returned
-	// afterReturn counts the attempts made since back, for the grid's
-	// early end (the builder counts them too, a batch behind)
-	afterReturn int64
-	now         time.Duration
-	t0          time.Duration
-	strikes     []plan.Strike // the timeline, a rolling restart node by node
-	pending     int           // further disruptions still to come
-	// limited is what every node together admits at most, once the
-	// admission limit is in force
-	limited admitting
+	p      plan.Plan
+	giveUp *GiveUp // a grid cell's bounds, or nil
+	epoch  time.Time
+	devs   []unit
+	groups
+	up    int
+	q     eventq.Queue
+	order *rand.Rand // tie-breaks, seeded: runs repeat exactly
+	brokers
+	b    *report.Builder // the report's
+	sink *pipe           // every attempt from t0, as it is made, on its way to b
+	timeline
 	// session counts each device's sessions, where the broker flaps: a
 	// flapping drop ends the session it was scheduled for, not a later one
 	session []uint16
+	bounds
+	// refusals says whether the builder counts what the broker turned
+	// away, or only what it admitted
+	refusals bool
+}
+
+// groups is the fleet's devices by group: a mixed fleet's groups each on
+// their own policy.
+type groups struct {
+	timings []devicecore.Timing
+	ends    []int  // the index after each group's last device
+	v5      []bool // each speaks MQTT 5, and so reads reason codes
+}
+
+// brokers is the model of the broker, or of a cluster's nodes.
+type brokers struct {
+	broker *brokerModel  // nodes[0]: the broker, when there is one
+	nodes  []brokerModel // the cluster's nodes
+	node   []uint8       // by device: the node its next attempt goes to
+	// limited is what every node together admits at most, once the
+	// admission limit is in force
+	limited admitting
+}
+
+// timeline is where the run stands against its disruptions.
+type timeline struct {
+	now     time.Duration
+	t0      time.Duration
+	back    time.Duration // since t0: when the broker returned
+	strikes []plan.Strike // the timeline, a rolling restart node by node
+	pending int           // further disruptions still to come
+	// afterReturn counts the attempts made since back, for the grid's
+	// early end (the builder counts them too, a batch behind)
+	afterReturn int64
+}
+
+// bounds are what the engine knows of how long devices can go on: for
+// leastToCome, which a grid cell's early end asks after every admission.
+type bounds struct {
 	// gap is the longest any device waits between attempts while it is
 	// not admitted; 0 where that is not known (see longestGap)
 	gap time.Duration
@@ -88,9 +113,6 @@ type fleet struct {
 	// beside attempts
 	least float64
 	upFor int
-	// refusals says whether the builder counts what the broker turned
-	// away, or only what it admitted
-	refusals bool
 }
 
 // GiveUp is a grid cell's bounds, in the form a virtual run can check while
@@ -155,14 +177,17 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	// a core beside the builder's: a wave's buckets are sorted there
 	v.q.SortAhead = !o.Inline && runtime.GOMAXPROCS(0) > 1
 	returned := v.setup()
-	v.b = report.NewBuilder(p.Devices, v.at(v.t0), v.at(returned), 1, "devices", "broker", p.Events)
-	v.b.FleetVerdictOnly = o.FleetVerdictOnly
-	v.b.SplitGroups(groups)
-	v.b.SplitNodes(len(v.nodes))
+	at := make([]time.Duration, len(v.strikes)) // each disruption's recovery judged on its own
+	for k, s := range v.strikes {
+		at[k] = s.At
+	}
+	v.b = report.NewBuilder(report.Run{Plan: p, Engine: plan.Virtual, Transport: "model", Devices: p.Devices,
+		T0: v.at(v.t0), Returned: v.at(returned), TimeScale: 1, FleetAt: "devices", BrokerAt: "broker", Events: p.Events,
+		Groups: groups, Disruptions: at, Nodes: len(v.nodes), FleetVerdictOnly: o.FleetVerdictOnly})
 	v.refusals = v.b.CountsRefusals()
 	v.back = v.b.Back()
 	bound := p.RecoveryBound(p.Devices)
-	last := v.splitDisruptions() // the last disruption, after the first
+	last := at[len(at)-1] // the last disruption, after the first
 	pipe := newPipe(v.b, o.Inline)
 	v.sink = pipe
 	finished, err := v.run(ctx, v.t0+last+bound)
@@ -174,16 +199,14 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	if finished {
 		until += p.MaxBackoff // everyone back: nobody left to retry
 	}
-	v.b.WatchedUntil(v.at(until))
 	// machines, queue and the report's state
 	memPerDevice := float64(report.HeapInUse()-before) / float64(p.Devices) / 1024
 	v.devs, v.q = nil, eventq.Queue{} // the report needs neither: judging it may reuse their memory
 	runtime.GC()
-	rep := report.New(p, plan.Virtual, "model", p.Devices, v.at(v.t0))
-	if err := v.b.Fill(rep); err != nil {
+	rep, err := v.b.Report(v.at(until))
+	if err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = report.LimitOf(p.AdmitRate, p.Devices), v.b.Back().Seconds()
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	// every device up, and every device the run disrupted back
 	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0
@@ -223,8 +246,9 @@ func groupTimings(groups []plan.Group) ([]devicecore.Timing, []int, error) {
 // newFleet lays out c's fleet, each device seeded with its own source,
 // and its broker's nodes.
 func newFleet(p plan.Plan, giveUp *GiveUp, start time.Time, timings []devicecore.Timing, ends []int) *fleet {
-	v := &fleet{p: p, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](p.Devices), timings: timings, ends: ends,
-		order: rand.New(rand.NewPCG(p.Seed, 1<<63)), strikes: p.Strikes(), gap: longestGap(timings, p.AdmitMode), upFor: -1}
+	v := &fleet{p: p, giveUp: giveUp, epoch: start.Truncate(time.Millisecond), devs: hugepage.Make[unit](p.Devices),
+		groups: groups{timings: timings, ends: ends}, order: rand.New(rand.NewPCG(p.Seed, 1<<63)),
+		timeline: timeline{strikes: p.Strikes()}, bounds: bounds{gap: longestGap(timings, p.AdmitMode), upFor: -1}}
 	// a flapping drop may outlive its session: count them
 	if len(v.strikes) > 1 && p.Storm.Has(plan.Flapping) {
 		v.session = make([]uint16, p.Devices)
@@ -256,18 +280,6 @@ func inParallel(n int, f func(i int)) {
 		})
 	}
 	wg.Wait()
-}
-
-// splitDisruptions has the report judge each disruption's recovery on its
-// own, a timeline's and a rolling restart's node by node, and returns when
-// the last one comes, after the first.
-func (v *fleet) splitDisruptions() (last time.Duration) {
-	at := make([]time.Duration, len(v.strikes))
-	for k, s := range v.strikes {
-		at[k] = s.At
-	}
-	v.b.SplitDisruptions(at)
-	return at[len(at)-1]
 }
 
 func (v *fleet) at(d time.Duration) time.Time { return v.epoch.Add(d) }
