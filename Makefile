@@ -12,22 +12,19 @@ BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7
 
 # Tests write only under t.TempDir(): make test fails if it leaves a file
 # in the tree (ignored ones included) that was not there before it. Each
-# step says how long it took. interop's storms run in real time and mostly
-# wait: the steps after it run beside it at nice 19, on the CPU it leaves,
-# and their output follows its own.
+# step says how long it took. The race step and interop leave CPU idle
+# (their real-time storms mostly wait): a step that only computes runs
+# beside each at nice 19, on the CPU it leaves, and its output follows.
 TREE_STATE = git status --porcelain --ignored --untracked-files=all
 test:
 	@before=$$(mktemp); $(TREE_STATE) > $$before 2>/dev/null; \
-	  for step in vet race stats; do \
-	    start=$$(date +%s); $(MAKE) --no-print-directory $$step || { rm -f $$before; exit 1; }; \
-	    echo "make $$step: $$(( $$(date +%s) - start )) s"; \
-	  done; \
-	  start=$$(date +%s); beside=$$(mktemp); \
-	  ( nice -n 19 $(MAKE) --no-print-directory manifests arm arm-test > $$beside 2>&1 ) & pid=$$!; \
-	  $(MAKE) --no-print-directory interop; interop=$$?; echo "make interop: $$(( $$(date +%s) - start )) s"; \
-	  wait $$pid; rest=$$?; cat $$beside; rm -f $$beside; \
-	  echo "make manifests arm arm-test, beside interop: $$(( $$(date +%s) - start )) s"; \
-	  [ $$interop -eq 0 ] && [ $$rest -eq 0 ] || { rm -f $$before; exit 1; }; \
+	  pair() { fg=$$1; shift; start=$$(date +%s); out=$$(mktemp); \
+	    ( nice -n 19 $(MAKE) --no-print-directory "$$@" > $$out 2>&1 ) & pid=$$!; \
+	    $(MAKE) --no-print-directory $$fg; a=$$?; echo "make $$fg: $$(( $$(date +%s) - start )) s"; \
+	    wait $$pid; b=$$?; cat $$out; rm -f $$out; echo "make $$*, beside $$fg: $$(( $$(date +%s) - start )) s"; \
+	    [ $$a -eq 0 ] && [ $$b -eq 0 ]; }; \
+	  start=$$(date +%s); $(MAKE) --no-print-directory vet && echo "make vet: $$(( $$(date +%s) - start )) s" && \
+	  pair race manifests arm arm-test && pair interop stats || { rm -f $$before; exit 1; }; \
 	  if git rev-parse --git-dir >/dev/null 2>&1 && ! $(TREE_STATE) | diff $$before - >/dev/null; then \
 	    echo "make test left files in the tree:"; $(TREE_STATE) | diff $$before - | grep '^>'; rm -f $$before; exit 1; \
 	  fi; rm -f $$before
