@@ -101,8 +101,16 @@ type Proxy struct {
 	ln  net.Listener
 	rec Recorder
 
-	mu        sync.Mutex
-	closed    bool
+	mu     sync.Mutex // guards closed and, but for their atomics, the two below
+	closed bool
+	pathFaults
+	connSet
+
+	wg sync.WaitGroup
+}
+
+// pathFaults are the faults in force on the path.
+type pathFaults struct {
 	outage    bool
 	blackhole bool
 	limiter   *rate.Limiter
@@ -112,7 +120,11 @@ type Proxy struct {
 	latency   time.Duration
 	jitter    time.Duration
 	rng       *rand.Rand
-	links     map[*link]struct{}
+}
+
+// connSet is every connection the proxy holds, by where it stands.
+type connSet struct {
+	links map[*link]struct{}
 	// accepted, not yet linked: held, hanging or being dialled upstream
 	pending    map[net.Conn]struct{}
 	hanging    map[net.Conn]struct{} // opened into the current black hole
@@ -122,8 +134,6 @@ type Proxy struct {
 	holdFull  bool
 	connsFull bool         // the same for MaxConns
 	heldBytes atomic.Int64 // what all held connections sent, kept to be passed on
-
-	wg sync.WaitGroup
 }
 
 // New starts a proxy in front of cfg.Upstream.
@@ -153,8 +163,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 0x70726f7879)), links: map[*link]struct{}{},
-		pending: map[net.Conn]struct{}{}, hanging: map[net.Conn]struct{}{}, blackholed: map[*link]struct{}{}}
+	p := &Proxy{cfg: cfg, pathFaults: pathFaults{rng: rand.New(rand.NewPCG(cfg.Seed, 0x70726f7879))},
+		connSet: connSet{links: map[*link]struct{}{}, pending: map[net.Conn]struct{}{}, hanging: map[net.Conn]struct{}{},
+			blackholed: map[*link]struct{}{}}}
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {

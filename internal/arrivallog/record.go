@@ -31,10 +31,14 @@ type recorder struct {
 	brokers map[string]int // events of each broker's, for the format's name
 	lines   map[string]int // lines of each broker's, events or not
 	forced  string         // -format that names a broker: the others' lines are skipped
+	twoStamps
+}
 
-	// Where a line carries two stamps (an envelope's and the broker's
-	// own), the second. The envelope's is taken for every line where it
-	// is finer and agrees with the broker's (finish).
+// twoStamps is what the recorder keeps where a line carries two stamps
+// (an envelope's and the broker's own): the second. The envelope's is
+// taken for every line where it is finer and agrees with the broker's
+// (finish).
+type twoStamps struct {
 	alt, endAlt, brokerAlt []time.Duration
 	both, agree, same      int
 	lastAlt                time.Duration
@@ -46,7 +50,7 @@ type recorder struct {
 
 func newRecorder(l *Log, forced string, max int) *recorder {
 	return &recorder{l: l, max: max, seen: map[uint64]struct{}{}, seed: maphash.MakeSeed(), conns: map[string]string{},
-		brokers: map[string]int{}, lines: map[string]int{}, forced: forced, lastAlt: noTime}
+		brokers: map[string]int{}, lines: map[string]int{}, forced: forced, twoStamps: twoStamps{lastAlt: noTime}}
 }
 
 // MaxEvents bounds the lines a log keeps something of: its connects,

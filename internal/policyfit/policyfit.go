@@ -131,6 +131,30 @@ type Fit struct {
 	// closest to the attempts, best first.
 	Candidates []Family
 
+	// Params are the family's parameters, as the fit read them.
+	Params
+
+	// Spec is the policy as internal/plan.ParsePolicy reads it, to run
+	// with Cap (or a cap of your choice when the storm did not reach it)
+	// on the simulator; empty when it has none, and NoSpec says why.
+	Spec, NoSpec string
+
+	Devices, Retries int // how many devices and waits the fit read
+	// Margin is the BIC-penalised log-likelihood ratio, in nats, over the
+	// closest other family (RunnerUp).
+	Margin   float64
+	RunnerUp Family
+	// KS is the Kolmogorov-Smirnov distance between the waits' probability
+	// integral transforms under the fit and the uniform: 0 is a perfect
+	// fit. KSP is its p-value, as if the parameters were known. A fit is
+	// rejected on what is left of KS when each wait may move within its
+	// noise (see the package doc).
+	KS, KSP float64
+	Noise   time.Duration // the fitted spread of an arrival's time about its wait
+}
+
+// Params are a family's parameters; each family reads those it has.
+type Params struct {
 	// Base is the first wait's scale: the interval (Constant, NoBackoff),
 	// the first wait (Linear, Exponential, Proportional), the exponential's
 	// start (FullJitter, EqualJitter, IoTCore) or the floor (Decorrelated,
@@ -150,24 +174,6 @@ type Fit struct {
 	// not. CapAtLeast is then the longest wait seen: a lower bound.
 	Cap, CapAtLeast time.Duration
 	FirstImmediate  float64 // the share of devices whose first attempt came at once
-
-	// Spec is the policy as internal/plan.ParsePolicy reads it, to run
-	// with Cap (or a cap of your choice when the storm did not reach it)
-	// on the simulator; empty when it has none, and NoSpec says why.
-	Spec, NoSpec string
-
-	Devices, Retries int // how many devices and waits the fit read
-	// Margin is the BIC-penalised log-likelihood ratio, in nats, over the
-	// closest other family (RunnerUp).
-	Margin   float64
-	RunnerUp Family
-	// KS is the Kolmogorov-Smirnov distance between the waits' probability
-	// integral transforms under the fit and the uniform: 0 is a perfect
-	// fit. KSP is its p-value, as if the parameters were known. A fit is
-	// rejected on what is left of KS when each wait may move within its
-	// noise (see the package doc).
-	KS, KSP float64
-	Noise   time.Duration // the fitted spread of an arrival's time about its wait
 }
 
 // settings are Options with the defaults filled in, times in seconds.

@@ -51,15 +51,7 @@ type Conn struct {
 		headers headerCounter
 	}
 
-	// frame state, only touched by Read
-	state   frameState
-	typ     byte   // the current packet's type
-	flags   byte   // its fixed header's flags
-	length  int    // remaining length, as decoded so far
-	lenByte int    // length bytes read of the current packet
-	left    int    // body bytes still to pass
-	packets int    // packets whose header was read
-	connack []byte // an MQTT 5 CONNACK's body, checked once whole
+	frameAt // only touched by Read
 
 	code     atomic.Int32 // the first packet's CONNACK code, or NoConnack
 	tooLarge atomic.Pointer[PacketTooLargeError]
@@ -68,6 +60,18 @@ type Conn struct {
 
 	closed    chan struct{} // closed by Close: a message waiting for the inbox gives up
 	closeOnce sync.Once
+}
+
+// frameAt is where Read stands in the MQTT frames paho reads.
+type frameAt struct {
+	state   frameState
+	typ     byte   // the current packet's type
+	flags   byte   // its fixed header's flags
+	length  int    // remaining length, as decoded so far
+	lenByte int    // length bytes read of the current packet
+	left    int    // body bytes still to pass
+	packets int    // packets whose header was read
+	connack []byte // an MQTT 5 CONNACK's body, checked once whole
 }
 
 type frameState uint8
