@@ -403,14 +403,16 @@ func (a *Agent) session(ctx context.Context, attempt int, resumed bool) (cause e
 	// subscriptions being in place. (One added meanwhile may be made twice,
 	// which is harmless.)
 	a.restoreSubscriptions()
-	a.mu.Lock()
-	close(a.up)
-	a.mu.Unlock()
-	endpoint := a.targetName()
+	// Counted before anyone waiting for the connection hears of it: a
+	// scrape after AwaitConnection returns sees this session.
 	if m := a.cfg.Metrics; m != nil {
 		m.SessionUp()
 		defer func() { m.SessionDown(!stopped) }()
 	}
+	a.mu.Lock()
+	close(a.up)
+	a.mu.Unlock()
+	endpoint := a.targetName()
 	a.emit(Event{Kind: EventConnected, Attempt: attempt, SessionPresent: resumed, Endpoint: endpoint})
 	a.log.Info("connected", "attempt", attempt, "session_present", resumed, "endpoint", endpoint,
 		"tls", tlsScheme(a.target().Scheme))

@@ -137,8 +137,17 @@ func (f *Fleet) Devices() int { return len(f.ids) }
 // spread and a minute.
 func (f *Fleet) AwaitUp(ctx context.Context) error {
 	n := len(f.ids)
-	if err := f.obs.Await(ctx, f.wiring.BootSpread+time.Minute, func(k int) bool { return k == n }); err != nil {
+	all := func(k int) bool { return k == n }
+	if err := f.obs.Await(ctx, f.wiring.BootSpread+time.Minute, all); err != nil {
 		return fmt.Errorf("fleet did not finish booting: %w", err)
+	}
+	// and the devices here know it: a broker counts a session as it sends
+	// the CONNACK, a moment before its device reads it (a child's devices
+	// tell of their sessions as the run ends)
+	if f.children == nil {
+		if err := f.devlog.Await(ctx, time.Minute, all); err != nil {
+			return fmt.Errorf("fleet did not finish booting: the brokers hold every session, the devices do not know it: %w", err)
+		}
 	}
 	f.upAt = time.Now()
 	return nil
