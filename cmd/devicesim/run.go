@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/csv"
 	"errors"
@@ -21,7 +20,6 @@ import (
 	"github.com/herdguard/herdguard/internal/agents/children"
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/fleetsim"
-	"github.com/herdguard/herdguard/internal/hostload"
 	"github.com/herdguard/herdguard/internal/livemetrics"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
@@ -233,17 +231,8 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 		}
 	}
 	p := f.p
-	if urls := strings.Split(p.Broker, ","); len(urls) > 1 { // a cluster's nodes
-		p.Broker, p.Peers = urls[0], urls[1:]
-	}
 	if f.set["policy"] && !f.set["compare"] {
 		*f.compare = "" // one policy, as asked
-	}
-	if f.set["time-scale"] {
-		p.AutoScale = false // as asked
-	}
-	if p.Scenario == plan.Observe && !f.set["time-scale"] {
-		p.TimeScale, p.AutoScale = 1, false // the disruption is someone else's, in real time
 	}
 	switch {
 	case *f.shard != "":
@@ -261,14 +250,9 @@ func (f *runFlags) resolve(getenv func(string) string, stdin io.Reader, stdout, 
 		p.Shard = plan.Shard{Index: i, Count: *f.shards}
 	}
 	if p.Shard.Count > 0 && !f.set["out"] {
-		*f.out = filepath.Join(*f.out, "shard-"+strconv.Itoa(p.Shard.Index))
+		*f.out = p.Shard.Dir(*f.out)
 	}
-	if p.Shard.Count > 0 || !p.DisruptAt.IsZero() {
-		p.AutoScale = false // every shard at one scale, the plan's
-	}
-	if p.Shard.Count > 1 && p.DisruptAt.After > 0 && p.ReadyDir == "" {
-		p.ReadyDir = filepath.Join(filepath.Dir(*f.out), "ready")
-	}
+	p = p.Settle(f.set["time-scale"], *f.out)
 	if *f.merge && p.Shard.Count == 0 {
 		return p, errors.New("-merge joins a sharded run's reports: it needs -shard or -shards")
 	}
@@ -375,7 +359,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 		_, statErr := os.Stat(filepath.Join(*f.out, "report.json"))
 		if ran := statErr == nil; *f.merge && p.Shard.Index == 0 && ran { // a shard refused before it ran has nothing to merge
 			parent := filepath.Dir(*f.out)
-			err = errors.Join(err, mergeShards(ctx, shardDirs(parent, p.Shard.Count), filepath.Join(parent, "merged"), mergeWait(p),
+			err = errors.Join(err, mergeShards(ctx, plan.Dirs(parent, p.Shard.Count), filepath.Join(parent, "merged"), p.MergeWait(),
 				f.storm, stdout))
 		}
 		return err
@@ -396,7 +380,7 @@ func runCmd(ctx context.Context, args []string, getenv func(string) string, stdi
 func runCompare(ctx context.Context, p plan.Plan, policies []string, out string, writeEvents bool, expect *storm.File, stdout io.Writer) error {
 	var reports []*report.Report
 	var errs []error
-	p = servedScale(p, stdout)
+	p = fleetsim.ServedScale(p, stdout)
 	for _, name := range policies {
 		p.Policy = strings.TrimSpace(name)
 		fmt.Fprintf(stdout, "== %s\n", p.Policy)
@@ -450,7 +434,7 @@ func checkPlan(p plan.Plan, compare string) error {
 const defaultCompare = "iotcore,fleet-safe"
 
 func runOne(ctx context.Context, p plan.Plan, out string, writeEvents bool, expect *expectFlag, file *storm.File, stdout io.Writer) error {
-	r, _, err := runServed(ctx, servedScale(p, stdout), out, writeEvents, stdout)
+	r, _, err := runServed(ctx, fleetsim.ServedScale(p, stdout), out, writeEvents, stdout)
 	if r == nil {
 		return err
 	}
@@ -484,49 +468,11 @@ func hostBound(r *report.Report) error {
 		1000*r.Host.LateP99S(), report.HostBoundLate)}
 }
 
-// servedScale starts a run that leaves its time scale to the host at the
-// scale the host's share of its cores, measured now, serves for the fleet.
-func servedScale(p plan.Plan, stdout io.Writer) plan.Plan {
-	if !p.AutoScale || p.Engine != plan.Agents || p.TimeScale <= 1 {
-		return p
-	}
-	share := hostload.Share(300 * time.Millisecond)
-	scale := hostload.Scale(p.TimeScale, share, p.Devices)
-	fmt.Fprintf(stdout, "time scale %gx (at most %gx): this run has %.0f %% of the host's cores now, for %d devices\n",
-		scale, p.TimeScale, 100*share, p.Devices)
-	p.TimeScale = scale
-	return p
-}
-
-// runServed runs c. When c leaves its time scale to the host, runServed
-// runs it again slower for as long as the host bound it and a slower scale
-// is left. It returns the plan of the run it reports.
+// runServed runs p at the scale the host serves (fleetsim.SlowerWhileBound).
 func runServed(ctx context.Context, p plan.Plan, dir string, writeEvents bool, stdout io.Writer) (*report.Report, plan.Plan, error) {
-	return slowerWhileBound(ctx, p, stdout, func(p plan.Plan) (*report.Report, error) {
+	return fleetsim.SlowerWhileBound(ctx, p, stdout, func(p plan.Plan) (*report.Report, error) {
 		return runWritingEvents(ctx, p, dir, writeEvents)
 	})
-}
-
-// slowerWhileBound is runServed's loop around one run of c.
-func slowerWhileBound(ctx context.Context, p plan.Plan, stdout io.Writer, run func(plan.Plan) (*report.Report, error)) (*report.Report, plan.Plan, error) {
-	for {
-		r, err := run(p)
-		if r == nil || !r.Host.Bound || !p.AutoScale || ctx.Err() != nil {
-			return r, p, err
-		}
-		slower, ok := hostload.Slower(p.TimeScale)
-		if !ok {
-			return r, p, err
-		}
-		fmt.Fprintf(stdout, "the host set this run's times at %gx (%.0f ms late at the 99th percentile): running it again at %gx\n",
-			p.TimeScale, 1000*r.Host.LateP99S(), slower)
-		p.TimeScale = slower
-	}
-}
-
-// checkStorm holds r to a storm file's expectations (storm.File.Hold).
-func checkStorm(r *report.Report, file *storm.File, stdout io.Writer) error {
-	return file.Hold(r, stdout)
 }
 
 // autoEventsDevices is the largest fleet whose events.csv -events auto
@@ -640,7 +586,7 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	case *shards > 0 && len(dirs) != 1:
 		return errors.New("merge -shards N: name the one directory that holds shard-0 to shard-(N-1)")
 	case *shards > 0:
-		dirs = shardDirs(dirs[0], *shards)
+		dirs = plan.Dirs(dirs[0], *shards)
 	}
 	var file *storm.File
 	if *stormFile != "" {
@@ -653,41 +599,11 @@ func mergeCmd(args []string, stdout, stderr io.Writer) error {
 	return mergeShards(context.Background(), dirs, *out, *wait, file, stdout)
 }
 
-// mergeWait is how long shard 0's -merge waits for the other shards'
-// reports after its own. They struck the same storm, so each has ended by
-// its timeline's last disruption and its recovery bound after the strike.
-// Five minutes more is for writing its files to the shared volume.
-func mergeWait(p plan.Plan) time.Duration {
-	strikes := p.Strikes()
-	bound := cmp.Or(p.Bound, p.RecoveryBound(p.SliceSize()))
-	return time.Duration(float64(strikes[len(strikes)-1].At+bound)/p.TimeScale) + 5*time.Minute
-}
-
-// shardDirs is where the reports of count shards are, under parent.
-func shardDirs(parent string, count int) []string {
-	dirs := make([]string, count)
-	for i := range dirs {
-		dirs[i] = filepath.Join(parent, "shard-"+strconv.Itoa(i))
-	}
-	return dirs
-}
-
 // mergeShards merges the shard reports in dirs into out, waiting up to
 // wait for any not written yet, and holds the merged report to the storm
 // file's expectations, if there is one.
 func mergeShards(ctx context.Context, dirs []string, out string, wait time.Duration, file *storm.File, stdout io.Writer) error {
-	if err := report.AwaitReports(ctx, dirs, wait); err != nil {
-		return fmt.Errorf("merge: %w", err)
-	}
-	var shards []*report.Report
-	for _, dir := range dirs {
-		r, err := report.ReadReport(dir)
-		if err != nil {
-			return err
-		}
-		shards = append(shards, r)
-	}
-	m, err := report.Merge(shards)
+	m, err := report.MergeDirs(ctx, dirs, wait)
 	if err != nil {
 		return err
 	}
@@ -696,7 +612,7 @@ func mergeShards(ctx context.Context, dirs []string, out string, wait time.Durat
 	if err := m.WriteFiles(out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "report: %s/report.html (merged from %d shards)\n", out, len(shards))
+	fmt.Fprintf(stdout, "report: %s/report.html (merged from %d shards)\n", out, len(dirs))
 	return checked
 }
 

@@ -10,7 +10,10 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
@@ -383,6 +386,58 @@ type LiveMetrics interface {
 // Shard is a slice of a fleet: index Index of Count. The zero Shard is the
 // whole fleet.
 type Shard struct{ Index, Count int }
+
+// Settle is p with the rules that follow from what was asked: a
+// comma-separated Broker is a cluster's nodes (Broker and Peers); a time
+// scale named (scaleNamed) is the one the run keeps; an observed
+// disruption is someone else's, in real time; shards and a timed strike
+// run at the plan's scale, one for all; and shards that wait for each other
+// before a timed strike meet in a ready directory beside their reports
+// (out is this run's report directory).
+func (p Plan) Settle(scaleNamed bool, out string) Plan {
+	if urls := strings.Split(p.Broker, ","); len(urls) > 1 {
+		p.Broker, p.Peers = urls[0], urls[1:]
+	}
+	if scaleNamed {
+		p.AutoScale = false
+	}
+	if p.Scenario == Observe && !scaleNamed {
+		p.TimeScale, p.AutoScale = 1, false
+	}
+	if p.Shard.Count > 0 || !p.DisruptAt.IsZero() {
+		p.AutoScale = false
+	}
+	if p.Shard.Count > 1 && p.DisruptAt.After > 0 && p.ReadyDir == "" {
+		p.ReadyDir = filepath.Join(filepath.Dir(out), "ready")
+	}
+	return p
+}
+
+// Dir is where the shard writes its report under parent: parent/shard-i,
+// where every shard of a run and its merge look for it.
+func (s Shard) Dir(parent string) string {
+	return filepath.Join(parent, "shard-"+strconv.Itoa(s.Index))
+}
+
+// Dirs is where each of the count shards of a run write their reports
+// under parent.
+func Dirs(parent string, count int) []string {
+	dirs := make([]string, count)
+	for i := range dirs {
+		dirs[i] = Shard{Index: i, Count: count}.Dir(parent)
+	}
+	return dirs
+}
+
+// MergeWait is how long shard 0's merge waits for the other shards'
+// reports after its own. They struck the same storm, so each has ended by
+// its timeline's last disruption and its recovery bound after the strike.
+// Five minutes more is for writing its files to a shared volume.
+func (p Plan) MergeWait() time.Duration {
+	strikes := p.Strikes()
+	bound := cmp.Or(p.Bound, p.RecoveryBound(p.SliceSize()))
+	return time.Duration(float64(strikes[len(strikes)-1].At+bound)/p.TimeScale) + 5*time.Minute
+}
 
 // ParseShard reads "i/n".
 func ParseShard(s string) (Shard, error) {

@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -69,4 +70,33 @@ func TestAShardsChildrenSplitItsDevices(t *testing.T) {
 			assert.Equal(t, s.IDs(1000), got, "shard %v in %d children", s, k)
 		}
 	}
+}
+
+// What follows from what was asked: a broker list is a cluster, a named
+// scale is kept, an observed disruption runs in real time, shards and a
+// timed strike share the plan's scale, and shards that wait for each
+// other meet beside their reports.
+func TestSettleAppliesWhatFollowsFromTheAsking(t *testing.T) {
+	p := plan.Default()
+	p.Broker = "tcp://a:1883,tcp://b:1883,tcp://c:1883"
+	s := p.Settle(false, "out/shard-0")
+	assert.Equal(t, "tcp://a:1883", s.Broker)
+	assert.Equal(t, []string{"tcp://b:1883", "tcp://c:1883"}, s.Peers)
+	assert.True(t, s.AutoScale, "the host's to choose")
+	assert.False(t, p.Settle(true, "").AutoScale, "a named scale is kept")
+
+	o := plan.Default()
+	o.Scenario = plan.Observe
+	assert.Equal(t, 1.0, o.Settle(false, "").TimeScale, "someone else's disruption, in real time")
+	o.TimeScale = 8
+	assert.Equal(t, 8.0, o.Settle(true, "").TimeScale, "unless a scale is named")
+
+	sh := plan.Default()
+	sh.Shard = plan.Shard{Index: 1, Count: 4}
+	sh.DisruptAt.After = time.Minute
+	got := sh.Settle(false, filepath.Join("runs", "shard-1"))
+	assert.False(t, got.AutoScale, "every shard at the plan's scale")
+	assert.Equal(t, filepath.Join("runs", "ready"), got.ReadyDir)
+	assert.Equal(t, filepath.Join("runs", "shard-1"), sh.Shard.Dir("runs"))
+	assert.Equal(t, []string{filepath.Join("runs", "shard-0"), filepath.Join("runs", "shard-1")}, plan.Dirs("runs", 2))
 }

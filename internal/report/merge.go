@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +40,23 @@ func ReadReport(dir string) (*Report, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// MergeDirs merges the shard reports written in dirs, waiting up to wait
+// for any not written yet (AwaitReports).
+func MergeDirs(ctx context.Context, dirs []string, wait time.Duration) (*Report, error) {
+	if err := AwaitReports(ctx, dirs, wait); err != nil {
+		return nil, fmt.Errorf("merge: %w", err)
+	}
+	var shards []*Report
+	for _, dir := range dirs {
+		r, err := ReadReport(dir)
+		if err != nil {
+			return nil, err
+		}
+		shards = append(shards, r)
+	}
+	return Merge(shards)
 }
 
 // Merge combines shard reports of one fleet into one. The shards have

@@ -104,7 +104,7 @@ func (cs *Children) Len() int { return len(cs.procs) }
 
 // spawn starts child i of k.
 func (cs *Children) spawn(c Config, ca plan.Target, i, k int) (*child, error) {
-	out := filepath.Join(cs.dir, "shard-"+strconv.Itoa(i))
+	out := plan.Shard{Index: i}.Dir(cs.dir)
 	planFile, err := writePlan(c, ca, cs.dir, c.Plan.Shard.Split(i, k))
 	if err != nil {
 		return nil, err
