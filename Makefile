@@ -186,8 +186,11 @@ image:
 # budget is 8 MiB: 7,667,874 bytes, 262,144 more.
 AGENT_BUDGET := 7602176
 AGENT_BUDGET_MQTT5 := 8388608
+# Every GOARM=7 build and test is -trimpath, as the size budget's release
+# builds are: they then share one compile of the standard library and the
+# firmware's dependencies, not two.
 arm:
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) build $(ARM_BUILD)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath $(ARM_BUILD)
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) build $(ARM_BUILD)
 	GOOS=linux GOARCH=arm64 $(GO) build $(ARM_BUILD)
 ifneq ($(wildcard cmd/deviceagent/*.go),)
@@ -212,16 +215,16 @@ arm-test:
 ifeq ($(QEMU),)
 	@echo "qemu-arm-static not installed: skipping the 32-bit ARM test run (.ci/run installs it)"
 else
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) $(FIRMWARE) $(FIRMWARE_INTERNAL)
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -trimpath -count=1 -exec $(QEMU) $(FIRMWARE) $(FIRMWARE_INTERNAL)
 ifneq ($(wildcard cmd/deviceagent/*.go),)
 	@# the agent's lives run its 32-bit ARM build under qemu, the test natively:
 	@# qemu-user's fork of a many-threaded program can hang before its exec
 	@dir=$$(mktemp -d); trap 'rm -rf $$dir' EXIT; \
-	  GOOS=linux GOARCH=arm GOARM=7 $(GO) test -c -o $$dir/deviceagent-arm.test ./cmd/deviceagent || exit 1; \
+	  GOOS=linux GOARCH=arm GOARM=7 $(GO) test -trimpath -c -o $$dir/deviceagent-arm.test ./cmd/deviceagent || exit 1; \
 	  echo "HERDGUARD_AGENT_UNDER='$(QEMU) deviceagent-arm.test' $(GO) test -count=1 -run '^TestSIGKILLLoop' ./cmd/deviceagent"; \
 	  HERDGUARD_AGENT_UNDER="$(QEMU) $$dir/deviceagent-arm.test" $(GO) test -count=1 -run '^TestSIGKILLLoop' ./cmd/deviceagent
 	@# the refusals (data directory, secret files, flags) fork nothing: the 32-bit test itself under qemu
-	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -count=1 -exec $(QEMU) \
+	GOOS=linux GOARCH=arm GOARM=7 $(GO) test -trimpath -count=1 -exec $(QEMU) \
 	  -run 'DataDir|Planted|FIFO|Symlink|SecretFiles|TrustedFiles|Sizes|FlagErrors|UsageAndErrors|MutualTLSFromFiles|RunLogsNoSecret' ./cmd/deviceagent
 endif
 endif
