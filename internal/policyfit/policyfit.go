@@ -130,9 +130,7 @@ type Fit struct {
 	// Candidates, with ErrAmbiguous or ErrNoFamilyFits, are the families
 	// closest to the attempts, best first.
 	Candidates []Family
-
-	// Params are the family's parameters, as the fit read them.
-	Params
+	Params     // the family's parameters, as the fit read them
 
 	// Spec is the policy as internal/plan.ParsePolicy reads it, to run
 	// with Cap (or a cap of your choice when the storm did not reach it)
