@@ -361,7 +361,7 @@ func (b *Builder) Report(until time.Time) (*Report, error) {
 	if err := b.fill(rep); err != nil {
 		return nil, err
 	}
-	rep.Limit, rep.BrokerBackS = LimitOf(r.Plan.AdmitRate, r.Devices), b.back.Seconds()
+	rep.Limit, rep.BrokerBackS = limitOf(r.Plan.AdmitRate, r.Devices), b.back.Seconds()
 	rep.Noticed = b.noticed
 	return rep, nil
 }

@@ -43,9 +43,9 @@ func ReadReport(dir string) (*Report, error) {
 }
 
 // MergeDirs merges the shard reports written in dirs, waiting up to wait
-// for any not written yet (AwaitReports).
+// for any not written yet (awaitReports).
 func MergeDirs(ctx context.Context, dirs []string, wait time.Duration) (*Report, error) {
-	if err := AwaitReports(ctx, dirs, wait); err != nil {
+	if err := awaitReports(ctx, dirs, wait); err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
 	var shards []*Report

@@ -497,7 +497,7 @@ func CompareTable(w io.Writer, reports []*Report) {
 // WriteFiles writes events.csv (unless the run streamed its events to
 // Config.Events), arrivals.svg, report.html and, last and whole,
 // report.json into dir: a reader that sees report.json sees the rest
-// (AwaitReports). dir may be shared with others: each file is written
+// (awaitReports). dir may be shared with others: each file is written
 // whole through dir's handle and then replaces what was there, so a link
 // or FIFO planted in its place is never followed or opened, and another
 // user's file is never emptied (datadir.WriteShared). dir is refused if it
@@ -529,11 +529,11 @@ func (r *Report) WriteFiles(dir string) error {
 	})
 }
 
-// AwaitReports waits up to wait (or until ctx ends) for a report.json in
+// awaitReports waits up to wait (or until ctx ends) for a report.json in
 // each of dirs, as WriteFiles writes it last, and names the directories
 // still without one. Other processes write them, on a volume that may be
 // a file server's: it looks once a second.
-func AwaitReports(ctx context.Context, dirs []string, wait time.Duration) error {
+func awaitReports(ctx context.Context, dirs []string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -607,9 +607,9 @@ type Telemetry struct {
 // whichever engine ran it.
 var ErrNotRecovered = errors.New("not every device recovered")
 
-// LimitOf is the admission limit a run applies and the recovery it allows
+// limitOf is the admission limit a run applies and the recovery it allows
 // devices at best, or nil without one.
-func LimitOf(admitRate float64, devices int) *Limit {
+func limitOf(admitRate float64, devices int) *Limit {
 	if admitRate <= 0 {
 		return nil
 	}
