@@ -8,7 +8,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim docs scale verdict-table verdict-mosquitto soak grid calibrate calibrate-host pgo image
+.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim docs scale verdict-table verdict-mosquitto soak grid calibrate calibrate-mosquitto calibrate-host pgo image
 
 # Tests write only under t.TempDir(): make test fails if it leaves a file
 # in the tree (ignored ones included) that was not there before it. Each
@@ -89,6 +89,13 @@ pgo:
 calibrate:
 	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateFull$$' ./internal/experiment/ \
 	  -args -calibrate.full -calibrate.out $(CURDIR)/devicesim-report/calibration
+
+# The agents, the wire engine and the model through the fault proxy to
+# mosquitto: 2,000 devices, a restart and a throttled restart, MQTT 3.1.1
+# and 5, the real devices at 5x.
+calibrate-mosquitto:
+	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateMosquitto$$' ./internal/experiment/ \
+	  -args -calibrate.mosquitto -calibrate.out $(CURDIR)/devicesim-report/calibration
 
 # What this host serves: the same cells with the agents in wall-clock time
 # at 5x, 2,000 devices (about 18 minutes). A row the host bound is about the
@@ -244,6 +251,10 @@ bench:
 	$(BENCHSTAT) -col /impl bench-device.out
 	$(GO) test -run '^$$' -bench Enqueue -benchmem -count 6 ./publisher/ > bench-publisher.out
 	$(BENCHSTAT) -col /store bench-publisher.out
+	# what a connection costs on the wire engine and on the agents: 18,000
+	# devices in children through a throttled restart (docs/wire.md)
+	$(GO) test -run '^$$' -bench CostOfAConnection -benchtime 1x -count 3 ./cmd/devicesim/ > bench-cost.out
+	$(BENCHSTAT) -col /engine bench-cost.out
 	$(GO) test -run '^$$' -bench DropAll -benchtime 3x -count 6 ./internal/fleetsim/ > bench-fleetsim.out
 	$(BENCHSTAT) -col /engine bench-fleetsim.out
 	# the virtual engine against its floor, a bare event loop of the same model,

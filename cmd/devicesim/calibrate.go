@@ -31,7 +31,9 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return err
 	}
-	fmt.Fprintf(stdout, "the same runs on both engines, %d devices, agents at %gx; within 10 %% (or 1 s, 0.1 attempts), verdicts equal\n\n", *devices, *scale)
+	bounds := experiment.DefaultCalibrationBounds
+	fmt.Fprintf(stdout, "the same runs on the agents, the wire engine and the model, %d devices, real devices at %gx; "+
+		"within %.0f %% (or %g s, %g attempts), verdicts equal\n\n", *devices, *scale, 100*bounds.Share, bounds.TimeS, bounds.Count)
 	if *seeds < 1 {
 		return fmt.Errorf("-seeds must be >= 1, got %d", *seeds)
 	}
@@ -39,9 +41,10 @@ func calibrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for s := range *seeds {
 		list = append(list, uint64(s+1))
 	}
-	cal := &experiment.Calibration{Devices: *devices, TimeScale: *scale, Seeds: list}
+	cal := &experiment.Calibration{Devices: *devices, TimeScale: *scale, Seeds: list, Wire: true}
 	cal.Table(stdout) // the header; rows follow as they are measured
-	cal, err := experiment.Calibrate(ctx, experiment.CalibrationCells(), *devices, *scale, list, nil, stdout)
+	cal, err := experiment.Calibrate(ctx, experiment.CalibrationConfig{Cells: experiment.CalibrationCells(), Devices: *devices,
+		TimeScale: *scale, Seeds: list, Wire: true, Progress: stdout})
 	if cal == nil {
 		return err
 	}

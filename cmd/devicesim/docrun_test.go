@@ -136,6 +136,10 @@ var docRuns = []docRun{
 	{file: "docs/storm.md", prefix: "devicesim run -f examples/throttled-restart.yaml", args: func(t *testing.T, dir string) []string {
 		return []string{"run", "-f", "../../examples/throttled-restart.yaml", "-out", dir}
 	}},
+	{file: "docs/wire.md", prefix: "devicesim run -engine wire -transport tcp -devices 18000", needs: "a child process of 18,000 " +
+		"sockets for a minute: make bench runs it (BenchmarkCostOfAConnection); TestOwnSocketsConnectReconnectAndLeave runs the same sockets"},
+	{file: "docs/wire.md", prefix: "devicesim run -engine wire -broker tcp://127.0.0.1:1883", needs: "a broker: TestCalibrateMosquitto " +
+		"runs the wire engine through the proxy to mosquitto"},
 	{file: "docs/verdict.md", prefix: "devicesim judge -expect spread /var/log/rabbitmq", needs: "RabbitMQ's log of a storm (as README.md's)"},
 	{file: "docs/verdict.md", prefix: "journalctl -u mosquitto", needs: "journald's mosquitto unit: TestBrokerLogsAsTheyAreWritten reads journalctl's every output form"},
 	{file: "docs/verdict.md", prefix: "devicesim judge -pattern", args: func(t *testing.T, dir string) []string {

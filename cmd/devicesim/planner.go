@@ -58,7 +58,7 @@ func planCmd(ctx context.Context, args []string, getenv func(string) string, std
 	policies := fs.String("policies", "", "search only these policy specs, comma-separated, such as full,fleet-safe (default: every family)")
 	caps := fs.String("caps", "", "search only these caps, comma-separated, such as 32s,2m (default: 16s doubling past devices/rate)")
 	fs.IntVar(&o.ScreenDevices, "screen-devices", 0, "the fleet candidates are screened on, the broker scaled with it (0: 10,000)")
-	checkDevices := fs.Int("check-devices", 2000, "real agents check.yaml runs against your broker")
+	checkDevices := fs.Int("check-devices", 2000, "real devices (the wire engine's) check.yaml runs against your broker")
 	out := fs.String("out", "devicesim-plan", "directory for the answer and what puts it to use")
 	asJSON := fs.Bool("json", false, "print answer.json instead of the summary")
 	if err := fs.Parse(args); err != nil {

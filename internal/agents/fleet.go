@@ -37,6 +37,7 @@ import (
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/wire"
 	"github.com/herdguard/herdguard/remoteconfig"
 )
 
@@ -63,11 +64,11 @@ type Fleet struct {
 	children     *children.Children
 	childReports []*report.Report // once released
 
-	admission  fault.Admission    // the plan's, scaled: what a throttled restart applies
-	received   *observer.Received // every message the broker took, by the envelope's rule
-	heapBefore uint64             // the heap before the members started
-	upAt       time.Time          // when the fleet was last all up
-	struckAt   *strike            // when the storm's first disruption was due, once known
+	admission fault.Admission    // the plan's, scaled: what a throttled restart applies
+	received  *observer.Received // every message the broker took, by the envelope's rule
+	before    processState       // before the members started
+	upAt      time.Time          // when the fleet was last all up
+	struckAt  *strike            // when the storm's first disruption was due, once known
 
 	stopMembers context.CancelFunc
 	faults      []timedfault.Faults // by node: its disruptions in force, each until its timer ends
@@ -100,7 +101,7 @@ func Start(ctx context.Context, p plan.Plan) (*Fleet, error) {
 		f.Stop()
 		return nil, err
 	}
-	f.heapBefore = report.HeapInUse()
+	f.before = processNow()
 	if f.p.Scenario == plan.BootStorm {
 		f.open(time.Now(), false)
 	}
@@ -244,22 +245,36 @@ func (f *Fleet) setup() error {
 // group's timing, with its own endpoints in a cluster.
 func (f *Fleet) makeMembers(mc member.Config) error {
 	f.wiring.Config = mc
+	if f.p.Engine == plan.Wire {
+		w, err := wire.New(f.ids, f.configFor)
+		if err != nil {
+			return err
+		}
+		f.members = append(f.members, w)
+		return nil
+	}
 	for _, i := range f.ids {
 		if f.p.Policy == plan.PahoDefault {
 			f.members = append(f.members, member.NewPaho(i, mc))
 			continue
 		}
-		c := f.wiring.For(i)
-		if f.nodes.Nodes() > 1 {
-			c.Broker, c.Failover = f.nodes.Endpoints(i)
-		}
-		m, err := member.NewAgent(i, c)
+		m, err := member.NewAgent(i, f.configFor(i))
 		if err != nil {
 			return err
 		}
 		f.members = append(f.members, m)
 	}
 	return nil
+}
+
+// configFor is device i's member config: its group's, with its own
+// endpoints in a cluster.
+func (f *Fleet) configFor(i int) member.Config {
+	c := f.wiring.For(i)
+	if f.nodes.Nodes() > 1 {
+		c.Broker, c.Failover = f.nodes.Endpoints(i)
+	}
+	return c
 }
 
 // memberConfig is what every member shares (member.Wire), the device log

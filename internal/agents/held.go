@@ -34,5 +34,6 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 	}
 	rep.Recovery.AllRecovered = rec.Recovered
 	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), f.memoryPerDevice()
+	f.processCost(&rep.Host)
 	return rep, nil
 }

@@ -39,7 +39,7 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 	}
 	p := f.p
 	fleetAt, brokerAt, transport := f.vantage()
-	b := report.NewBuilder(report.Run{Plan: p, Engine: plan.Agents, Transport: transport, Devices: len(f.ids), Indexes: p.Devices,
+	b := report.NewBuilder(report.Run{Plan: p, Engine: p.Engine, Transport: transport, Devices: len(f.ids), Indexes: p.Devices,
 		T0: rec.T0, Returned: rec.Returned, TimeScale: p.TimeScale, FleetAt: fleetAt, BrokerAt: brokerAt, Events: p.Events,
 		Groups: p.GroupsOrWhole(), Disruptions: rec.At, Nodes: p.ClusterNodes(),
 		// The proxy knows a connection reached the broker, not whether the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/hostload"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
@@ -121,9 +122,20 @@ func (f *Fleet) storm(ctx context.Context) (Watch, error) {
 	return rec, err
 }
 
+// processState is what the process holds and has spent, at a moment.
+type processState struct {
+	heap, resident uint64
+	cpu            time.Duration
+}
+
+func processNow() processState {
+	rss, _ := hostload.Resident()
+	return processState{heap: report.HeapInUse(), resident: rss, cpu: hostload.CPU()}
+}
+
 // memoryPerDevice is the heap the members added, per device, in KiB.
 func (f *Fleet) memoryPerDevice() float64 {
-	return float64(report.HeapInUse()-f.heapBefore) / float64(len(f.ids)) / 1024
+	return float64(report.HeapInUse()-f.before.heap) / float64(len(f.ids)) / 1024
 }
 
 // fillHost adds what the run cost this host, and its children, to rep.
@@ -135,11 +147,30 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 	if memPerDevice == 0 {
 		memPerDevice = f.memoryPerDevice()
 	}
-	for _, cr := range f.childReports { // the agents' side, in their processes
-		memPerDevice += cr.Host.MemoryPerDeviceKB * float64(cr.Devices) / float64(n)
+	h := &rep.Host
+	if f.childReports == nil {
+		f.processCost(h)
 	}
-	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
+	h.KernelTCPKB = float64(hostload.KernelTCP()) / 1024
+	for _, cr := range f.childReports { // the agents' side, in their processes
+		share := float64(cr.Devices) / float64(n)
+		memPerDevice += cr.Host.MemoryPerDeviceKB * share
+		h.ResidentPerDeviceKB += cr.Host.ResidentPerDeviceKB * share
+		h.CPUPerDeviceMS += cr.Host.CPUPerDeviceMS * share
+	}
+	h.WallS, h.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
 	rep.Host.AgentProcesses = len(f.childReports)
+}
+
+// processCost is what this process's devices cost it from their start:
+// its peak resident memory, and its CPU, per device; and the kernel's TCP
+// buffers now.
+func (f *Fleet) processCost(h *report.Host) {
+	n := float64(len(f.ids))
+	_, peak := hostload.Resident()
+	h.ResidentPerDeviceKB = float64(peak-min(peak, f.before.resident)) / n / 1024
+	h.CPUPerDeviceMS = float64(hostload.CPU()-f.before.cpu) / float64(time.Millisecond) / n
+	h.KernelTCPKB = float64(hostload.KernelTCP()) / 1024
 }
 
 // outcome is the run's error: interrupted, not recovered, a drain that

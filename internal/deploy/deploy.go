@@ -69,7 +69,7 @@ func Render(stormFile []byte, o Options) ([]File, error) {
 	}
 	n := p.Shard.Count
 	memory := podMemory(p)
-	cpu := fmt.Sprintf("%dm", max(500, int(math.Ceil(float64(p.SliceSize())/agentsPerCore*1000))))
+	cpu := fmt.Sprintf("%dm", max(500, int(math.Ceil(float64(p.SliceSize())/devicesPerCore(p)*1000))))
 	labels := map[string]string{"app.kubernetes.io/name": "devicesim", "app.kubernetes.io/instance": o.Name}
 	// Every pod and container meets the restricted Pod Security Standard,
 	// so that a namespace enforcing it admits them (kubecheck checks each
@@ -145,11 +145,18 @@ func Args() []string {
 		reportsPath + "/$(" + RunVar + ")/shard-$(" + IndexVar + ")"}
 }
 
-// agentsPerCore is how many real agents, through the fault proxy, a pod
-// asks one core for. 6,000 took a quarter of a core on average through a
-// broker restart (docs/large-fleets.md), and most of it in the burst at
-// the broker's return: a core for 10,000 keeps that burst from binding.
-const agentsPerCore = 10_000
+// devicesPerCore is how many devices, through the fault proxy, a pod asks
+// one core for. 6,000 real agents took a quarter of a core on average
+// through a broker restart (docs/large-fleets.md), and most of it in the
+// burst at the broker's return: a core for 10,000 keeps that burst from
+// binding. 6,000 wire devices took two thirds of their CPU
+// (docs/wire.md): a core for 15,000.
+func devicesPerCore(p plan.Plan) float64 {
+	if p.Engine == plan.Wire {
+		return 15_000
+	}
+	return 10_000
+}
 
 // podMemory is a shard's memory request and limit: what the run itself
 // estimates (plan.Plan.Footprint, which it refuses a slice beyond), with

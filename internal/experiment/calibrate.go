@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/fleetsim"
@@ -30,6 +32,11 @@ type CalibrationCell struct {
 	// Nodes, if > 1, makes the broker a cluster of that many nodes
 	// (plan.Target.Nodes).
 	Nodes int
+	// Broker, if set, is an external broker the real devices storm
+	// through the fault proxy (the model still models the in-process one);
+	// MQTT5 makes the devices speak MQTT 5.
+	Broker string
+	MQTT5  bool
 }
 
 func (c CalibrationCell) String() string {
@@ -48,10 +55,31 @@ func (c CalibrationCell) String() string {
 			s += fmt.Sprintf(", then %s at %v", e.Scenario, e.At)
 		}
 	}
+	if c.MQTT5 {
+		s += ", MQTT 5"
+	}
+	if c.Broker != "" {
+		s += ", through the proxy to " + c.Broker
+	}
 	if c.TimeScale > 0 {
 		s += fmt.Sprintf(" (agents at %gx)", c.TimeScale)
 	}
 	return s
+}
+
+// BrokerCalibrationCells are the cells make calibrate-mosquitto runs
+// against the broker at url: a restart and a throttled restart, on MQTT
+// 3.1.1 and 5, under the mission's formula and full jitter.
+func BrokerCalibrationCells(url string) []CalibrationCell {
+	var cells []CalibrationCell
+	for _, v5 := range []bool{false, true} {
+		for _, p := range []string{"iotcore", "full"} {
+			cells = append(cells, CalibrationCell{Scenario: plan.BrokerRestart, Policy: p, Broker: url, MQTT5: v5},
+				CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: fault.RefuseOverLimit, AdmitRate: 200,
+					Broker: url, MQTT5: v5})
+		}
+	}
+	return cells
 }
 
 // CalibrationCells are the cells make calibrate runs: every disruption the
@@ -95,7 +123,8 @@ type Calibration struct {
 	// no host can slow (the model against the code); otherwise in wall-clock
 	// time at TimeScale (what this host serves).
 	VirtualTime bool              `json:"virtual_time"`
-	TimeScale   float64           `json:"time_scale"` // the agents'
+	Wire        bool              `json:"wire,omitempty"` // the wire engine ran beside the agents
+	TimeScale   float64           `json:"time_scale"`     // the agents'
 	Seeds       []uint64          `json:"seeds"`
 	Rows        []CalibrationRow  `json:"rows"`
 	Agree       bool              `json:"agree"`
@@ -113,14 +142,15 @@ type CalibrationBounds struct {
 // attempts per device, whichever is larger.
 var DefaultCalibrationBounds = CalibrationBounds{Share: 0.05, TimeS: 0.5, Count: 0.05}
 
-// CalibrationRow is one cell's figures on both engines.
+// CalibrationRow is one cell's figures on each engine.
 type CalibrationRow struct {
-	Cell    string        `json:"cell"`
-	Agents  EngineFigures `json:"agents"`
-	Virtual EngineFigures `json:"virtual"`
-	Agree   bool          `json:"agree"`
-	Apart   []string      `json:"apart,omitempty"` // the figures that differ too much
-	Bound   bool          `json:"host_bound"`      // the agents' run was host-bound
+	Cell    string         `json:"cell"`
+	Agents  EngineFigures  `json:"agents"`
+	Wire    *EngineFigures `json:"wire,omitempty"` // where the calibration runs the wire engine too
+	Virtual EngineFigures  `json:"virtual"`
+	Agree   bool           `json:"agree"`
+	Apart   []string       `json:"apart,omitempty"` // the figures that differ too much
+	Bound   bool           `json:"host_bound"`      // the agents' run was host-bound
 }
 
 // EngineFigures are the figures compared, each the mean over the seeds.
@@ -162,25 +192,40 @@ func (f *EngineFigures) add(r *report.Report, n int) {
 	}
 }
 
-// AgentsRunner runs the agents' side of a calibration. For the model
-// against the code (the package's tests and make calibrate), it runs
-// inside a testing/synctest bubble. It is nil for Run in wall-clock time.
+// AgentsRunner runs the real devices' side of a calibration (the agents,
+// the wire engine). For the model against the code (the package's tests
+// and make calibrate), it runs inside a testing/synctest bubble. It is nil
+// for Run in wall-clock time.
 type AgentsRunner func(plan.Plan) (*report.Report, error)
 
-// Calibrate runs each cell on both engines with devices devices, once per
-// seed. The agents run in memory through runAgents, or at timeScale when
-// it is nil. It compares the means, each recovery's of a timeline too.
-// Each seed's verdicts must match, the run's and each recovery's.
-// Progress, if set, gets each row as it is measured.
-func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner,
-	progress io.Writer) (*Calibration, error) {
-	cal := &Calibration{Devices: devices, TimeScale: timeScale, Seeds: seeds, Agree: true, Tolerance: DefaultCalibrationBounds,
-		VirtualTime: runAgents != nil}
-	if runAgents != nil {
+// CalibrationConfig is what a calibration runs: its cells, on fleets of
+// Devices, once per seed. The real devices run through RunAgents, or in
+// wall-clock time at TimeScale when it is nil. Wire runs the wire engine
+// beside the agents, held to the same bounds against them. Progress, if
+// set, gets each row as it is measured.
+type CalibrationConfig struct {
+	Cells     []CalibrationCell
+	Devices   int
+	TimeScale float64
+	Seeds     []uint64
+	RunAgents AgentsRunner
+	Wire      bool
+	Progress  io.Writer
+}
+
+// Calibrate runs each cell on the agents and the virtual engine (and the
+// wire engine, if c.Wire). It compares the means, each recovery's of a
+// timeline too. Each seed's verdicts must match, the run's and each
+// recovery's.
+func Calibrate(ctx context.Context, c CalibrationConfig) (*Calibration, error) {
+	cal := &Calibration{Devices: c.Devices, TimeScale: c.TimeScale, Seeds: c.Seeds, Agree: true, Tolerance: DefaultCalibrationBounds,
+		VirtualTime: c.RunAgents != nil, Wire: c.Wire}
+	if c.RunAgents != nil {
 		cal.TimeScale = 1
 	}
-	for _, cell := range cells {
-		row, err := calibrateCell(ctx, cell, devices, timeScale, seeds, runAgents)
+	progress := c.Progress
+	for _, cell := range c.Cells {
+		row, err := calibrateCell(ctx, cell, c)
 		if err != nil {
 			return cal, err
 		}
@@ -193,53 +238,77 @@ func Calibrate(ctx context.Context, cells []CalibrationCell, devices int, timeSc
 	return cal, nil
 }
 
-// calibrateCell runs one cell on both engines, once per seed.
-func calibrateCell(ctx context.Context, cell CalibrationCell, devices int, timeScale float64, seeds []uint64, runAgents AgentsRunner) (CalibrationRow, error) {
+// calibrateCell runs one cell on each engine, once per seed.
+func calibrateCell(ctx context.Context, cell CalibrationCell, c CalibrationConfig) (CalibrationRow, error) {
 	p := plan.Default()
-	p.Devices, p.Scenario, p.Policy, p.TimeScale = devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, timeScale)
+	p.Devices, p.Scenario, p.Policy, p.TimeScale = c.Devices, cell.Scenario, cell.Policy, cmp.Or(cell.TimeScale, c.TimeScale)
 	p.AdmitRate, p.AdmitMode, p.AdmitBurst = cell.AdmitRate, cell.Mode, max(1, int(cell.AdmitRate/20))
-	p.Then, p.Events, p.Nodes = cell.Then, io.Discard, cell.Nodes
-	if runAgents != nil {
+	p.Then, p.Events, p.Nodes, p.MQTT5 = cell.Then, io.Discard, cell.Nodes, cell.MQTT5
+	if c.RunAgents != nil {
 		cell.TimeScale = 0 // a host's allowance: virtual time needs none
 	}
+	engines := []plan.Engine{plan.Agents, plan.Virtual}
 	row := CalibrationRow{Cell: cell.String()}
+	if c.Wire {
+		engines, row.Wire = append(engines, plan.Wire), &EngineFigures{}
+	}
 	var verdicts []string
-	for _, seed := range seeds {
+	for _, seed := range c.Seeds {
 		p.Seed = seed
-		var got [2]*report.Report
-		for k, engine := range []plan.Engine{plan.Agents, plan.Virtual} {
-			p.Engine = engine
-			var err error
-			if engine == plan.Agents && runAgents != nil {
-				got[k], err = runAgents(p)
+		got := make([]*report.Report, len(engines))
+		for k, engine := range engines {
+			run := p
+			run.Engine = engine
+			if engine == plan.Virtual {
+				run.Broker = "" // the model's broker is the in-process one
 			} else {
-				got[k], err = fleetsim.Run(ctx, p)
+				run.Broker = cell.Broker
+			}
+			var err error
+			if engine != plan.Virtual && c.RunAgents != nil {
+				got[k], err = c.RunAgents(run)
+			} else {
+				got[k], err = fleetsim.Run(ctx, run)
 			}
 			if got[k] == nil {
 				return row, fmt.Errorf("%s, %s engine, seed %d: %w", cell, engine, seed, err)
 			}
 		}
-		row.Agents.add(got[0], len(seeds))
-		row.Virtual.add(got[1], len(seeds))
+		n := len(c.Seeds)
+		row.Agents.add(got[0], n)
+		row.Virtual.add(got[1], n)
 		row.Bound = row.Bound || got[0].Host.Bound
 		row.Agents.Verdict, row.Virtual.Verdict = got[0].Verdict, got[1].Verdict
-		verdicts = append(verdicts, verdictsApart(seed, got[0], got[1])...)
+		verdicts = append(verdicts, verdictsApart(seed, "", got[0], got[1])...)
+		if row.Wire != nil {
+			row.Wire.add(got[2], n)
+			row.Wire.Verdict = got[2].Verdict
+			row.Bound = row.Bound || got[2].Host.Bound
+			verdicts = append(verdicts, verdictsApart(seed, "wire: ", got[2], got[0])...)
+		}
 	}
-	row.Apart = append(DefaultCalibrationBounds.Apart(row.Agents, row.Virtual), verdicts...)
+	row.Apart = DefaultCalibrationBounds.Apart(row.Agents, row.Virtual)
+	if row.Wire != nil {
+		for _, a := range DefaultCalibrationBounds.Apart(*row.Wire, row.Agents) {
+			row.Apart = append(row.Apart, "wire: "+a)
+		}
+	}
+	row.Apart = append(row.Apart, verdicts...)
 	row.Agree = len(row.Apart) == 0
 	return row, nil
 }
 
-// verdictsApart lists where the agents' run a and the model's v of one
-// seed differ in verdict: the run's, and each recovery's of a timeline.
-func verdictsApart(seed uint64, a, v *report.Report) []string {
+// verdictsApart lists where one seed's run a and the run it is held to, v,
+// differ in verdict: the run's, and each recovery's of a timeline; each
+// line begins with prefix.
+func verdictsApart(seed uint64, prefix string, a, v *report.Report) []string {
 	var out []string
 	if a.Verdict != v.Verdict {
-		out = append(out, fmt.Sprintf("seed %d: verdict %s vs %s", seed, a.Verdict, v.Verdict))
+		out = append(out, fmt.Sprintf("%sseed %d: verdict %s vs %s", prefix, seed, a.Verdict, v.Verdict))
 	}
 	for k := range min(len(a.Disruptions), len(v.Disruptions)) {
 		if x, y := a.Disruptions[k].Verdict, v.Disruptions[k].Verdict; x != y {
-			out = append(out, fmt.Sprintf("seed %d: recovery %d verdict %s vs %s", seed, k+1, x, y))
+			out = append(out, fmt.Sprintf("%sseed %d: recovery %d verdict %s vs %s", prefix, seed, k+1, x, y))
 		}
 	}
 	return out
@@ -272,14 +341,19 @@ func (b CalibrationBounds) Apart(a, v EngineFigures) []string {
 	return out
 }
 
-// Table writes the calibration as a markdown table.
+// Table writes the calibration as a markdown table: each figure the
+// agents', the wire engine's where it ran, and the model's.
 func (cal *Calibration) Table(w io.Writer) {
 	time := fmt.Sprintf("agents at %gx", cal.TimeScale)
 	if cal.VirtualTime {
 		time = "agents in virtual time"
 	}
-	fmt.Fprintf(w, "| cell (%d devices, %s, mean of %d seeds) | p50 agents / virtual | p99 | attempts / device | after the return | verdict | agree |\n",
-		cal.Devices, time, len(cal.Seeds))
+	engines := "agents / virtual"
+	if cal.Wire {
+		engines = "agents / wire / virtual"
+	}
+	fmt.Fprintf(w, "| cell (%d devices, %s, mean of %d seeds) | p50 %s | p99 | attempts / device | after the return | verdict | agree |\n",
+		cal.Devices, time, len(cal.Seeds), engines)
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, r := range cal.Rows {
 		writeRow(w, r)
@@ -287,10 +361,24 @@ func (cal *Calibration) Table(w io.Writer) {
 }
 
 func writeRow(w io.Writer, r CalibrationRow) {
-	a, v := r.Agents, r.Virtual
-	verdict := string(a.Verdict)
-	if a.Verdict != v.Verdict {
-		verdict = fmt.Sprintf("%s / %s", a.Verdict, v.Verdict)
+	figures := []EngineFigures{r.Agents, r.Virtual}
+	if r.Wire != nil {
+		figures = []EngineFigures{r.Agents, *r.Wire, r.Virtual}
+	}
+	each := func(format string, of func(EngineFigures) float64) string {
+		parts := make([]string, len(figures))
+		for k, f := range figures {
+			parts[k] = fmt.Sprintf(format, of(f))
+		}
+		return strings.Join(parts, " / ")
+	}
+	verdicts := make([]string, len(figures))
+	for k, f := range figures {
+		verdicts[k] = string(f.Verdict)
+	}
+	verdict := verdicts[0]
+	if slices.ContainsFunc(verdicts, func(v string) bool { return v != verdict }) {
+		verdict = strings.Join(verdicts, " / ")
 	}
 	agree := "yes"
 	if !r.Agree {
@@ -299,7 +387,8 @@ func writeRow(w io.Writer, r CalibrationRow) {
 	if r.Bound {
 		agree += " (agents host-bound)"
 	}
-	fmt.Fprintf(w, "| %s | %.1f / %.1f s | %.1f / %.1f s | %.2f / %.2f | %.2f / %.2f | %s | %s |\n", r.Cell,
-		a.P50S, v.P50S, a.P99S, v.P99S, a.AttemptsPerDevice, v.AttemptsPerDevice, a.AttemptsAfterReturn, v.AttemptsAfterReturn,
-		verdict, agree)
+	fmt.Fprintf(w, "| %s | %s s | %s s | %s | %s | %s | %s |\n", r.Cell,
+		each("%.1f", func(f EngineFigures) float64 { return f.P50S }), each("%.1f", func(f EngineFigures) float64 { return f.P99S }),
+		each("%.2f", func(f EngineFigures) float64 { return f.AttemptsPerDevice }),
+		each("%.2f", func(f EngineFigures) float64 { return f.AttemptsAfterReturn }), verdict, agree)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/experiment"
 	"github.com/herdguard/herdguard/internal/fleetsimtest"
+	"github.com/herdguard/herdguard/internal/mosquittotest"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 )
@@ -36,7 +37,8 @@ func calibrated(t *testing.T, cells []experiment.CalibrationCell, devices int) *
 	for s := range fleetsimtest.Seeds() {
 		list = append(list, s+1)
 	}
-	cal, err := experiment.Calibrate(context.Background(), cells, devices, 1, list, agentsInVirtualTime(t), nil)
+	cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationConfig{Cells: cells, Devices: devices,
+		TimeScale: 1, Seeds: list, RunAgents: agentsInVirtualTime(t)})
 	require.NoError(t, err)
 	var table strings.Builder
 	cal.Table(&table)
@@ -82,8 +84,8 @@ func TestCalibrateFull(t *testing.T) {
 		devices, err := strconv.Atoi(f)
 		require.NoError(t, err, "-calibrate.devices")
 		fmt.Printf("%d devices, each row as it is measured:\n", devices)
-		cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationCells(), devices, 1, []uint64{1, 2, 3},
-			agentsInVirtualTime(t), os.Stdout)
+		cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationConfig{Cells: experiment.CalibrationCells(),
+			Devices: devices, TimeScale: 1, Seeds: []uint64{1, 2, 3}, RunAgents: agentsInVirtualTime(t), Wire: true, Progress: os.Stdout})
 		require.NoError(t, err)
 		var table strings.Builder
 		cal.Table(&table)
@@ -99,6 +101,37 @@ func TestCalibrateFull(t *testing.T) {
 		for _, r := range cal.Rows {
 			assert.True(t, r.Agree, "%d devices, %s: %v", devices, r.Cell, r.Apart)
 		}
+	}
+}
+
+var calibrateMosquitto = flag.Bool("calibrate.mosquitto", false,
+	"make calibrate-mosquitto: the agents, the wire engine and the model through the fault proxy to mosquitto")
+
+// make calibrate-mosquitto: 2,000 devices through a restart and a
+// throttled restart of mosquitto (the fault proxy's), on MQTT 3.1.1 and 5,
+// the real devices in wall-clock time at 5x: the agents, the wire engine
+// and the model agree within the calibration's bounds. With -calibrate.out,
+// its table and JSON go there.
+func TestCalibrateMosquitto(t *testing.T) {
+	if !*calibrateMosquitto {
+		t.Skip("make calibrate-mosquitto runs it (-calibrate.mosquitto)")
+	}
+	b := mosquittotest.Start(t, "")
+	cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationConfig{Cells: experiment.BrokerCalibrationCells(b.URL()),
+		Devices: 2000, TimeScale: 5, Seeds: []uint64{1, 2, 3}, Wire: true, Progress: os.Stdout})
+	require.NoError(t, err)
+	var table strings.Builder
+	cal.Table(&table)
+	fmt.Println(table.String())
+	if *calibrateOut != "" {
+		js, err := json.MarshalIndent(cal, "", "  ")
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(*calibrateOut, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(*calibrateOut, "calibration-mosquitto.json"), js, 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(*calibrateOut, "calibration-mosquitto.md"), []byte(table.String()), 0o644))
+	}
+	for _, r := range cal.Rows {
+		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
 	}
 }
 

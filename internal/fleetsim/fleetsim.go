@@ -39,6 +39,7 @@ func (f RunnerFunc) Run(ctx context.Context, p plan.Plan) (*report.Report, error
 // Runner.
 var Runners = map[plan.Engine]Runner{
 	plan.Agents: RunnerFunc(agents.Run),
+	plan.Wire:   RunnerFunc(agents.Run), // the agents' fleet, whose members are wire devices
 	plan.Virtual: RunnerFunc(func(ctx context.Context, p plan.Plan) (*report.Report, error) {
 		return virtual.Run(ctx, p, virtual.Options{})
 	}),

@@ -16,7 +16,7 @@ import (
 // host's share of its cores, measured now, serves for the fleet. It says
 // so on w. Any other plan is p.
 func ServedScale(p plan.Plan, w io.Writer) plan.Plan {
-	if !p.AutoScale || p.Engine != plan.Agents || p.TimeScale <= 1 {
+	if !p.AutoScale || !p.Engine.Real() || p.TimeScale <= 1 {
 		return p
 	}
 	share := hostload.Share(300 * time.Millisecond)

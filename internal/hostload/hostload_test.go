@@ -1,6 +1,7 @@
 package hostload_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -49,4 +50,14 @@ func TestShareIsAFractionOfTheCores(t *testing.T) {
 	s := hostload.Share(50 * time.Millisecond)
 	assert.Greater(t, s, 0.0)
 	assert.LessOrEqual(t, s, 1.0)
+}
+
+func TestTheProcessKnowsWhatItHolds(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc")
+	}
+	now, peak := hostload.Resident()
+	assert.Positive(t, now)
+	assert.GreaterOrEqual(t, peak, now, "the peak is at least what is held now")
+	assert.Positive(t, hostload.CPU())
 }

@@ -27,6 +27,20 @@ const DevicesPerChild = 5000
 // of them (the rest: the runtime, files, the reports).
 func (h Host) DescriptorBudget() int { return cmp.Or(h.Descriptors, DefaultDescriptors) * 95 / 100 }
 
+// ChildSize is how many devices a child process runs: DevicesPerChild
+// agents, or as many wire devices as its descriptors hold (one each); the
+// plan's TCPPerProcess if fewer.
+func (p Plan) ChildSize() int {
+	per := DevicesPerChild
+	if p.Engine == Wire {
+		per = p.DescriptorBudget()
+	}
+	if p.TCPPerProcess > 0 {
+		per = min(per, p.TCPPerProcess)
+	}
+	return per
+}
+
 // MaxTCPDevices is how many TCP devices one process holds with both ends
 // (two descriptors each).
 func (h Host) MaxTCPDevices() int { return h.DescriptorBudget() / 2 }
@@ -114,16 +128,20 @@ func IsTLSScheme(s string) bool { return s == "ssl" || s == "tls" || s == "mqtts
 
 // What a run holds at its peak, resident, per device and on top. Measured
 // with /usr/bin/time -f %M on devicesim run -policy fleet-safe -events off
-// (docs/large-fleets.md). Real agents on the in-memory transport held
-// 2.33 GB at 20,000 devices (about 115 KiB each). The virtual engine held
-// 1.04 GB at 10,000,000 (about 104 bytes each). That is a 64-byte device, a
-// 24-byte event and the report's 10 bytes of counters. The figures are
-// rounded up. A refusal should never meet a fleet that would have fit by a
-// hair, nor a run die of one that did not.
+// (docs/large-fleets.md, docs/wire.md). Real agents on the in-memory
+// transport held about 115 KiB each. A wire device beside the in-process
+// broker, whose sessions then dominate, about 66 KiB; through the fault
+// proxy to an external broker, with the proxy's two connections, about
+// 39 KiB. The virtual engine held about 104 bytes a device: a 64-byte
+// device, a 24-byte event and the report's 10 bytes of counters. The
+// figures are rounded up. A refusal should never meet a fleet that would
+// have fit by a hair, nor a run die of one that did not.
 const (
-	agentFootprint   = 128 << 10
-	virtualFootprint = 112
-	baseFootprint    = 256 << 20
+	agentFootprint        = 128 << 10
+	wireFootprint         = 80 << 10
+	wireExternalFootprint = 48 << 10
+	virtualFootprint      = 112
+	baseFootprint         = 256 << 20
 )
 
 // Footprint estimates the memory a run of p holds at its peak, in bytes. It
@@ -134,8 +152,13 @@ func (p Plan) Footprint() uint64 {
 }
 
 func (p Plan) perDevice() uint64 {
-	if p.Engine == Virtual {
+	switch {
+	case p.Engine == Virtual:
 		return virtualFootprint
+	case p.Engine == Wire && p.Broker != "":
+		return wireExternalFootprint
+	case p.Engine == Wire:
+		return wireFootprint
 	}
 	return agentFootprint
 }
@@ -165,6 +188,13 @@ func (p Plan) CheckFits(available uint64) error {
 	}
 	msg := fmt.Sprintf("%s devices on the %s engine need about %s (about %s a device); this machine has %s available: at most %s fit",
 		Thousands(p.Devices), p.Engine, bytesOf(p.Footprint()), bytesOf(p.perDevice()), bytesOf(available), Thousands(fits))
+	if p.Engine == Agents {
+		w := p
+		w.Engine = Wire
+		if w.Validate() == nil {
+			msg += fmt.Sprintf(", or %s on -engine wire", Thousands(largest(w.perDevice())))
+		}
+	}
 	if p.Engine != Virtual {
 		v := p
 		v.Engine = Virtual

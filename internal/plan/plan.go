@@ -28,13 +28,22 @@ const (
 	// Agents runs real device.Agents, paho clients and the in-process
 	// broker, in (scaled) real time.
 	Agents Engine = "agents"
-	// Virtual runs each device's device.Machine against a model of the
+	// Wire runs each device as the firmware's reconnect core on a real
+	// connection that speaks MQTT itself (package wire), against the same
+	// brokers, proxies and disruptions as Agents: a real session at the
+	// cost of a socket, a few event loops for a process's devices.
+	Wire Engine = "wire"
+	// Virtual runs each device's reconnect core against a model of the
 	// broker, in virtual time: millions of devices in one process.
 	Virtual Engine = "virtual"
 	// Proxy: someone else's fleet, stormed through the fault proxy
 	// (devicesim proxy); the plan's fleet is not run.
 	Proxy Engine = "proxy"
 )
+
+// Real reports whether e runs real devices in real time (the agents, the
+// wire engine): what a host's timers, descriptors and time scale bind.
+func (e Engine) Real() bool { return e == Agents || e == Wire }
 
 // Transport is how the in-process broker's devices reach it.
 type Transport string
@@ -319,7 +328,7 @@ func (t Target) Brokers() []string {
 
 // Host is where and how fast the run goes.
 type Host struct {
-	// Engine is Agents (real agents, the default) or Virtual.
+	// Engine is Agents (real agents, the default), Wire or Virtual.
 	Engine Engine
 	// TimeScale runs every duration that many times faster; reports are in
 	// unscaled seconds. The virtual engine needs none.

@@ -156,11 +156,11 @@ func (e Engine) MarshalText() ([]byte, error) { return []byte(e), nil }
 
 func (e *Engine) UnmarshalText(b []byte) error {
 	switch v := Engine(b); v {
-	case Agents, Virtual, Proxy: // proxy: a report of devicesim proxy's, read back
+	case Agents, Wire, Virtual, Proxy: // proxy: a report of devicesim proxy's, read back
 		*e = v
 		return nil
 	}
-	return fmt.Errorf("unknown engine %q (agents or virtual)", b)
+	return fmt.Errorf("unknown engine %q (agents, wire or virtual)", b)
 }
 
 // MarshalText and UnmarshalText: as Scenario's.

@@ -27,10 +27,12 @@ func (p Plan) Validate() error {
 func (p Plan) validateEngine() error {
 	switch p.Engine {
 	case Agents, Virtual:
+	case Wire:
+		return p.validateWire()
 	case Proxy:
-		return fmt.Errorf("engine %q is devicesim proxy's, whose fleet is whoever connects to it: run agents or virtual", p.Engine)
+		return fmt.Errorf("engine %q is devicesim proxy's, whose fleet is whoever connects to it: run agents, wire or virtual", p.Engine)
 	default:
-		return fmt.Errorf("unknown engine %q (agents or virtual)", p.Engine)
+		return fmt.Errorf("unknown engine %q (agents, wire or virtual)", p.Engine)
 	}
 	if p.Engine != Virtual {
 		return nil
@@ -52,6 +54,20 @@ func (p Plan) validateEngine() error {
 		return fmt.Errorf("failover needs real agents and two brokers (-engine agents)")
 	case p.Proxied():
 		return fmt.Errorf("the virtual engine models the broker; %s and external brokers need real devices (-engine agents)", p.Scenario)
+	}
+	return nil
+}
+
+// validateWire: the wire engine's devices are the firmware's reconnect
+// core and its MQTT session, without the agent's config fetcher or paho.
+func (p Plan) validateWire() error {
+	switch {
+	case slices.ContainsFunc(p.GroupsOrWhole(), func(g Group) bool { return g.Policy == PahoDefault }):
+		return fmt.Errorf("paho-default is paho's own reconnect, which only paho clients have: use -engine agents")
+	case p.Scenario == ConfigOutage || slices.ContainsFunc(p.Then, func(e Event) bool { return e.Scenario == ConfigOutage }):
+		return fmt.Errorf("config-outage needs the agents' config fetchers: use -engine agents")
+	case p.HasTelemetry():
+		return fmt.Errorf("telemetry goes through the agents' store-and-forward publishers: use -engine agents")
 	}
 	return nil
 }
@@ -216,7 +232,7 @@ func (p Plan) validateTarget() error {
 		return fmt.Errorf("paho-default has no keepalive or dial of ours to route through the fault proxy: pick a reconnect policy")
 	case p.Shard.Count > 0 && !external:
 		return fmt.Errorf("a shard runs part of a fleet against a shared external broker: set -broker")
-	case !p.DisruptAt.IsZero() && (p.Engine != Agents || p.Scenario == Observe || p.Scenario == BootStorm):
+	case !p.DisruptAt.IsZero() && (!p.Engine.Real() || p.Scenario == Observe || p.Scenario == BootStorm):
 		return fmt.Errorf("-disrupt-at times a disruption the run makes with real agents; %s on the %s engine makes none at a wall-clock instant",
 			p.Scenario, p.Engine)
 	case p.Shard.Count > 1 && p.Proxied() && p.DisruptAt.IsZero():

@@ -132,7 +132,8 @@ func goDuration(d time.Duration) string {
 }
 
 // Check is the storm file that checks a recommendation on the owner's
-// own broker: Devices real agents through the fault proxy, which stands
+// own broker: Devices real devices (the wire engine's: the firmware's
+// reconnect core on real MQTT connections) through the fault proxy, which stands
 // between them and the broker at ${MQTT_BROKER}, admits the question's
 // rate scaled to them and refuses every connection for the outage.
 // Predicted is the recommendation's outcome for exactly that storm.
@@ -157,7 +158,7 @@ func (c Check) StormFile() string {
 	scale := float64(c.Devices) / float64(q.Devices)
 	p := stormPlan(q, c.Candidate, c.Devices, q.Seed, q.Outage)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# devicesim plan's check of %s on your broker: %d real agents through the\n", c.Candidate, c.Devices)
+	fmt.Fprintf(&b, "# devicesim plan's check of %s on your broker: %d real devices through the\n", c.Candidate, c.Devices)
 	fmt.Fprintf(&b, "# fault proxy, which admits %.4g connects/s (your %.0f/s scaled to %s of %s devices) and\n",
 		p.AdmitRate, q.AdmitRate, plan.Thousands(c.Devices), plan.Thousands(q.Devices))
 	fmt.Fprintf(&b, "# refuses every connection for %v. The expectations are the model's prediction for\n", q.Outage)
@@ -166,7 +167,7 @@ func (c Check) StormFile() string {
 	fmt.Fprintf(&b, "# proxy sees every dial, those it refuses too: the bound is on the fleet's side, as predicted.\n")
 	fmt.Fprintf(&b, "# What reaches your broker once back is the planner's answer's busiest second.\n")
 	fmt.Fprintf(&b, "# Run it: MQTT_BROKER=tcp://your-broker:1883 devicesim run -f check.yaml\n")
-	fmt.Fprintf(&b, "engine: agents\ntime_scale: 1\nseed: %d\n", q.Seed)
+	fmt.Fprintf(&b, "engine: wire\ntime_scale: 1\nseed: %d\n", q.Seed)
 	fmt.Fprintf(&b, "fleet:\n  - name: recommended\n    devices: %d\n    policy: %q\n    max_backoff: %v\n", c.Devices, c.Candidate.Policy, c.Candidate.MaxBackoff)
 	if q.MQTT5 {
 		fmt.Fprintf(&b, "    mqtt: \"5\"\n")
@@ -205,7 +206,7 @@ func (c Check) maxTotal() float64 {
 }
 
 // NewCheck predicts the storm that checks the recommendation with devices
-// real agents, on every seed, at the question's outage.
+// real devices, on every seed, at the question's outage.
 func (a *Answer) NewCheck(ctx context.Context, devices int, o Options) (Check, error) {
 	if a.Recommendation == nil {
 		return Check{}, fmt.Errorf("%w: no recommendation to check", ErrNoPolicy)

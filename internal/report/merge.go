@@ -75,7 +75,7 @@ func Merge(shards []*Report) (*Report, error) {
 		Seed: first.Seed, TimeScale: first.TimeScale, DisruptionUnixMS: first.DisruptionUnixMS}}
 	seen := map[string]bool{}
 	all := true
-	var wall, mem float64
+	var wall, mem, res, cpu float64
 	for _, s := range shards {
 		if s.Scenario != m.Scenario || s.Policy != m.Policy || s.Seed != m.Seed {
 			return nil, fmt.Errorf("report: shard %q ran %s/%s seed %d, not %s/%s seed %d",
@@ -90,6 +90,9 @@ func Merge(shards []*Report) (*Report, error) {
 		all = all && s.Recovery.AllRecovered
 		wall = max(wall, s.Host.WallS)
 		mem += s.Host.MemoryPerDeviceKB * float64(s.Devices)
+		res += s.Host.ResidentPerDeviceKB * float64(s.Devices)
+		cpu += s.Host.CPUPerDeviceMS * float64(s.Devices)
+		m.Host.KernelTCPKB = max(m.Host.KernelTCPKB, s.Host.KernelTCPKB)
 	}
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
 	var records []attempt.Record
@@ -117,7 +120,8 @@ func Merge(shards []*Report) (*Report, error) {
 		return nil, err
 	}
 	m.Recovery.AllRecovered = all && m.stranded == 0
-	m.Host.WallS, m.Host.MemoryPerDeviceKB = wall, mem/float64(m.Devices)
+	n := float64(m.Devices)
+	m.Host.WallS, m.Host.MemoryPerDeviceKB, m.Host.ResidentPerDeviceKB, m.Host.CPUPerDeviceMS = wall, mem/n, res/n, cpu/n
 	m.Shard = fmt.Sprintf("merged from %d", len(shards))
 	return m, nil
 }

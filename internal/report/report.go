@@ -278,6 +278,15 @@ type Limit struct {
 type Host struct {
 	WallS             float64 `json:"wall_s"`
 	MemoryPerDeviceKB float64 `json:"memory_per_device_kib"` // heap + stack, agent and broker side
+	// ResidentPerDeviceKB: the peak resident memory the processes that ran
+	// the devices added from their start, per device (a child's, where the
+	// devices ran in children; beside the broker and proxy otherwise).
+	// CPUPerDeviceMS: the CPU those processes had from then to the report,
+	// per device. KernelTCPKB: the kernel's TCP buffers, machine-wide, at
+	// the report (/proc/net/sockstat).
+	ResidentPerDeviceKB float64 `json:"resident_per_device_kib,omitempty"`
+	CPUPerDeviceMS      float64 `json:"cpu_per_device_ms,omitempty"`
+	KernelTCPKB         float64 `json:"kernel_tcp_kib,omitempty"`
 	// AgentProcesses: child processes the agents ran in (0: this one).
 	AgentProcesses int `json:"agent_processes,omitempty"`
 	// LagP50S and LagP99S: how late (unscaled) real agents started their
@@ -414,8 +423,11 @@ func (r *Report) writeHost(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "host: %.1f s wall, %.1f KiB per device", r.Host.WallS, r.Host.MemoryPerDeviceKB)
+	if h := r.Host; h.ResidentPerDeviceKB > 0 {
+		fmt.Fprintf(w, " (%.1f KiB resident, %.2f ms CPU)", h.ResidentPerDeviceKB, h.CPUPerDeviceMS)
+	}
 	if r.Host.AgentProcesses > 0 {
-		fmt.Fprintf(w, ", agents in %d child processes", r.Host.AgentProcesses)
+		fmt.Fprintf(w, ", devices in %d child process%s", r.Host.AgentProcesses, map[bool]string{true: "es"}[r.Host.AgentProcesses > 1])
 	}
 	if h := r.Host; h.LagP99S > 0 || h.NoticeP99S > 0 {
 		fmt.Fprintf(w, "; attempts left p50 %.0f ms, p99 %.0f ms late against their schedules, losses noticed within %.0f ms (p99, unscaled)",

@@ -38,8 +38,8 @@ import (
 // File is a storm file as written. Its zero value is no storm: Plan
 // refuses it. Durations are written with their unit ("30s", "2m").
 type File struct {
-	// Engine is agents or virtual; empty takes the model unless the storm
-	// needs real devices (Plan says which and why).
+	// Engine is agents, wire or virtual; empty takes the model unless the
+	// storm needs real devices (Plan says which and why).
 	Engine plan.Engine `yaml:"engine"`
 	// TimeScale runs the agents that many times faster (1 if unset).
 	// Written auto, it runs them as fast as the host serves, up to the

@@ -65,7 +65,7 @@ type child struct {
 }
 
 // Spawn starts the children of c.Plan's fleet, or of its shard: as many
-// as plan.DevicesPerChild (or the plan's TCPPerProcess, if fewer) a child.
+// as the plan's ChildSize a child.
 // What it started before an error, Kill ends.
 func Spawn(c Config) (*Children, error) {
 	cs := &Children{}
@@ -78,10 +78,7 @@ func Spawn(c Config) (*Children, error) {
 		return cs, err
 	}
 	cs.dir = dir
-	per := plan.DevicesPerChild
-	if c.Plan.TCPPerProcess > 0 {
-		per = min(per, c.Plan.TCPPerProcess)
-	}
+	per := c.Plan.ChildSize()
 	k := (c.Plan.SliceSize() + per - 1) / per
 	var ca plan.Target
 	if c.CA != nil {

@@ -103,7 +103,7 @@ func (c *Cluster) inProcess(p plan.Plan, mc *member.Config) error {
 	case cfg.Transport == testbroker.Memory:
 		mc.Dial = dialByURL(c.URLs, brokerDials(c.Brokers))
 	case cfg.Transport == testbroker.TCP:
-		mc.Dial = member.LoopbackDialer
+		mc.Dial, mc.PlainTCP = member.LoopbackDialer, true
 	default:
 		var err error
 		if c.HandshakeCPU, err = b.HandshakeCPU(200); err != nil && !errors.Is(err, testbroker.ErrNoThreadCPU) {
@@ -129,7 +129,7 @@ func (c *Cluster) external(p plan.Plan, mc *member.Config) error {
 	case tlsCfg != nil:
 		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialer(i, tlsCfg) }
 	default:
-		mc.Dial = member.LoopbackDialer
+		mc.Dial, mc.PlainTCP = member.LoopbackDialer, true
 	}
 	return nil
 }

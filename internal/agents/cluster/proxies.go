@@ -126,7 +126,7 @@ func (c *Cluster) proxiesOverTCP(p plan.Plan, mc *member.Config, upstream []stri
 		mc.TLS = nil
 		mc.Dial = func(i int) device.DialFunc { return member.LoopbackTLSDialerByName(i, t, names) }
 	default:
-		mc.Dial = member.LoopbackDialer
+		mc.Dial, mc.PlainTCP = member.LoopbackDialer, true
 	}
 }
 

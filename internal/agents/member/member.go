@@ -51,9 +51,13 @@ type Config struct {
 	NodeOf func(endpoint string) int
 	// Dial, if set, is device i's dialer (nil: the agent's own TCP or TLS);
 	// TLS, if set, what device i presents and trusts when Dial is nil.
-	Dial    func(i int) device.DialFunc
-	TLS     func(i int) (*tls.Config, error)
-	Metrics func(i int) device.Metrics // nil: none
+	Dial func(i int) device.DialFunc
+	TLS  func(i int) (*tls.Config, error)
+	// PlainTCP says Dial is LoopbackDialer's, plain TCP from a loopback
+	// source address: an engine with sockets of its own may dial the URL
+	// itself.
+	PlainTCP bool
+	Metrics  func(i int) device.Metrics // nil: none
 	// Timing is the agents' reconnect timing (a mixed fleet's devices point
 	// at their group's).
 	Timing                                 *device.Timing
