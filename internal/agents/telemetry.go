@@ -14,7 +14,7 @@ import (
 func (f *Fleet) Queued() int {
 	n := 0
 	for _, m := range f.members {
-		if a, ok := m.(*member.Agent); ok {
+		if a, ok := m.(member.Telemetered); ok {
 			n += a.Stats().Queued
 		}
 	}
@@ -25,7 +25,7 @@ func (f *Fleet) Queued() int {
 // to empty, for at most a minute and two caps.
 func (f *Fleet) Drain(ctx context.Context) error {
 	for _, m := range f.members {
-		if a, ok := m.(*member.Agent); ok {
+		if a, ok := m.(member.Telemetered); ok {
 			a.StopTelemetry()
 		}
 	}
@@ -38,7 +38,11 @@ func (f *Fleet) Drain(ctx context.Context) error {
 // (see Telemetry). It returns what was queued when it began.
 func (f *Fleet) Settle(ctx context.Context) (queuedAtStart int, err error) {
 	queuedAtStart = f.Queued()
-	if err := f.awaitQueued(ctx, len(f.members)); err != nil {
+	here := len(f.ids) // the devices whose queues Queued counts
+	if f.children != nil {
+		here = 0
+	}
+	if err := f.awaitQueued(ctx, here); err != nil {
 		return queuedAtStart, err
 	}
 	f.takeReceived()
@@ -75,7 +79,7 @@ func (f *Fleet) awaitQueued(ctx context.Context, most int) error {
 func (f *Fleet) Telemetry() *report.Telemetry {
 	t := &report.Telemetry{RatePerDevice: f.p.TelemetryRate(), ReceivedUnique: -1}
 	for _, m := range f.members {
-		if a, ok := m.(*member.Agent); ok {
+		if a, ok := m.(member.Telemetered); ok {
 			s := a.Stats()
 			t.Enqueued += s.Enqueued
 			t.Acknowledged += s.Delivered

@@ -66,8 +66,6 @@ func (p Plan) validateWire() error {
 		return fmt.Errorf("paho-default is paho's own reconnect, which only paho clients have: use -engine agents")
 	case p.Scenario == ConfigOutage || slices.ContainsFunc(p.Then, func(e Event) bool { return e.Scenario == ConfigOutage }):
 		return fmt.Errorf("config-outage needs the agents' config fetchers: use -engine agents")
-	case p.HasTelemetry():
-		return fmt.Errorf("telemetry goes through the agents' store-and-forward publishers: use -engine agents")
 	}
 	return nil
 }

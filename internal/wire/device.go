@@ -9,6 +9,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/endpoint"
+	"github.com/herdguard/herdguard/publisher"
 )
 
 // profile is what the devices of one group (and, in a cluster, one list of
@@ -21,6 +22,7 @@ type profile struct {
 	endpoints                              []*url.URL // the broker, then the failover ones, in turn
 	nodes                                  []int      // the cluster's node each endpoint reaches
 	maxRedirects                           int
+	telemetry                              time.Duration // a reading this often, QoS 1 (0: none)
 }
 
 // state is where a device stands between its steps.
@@ -51,6 +53,12 @@ type dev struct {
 	endpoint uint8 // the endpoint of the next attempt, an index of prof.endpoints
 	hops     uint8 // redirects followed in a row without a session
 	pingOut  bool  // a PINGREQ is unanswered
+	// Telemetry, store-and-forward as counts: readings made, and those
+	// the broker acknowledged; reading acked+1 is the next sent, with DUP
+	// once a session ended with it unacknowledged.
+	produced, acked uint32
+	inflight        uint16 // the packet ID of the PUBLISH in flight, 0 if none
+	redeliver       bool
 }
 
 const noSock = -1
@@ -66,6 +74,7 @@ func (l *loop) step(d *dev, s devicecore.Step, now time.Duration) {
 	case devicecore.KindOnline:
 		d.state, d.hops, d.pingOut = online, 0, false
 		l.schedule(d, now+d.prof.keepAlive)
+		l.publish(d)
 	case devicecore.KindStop:
 		l.drop(d)
 		d.state = idle
@@ -193,12 +202,17 @@ func (l *loop) nextEndpoint(d *dev) {
 }
 
 // drop closes d's connection, if it has one, and forgets a partial packet.
+// A reading in flight is sent again on the next session.
 func (l *loop) drop(d *dev) {
 	if d.sock != noSock {
 		l.drv.close(d.sock)
 		d.sock = noSock
 	}
 	d.in = nil
+	if d.inflight != 0 {
+		d.inflight, d.redeliver = 0, true
+		l.stats.failures.Add(1)
+	}
 }
 
 // due is d's timer: the end of a wait, of the connect timeout, or of a
@@ -259,6 +273,7 @@ func (l *loop) packet(d *dev, f frame, now time.Duration) {
 		d.pingOut = false
 		l.schedule(d, now+d.prof.keepAlive)
 	case d.state == online && f.typ() == typePuback:
+		l.puback(d, f)
 	case d.state == online && f.typ() == typeDisconnect && d.prof.v5:
 		c, err := readDisconnect(f)
 		if err != nil {
@@ -268,4 +283,51 @@ func (l *loop) packet(d *dev, f frame, now time.Duration) {
 	default: // a packet the device did not ask for, or out of turn: the broker broke MQTT
 		l.broken(d, now)
 	}
+}
+
+// reading is d's telemetry timer: one more reading, sent at once if the
+// session is up and nothing is in flight.
+func (l *loop) reading(d *dev) {
+	if !l.produce.Load() {
+		return
+	}
+	d.produced++
+	l.stats.enqueued.Add(1)
+	l.publish(d)
+}
+
+// publish sends d's next reading, if d is online, has one and has none in
+// flight: QoS 1, one at a time, in order, as the store-and-forward
+// publisher sends them, in its envelope (package publisher), so that the
+// broker's side counts it by the same rule.
+func (l *loop) publish(d *dev) {
+	if d.state != online || d.inflight != 0 || d.acked == d.produced {
+		return
+	}
+	seq := uint64(d.acked) + 1
+	payload, err := publisher.Envelope{Epoch: l.epoch, Seq: seq, Time: time.Now(), Payload: reading}.Marshal()
+	if err != nil {
+		return // a fixed envelope always marshals
+	}
+	id := uint16(seq%65535) + 1
+	if l.drv.send(d.sock, publishPacket(d.prof.v5, "telemetry/"+clientID(d.id), id, d.redeliver, payload)) != nil {
+		l.lost(d, connack{}, l.now())
+		return
+	}
+	d.inflight = id
+}
+
+// reading is every device's payload, as the agents' generator's.
+var reading = []byte(`{"temp":21.5}`)
+
+// puback takes a PUBACK: the reading in flight is delivered, and the next
+// goes.
+func (l *loop) puback(d *dev, f frame) {
+	if len(f.body) < 2 || uint16(f.body[0])<<8|uint16(f.body[1]) != d.inflight || d.inflight == 0 {
+		return // a late or stray acknowledgement
+	}
+	d.inflight, d.redeliver = 0, false
+	d.acked++
+	l.stats.delivered.Add(1)
+	l.publish(d)
 }

@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdguard/herdguard/device"
@@ -31,6 +32,7 @@ import (
 	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/devicecore"
 	"github.com/herdguard/herdguard/internal/endpoint"
+	"github.com/herdguard/herdguard/publisher"
 )
 
 // Fleet is a process's wire devices on their loops. Its zero value is not
@@ -41,6 +43,8 @@ type Fleet struct {
 	stop    chan struct{}
 	halt    sync.Once
 	unwatch func() bool
+	produce atomic.Bool // readings are still made
+	stats   telemetryCounts
 }
 
 // New builds the devices ids, device i as configFor(i) says: its timing,
@@ -50,6 +54,8 @@ type Fleet struct {
 func New(ids []int, configFor func(i int) member.Config) (*Fleet, error) {
 	n := max(1, min(runtime.GOMAXPROCS(0), len(ids)))
 	f := &Fleet{stop: make(chan struct{})}
+	f.produce.Store(true)
+	epoch := fmt.Sprintf("wire-%x", time.Now().UnixNano()) // this run's: a reading's (client, epoch, seq) is unique
 	profiles := map[string]*profile{}
 	var c0 member.Config
 	for k, i := range ids {
@@ -62,7 +68,8 @@ func New(ids []int, configFor func(i int) member.Config) (*Fleet, error) {
 			return nil, err
 		}
 		if k < n {
-			f.loops = append(f.loops, &loop{redirects: map[int32]*url.URL{}, stop: f.stop, log: logOrNone(c.Log)})
+			f.loops = append(f.loops, &loop{redirects: map[int32]*url.URL{}, stop: f.stop, log: logOrNone(c.Log),
+				epoch: epoch, seed: c.Seed, produce: &f.produce, stats: &f.stats})
 		}
 		l := f.loops[k%n]
 		l.devs = append(l.devs, dev{src: *rand.NewPCG(c.Seed, uint64(i)), prof: p, sock: noSock, id: int32(i),
@@ -119,7 +126,8 @@ func profileOf(c member.Config, made map[string]*profile) (*profile, error) {
 		return nil, errors.New("wire: a device needs the firmware's timing: paho-default's reconnect is paho's own, run it on the agents")
 	}
 	raw := append([]string{c.Broker}, c.Failover...)
-	key := fmt.Sprintf("%p %v %v %v %v %s", c.Timing, c.Protocol, c.KeepAlive, c.PingTimeout, c.ConnectTimeout, strings.Join(raw, " "))
+	key := fmt.Sprintf("%p %v %v %v %v %v %s", c.Timing, c.Protocol, c.KeepAlive, c.PingTimeout, c.ConnectTimeout, c.Telemetry.Every,
+		strings.Join(raw, " "))
 	if p, ok := made[key]; ok {
 		return p, nil
 	}
@@ -127,7 +135,7 @@ func profileOf(c member.Config, made map[string]*profile) (*profile, error) {
 		return nil, err
 	}
 	p := &profile{timing: devicecore.Timing(*c.Timing), v5: c.Protocol == device.MQTT5, keepAlive: c.KeepAlive,
-		pingTimeout: c.PingTimeout, connectTimeout: c.ConnectTimeout, maxRedirects: 3}
+		pingTimeout: c.PingTimeout, connectTimeout: c.ConnectTimeout, maxRedirects: 3, telemetry: c.Telemetry.Every}
 	for k, s := range raw {
 		u, err := endpoint.ParseURL(fmt.Sprintf("Failover[%d]", k-1), s)
 		if err != nil {
@@ -178,6 +186,18 @@ func (f *Fleet) Stop(context.Context) error {
 	f.running.Wait()
 	return nil
 }
+
+// Stats is the fleet's telemetry so far, as a publisher counts its own:
+// readings made, acknowledged, sent again, and not yet acknowledged.
+func (f *Fleet) Stats() publisher.Stats {
+	delivered := f.stats.delivered.Load() // before what was made, which only grows: Queued >= 0
+	s := publisher.Stats{Delivered: delivered, Enqueued: f.stats.enqueued.Load(), Failures: f.stats.failures.Load()}
+	s.Queued = int(s.Enqueued - s.Delivered)
+	return s
+}
+
+// StopTelemetry makes no more readings; those made are still sent.
+func (f *Fleet) StopTelemetry() { f.produce.Store(false) }
 
 // shutDrivers releases the drivers made before New failed.
 func (f *Fleet) shutDrivers() {

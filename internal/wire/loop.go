@@ -1,12 +1,15 @@
 package wire
 
 import (
+	"math/rand/v2"
 	"net/url"
+	"sync/atomic"
 	"time"
 
 	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/eventq"
+	"github.com/herdguard/herdguard/internal/jitter"
 )
 
 // driver is how a loop's devices reach their brokers: sockets of its own
@@ -57,7 +60,26 @@ type loop struct {
 	redirects map[int32]*url.URL // where a broker sent a device, while it goes there
 	origin    time.Time
 	stop      chan struct{} // closed to end the loop
+	// telemetry: the envelopes' epoch, whether readings are still made,
+	// and what the loop's devices did, which any goroutine may read
+	epoch   string
+	seed    uint64
+	produce *atomic.Bool
+	stats   *telemetryCounts
 }
+
+// telemetryCounts are a fleet's telemetry so far, as publisher.Stats
+// counts a publisher's.
+type telemetryCounts struct {
+	enqueued, delivered, failures atomic.Uint64
+}
+
+// Timer kinds: a device's one timer of its steps (its generation in the
+// event's Key), and its telemetry's readings.
+const (
+	timerStep uint8 = iota
+	timerReading
+)
 
 // now is the loop's time: since its origin, as the cores count it.
 func (l *loop) now() time.Duration { return time.Since(l.origin) }
@@ -68,6 +90,11 @@ func (l *loop) schedule(d *dev, at time.Duration) {
 	l.timers.Push(eventq.Event{At: at, Key: d.gen, Dev: d.place})
 }
 
+// nextReading sets d's telemetry timer to at.
+func (l *loop) nextReading(d *dev, at time.Duration) {
+	l.timers.Push(eventq.Event{At: at, Dev: d.place, What: eventq.What{Kind: timerReading}})
+}
+
 // run starts every device and drives them until stop is closed; then it
 // disconnects those online and closes every connection.
 func (l *loop) run() {
@@ -75,6 +102,11 @@ func (l *loop) run() {
 	for k := range l.devs {
 		d := &l.devs[k]
 		l.step(d, d.core.Start(&d.prof.timing, &d.src), now)
+		if every := d.prof.telemetry; every > 0 {
+			// the first reading at the phase the device's agent would draw
+			phase := jitter.Float64(rand.NewPCG(l.seed, uint64(d.id)|1<<62)) * float64(every)
+			l.nextReading(d, now+time.Duration(phase))
+		}
 	}
 	on := func(e event) { l.handle(e) }
 	for {
@@ -98,7 +130,12 @@ func (l *loop) fire() time.Duration {
 	now := l.now()
 	for l.timers.Len() > 0 && l.timers.Peek().At <= now {
 		e := l.timers.Pop()
-		if d := &l.devs[e.Dev]; e.Key == d.gen {
+		d := &l.devs[e.Dev]
+		switch {
+		case e.What.Kind == timerReading:
+			l.nextReading(d, e.At+d.prof.telemetry)
+			l.reading(d)
+		case e.Key == d.gen:
 			l.due(d, now)
 		}
 	}

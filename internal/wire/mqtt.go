@@ -164,18 +164,19 @@ func reframe(f frame) []byte {
 	return append(b, f.body...)
 }
 
-// publishPacket is a PUBLISH of payload to topic at QoS 0 or 1 (packet
-// ID id, QoS 1 only), encoded by the protocol's codec.
-func publishPacket(v5 bool, topic string, qos byte, id uint16, payload []byte) []byte {
+// publishPacket is a QoS 1 PUBLISH of payload to topic, packet ID id, DUP
+// if dup, encoded by the protocol's codec.
+func publishPacket(v5 bool, topic string, id uint16, dup bool, payload []byte) []byte {
 	var buf bytes.Buffer
 	if v5 {
 		cp := &packets5.ControlPacket{FixedHeader: packets5.FixedHeader{Type: packets5.PUBLISH},
-			Content: &packets5.Publish{Topic: topic, QoS: qos, PacketID: id, Payload: payload, Properties: &packets5.Properties{}}}
+			Content: &packets5.Publish{Topic: topic, QoS: 1, Duplicate: dup, PacketID: id, Payload: payload,
+				Properties: &packets5.Properties{}}}
 		_, _ = cp.WriteTo(&buf)
 		return buf.Bytes()
 	}
 	cp := packets3.NewControlPacket(packets3.Publish).(*packets3.PublishPacket)
-	cp.TopicName, cp.Qos, cp.MessageID, cp.Payload = topic, qos, id, payload
+	cp.TopicName, cp.Qos, cp.Dup, cp.MessageID, cp.Payload = topic, 1, dup, id, payload
 	_ = cp.Write(&buf)
 	return buf.Bytes()
 }

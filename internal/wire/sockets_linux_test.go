@@ -16,6 +16,7 @@ import (
 	"github.com/herdguard/herdguard/internal/agents/member"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/internal/wire"
+	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/testbroker"
 )
@@ -79,6 +80,12 @@ func quick(t *testing.T) *device.Timing {
 // engine's own sockets.
 func fleetOf(t *testing.T, n int, endpointOf func(i int) string, log member.Log, v5 bool) *wire.Fleet {
 	t.Helper()
+	return telemetered(t, n, endpointOf, log, v5, 0)
+}
+
+// telemetered is fleetOf with a reading every so often.
+func telemetered(t *testing.T, n int, endpointOf func(i int) string, log member.Log, v5 bool, every time.Duration) *wire.Fleet {
+	t.Helper()
 	timing := quick(t)
 	protocol := device.MQTT311
 	if v5 {
@@ -90,7 +97,8 @@ func fleetOf(t *testing.T, n int, endpointOf func(i int) string, log member.Log,
 	}
 	f, err := wire.New(ids, func(i int) member.Config {
 		return member.Config{Broker: endpointOf(i), Timing: timing, Protocol: protocol, KeepAlive: 2 * time.Second,
-			PingTimeout: time.Second, ConnectTimeout: 500 * time.Millisecond, Seed: 7, Log: log}
+			PingTimeout: time.Second, ConnectTimeout: 500 * time.Millisecond, Seed: 7, Log: log,
+			Telemetry: member.Telemetry{Every: every}}
 	})
 	require.NoError(t, err)
 	require.NoError(t, f.Start(context.Background()))
@@ -127,6 +135,38 @@ func TestOwnSocketsConnectReconnectAndLeave(t *testing.T) {
 			assert.Equal(t, n, b.Recorder().Counts().Disconnects-n, "the drop's, then one DISCONNECT a device at Stop")
 		})
 	}
+}
+
+// Readings over real sockets: each device's reach the broker QoS 1, in
+// the publisher's envelope, in order, each once, across a drop of every
+// session.
+func TestOwnSocketsCarryTelemetryInOrder(t *testing.T) {
+	b, err := testbroker.New(testbroker.Config{})
+	require.NoError(t, err)
+	defer b.Close()
+	const n = 50
+	f := telemetered(t, n, func(int) string { return b.URL() }, nil, true, 20*time.Millisecond)
+	require.NoError(t, b.Recorder().Await(context.Background(), time.Minute, func(c testbroker.Counts) bool { return c.Publishes >= 5*n }))
+	b.Faults().DropAll()
+	require.NoError(t, b.Recorder().Await(context.Background(), time.Minute, func(c testbroker.Counts) bool { return c.Publishes >= 20*n }))
+	f.StopTelemetry()
+	require.NoError(t, f.Stop(context.Background()))
+	next := map[string]uint64{}
+	for _, p := range b.Recorder().Publishes() {
+		e, err := publisher.DecodeEnvelope(p.Payload)
+		require.NoError(t, err)
+		assert.Equal(t, byte(1), p.QoS)
+		assert.Equal(t, "telemetry/"+p.ClientID, p.Topic)
+		if e.Seq < next[p.ClientID]+1 {
+			continue // sent again after the drop: the envelope's rule counts it once
+		}
+		assert.Equal(t, next[p.ClientID]+1, e.Seq, "%s: in order, none skipped", p.ClientID)
+		next[p.ClientID] = e.Seq
+	}
+	assert.Len(t, next, n)
+	s := f.Stats()
+	assert.Positive(t, s.Delivered)
+	assert.LessOrEqual(t, s.Delivered, s.Enqueued)
 }
 
 // hostile is a listener that answers every connection with answer, and

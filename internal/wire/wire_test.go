@@ -63,3 +63,26 @@ func TestWireDevicesRetryAsTheAgentsDo(t *testing.T) {
 		})
 	}
 }
+
+// Telemetry through storms: each wire device makes its readings when its
+// agent would and sends them QoS 1 in the publisher's envelope, one in
+// flight, so the broker counts the same readings, each once, and none is
+// lost.
+func TestWireTelemetryLosesNothing(t *testing.T) {
+	for _, sc := range []plan.Scenario{plan.BrokerRestart, plan.Flapping} {
+		for _, v5 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/mqtt5=%v", sc, v5), func(t *testing.T) {
+				p := fleetsimtest.Plan(sc, "full", 60)
+				p.Telemetry, p.MQTT5 = 5, v5
+				agents, wired := on(t, plan.Agents, p), on(t, plan.Wire, p)
+				require.NotNil(t, wired.Telemetry)
+				w := *wired.Telemetry
+				assert.Zero(t, w.Lost)
+				assert.Zero(t, w.QueuedAtEnd)
+				assert.Equal(t, agents.Telemetry.Enqueued, w.Enqueued, "the readings the agents made")
+				assert.EqualValues(t, w.Enqueued, w.ReceivedUnique, "each reached the broker")
+				assert.Equal(t, agents.Recovery, wired.Recovery, "the readings do not move a reconnect")
+			})
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/publisher"
 	"github.com/herdguard/herdguard/reconnect"
 )
 
@@ -22,6 +23,14 @@ import (
 type Member interface {
 	Start(ctx context.Context) error
 	Stop(ctx context.Context) error
+}
+
+// Telemetered is a member whose devices send telemetry: its counts so far
+// (publisher.Stats, summed over its devices), and the end of its readings.
+// Both are called from the fleet's goroutine while the devices run.
+type Telemetered interface {
+	Stats() publisher.Stats
+	StopTelemetry()
 }
 
 // Log is told every attempt a member makes and every session it loses, as
