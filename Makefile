@@ -8,7 +8,7 @@ QEMU      := $(shell command -v qemu-arm-static 2>/dev/null)
 FUZZTIME  ?= 10s
 BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
 
-.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim docs scale verdict-table verdict-mosquitto soak grid calibrate calibrate-mosquitto calibrate-host pgo image
+.PHONY: test vet race stats interop manifests arm arm-test bench fuzz sim docs scale verdict-table verdict-mosquitto soak grid calibrate calibrate-mosquitto calibrate-host wire-100k pgo image
 
 # Tests write only under t.TempDir(): make test fails if it leaves a file
 # in the tree (ignored ones included) that was not there before it. Each
@@ -96,6 +96,14 @@ calibrate:
 calibrate-mosquitto:
 	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateMosquitto$$' ./internal/experiment/ \
 	  -args -calibrate.mosquitto -calibrate.out $(CURDIR)/devicesim-report/calibration
+
+# A hundred thousand real MQTT sessions on this machine: the twelve shards
+# of examples/wire-100k/storm.yaml against six mosquittos as one cluster,
+# through a throttled restart; every device back, one merged report, the
+# memory of every process summed (docs/wire.md).
+wire-100k:
+	$(GO) test -count=1 -v -timeout 2h -run '^TestHundredThousandRealSessions$$' ./cmd/devicesim/ \
+	  -args -wire.100k -wire.out $(CURDIR)/devicesim-report/wire-100k
 
 # What this host serves: the same cells with the agents in wall-clock time
 # at 5x, 2,000 devices (about 18 minutes). A row the host bound is about the
