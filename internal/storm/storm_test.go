@@ -217,7 +217,7 @@ func TestTheSchemaMatchesTheDecoder(t *testing.T) {
 	examples, err := filepath.Glob("../../examples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, examples)
-	for _, path := range append(examples, "../../deploy/storm.yaml") {
+	for _, path := range append(examples, "../../deploy/storm.yaml", "../../examples/wire-100k/storm.yaml") {
 		b, err := os.ReadFile(path)
 		require.NoError(t, err)
 		js, err := yaml.YAMLToJSON(b)
