@@ -74,3 +74,34 @@ func TestAShardIsHeldToItsSlice(t *testing.T) {
 	p.Exe = ""
 	assert.ErrorContains(t, p.Validate(), "10000 devices through the fault proxy", "its own slice, counted")
 }
+
+// A wire fleet is sized as wire devices: a child holds as many as its
+// descriptors (one a device), a pod reserves what a wire device costs,
+// and an agents fleet that does not fit names what the wire engine holds.
+func TestAWireFleetIsSizedAsWireDevices(t *testing.T) {
+	p := Default()
+	p.Engine, p.Transport, p.Devices = Wire, TCP, 100_000
+	assert.Equal(t, 19_000, p.ChildSize(), "95 % of 20,000 descriptors, one a device")
+	p.TCPPerProcess = 5000
+	assert.Equal(t, 5000, p.ChildSize(), "the plan's own bound, if lower")
+	p.Engine = Agents
+	assert.Equal(t, DevicesPerChild, p.ChildSize())
+
+	p.TCPPerProcess, p.Transport, p.Scenario, p.Broker = 0, Mem, BrokerRestart, ""
+	err := p.CheckFits(1 << 30)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at most 6,144 fit, or 9,830 on -engine wire, or", "1 GiB less 256 MiB: 128 KiB an agent, 80 KiB a wire device")
+
+	p.Engine, p.Broker, p.Scenario = Wire, "tcp://mqtt.iot.svc:1883", BrokerRestart
+	p.Shard, p.DisruptAt = Shard{Index: 0, Count: 10}, DisruptAt{After: time.Minute}
+	assert.ErrorContains(t, p.Validate(), "10000 devices through the fault proxy need 20000 descriptors in this process",
+		"the proxy's two a device, beyond 19,000")
+	p.Shard.Count = 12
+	assert.ErrorContains(t, p.Validate(), "set Plan.Exe", "8,334 devices and their proxies: the devices in a child")
+	p.Exe = "devicesim"
+	require.NoError(t, p.Validate())
+	assert.NoError(t, p.CheckFits(1<<30), "8,334 wire devices through the proxy, 48 KiB each, fit 1 GiB")
+	err = p.CheckFits(512 << 20)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "at most 5,461 fit", "256 MiB at 48 KiB a device")
+}

@@ -14,6 +14,9 @@ import (
 	"github.com/herdguard/herdguard/device"
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents/member"
+	"github.com/herdguard/herdguard/internal/fleetsim"
+	"github.com/herdguard/herdguard/internal/fleetsimtest"
+	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/waitfor"
 	"github.com/herdguard/herdguard/internal/wire"
 	"github.com/herdguard/herdguard/publisher"
@@ -263,4 +266,17 @@ func TestAHostileBrokerCostsOneConnection(t *testing.T) {
 		assert.Zero(t, log.ended[k][fault.Accepted], "host %d", k)
 		log.mu.Unlock()
 	}
+}
+
+// Over mutual TLS the devices' connections are the TLS dialer's net.Conns
+// (two goroutines each): a fleet connects to the in-process broker, every
+// session dropped, every device back.
+func TestTLSConnectionsComeBack(t *testing.T) {
+	p := fleetsimtest.Plan(plan.DropAll, "full", 50)
+	p.Engine, p.Transport, p.TimeScale = plan.Wire, plan.TLS, 20
+	r, err := fleetsim.Run(context.Background(), p)
+	require.NoError(t, err)
+	assert.Equal(t, "tls", r.Transport)
+	assert.True(t, r.Recovery.AllRecovered)
+	assert.GreaterOrEqual(t, r.Attempts.Total, int64(50))
 }
