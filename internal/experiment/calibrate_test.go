@@ -87,17 +87,7 @@ func TestCalibrateFull(t *testing.T) {
 		cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationConfig{Cells: experiment.CalibrationCells(),
 			Devices: devices, TimeScale: 1, Seeds: []uint64{1, 2, 3}, RunAgents: agentsInVirtualTime(t), Wire: true, Progress: os.Stdout})
 		require.NoError(t, err)
-		var table strings.Builder
-		cal.Table(&table)
-		fmt.Println(table.String())
-		if *calibrateOut != "" {
-			b, err := json.MarshalIndent(cal, "", "  ")
-			require.NoError(t, err)
-			require.NoError(t, os.MkdirAll(*calibrateOut, 0o755))
-			name := filepath.Join(*calibrateOut, fmt.Sprintf("calibration-%d", devices))
-			require.NoError(t, os.WriteFile(name+".json", b, 0o644))
-			require.NoError(t, os.WriteFile(name+".md", []byte(table.String()), 0o644))
-		}
+		printCalibration(t, cal, fmt.Sprintf("calibration-%d", devices))
 		for _, r := range cal.Rows {
 			assert.True(t, r.Agree, "%d devices, %s: %v", devices, r.Cell, r.Apart)
 		}
@@ -120,19 +110,27 @@ func TestCalibrateMosquitto(t *testing.T) {
 	cal, err := experiment.Calibrate(context.Background(), experiment.CalibrationConfig{Cells: experiment.BrokerCalibrationCells(b.URL()),
 		Devices: 2000, TimeScale: 5, Seeds: []uint64{1, 2, 3}, Wire: true, Progress: os.Stdout})
 	require.NoError(t, err)
-	var table strings.Builder
-	cal.Table(&table)
-	fmt.Println(table.String())
-	if *calibrateOut != "" {
-		js, err := json.MarshalIndent(cal, "", "  ")
-		require.NoError(t, err)
-		require.NoError(t, os.MkdirAll(*calibrateOut, 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(*calibrateOut, "calibration-mosquitto.json"), js, 0o644))
-		require.NoError(t, os.WriteFile(filepath.Join(*calibrateOut, "calibration-mosquitto.md"), []byte(table.String()), 0o644))
-	}
+	printCalibration(t, cal, "calibration-mosquitto")
 	for _, r := range cal.Rows {
 		assert.True(t, r.Agree, "%s: %v", r.Cell, r.Apart)
 	}
+}
+
+// printCalibration prints cal's table and, with -calibrate.out, writes it
+// and its JSON there as name.md and name.json.
+func printCalibration(t *testing.T, cal *experiment.Calibration, name string) {
+	var table strings.Builder
+	cal.Table(&table)
+	fmt.Println(table.String())
+	if *calibrateOut == "" {
+		return
+	}
+	js, err := json.MarshalIndent(cal, "", "  ")
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(*calibrateOut, 0o755))
+	path := filepath.Join(*calibrateOut, name)
+	require.NoError(t, os.WriteFile(path+".json", js, 0o644))
+	require.NoError(t, os.WriteFile(path+".md", []byte(table.String()), 0o644))
 }
 
 // The comparison itself: within 5 %, or 0.5 s and 0.05 attempts.
