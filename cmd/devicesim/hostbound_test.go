@@ -30,7 +30,7 @@ func TestAHostBoundRunExitsWithTheHostsStatus(t *testing.T) {
 func TestAHostBoundRunFailsItsStormFile(t *testing.T) {
 	f, err := storm.Read(strings.NewReader("fleet: [{devices: 10}]\ntimeline: [{disruption: drop-all}]\nexpect: {verdict: spread}"), nil)
 	require.NoError(t, err)
-	r := &report.Report{Setup: report.Setup{Policy: "full"}, Outcome: report.Outcome{Verdict: "spread"},
+	r := &report.Report{Setup: report.Setup{Policy: "full"}, Findings: report.Findings{Verdict: "spread"},
 		Measures: report.Measures{Host: report.Host{Bound: true, LagP99S: 0.7}}}
 	var out bytes.Buffer
 	err = f.Hold(r, &out)

@@ -186,7 +186,7 @@ func TestBootStormSpreadsOverTheBootSpread(t *testing.T) {
 
 func TestCompareTable(t *testing.T) {
 	var sb strings.Builder
-	report.CompareTable(&sb, []*report.Report{{Setup: report.Setup{Policy: "iotcore"}, Outcome: report.Outcome{Verdict: stormstats.Waves}}})
+	report.CompareTable(&sb, []*report.Report{{Setup: report.Setup{Policy: "iotcore"}, Findings: report.Findings{Verdict: stormstats.Waves}}})
 	assert.Contains(t, sb.String(), "recovery p99")
 	assert.Contains(t, sb.String(), "iotcore")
 }

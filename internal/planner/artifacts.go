@@ -141,7 +141,7 @@ type Check struct {
 	Candidate Candidate
 	Question  Question
 	Devices   int
-	Predicted Outcome
+	Predicted Scorecard
 }
 
 // Margins the check's expectations add to the prediction: what the model

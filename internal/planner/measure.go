@@ -146,9 +146,9 @@ func figureOf(xs []float64) Figure {
 	return Figure{Median: mid, Min: s[0], Max: s[len(s)-1]}
 }
 
-// Outcome is a candidate's figures over its runs, and why it fails the
+// Scorecard is a candidate's figures over its runs, and why it fails the
 // question, if it does.
-type Outcome struct {
+type Scorecard struct {
 	Candidate
 	Devices  int    `json:"devices"` // the fleet it ran as: the question's, or scaled down
 	Runs     int    `json:"runs"`
@@ -168,11 +168,11 @@ type Outcome struct {
 }
 
 // Pass says whether the candidate met every bound on every run.
-func (o *Outcome) Pass() bool { return len(o.Why) == 0 }
+func (o *Scorecard) Pass() bool { return len(o.Why) == 0 }
 
 // judge sums up runs and holds them to q's bounds.
-func judge(q Question, c Candidate, devices int, runs []run) Outcome {
-	o := Outcome{Candidate: c, Devices: devices, Runs: len(runs), runs: runs}
+func judge(q Question, c Candidate, devices int, runs []run) Scorecard {
+	o := Scorecard{Candidate: c, Devices: devices, Runs: len(runs), runs: runs}
 	var p50, p99, peak, att []float64
 	for _, r := range runs {
 		p50, p99, peak, att = append(p50, r.p50), append(p99, r.p99), append(peak, r.peak), append(att, r.attempts)

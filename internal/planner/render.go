@@ -65,8 +65,8 @@ func (a *Answer) Summary(w io.Writer) {
 		figures(w, "  on its own: ", c)
 		if m := a.Move; m != nil {
 			for _, r := range m.Rows {
-				fmt.Fprintf(w, "  %3.0f %% moved: p99 %7.1f s  busiest second %9.0f  attempts %5.2f  %s\n", 100*r.Moved, r.Outcome.P99.Max,
-					r.Outcome.Peak.Max, r.Outcome.Attempts.Max, verdict(&r.Outcome))
+				fmt.Fprintf(w, "  %3.0f %% moved: p99 %7.1f s  busiest second %9.0f  attempts %5.2f  %s\n", 100*r.Moved, r.Scorecard.P99.Max,
+					r.Scorecard.Peak.Max, r.Scorecard.Attempts.Max, verdict(&r.Scorecard))
 			}
 			if m.Least < 0 {
 				fmt.Fprintf(w, "  moving all of it is not enough\n")
@@ -88,7 +88,7 @@ func (a *Answer) screened() int {
 	return a.Screened[0].Devices
 }
 
-func figures(w io.Writer, indent string, o *Outcome) {
+func figures(w io.Writer, indent string, o *Scorecard) {
 	at := ""
 	if o.AtLeast {
 		at = " (or later)"
@@ -109,7 +109,7 @@ func span(f Figure, format string) string {
 	return fmt.Sprintf(format+" ["+format+", "+format+"]", f.Median, f.Min, f.Max)
 }
 
-func verdict(o *Outcome) string {
+func verdict(o *Scorecard) string {
 	if o.Pass() {
 		return "meets the bounds"
 	}
@@ -142,7 +142,7 @@ func (a *Answer) FrontierChart() chart.Frontier {
 	for _, o := range a.Frontier {
 		onFrontier[o.Candidate.String()] = true
 	}
-	point := func(o *Outcome) chart.FrontierPoint {
+	point := func(o *Scorecard) chart.FrontierPoint {
 		return chart.FrontierPoint{Label: o.Candidate.String(), PeakPerS: o.Peak.Max, P99S: o.P99.Max, Pass: o.Pass(),
 			Frontier: onFrontier[o.Candidate.String()]}
 	}

@@ -24,8 +24,8 @@ type Rollout struct {
 
 // RolloutRow is one share's outcome.
 type RolloutRow struct {
-	Moved   float64 `json:"moved"`
-	Outcome Outcome `json:"outcome"`
+	Moved     float64   `json:"moved"`
+	Scorecard Scorecard `json:"outcome"`
 }
 
 // rollout screens the current policy on its own, and the fleet with a
@@ -49,13 +49,13 @@ func (a *Answer) rollout(ctx context.Context, q Question, o Options, n int, outa
 		if err != nil {
 			return err
 		}
-		row := RolloutRow{Moved: math.Min(moved, q.CurrentShare), Outcome: judge(q, mix, n, runs)}
+		row := RolloutRow{Moved: math.Min(moved, q.CurrentShare), Scorecard: judge(q, mix, n, runs)}
 		m.Rows = append(m.Rows, row)
 		if moved >= q.CurrentShare {
 			break
 		}
 	}
-	for i := len(m.Rows) - 1; i >= 0 && m.Rows[i].Outcome.Pass(); i-- {
+	for i := len(m.Rows) - 1; i >= 0 && m.Rows[i].Scorecard.Pass(); i-- {
 		m.Least = m.Rows[i].Moved
 	}
 	a.Move = m

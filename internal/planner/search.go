@@ -49,30 +49,30 @@ type Answer struct {
 	Question Question `json:"question"`
 	// Recommendation is the candidate that meets every bound with the
 	// fewest attempts a device, confirmed at full scale; nil if none does.
-	Recommendation *Outcome `json:"recommendation,omitempty"`
+	Recommendation *Scorecard `json:"recommendation,omitempty"`
 	// Closest is the candidate that came nearest when none met the bounds.
-	Closest *Outcome `json:"closest,omitempty"`
+	Closest *Scorecard `json:"closest,omitempty"`
 	// Field is the best formula a remote configuration can set: the
 	// mission's formula, its base, jitter and cap within
 	// remoteconfig.DefaultBounds. It is confirmed at full scale. A fleet
 	// in the field can take it without new firmware.
-	Field *Outcome `json:"field,omitempty"`
+	Field *Scorecard `json:"field,omitempty"`
 	// Confirmed are the best candidates run again at full scale.
-	Confirmed []Outcome `json:"confirmed"`
+	Confirmed []Scorecard `json:"confirmed"`
 	// Frontier is the screened candidates none beats on both recovery p99
 	// and the broker's busiest second, best p99 first.
-	Frontier []Outcome `json:"frontier"`
+	Frontier []Scorecard `json:"frontier"`
 	// Screened is every candidate, as screened; Rejected the reasons of
 	// those that failed, counted.
-	Screened []Outcome       `json:"screened"`
+	Screened []Scorecard     `json:"screened"`
 	Rejected []RejectedGroup `json:"rejected"`
 	// Current is the fleet's policy today on its own, and Move the least
 	// share of the fleet that must take the recommendation; nil if the
 	// question names none.
-	Current *Outcome  `json:"current,omitempty"`
-	Move    *Rollout  `json:"move,omitempty"`
-	Outages []float64 `json:"outages_s"` // the outage lengths screened
-	WallS   float64   `json:"wall_s"`
+	Current *Scorecard `json:"current,omitempty"`
+	Move    *Rollout   `json:"move,omitempty"`
+	Outages []float64  `json:"outages_s"` // the outage lengths screened
+	WallS   float64    `json:"wall_s"`
 }
 
 // RejectedGroup counts the candidates a reason rejected.
@@ -138,9 +138,9 @@ func Plan(ctx context.Context, q Question, o Options) (*Answer, error) {
 // confirm runs the best candidates again at full scale, the first on
 // every seed, the others on one; the recommendation is the first that
 // still meets every bound there.
-func (a *Answer) confirm(ctx context.Context, q Question, o Options, ranked []Outcome) error {
+func (a *Answer) confirm(ctx context.Context, q Question, o Options, ranked []Scorecard) error {
 	n := min(cmp.Or(o.Confirm, 3), len(ranked))
-	var passing []Outcome
+	var passing []Scorecard
 	for _, r := range ranked[:n] {
 		if r.Pass() {
 			passing = append(passing, r)
@@ -177,7 +177,7 @@ func (a *Answer) confirm(ctx context.Context, q Question, o Options, ranked []Ou
 
 // field finds the best formula a remote configuration can set, and runs
 // it at full scale, on one seed, unless it was confirmed already.
-func (a *Answer) field(ctx context.Context, q Question, o Options, ranked []Outcome) error {
+func (a *Answer) field(ctx context.Context, q Question, o Options, ranked []Scorecard) error {
 	for _, c := range ranked {
 		if !Remote(c.Candidate) {
 			continue
@@ -251,13 +251,13 @@ func settings(q Question, outages []time.Duration, seeds uint64) []setting {
 
 // runAll runs every candidate on every outage and seed, on a fleet of n,
 // and judges each.
-func (o Options) runAll(ctx context.Context, q Question, cands []Candidate, n int, outages []time.Duration, seeds uint64, stage string) ([]Outcome, error) {
+func (o Options) runAll(ctx context.Context, q Question, cands []Candidate, n int, outages []time.Duration, seeds uint64, stage string) ([]Scorecard, error) {
 	each := settings(q, outages, seeds)
 	runs, err := o.runEach(ctx, q, cands, n, func(int) []setting { return each }, stage)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Outcome, len(cands))
+	out := make([]Scorecard, len(cands))
 	for i, c := range cands {
 		out[i] = judge(q, c, n, runs[i])
 	}
@@ -272,7 +272,7 @@ const screenFurther = 12
 // other outage and seed for the best screenFurther. It skips those the
 // first run ruled out by far: waves, devices not back, or a bound missed
 // by half again. A candidate out of the running costs one run.
-func (o Options) screenAll(ctx context.Context, q Question, cands []Candidate, n int, outages []time.Duration) ([]Outcome, error) {
+func (o Options) screenAll(ctx context.Context, q Question, cands []Candidate, n int, outages []time.Duration) ([]Scorecard, error) {
 	first := setting{q.Outage, q.Seed}
 	runs, err := o.runEach(ctx, q, cands, n, func(int) []setting { return []setting{first} }, "screening")
 	if err != nil {
@@ -286,7 +286,7 @@ func (o Options) screenAll(ctx context.Context, q Question, cands []Candidate, n
 	}
 	// The rest go to the best few: a candidate behind them on its first
 	// run is judged on it alone.
-	first1 := make([]Outcome, len(cands))
+	first1 := make([]Scorecard, len(cands))
 	for i, c := range cands {
 		first1[i] = judge(q, c, n, runs[i])
 	}
@@ -306,7 +306,7 @@ func (o Options) screenAll(ctx context.Context, q Question, cands []Candidate, n
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Outcome, len(cands))
+	out := make([]Scorecard, len(cands))
 	for i, c := range cands {
 		out[i] = judge(q, c, n, append(runs[i], more[i]...))
 	}
@@ -381,10 +381,10 @@ feed:
 // with 10 % to spare. Then come fewest attempts a device: each is a
 // connect the broker serves. Then comes the earlier p99. Those that fail
 // are ordered by how far they missed.
-func rank(outs []Outcome) []Outcome {
+func rank(outs []Scorecard) []Scorecard {
 	const robust = 0.1
 	r := slices.Clone(outs)
-	slices.SortStableFunc(r, func(a, b Outcome) int {
+	slices.SortStableFunc(r, func(a, b Scorecard) int {
 		switch {
 		case a.Pass() != b.Pass():
 			if a.Pass() {
@@ -410,8 +410,8 @@ func rank(outs []Outcome) []Outcome {
 
 // frontier is the outcomes no other beats on both the worst p99 and the
 // worst busiest second, best p99 first, at most eight.
-func frontier(outs []Outcome) []Outcome {
-	var f []Outcome
+func frontier(outs []Scorecard) []Scorecard {
+	var f []Scorecard
 	for _, a := range outs {
 		if a.AtLeast || a.Waves {
 			continue
@@ -430,10 +430,10 @@ func frontier(outs []Outcome) []Outcome {
 			f = append(f, a)
 		}
 	}
-	slices.SortFunc(f, func(a, b Outcome) int { return cmp.Compare(a.P99.Max, b.P99.Max) })
+	slices.SortFunc(f, func(a, b Scorecard) int { return cmp.Compare(a.P99.Max, b.P99.Max) })
 	if len(f) > 8 {
 		// Keep both ends and an even spread between them.
-		kept := make([]Outcome, 0, 8)
+		kept := make([]Scorecard, 0, 8)
 		for i := range 8 {
 			kept = append(kept, f[i*(len(f)-1)/7])
 		}
@@ -443,7 +443,7 @@ func frontier(outs []Outcome) []Outcome {
 }
 
 // rejected counts the reasons the failing outcomes failed for, by kind.
-func rejected(outs []Outcome) []RejectedGroup {
+func rejected(outs []Scorecard) []RejectedGroup {
 	kinds := []struct{ name, prefix string }{
 		{"the fleet came back in waves", "the fleet came back in waves"},
 		{"recovery p99 over the target", "recovery p99"},

@@ -105,7 +105,7 @@ type tally struct {
 // policy is split into named groups; right when every policy is named by
 // a group of its own (a policy outside the families by none); cannot tell
 // otherwise.
-func (t *tally) judge(r policyfit.Result) verdict {
+func (t *tally) judge(r policyfit.Inference) verdict {
 	truthOf := func(id string) int {
 		if len(t.truths) == 2 && strings.HasPrefix(id, "b-") {
 			return 1
@@ -204,7 +204,7 @@ func measure(cells []cell, n int) []*tally {
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for j := range jobs {
-				var r policyfit.Result
+				var r policyfit.Inference
 				devices, err := cells[j.cell].fleet(uint64(j.seed))
 				if err == nil {
 					r, err = policyfit.Infer(devices, cells[j.cell].options)
@@ -421,7 +421,7 @@ var tableIntro = map[string]string{
 		"that before its timer starts), and each arrival is stamped up to 3 ms late. paho Go's first attempt is\n" +
 		"immediate on 90 % of devices. Every attempt from the outage's end on is admitted. Mixed fleets are half\n" +
 		"on each policy but where the second's share is given; \"misplaced\" is the share of the named groups'\n" +
-		"members that run the other one, \"in no group\" the share of devices in Result.Unsure. The two policies\n" +
+		"members that run the other one, \"in no group\" the share of devices in Inference.Unsure. The two policies\n" +
 		"outside the families (a +-50 % jitter, a fixed table of waits) are named right when no group names one.\n\n",
 	"cellular": "## Synthetic fleets on a cellular network\n\n" +
 		"As above, but a device notices the loss within U[0, 200 ms), has a one-way latency of U[25, 300 ms) (round\n" +

@@ -33,8 +33,8 @@ const agentDevices = 100
 // what it saw, as the command does. It runs in a synctest bubble, so that
 // the times are exact. The flood guard is lifted (guard=600), so that the
 // policy alone sets the waits.
-func agentsThroughTheProxy(t *testing.T, spec string, maxBackoff time.Duration, outage time.Duration, seed uint64) policyfit.Result {
-	var r policyfit.Result
+func agentsThroughTheProxy(t *testing.T, spec string, maxBackoff time.Duration, outage time.Duration, seed uint64) policyfit.Inference {
+	var r policyfit.Inference
 	synctest.Test(t, func(t *testing.T) {
 		b, err := testbroker.New(testbroker.Config{Transport: testbroker.Memory})
 		require.NoError(t, err)

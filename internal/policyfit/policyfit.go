@@ -50,7 +50,7 @@ var (
 	ErrAmbiguous = errors.New("policyfit: the attempts do not separate the families")
 	// ErrNoFamilyFits: the best family's fit is rejected (Fit.KS).
 	ErrNoFamilyFits = errors.New("policyfit: no family fits the attempts")
-	// ErrMixed: more than one policy; Result.Groups names each.
+	// ErrMixed: more than one policy; Inference.Groups names each.
 	ErrMixed = errors.New("policyfit: the fleet runs more than one policy")
 	// ErrInvalid: an Options field out of range, Infer's only error.
 	ErrInvalid = errors.New("policyfit: invalid option")
@@ -93,10 +93,10 @@ type Options struct {
 	Margin float64
 }
 
-// Result is what Infer says of a fleet: a Fit for the whole and one a
+// Inference is what Infer says of a fleet: a Fit for the whole and one a
 // group of devices that run the same policy. It is a plain value that
 // Infer does not keep; its zero value says nothing.
-type Result struct {
+type Inference struct {
 	// Fleet is the whole fleet's fit: Groups[0]'s when there is one group,
 	// and an ErrMixed when there are more.
 	Fleet Fit
@@ -199,13 +199,13 @@ func (o Options) settings() (settings, error) {
 // that run the same one. Its only error is an invalid Options
 // (ErrInvalid); what the attempts cannot tell is each Fit's Err. It only
 // reads devices, and is safe to call from several goroutines at once.
-func Infer(devices []Device, o Options) (Result, error) {
+func Infer(devices []Device, o Options) (Inference, error) {
 	s, err := o.settings()
 	if err != nil {
-		return Result{}, err
+		return Inference{}, err
 	}
 	seqs, unattributed := prepare(devices, s)
-	r := Result{Devices: len(seqs), Unattributed: unattributed}
+	r := Inference{Devices: len(seqs), Unattributed: unattributed}
 	groups, unsure := partition(seqs, &s)
 	for _, q := range unsure {
 		r.Unsure = append(r.Unsure, q.id)

@@ -15,7 +15,7 @@ import (
 // device's attempts since the first disruption (policyfit). Devices are
 // told apart by client ID: without -identify a refused attempt names
 // none, and a device's own sequence is only its admitted attempts.
-func (s *Storm) InferPolicy() (policyfit.Result, error) {
+func (s *Storm) InferPolicy() (policyfit.Inference, error) {
 	s.mu.Lock()
 	t0, strikes, returned := s.t0, len(s.strikes), s.returned
 	s.mu.Unlock()
@@ -52,7 +52,7 @@ func (s *Storm) InferPolicy() (policyfit.Result, error) {
 }
 
 // named reports whether r names a policy for some devices.
-func named(r policyfit.Result) bool {
+func named(r policyfit.Inference) bool {
 	for _, g := range r.Groups {
 		if g.Fit.Err == nil {
 			return true
@@ -62,7 +62,7 @@ func named(r policyfit.Result) bool {
 }
 
 // PolicyOf is an inference as the report has it.
-func PolicyOf(r policyfit.Result, identified bool) *report.Policy {
+func PolicyOf(r policyfit.Inference, identified bool) *report.Policy {
 	p := &report.Policy{Fleet: fitOf(r.Fleet), Unsure: len(r.Unsure), Identified: identified}
 	for _, g := range r.Groups {
 		pg := report.PolicyGroup{Devices: len(g.IDs), Fit: fitOf(g.Fit)}

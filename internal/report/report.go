@@ -32,7 +32,7 @@ import (
 // side by side (docs/simulator.md has each).
 type Report struct {
 	Setup
-	Outcome
+	Findings
 	Measures
 	Parts
 
@@ -63,8 +63,8 @@ type Setup struct {
 	Incomplete string `json:"incomplete,omitempty"`
 }
 
-// Outcome is how the fleet came back and what the broker saw of it.
-type Outcome struct {
+// Findings are how the fleet came back and what the broker saw of it.
+type Findings struct {
 	Recovery Recovery `json:"recovery"`
 	Attempts Attempts `json:"attempts"`
 	// Verdict is the fleet's: Fleet.Judgement.Verdict, or on a timeline its

@@ -173,7 +173,7 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 // run's, which spans every outage, comes after them and says so.
 func TestATimelinesSummaryLeadsWithEachRecovery(t *testing.T) {
 	r := &report.Report{Setup: report.Setup{Scenario: plan.BrokerRestart, Devices: 100, Policy: "full", TimeScale: 1},
-		Outcome: report.Outcome{Recovery: report.Recovery{P50S: 344.5, P99S: 360.5, AllRecovered: true}},
+		Findings: report.Findings{Recovery: report.Recovery{P50S: 344.5, P99S: 360.5, AllRecovered: true}},
 		Parts: report.Parts{Disruptions: []report.DisruptionReport{
 			{AtS: 0, Recovery: report.Recovery{P99S: 60.5, AllRecovered: true}, Verdict: stormstats.Spread},
 			{AtS: 300, Recovery: report.Recovery{P99S: 60.4, AllRecovered: true}, Verdict: stormstats.Spread},

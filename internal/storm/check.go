@@ -87,7 +87,7 @@ func (f *File) CheckAll(r *report.Report) []report.Expectation {
 			break
 		}
 		gr := r.Groups[i]
-		sub := &report.Report{Outcome: report.Outcome{Verdict: gr.Verdict, Recovery: gr.Recovery, Attempts: gr.Attempts, Fleet: gr.Fleet,
+		sub := &report.Report{Findings: report.Findings{Verdict: gr.Verdict, Recovery: gr.Recovery, Attempts: gr.Attempts, Fleet: gr.Fleet,
 			Broker: gr.Broker}, Parts: report.Parts{Disruptions: gr.Disruptions, Nodes: gr.Nodes}}
 		for _, x := range g.Expect.Check(sub) {
 			x.What = g.Name + ": " + x.What

@@ -173,7 +173,7 @@ func TestMistakesNameTheLineAndTheField(t *testing.T) {
 }
 
 func TestExpectationsHoldOrFail(t *testing.T) {
-	r := &report.Report{Setup: report.Setup{Policy: "full"}, Outcome: report.Outcome{Verdict: stormstats.Spread,
+	r := &report.Report{Setup: report.Setup{Policy: "full"}, Findings: report.Findings{Verdict: stormstats.Spread,
 		Recovery: report.Recovery{P99S: 61, AllRecovered: true}, Attempts: report.Attempts{PerDeviceMean: 3.5},
 		Fleet:  report.Side{Arrivals: stormstats.Arrivals{PeakPerS1s: 900}},
 		Broker: &report.Side{Arrivals: stormstats.Arrivals{PeakPerS1s: 480}}}, Measures: report.Measures{Telemetry: &report.Telemetry{Lost: 2}}}
@@ -278,7 +278,7 @@ expect: {verdict: waves}
 	assert.Equal(t, []string{"iotcore", "fleet-safe"}, []string{p.Groups[0].Policy, p.Groups[1].Policy})
 	assert.Equal(t, []time.Duration{32 * time.Second, 64 * time.Second}, []time.Duration{p.Groups[0].MaxBackoff, p.Groups[1].MaxBackoff})
 	assert.Equal(t, []int{700, 300}, []int{p.Groups[0].Devices, p.Groups[1].Devices})
-	r := &report.Report{Outcome: report.Outcome{Verdict: stormstats.Waves}, Parts: report.Parts{Groups: []report.GroupReport{
+	r := &report.Report{Findings: report.Findings{Verdict: stormstats.Waves}, Parts: report.Parts{Groups: []report.GroupReport{
 		{Name: "old", Verdict: stormstats.Waves}, {Name: "new", Verdict: stormstats.Spread, Attempts: report.Attempts{PerDeviceMean: 4}}}}}
 	got := f.CheckAll(r)
 	require.Len(t, got, 4)

@@ -73,10 +73,10 @@ func Damaged(format string, args ...any) error {
 // check, and Check returns it.
 type Visit func(path []string, key, value []byte, bucket bool) error
 
-// Result is what Check learned about a file that passed. The zero Result
+// Diagnosis is what Check learned about a file that passed. The zero Diagnosis
 // is a file both of whose meta pages are valid; it is a plain value, safe
 // to share.
-type Result struct {
+type Diagnosis struct {
 	// MetaFallback: one of the two meta pages is invalid, so bbolt reads
 	// the state the other one describes, which may be a transaction older
 	// than the last one written.
@@ -173,51 +173,51 @@ type checker struct {
 // It calls visit for every key and value. An error that is not a
 // *DamageError, nor one visit returned, is a failure to read. An empty file
 // passes: bbolt writes its first pages.
-func Check(r io.ReaderAt, size int64, visit Visit) (Result, error) {
+func Check(r io.ReaderAt, size int64, visit Visit) (Diagnosis, error) {
 	if size == 0 {
-		return Result{}, nil
+		return Diagnosis{}, nil
 	}
 	ps, err := pageSizeOf(r, size)
 	if err != nil {
-		return Result{}, err
+		return Diagnosis{}, err
 	}
 	if ps < 1024 || ps > 64<<10 || ps&(ps-1) != 0 {
-		return Result{}, Damaged("page size %d", ps)
+		return Diagnosis{}, Damaged("page size %d", ps)
 	}
 	if size < 2*ps {
-		return Result{}, Damaged("file of %d bytes is shorter than two %d-byte pages", size, ps)
+		return Diagnosis{}, Damaged("file of %d bytes is shorter than two %d-byte pages", size, ps)
 	}
 	c := &checker{r: r, size: size, pageSize: ps, free: map[uint64]bool{}, seen: map[uint64]bool{0: true, 1: true}, leaf: visit}
 	use, fallback, err := c.meta()
 	if err != nil {
-		return Result{}, err
+		return Diagnosis{}, err
 	}
 	if int64(use.pageSize) != ps {
-		return Result{}, Damaged("meta page size %d, file read with %d", use.pageSize, ps)
+		return Diagnosis{}, Damaged("meta page size %d, file read with %d", use.pageSize, ps)
 	}
 	if use.hwm < 2 || use.hwm > uint64(size/ps) {
-		return Result{}, Damaged("high water mark %d outside a file of %d pages", use.hwm, size/ps)
+		return Diagnosis{}, Damaged("high water mark %d outside a file of %d pages", use.hwm, size/ps)
 	}
 	c.hwm = use.hwm
 	if use.root < 2 || use.root >= c.hwm {
-		return Result{}, Damaged("root page %d outside [2, %d)", use.root, c.hwm)
+		return Diagnosis{}, Damaged("root page %d outside [2, %d)", use.root, c.hwm)
 	}
 	if use.freelist != noFreelist {
 		if err := c.freelist(use.freelist); err != nil {
-			return Result{}, err
+			return Diagnosis{}, err
 		}
 	}
 	if _, _, err := c.tree(use.root, nil, nil, 0, nil, 0); err != nil {
-		return Result{}, err
+		return Diagnosis{}, err
 	}
 	if use.freelist != noFreelist { // bbolt's Check: every page reachable or free
 		for id := uint64(2); id < c.hwm; id++ {
 			if !c.seen[id] && !c.free[id] {
-				return Result{}, Damaged("page %d neither reachable nor free", id)
+				return Diagnosis{}, Damaged("page %d neither reachable nor free", id)
 			}
 		}
 	}
-	return Result{MetaFallback: fallback}, nil
+	return Diagnosis{MetaFallback: fallback}, nil
 }
 
 // meta is the meta page bbolt's meta() picks: the one of the higher txid
