@@ -78,7 +78,7 @@ func GoSnippet(c Candidate) (string, error) {
 	timing := "timing := device.DefaultTiming() // the boot spread, the flood guard and the rest stay the firmware's\n"
 	if g := plan.Guard(c.Policy); g != nil {
 		timing = fmt.Sprintf("timing := device.DefaultTiming() // the boot spread and the rest stay the firmware's\n"+
-			"timing.Guard = &reconnect.FloodGuardConfig{Requests: %d, Window: %s, Burst: %d}\n", g.Requests, goDuration(g.Window), g.Burst)
+			"timing.Guard = &%#v\n", *g)
 	}
 	return fmt.Sprintf(`policy, err := reconnect.New(%s, reconnect.Limits{MaxRetries: reconnect.RetryForever})
 if err != nil {
@@ -89,46 +89,13 @@ agent, err := device.New(device.Config{Broker: broker, ClientID: id, Timing: &ti
 `, lit, timing), nil
 }
 
-// shapeLiteral writes a shape as Go source.
+// shapeLiteral writes a shape as Go source: reconnect's shapes write
+// their own (fmt.GoStringer).
 func shapeLiteral(s reconnect.Shape) (string, error) {
-	d := goDuration
-	switch v := s.(type) {
-	case reconnect.IoTCore:
-		extra := ""
-		if v.JitterAtCap {
-			extra = ", JitterAtCap: true"
-		}
-		return fmt.Sprintf("reconnect.IoTCore{Base: %s, Jitter: %s, MaxBackoff: %s%s}", d(v.Base), d(v.Jitter), d(v.MaxBackoff), extra), nil
-	case reconnect.FullJitter:
-		return fmt.Sprintf("reconnect.FullJitter{Base: %s, Max: %s}", d(v.Base), d(v.Max)), nil
-	case reconnect.EqualJitter:
-		return fmt.Sprintf("reconnect.EqualJitter{Base: %s, Max: %s}", d(v.Base), d(v.Max)), nil
-	case reconnect.Decorrelated:
-		return fmt.Sprintf("reconnect.Decorrelated{Base: %s, Max: %s}", d(v.Base), d(v.Max)), nil
-	case reconnect.FleetSafe:
-		return fmt.Sprintf("reconnect.FleetSafe{Base: %s, Max: %s}", d(v.Base), d(v.Max)), nil
-	case reconnect.Exponential:
-		return fmt.Sprintf("reconnect.Exponential{Base: %s, Multiplier: %g, Max: %s}", d(v.Base), v.Multiplier, d(v.Max)), nil
-	case reconnect.Linear:
-		return fmt.Sprintf("reconnect.Linear{Initial: %s, Step: %s, Max: %s}", d(v.Initial), d(v.Step), d(v.Max)), nil
-	case reconnect.Constant:
-		return fmt.Sprintf("reconnect.Constant{Interval: %s}", d(v.Interval)), nil
+	if g, ok := s.(fmt.GoStringer); ok {
+		return g.GoString(), nil
 	}
 	return "", fmt.Errorf("no Go literal for %T", s)
-}
-
-// goDuration writes d as a Go expression: 128 * time.Second.
-func goDuration(d time.Duration) string {
-	switch {
-	case d%time.Minute == 0 && d >= time.Minute:
-		return fmt.Sprintf("%d * time.Minute", d/time.Minute)
-	case d%time.Second == 0:
-		if d == time.Second {
-			return "time.Second"
-		}
-		return fmt.Sprintf("%d * time.Second", d/time.Second)
-	}
-	return fmt.Sprintf("%d * time.Millisecond", d/time.Millisecond)
 }
 
 // Check is the storm file that checks a recommendation on the owner's

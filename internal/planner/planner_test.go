@@ -237,7 +237,7 @@ func TestTheAnswersArtifactsAreUsable(t *testing.T) {
 	guarded := planner.Candidate{Policy: "iotcore:base=2s,guard=4", MaxBackoff: time.Minute}
 	snippet, err = planner.GoSnippet(guarded)
 	require.NoError(t, err)
-	assert.Contains(t, snippet, "timing.Guard = &reconnect.FloodGuardConfig{Requests: 4, Window: 1 * time.Minute, Burst: 5}")
+	assert.Contains(t, snippet, "timing.Guard = &reconnect.FloodGuardConfig{Requests: 4, Window: time.Minute, Burst: 5}")
 	_, err = parser.ParseFile(token.NewFileSet(), "x.go", "package x\nfunc f() error {\n"+snippet+"return nil\n}\n", 0)
 	require.NoError(t, err, snippet)
 	_, err = planner.RemoteConfig(guarded)

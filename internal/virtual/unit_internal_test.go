@@ -48,7 +48,7 @@ func TestNoPolicyWaitsLongerThanItsLongestWait(t *testing.T) {
 			}
 		}
 	}
-	assert.Zero(t, longestWait(nil), "a shape not of reconnect's: no bound")
+	assert.Zero(t, longestWait(nil), "no shape: no bound")
 }
 
 // A timing with every option turned takes the same steps through a

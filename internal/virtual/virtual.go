@@ -610,30 +610,14 @@ func longestGap(timings []devicecore.Timing, mode fault.AdmissionMode) time.Dura
 }
 
 // longestWait is the longest wait a shape draws, whatever its count,
-// previous wait and draw; 0 for a shape not of reconnect's.
+// previous wait and draw: its wait at a count and a previous wait past any
+// cap, at the supremum of its draws (u = 1). Any shape answers it, a new
+// one of reconnect's or a caller's own; no shape, 0.
 func longestWait(s reconnect.Shape) time.Duration {
-	switch s := s.(type) {
-	case reconnect.IoTCore:
-		if s.JitterAtCap {
-			return s.MaxBackoff + s.Jitter
-		}
-		return s.MaxBackoff
-	case reconnect.Exponential:
-		return s.Max
-	case reconnect.FullJitter:
-		return s.Max
-	case reconnect.EqualJitter:
-		return s.Max
-	case reconnect.Decorrelated:
-		return s.Max
-	case reconnect.FleetSafe:
-		return s.Max
-	case reconnect.Linear:
-		return s.Max
-	case reconnect.Constant:
-		return s.Interval
+	if s == nil {
+		return 0
 	}
-	return 0
+	return s.Delay(1<<20, 1<<58, 1)
 }
 
 // newSession counts a new session of device i's and returns its number, to
