@@ -35,10 +35,14 @@ func on(t *testing.T, e plan.Engine, p plan.Plan) *report.Report {
 // that stretch a wait), a silent path noticed by keepalive, a busy node's
 // 0x89: each heard the same. Not here: a slow path on MQTT 5, where
 // paho.golang writes a CONNECT as two buffers and the fault proxy delays
-// each on its own, which one write of the wire engine's is not.
+// each on its own, which one write of the wire engine's is not. Under the
+// race detector, which slows the agents tenfold, three of the scenarios.
 func TestWireDevicesRetryAsTheAgentsDo(t *testing.T) {
 	scenarios := []plan.Scenario{plan.BrokerRestart, plan.ThrottledRestart, plan.DropAll, plan.Flapping, plan.Blackhole,
 		plan.RateLimited, plan.BusyNode, plan.BootStorm, plan.Failover}
+	if fleetsimtest.RaceDetector {
+		scenarios = []plan.Scenario{plan.ThrottledRestart, plan.Blackhole, plan.BusyNode}
+	}
 	for _, sc := range scenarios {
 		for _, v5 := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/mqtt5=%v", sc, v5), func(t *testing.T) {
@@ -67,10 +71,14 @@ func TestWireDevicesRetryAsTheAgentsDo(t *testing.T) {
 // Telemetry through storms: each wire device makes its readings when its
 // agent would and sends them QoS 1 in the publisher's envelope, one in
 // flight, so the broker counts the same readings, each once, and none is
-// lost.
+// lost. Under the race detector, the restart on MQTT 5 alone.
 func TestWireTelemetryLosesNothing(t *testing.T) {
-	for _, sc := range []plan.Scenario{plan.BrokerRestart, plan.Flapping} {
-		for _, v5 := range []bool{false, true} {
+	scenarios, protocols := []plan.Scenario{plan.BrokerRestart, plan.Flapping}, []bool{false, true}
+	if fleetsimtest.RaceDetector {
+		scenarios, protocols = scenarios[:1], protocols[1:]
+	}
+	for _, sc := range scenarios {
+		for _, v5 := range protocols {
 			t.Run(fmt.Sprintf("%s/mqtt5=%v", sc, v5), func(t *testing.T) {
 				p := fleetsimtest.Plan(sc, "full", 60)
 				p.Telemetry, p.MQTT5 = 5, v5
