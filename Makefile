@@ -97,7 +97,7 @@ calibrate-mosquitto:
 	$(GO) test -count=1 -v -timeout 4h -run '^TestCalibrateMosquitto$$' ./internal/experiment/ \
 	  -args -calibrate.mosquitto -calibrate.out $(CURDIR)/devicesim-report/calibration
 
-# A hundred thousand real MQTT sessions on this machine: the twelve shards
+# A hundred thousand real MQTT sessions on this machine: the sixteen shards
 # of examples/wire-100k/storm.yaml against six mosquittos as one cluster,
 # through a throttled restart; every device back, one merged report, the
 # memory of every process summed (docs/wire.md).

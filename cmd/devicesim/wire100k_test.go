@@ -23,15 +23,15 @@ import (
 )
 
 var (
-	wire100k    = flag.Bool("wire.100k", false, "make wire-100k: examples/wire-100k/storm.yaml, twelve shards against six mosquittos")
+	wire100k    = flag.Bool("wire.100k", false, "make wire-100k: examples/wire-100k/storm.yaml, sixteen shards against six mosquittos")
 	wireStorm   = flag.String("wire.storm", "../../examples/wire-100k/storm.yaml", "with -wire.100k, the storm file")
 	wire100kOut = flag.String("wire.out", "", "with -wire.100k, where the shards' reports and logs go (a temporary directory if unset)")
 )
 
 // make wire-100k: a hundred thousand real MQTT sessions on this machine.
-// The storm file's twelve shards run as twelve devicesim processes, each
-// with its proxies and a child of wire devices, against six mosquittos as
-// one cluster's nodes, through one throttled restart. Every device must
+// The storm file's sixteen shards run as sixteen devicesim processes,
+// each with its devices and their proxies, against six mosquittos as one
+// cluster's nodes, through one throttled restart. Every device must
 // come back, and shard 0's merged report speaks for the whole fleet. The
 // peak resident memory of every process the run started (shards, their
 // children, the mosquittos) is sampled each second and summed.
@@ -39,7 +39,7 @@ func TestHundredThousandRealSessions(t *testing.T) {
 	if !*wire100k {
 		t.Skip("make wire-100k runs it (-wire.100k)")
 	}
-	const shards, nodes = 12, 6
+	const shards, nodes = 16, 6
 	env := append(os.Environ(), "HERDGUARD_DEVICESIM_CHILD=1")
 	for k := range nodes {
 		env = append(env, fmt.Sprintf("MQTT_NODE_%d=%s", k, mosquittotest.Start(t, "").URL()))
