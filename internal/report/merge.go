@@ -75,7 +75,7 @@ func Merge(shards []*Report) (*Report, error) {
 		Seed: first.Seed, TimeScale: first.TimeScale, DisruptionUnixMS: first.DisruptionUnixMS}}
 	seen := map[string]bool{}
 	all := true
-	var wall, mem, res, cpu float64
+	var wall, mem, res, cpu, notice float64
 	for _, s := range shards {
 		if s.Scenario != m.Scenario || s.Policy != m.Policy || s.Seed != m.Seed {
 			return nil, fmt.Errorf("report: shard %q ran %s/%s seed %d, not %s/%s seed %d",
@@ -93,6 +93,7 @@ func Merge(shards []*Report) (*Report, error) {
 		res += s.Host.ResidentPerDeviceKB * float64(s.Devices)
 		cpu += s.Host.CPUPerDeviceMS * float64(s.Devices)
 		m.Host.KernelTCPKB = max(m.Host.KernelTCPKB, s.Host.KernelTCPKB)
+		notice = max(notice, s.Host.NoticeP99S)
 	}
 	t0 := time.UnixMilli(m.DisruptionUnixMS)
 	var records []attempt.Record
@@ -115,6 +116,12 @@ func Merge(shards []*Report) (*Report, error) {
 		FleetAt: first.Fleet.MeasuredAt, Disruptions: at})
 	for _, r := range records {
 		b.Add(r)
+	}
+	if notice > 0 {
+		// How soon each device noticed its loss is in no events.csv: the
+		// slowest shard's 99th percentile stands for the fleet's, and
+		// binds the run as it bound that shard.
+		b.notices = []float64{notice}
 	}
 	if err := b.fill(m); err != nil {
 		return nil, err

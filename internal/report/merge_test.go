@@ -123,3 +123,27 @@ func TestMergeKeepsATimelinesDisruptions(t *testing.T) {
 		assert.InDelta(t, 1.95, d.Recovery.P50S, 0.1, "disruption %d", k)
 	}
 }
+
+// What each shard's host cost the fleet carries into the merge: the
+// devices' memory and CPU weighed by their shards, and how late the
+// slowest shard's devices noticed the disruption, which no events.csv
+// holds, binds the merged run as it bound that shard.
+func TestMergeKeepsWhatTheHostsCost(t *testing.T) {
+	rs := shards(t, 2, func(i int, r *report.Report) {
+		r.Host.ResidentPerDeviceKB, r.Host.CPUPerDeviceMS = float64(10*(i+1)), float64(i+1)
+		if i == 1 {
+			r.Host.NoticeP99S, r.Host.Bound = 5.3, true
+		}
+	})
+	m, err := report.Merge(rs)
+	require.NoError(t, err)
+	assert.InDelta(t, 15, m.Host.ResidentPerDeviceKB, 1e-9, "10 and 20 KiB over equal shards")
+	assert.InDelta(t, 1.5, m.Host.CPUPerDeviceMS, 1e-9)
+	assert.Equal(t, 5.3, m.Host.NoticeP99S)
+	assert.True(t, m.Host.Bound, "a shard's host bound the run")
+
+	rs = shards(t, 2, nil)
+	m, err = report.Merge(rs)
+	require.NoError(t, err)
+	assert.False(t, m.Host.Bound)
+}
