@@ -28,7 +28,7 @@ func TestRunRefusesBeforeAnythingStarts(t *testing.T) {
 	err := run(context.Background(), []string{"run", "-devices", "1000000000", "-out", dir}, noenv, nil, &out, &out)
 	require.Error(t, err)
 	assert.Regexp(t, `^1,000,000,000 devices on the agents engine need about [\d.]+ TiB \(about 128 KiB a device\); `+
-		`this machine has [\d.]+ [GMT]iB available: at most [\d,]+ fit, or [\d,]+ on -engine virtual$`, err.Error())
+		`this machine has [\d.]+ [GMT]iB available: at most [\d,]+ fit, or [\d,]+ on -engine wire, or [\d,]+ on -engine virtual$`, err.Error())
 	assert.Empty(t, out.String())
 	assert.NoDirExists(t, dir)
 

@@ -157,7 +157,7 @@ type CalibrationRow struct {
 	Virtual EngineFigures  `json:"virtual"`
 	Agree   bool           `json:"agree"`
 	Apart   []string       `json:"apart,omitempty"` // the figures that differ too much
-	Bound   bool           `json:"host_bound"`      // the agents' run was host-bound
+	Bound   bool           `json:"host_bound"`      // a real engine's run was host-bound
 }
 
 // EngineFigures are the figures compared, each the mean over the seeds.
@@ -392,7 +392,7 @@ func writeRow(w io.Writer, r CalibrationRow) {
 		agree = "no: " + fmt.Sprint(r.Apart)
 	}
 	if r.Bound {
-		agree += " (agents host-bound)"
+		agree += " (real devices host-bound)"
 	}
 	fmt.Fprintf(w, "| %s | %s s | %s s | %s | %s | %s | %s |\n", r.Cell,
 		each("%.1f", func(f EngineFigures) float64 { return f.P50S }), each("%.1f", func(f EngineFigures) float64 { return f.P99S }),
