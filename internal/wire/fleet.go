@@ -41,7 +41,8 @@ type Fleet struct {
 	loops   []*loop
 	running sync.WaitGroup
 	stop    chan struct{}
-	halt    sync.Once
+	ended   sync.Once
+	started bool
 	unwatch func() bool
 	produce atomic.Bool // readings are still made
 	stats   telemetryCounts
@@ -162,13 +163,14 @@ func (f *Fleet) Start(ctx context.Context) error {
 		l.origin = origin
 		f.running.Go(l.run)
 	}
-	f.unwatch = context.AfterFunc(ctx, f.halt1)
+	f.started = true
+	f.unwatch = context.AfterFunc(ctx, f.endLoops)
 	return nil
 }
 
-// halt1 ends the loops, once.
-func (f *Fleet) halt1() {
-	f.halt.Do(func() {
+// endLoops ends the loops, once.
+func (f *Fleet) endLoops() {
+	f.ended.Do(func() {
 		close(f.stop)
 		for _, l := range f.loops {
 			l.drv.wake()
@@ -177,13 +179,16 @@ func (f *Fleet) halt1() {
 }
 
 // Stop ends every session with a DISCONNECT, closes every connection and
-// waits for the loops.
+// waits for the loops. A fleet never started releases its drivers here.
 func (f *Fleet) Stop(context.Context) error {
 	if f.unwatch != nil {
 		f.unwatch()
 	}
-	f.halt1()
+	f.endLoops()
 	f.running.Wait()
+	if !f.started {
+		f.shutDrivers()
+	}
 	return nil
 }
 
@@ -199,11 +204,13 @@ func (f *Fleet) Stats() publisher.Stats {
 // StopTelemetry makes no more readings; those made are still sent.
 func (f *Fleet) StopTelemetry() { f.produce.Store(false) }
 
-// shutDrivers releases the drivers made before New failed.
+// shutDrivers releases the drivers of loops that never ran: those New
+// made before it failed, or a fleet stopped before it started.
 func (f *Fleet) shutDrivers() {
 	for _, l := range f.loops {
 		if l.drv != nil {
 			l.drv.shut()
+			l.drv = nil
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -279,4 +280,22 @@ func TestTLSConnectionsComeBack(t *testing.T) {
 	assert.Equal(t, "tls", r.Transport)
 	assert.True(t, r.Recovery.AllRecovered)
 	assert.GreaterOrEqual(t, r.Attempts.Total, int64(50))
+}
+
+// A fleet built and stopped without starting holds no descriptor after:
+// its loops' epoll instances are released by Stop.
+func TestAFleetNeverStartedLeavesNoDescriptor(t *testing.T) {
+	open := func() int {
+		entries, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(entries)
+	}
+	before := open()
+	f, err := wire.New([]int{0, 1, 2, 3}, func(int) member.Config {
+		return member.Config{Broker: "tcp://127.0.0.1:1", Timing: quick(t), KeepAlive: 2 * time.Second, ConnectTimeout: time.Second}
+	})
+	require.NoError(t, err)
+	require.NoError(t, f.Stop(context.Background()))
+	require.NoError(t, f.Stop(context.Background()), "twice, as a fleet's cleanup may")
+	assert.Equal(t, before, open())
 }
