@@ -60,8 +60,9 @@ type loop struct {
 	redirects map[int32]*url.URL // where a broker sent a device, while it goes there
 	origin    time.Time
 	stop      chan struct{} // closed to end the loop
-	// telemetry: the envelopes' epoch, whether readings are still made,
-	// and what the loop's devices did, which any goroutine may read
+	// telemetry: the envelopes' epoch, the seed of the readings' phases,
+	// whether readings are still made, and what the loop's devices did
+	// (the fleet's, which any goroutine may read)
 	epoch   string
 	seed    uint64
 	produce *atomic.Bool
@@ -87,7 +88,7 @@ func (l *loop) now() time.Duration { return time.Since(l.origin) }
 // schedule sets d's one timer to at, replacing the one it had.
 func (l *loop) schedule(d *dev, at time.Duration) {
 	d.gen++
-	l.timers.Push(eventq.Event{At: at, Key: d.gen, Dev: d.place})
+	l.timers.Push(eventq.Event{At: at, Key: d.gen, Dev: d.place, What: eventq.What{Kind: timerStep}})
 }
 
 // nextReading sets d's telemetry timer to at.
