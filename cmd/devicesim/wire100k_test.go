@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/herdguard/herdguard/internal/hostload"
 	"github.com/herdguard/herdguard/internal/mosquittotest"
 	"github.com/herdguard/herdguard/internal/report"
 )
@@ -145,13 +146,7 @@ func descendantsRSS(root int) (sum, largest uint64) {
 			continue
 		}
 		parent[pid], _ = strconv.Atoi(f[1])
-		status, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-		for line := range strings.SplitSeq(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-				rss[pid] = kb << 10
-			}
-		}
+		rss[pid], _ = hostload.ResidentOf(e.Name())
 	}
 	for pid, r := range rss {
 		for p := parent[pid]; p > 1; p = parent[p] {

@@ -150,8 +150,9 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 	h := &rep.Host
 	if f.childReports == nil {
 		f.processCost(h)
+	} else {
+		h.KernelTCPKB = float64(hostload.KernelTCP()) / 1024
 	}
-	h.KernelTCPKB = float64(hostload.KernelTCP()) / 1024
 	for _, cr := range f.childReports { // the agents' side, in their processes
 		share := float64(cr.Devices) / float64(n)
 		memPerDevice += cr.Host.MemoryPerDeviceKB * share

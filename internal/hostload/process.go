@@ -11,8 +11,11 @@ import (
 
 // Resident is the process's resident memory now and at its peak (Linux's
 // VmRSS and VmHWM), in bytes; 0 and 0 where they cannot be read.
-func Resident() (now, peak uint64) {
-	b, err := os.ReadFile("/proc/self/status")
+func Resident() (now, peak uint64) { return ResidentOf("self") }
+
+// ResidentOf is Resident of the process pid ("self", or a number).
+func ResidentOf(pid string) (now, peak uint64) {
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		return 0, 0
 	}

@@ -305,7 +305,7 @@ func (l *loop) publish(d *dev) {
 		return
 	}
 	seq := uint64(d.acked) + 1
-	payload, err := publisher.Envelope{Epoch: l.epoch, Seq: seq, Time: time.Now(), Payload: reading}.Marshal()
+	payload, err := publisher.Envelope{Epoch: l.epoch, Seq: seq, Time: time.Now(), Payload: readingPayload}.Marshal()
 	if err != nil {
 		return // a fixed envelope always marshals
 	}
@@ -317,8 +317,8 @@ func (l *loop) publish(d *dev) {
 	d.inflight = id
 }
 
-// reading is every device's payload, as the agents' generator's.
-var reading = []byte(`{"temp":21.5}`)
+// readingPayload is every reading's payload, as the agents' generator's.
+var readingPayload = []byte(`{"temp":21.5}`)
 
 // puback takes a PUBACK: the reading in flight is delivered, and the next
 // goes.

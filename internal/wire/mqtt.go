@@ -49,14 +49,13 @@ func connectPacket(v5 bool, clientID string, keepAlive time.Duration) []byte {
 	return buf.Bytes()
 }
 
-// frame is one whole packet read off the wire: its fixed header's first
-// byte and its body.
+// frame is one whole packet read off the wire, as it came (the codecs
+// read it from its fixed header on), and its body.
 type frame struct {
-	header byte
-	body   []byte
+	raw, body []byte
 }
 
-func (f frame) typ() byte { return f.header >> 4 }
+func (f frame) typ() byte { return f.raw[0] >> 4 }
 
 // errTooLarge and errMalformed end a connection whose broker sent what the
 // firmware would not read: a packet over its bound, or a fixed header MQTT
@@ -91,7 +90,7 @@ func nextFrame(b []byte, limit int) (f frame, n int, err error) {
 			if len(b) < i+1+length {
 				return frame{}, 0, nil
 			}
-			return frame{header: b[0], body: b[i+1 : i+1+length]}, i + 1 + length, nil
+			return frame{raw: b[:i+1+length], body: b[i+1 : i+1+length]}, i + 1 + length, nil
 		}
 	}
 }
@@ -111,7 +110,7 @@ type connack struct {
 // read, is a broken broker, as the agent's transport finds it.
 func readConnack(v5 bool, f frame) (connack, error) {
 	if v5 {
-		cp, err := packets5.ReadPacket(bytes.NewReader(reframe(f)))
+		cp, err := packets5.ReadPacket(bytes.NewReader(f.raw))
 		if err != nil {
 			return connack{}, fmt.Errorf("wire: unreadable CONNACK: %w", err)
 		}
@@ -125,7 +124,7 @@ func readConnack(v5 bool, f frame) (connack, error) {
 	if len(f.body) != 2 {
 		return connack{}, fmt.Errorf("wire: a 3.1.1 CONNACK of %d bytes", len(f.body))
 	}
-	cp, err := packets3.ReadPacket(bytes.NewReader(reframe(f)))
+	cp, err := packets3.ReadPacket(bytes.NewReader(f.raw))
 	if err != nil {
 		return connack{}, fmt.Errorf("wire: unreadable CONNACK: %w", err)
 	}
@@ -135,7 +134,7 @@ func readConnack(v5 bool, f frame) (connack, error) {
 // readDisconnect decodes an MQTT 5 DISCONNECT: its reason code and the
 // server it names (0x9C, 0x9D). A body-less one is a normal disconnection.
 func readDisconnect(f frame) (connack, error) {
-	cp, err := packets5.ReadPacket(bytes.NewReader(reframe(f)))
+	cp, err := packets5.ReadPacket(bytes.NewReader(f.raw))
 	if err != nil {
 		return connack{}, fmt.Errorf("wire: unreadable DISCONNECT: %w", err)
 	}
@@ -145,23 +144,6 @@ func readDisconnect(f frame) (connack, error) {
 		out.reference = d.Properties.ServerReference
 	}
 	return out, nil
-}
-
-// reframe is f's bytes as they came: the codecs read from the header on.
-func reframe(f frame) []byte {
-	b := append(make([]byte, 0, len(f.body)+5), f.header)
-	n := len(f.body)
-	for {
-		c := byte(n & 0x7F)
-		if n >>= 7; n > 0 {
-			c |= 0x80
-		}
-		b = append(b, c)
-		if n == 0 {
-			break
-		}
-	}
-	return append(b, f.body...)
 }
 
 // publishPacket is a QoS 1 PUBLISH of payload to topic, packet ID id, DUP
