@@ -49,7 +49,7 @@ var (
 // agent's delivery goroutine, one message at a time, in the order the
 // messages arrived; a QoS 1 message is acknowledged once its handler
 // returns. A panic in one is recovered and reported. A slow handler holds
-// the messages after it (Config.IncomingQueue). Subscribe refuses a nil
+// the messages after it (Config.Incoming.Queue). Subscribe refuses a nil
 // Handler.
 type Handler func(topic string, payload []byte)
 
@@ -155,7 +155,7 @@ func New(cfg Config) (*Agent, error) {
 	if a.clock == nil {
 		a.clock = reconnect.SystemClock
 	}
-	if cfg.AllowPlaintext && (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) {
+	if cfg.Credentials.AllowPlaintext && (cfg.Credentials.Username != "" || cfg.Credentials.Password != "") && !tlsScheme(endpoints[0].Scheme) {
 		a.log.Warn("credentials will cross the network in the clear", "endpoints", strings.Join(a.names, ", "),
 			"allow_plaintext", true)
 	}
@@ -176,7 +176,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.started = true
 	ctx, a.cancel = context.WithCancel(ctx)
 	a.runCtx = ctx
-	a.inbox = inbox.New(a.cfg.IncomingQueue, a.cfg.IncomingQueueBytes, a.clock, ctx.Done(), a.heldBack)
+	a.inbox = inbox.New(a.cfg.Incoming.Queue, a.cfg.Incoming.QueueBytes, a.clock, ctx.Done(), a.heldBack)
 	go func() { defer close(a.delivered); a.inbox.Run(a.deliver) }()
 	go a.run(ctx)
 	return nil
@@ -630,7 +630,7 @@ func (a *Agent) restoreSubscriptions() {
 //
 // A QoS 1 publish succeeds only when its completion is seen on the
 // connection it went out on; one completed after that connection ended
-// returns ErrUnconfirmed (see Config.PersistentSession).
+// returns ErrUnconfirmed (see Config.Session.Persistent).
 func (a *Agent) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
 	conn := a.conns.Load() // before Connected: a later attempt can only raise it
 	if !a.Connected() {

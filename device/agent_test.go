@@ -238,7 +238,7 @@ func TestRefusalCodesAgainstBroker(t *testing.T) {
 	})
 	t.Run("not authorised is retried at the cap", func(t *testing.T) {
 		r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-			c.Password, c.AllowPlaintext = "s3cret-pw", true
+			c.Credentials = device.Credentials{Password: "s3cret-pw", AllowPlaintext: true}
 		})
 		require.NoError(t, r.broker.Faults().Refuse(testbroker.RefuseNotAuthorised, "dev-1"))
 		r.advanceWait()
@@ -359,8 +359,8 @@ func TestCredentialsNeverLoggedOrInErrors(t *testing.T) {
 		logger := slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		var cfgSeen device.Config
 		r := newRigP(t, proto, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
-			c.Username, c.Password = "device-user", "s3cret-pw"
-			c.AllowPlaintext = true // the in-memory transport
+			// AllowPlaintext: the in-memory transport
+			c.Credentials = device.Credentials{Username: "device-user", Password: "s3cret-pw", AllowPlaintext: true}
 			c.Logger = logger
 			tm := device.DefaultTiming()
 			tm.Credentials = device.CredentialsArePermanent
@@ -424,9 +424,9 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"keepalive over 16 bits": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: device.MaxKeepAlive + time.Second},
 		"keepalive of 200000h":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", KeepAlive: 200000 * time.Hour},
 		// a redirect domain is a host name: no address, wildcard or port
-		"an address as a redirect domain": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"10.0.0.1"}},
-		"a wildcard redirect domain":      {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"*.fleet.test"}},
-		"a redirect domain with a port":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", RedirectDomains: []string{"fleet.test:1883"}},
+		"an address as a redirect domain": {Broker: "tcp://127.0.0.1:1883", ClientID: "x", Redirects: device.Redirects{Domains: []string{"10.0.0.1"}}},
+		"a wildcard redirect domain":      {Broker: "tcp://127.0.0.1:1883", ClientID: "x", Redirects: device.Redirects{Domains: []string{"*.fleet.test"}}},
+		"a redirect domain with a port":   {Broker: "tcp://127.0.0.1:1883", ClientID: "x", Redirects: device.Redirects{Domains: []string{"fleet.test:1883"}}},
 	} {
 		_, err := device.New(c)
 		assert.ErrorIs(t, err, device.ErrInvalid, name)
@@ -442,15 +442,15 @@ func TestConfigErrorsNameTheirFields(t *testing.T) {
 		says  string
 	}{
 		"no client id": {device.Config{Broker: "tcp://b:1883"}, "ClientID", "Config.ClientID is required"},
-		"credentials in plaintext": {device.Config{Broker: "tcp://b:1883", ClientID: "x", Username: "u"}, "AllowPlaintext",
-			"use TLS, or set Config.AllowPlaintext"},
+		"credentials in plaintext": {device.Config{Broker: "tcp://b:1883", ClientID: "x", Credentials: device.Credentials{Username: "u"}},
+			"Credentials.AllowPlaintext", "use TLS, or set Config.Credentials.AllowPlaintext"},
 		"a failover's credentials": {device.Config{Broker: "ssl://b:8883", Failover: []string{"ssl://c:8883", "ssl://u:p@d:8883"},
-			ClientID: "x"}, "Failover[1]", "Config.Failover[1] carries credentials: set Config.Username and Config.Password"},
+			ClientID: "x"}, "Failover[1]", "Config.Failover[1] carries credentials: set Config.Credentials.Username and Config.Credentials.Password"},
 		"a broker without a host": {device.Config{Broker: "tcp:///x", ClientID: "x"}, "Broker", "Config.Broker has no host"},
-		"a bad redirect domain": {device.Config{Broker: "tcp://b:1883", ClientID: "x", RedirectDomains: []string{"10.0.0.1"}},
-			"RedirectDomains", `Config.RedirectDomains entry "10.0.0.1" is not a domain name`},
-		"a tiny packet bound": {device.Config{Broker: "tcp://b:1883", ClientID: "x", MaxIncomingPacket: 10}, "MaxIncomingPacket",
-			"Config.MaxIncomingPacket 10 is outside [64, 268435455]"},
+		"a bad redirect domain": {device.Config{Broker: "tcp://b:1883", ClientID: "x", Redirects: device.Redirects{Domains: []string{"10.0.0.1"}}},
+			"Redirects.Domains", `Config.Redirects.Domains entry "10.0.0.1" is not a domain name`},
+		"a tiny packet bound": {device.Config{Broker: "tcp://b:1883", ClientID: "x", Incoming: device.IncomingLimits{MaxPacket: 10}}, "Incoming.MaxPacket",
+			"Config.Incoming.MaxPacket 10 is outside [64, 268435455]"},
 	} {
 		_, err := device.New(c.cfg)
 		require.ErrorIs(t, err, device.ErrInvalid, name)
@@ -537,7 +537,7 @@ func TestStopMidConnectToSilentBroker(t *testing.T) {
 // Publish succeeds with it.
 func TestPersistentSessionPublishNeedsItsPUBACK(t *testing.T) {
 	bothProtocols(t, func(t *testing.T, proto device.Protocol) {
-		r := newRigP(t, proto, testbroker.Config{}, func(c *device.Config) { c.PersistentSession = true })
+		r := newRigP(t, proto, testbroker.Config{}, func(c *device.Config) { c.Session.Persistent = true })
 		r.advanceWait()
 		first := r.next(device.EventConnected)
 		assert.False(t, first.SessionPresent)
@@ -717,20 +717,20 @@ func TestMetricsCountAttemptsAndSessions(t *testing.T) {
 func TestTransportRulesKeepCredentialsOffTheWire(t *testing.T) {
 	const secret = "s3cret-pw"
 	for name, c := range map[string]device.Config{
-		"password over tcp":              {Broker: "tcp://b:1883", Password: secret},
-		"username over tcp":              {Broker: "tcp://b:1883", Username: "token-" + secret},
+		"password over tcp":              {Broker: "tcp://b:1883", Credentials: device.Credentials{Password: secret}},
+		"username over tcp":              {Broker: "tcp://b:1883", Credentials: device.Credentials{Username: "token-" + secret}},
 		"password in a tcp URL":          {Broker: "tcp://u:" + secret + "@b:1883"},
 		"TLS broker, plaintext failover": {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}},
 		"plaintext broker, TLS failover": {Broker: "tcp://b:1883", Failover: []string{"mqtts://c:8883"}},
 		"credentials in a failover URL":  {Broker: "ssl://b:8883", Failover: []string{"ssl://u:" + secret + "@c:8883"}},
-		"credentials twice":              {Broker: "ssl://u:" + secret + "@b:8883", Password: "other"},
+		"credentials twice":              {Broker: "ssl://u:" + secret + "@b:8883", Credentials: device.Credentials{Password: "other"}},
 		"unparsable URL with a password": {Broker: "tcp://u:" + secret + "@b :1883"},
 		"bad port after a password":      {Broker: "ssl://u:" + secret + "@b:88x3"},
 		"a password before a slash":      {Broker: "ssl://u:1234/" + secret + "@b:8883"},
 		"a password in a failover path":  {Broker: "ssl://b:8883", Failover: []string{"ssl://c:8883/" + secret + "@d"}},
 		"no scheme":                      {Broker: "u:" + secret + "@b"},
 		"no scheme, no user":             {Broker: secret + "@b:8883"},
-		"mixed even when allowed":        {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}, Password: secret, AllowPlaintext: true},
+		"mixed even when allowed":        {Broker: "ssl://b:8883", Failover: []string{"tcp://c:1883"}, Credentials: device.Credentials{Password: secret, AllowPlaintext: true}},
 	} {
 		c.ClientID = "x"
 		_, err := device.New(c)
@@ -739,9 +739,9 @@ func TestTransportRulesKeepCredentialsOffTheWire(t *testing.T) {
 		t.Logf("%s: %v", name, err)
 	}
 	for name, c := range map[string]device.Config{
-		"password over TLS":         {Broker: "ssl://b:8883", Failover: []string{"mqtts://c:8883"}, Password: secret},
+		"password over TLS":         {Broker: "ssl://b:8883", Failover: []string{"mqtts://c:8883"}, Credentials: device.Credentials{Password: secret}},
 		"password in a TLS URL":     {Broker: "mqtts://u:" + secret + "@b:8883"},
-		"plaintext, allowed":        {Broker: "tcp://b:1883", Failover: []string{"tcp://c:1883"}, Password: secret, AllowPlaintext: true},
+		"plaintext, allowed":        {Broker: "tcp://b:1883", Failover: []string{"tcp://c:1883"}, Credentials: device.Credentials{Password: secret, AllowPlaintext: true}},
 		"plaintext, no credentials": {Broker: "tcp://b:1883", Failover: []string{"mqtt://c:1883"}},
 		"device certificate, no pw": {Broker: "ssl://b:8883"},
 	} {
@@ -757,7 +757,7 @@ func TestConfigLogsEveryEndpointsTLSAndNoSecret(t *testing.T) {
 	var logs bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	log.Info("starting", "config", device.Config{Broker: "ssl://u:s3cret-pw@b:8883", Failover: []string{"mqtts://c:8883"},
-		Password: "other-s3cret", ClientID: "x"})
+		Credentials: device.Credentials{Password: "other-s3cret"}, ClientID: "x"})
 	assert.NotContains(t, logs.String(), "s3cret")
 	assert.Contains(t, logs.String(), "config.broker=ssl://u:xxxxx@b:8883 config.broker_tls=true")
 	assert.Contains(t, logs.String(), `config.failover="mqtts://c:8883 (tls)"`)
@@ -773,6 +773,6 @@ func TestConfigLogsEveryEndpointsTLSAndNoSecret(t *testing.T) {
 		assert.Contains(t, logs.String(), want)
 	}
 	logs.Reset()
-	log.Info("starting", "config", device.Config{Broker: "ssl://b:8883", Username: "u", Password: "s3cret-pw", ClientID: "x"})
+	log.Info("starting", "config", device.Config{Broker: "ssl://b:8883", Credentials: device.Credentials{Username: "u", Password: "s3cret-pw"}, ClientID: "x"})
 	assert.Contains(t, logs.String(), "config.username_set=true config.password_set=true config.credentials_from=config")
 }

@@ -45,18 +45,8 @@ type Config struct {
 	// spread-out schedule it would have come back on, not all at once.
 	Failover []string
 	ClientID string
-	// Username and Password are the MQTT credentials; credentials in the
-	// Broker URL (tcp://user:pass@host) are taken as these. They go only to
-	// TLS endpoints unless AllowPlaintext is set. The password is never
-	// logged and never in an error.
-	Username string
-	Password string
-	// AllowPlaintext lets credentials go to plaintext (tcp://, mqtt://)
-	// endpoints, where anyone on the path can read them: for a lab, or a
-	// broker on the same host. New logs a warning when it is used. Mixing
-	// TLS and plaintext endpoints is refused whatever it says: a failover
-	// must not be a downgrade.
-	AllowPlaintext bool
+	// Credentials are the MQTT username and password, and where they may go.
+	Credentials Credentials
 
 	// TLS is used for ssl:// (tls://, mqtts://) brokers: CA pool and, for
 	// mutual TLS, the device certificate. See LoadTLS. Whatever it says,
@@ -69,25 +59,8 @@ type Config struct {
 	// (ssl, tls, mqtts, tcps), so a Dial must honour the scheme it is given.
 	Dial DialFunc
 
-	// MaxIncomingPacket bounds one incoming MQTT packet, in bytes of its
-	// remaining length (0 means DefaultMaxIncomingPacket; at least
-	// MinIncomingPacket, at most MQTT's 268,435,455). A packet that
-	// declares more closes the connection before any of it is read: a
-	// PacketTooLargeError, reported as
-	// EventPacketTooLarge and to Metrics, and the agent reconnects on the
-	// policy's schedule.
-	MaxIncomingPacket int
-	// IncomingQueue and IncomingQueueBytes bound the messages waiting for
-	// their handlers, the one being handled included. 0 means
-	// DefaultIncomingQueue (32) and DefaultIncomingQueueBytes (1 MiB). One
-	// message is always taken, whatever its size. Handlers run one at a
-	// time, in the order the messages arrived. Past these bounds the agent
-	// reads no more from the broker until a handler catches up (TCP's
-	// back-pressure). Stats.BackPressure and BackPressureCounter count the
-	// time held so. A handler held longer than KeepAlive + PingTimeout ends
-	// the session, as the agent reads no PINGRESP meanwhile.
-	IncomingQueue      int
-	IncomingQueueBytes int
+	// Incoming bounds what a broker can make the agent hold.
+	Incoming IncomingLimits
 
 	// KeepAlive is the MQTT keepalive (0 means 30 s). After that long
 	// without traffic the agent sends a PINGREQ. PingTimeout is how long it
@@ -104,32 +77,11 @@ type Config struct {
 	// ConnectTimeout bounds one connect attempt (0 means 10 s; paho fails
 	// every connect at 0). Stopping the agent cuts an attempt short.
 	ConnectTimeout time.Duration
-	// PersistentSession asks the broker to keep the session across
-	// connections (CleanSession false). Subscriptions and the QoS 1
-	// messages sent to the device while it was away survive a reconnect.
-	// EventConnected says whether the broker resumed the session. paho
-	// resends an unacknowledged publish on the next connection. In this
-	// mode, paho reports it complete before its PUBACK. Publish returns
-	// ErrUnconfirmed for it rather than success. A caller that removes a
-	// message only when Publish succeeds thus still loses nothing.
-	PersistentSession bool
-
-	// SessionExpiry is how long an MQTT 5 broker keeps a PersistentSession
-	// after its connection ends (0 means a day). The broker may grant less,
-	// and the agent takes what it grants. MQTT 3.1.1 has no such field.
-	SessionExpiry time.Duration
-	// RedirectDomains names where an MQTT 5 broker may send the device with
-	// 0x9C (use another server) or 0x9D (server moved) and a Server
-	// Reference. These add to the hosts of Broker and Failover.
-	// "example.com" allows example.com and every name under it. A reference
-	// elsewhere is refused (EventRedirectRefused). The next attempt then
-	// goes where it would have gone. A redirected attempt keeps the
-	// endpoint's scheme, credentials and the policy's wait. TLS stays TLS,
-	// verified against the new host's name.
-	RedirectDomains []string
-	// MaxRedirects bounds the references followed in a row without a
-	// session (0 means 3): a broker cannot keep the device hopping.
-	MaxRedirects int
+	// Session is what the broker keeps of the device's session between
+	// connections (the zero value: nothing).
+	Session Session
+	// Redirects is where an MQTT 5 broker may send the device.
+	Redirects Redirects
 
 	// Timing is the reconnect timing (nil: DefaultTiming()). A fleet may share one.
 	Timing *Timing
@@ -144,6 +96,78 @@ type Config struct {
 	OnEvent func(Event)
 	// Logger receives the agent's log (nil: discarded).
 	Logger *slog.Logger
+}
+
+// Credentials are an agent's MQTT credentials. Credentials in the Broker
+// URL (tcp://user:pass@host) are taken as these.
+type Credentials struct {
+	// Username and Password go only to TLS endpoints unless AllowPlaintext
+	// is set. The password is never logged and never in an error.
+	Username string
+	Password string
+	// AllowPlaintext lets them go to plaintext (tcp://, mqtt://) endpoints,
+	// where anyone on the path can read them: for a lab, or a broker on the
+	// same host. New logs a warning when it is used. Mixing TLS and
+	// plaintext endpoints is refused whatever it says: a failover must not
+	// be a downgrade.
+	AllowPlaintext bool
+}
+
+// IncomingLimits bound what a broker can make an agent hold: one packet,
+// and the messages waiting for their handlers. Zero fields take their
+// defaults.
+type IncomingLimits struct {
+	// MaxPacket bounds one incoming MQTT packet, in bytes of its remaining
+	// length (0 means DefaultMaxIncomingPacket; at least MinIncomingPacket,
+	// at most MQTT's 268,435,455). A packet that declares more closes the
+	// connection before any of it is read: a PacketTooLargeError, reported
+	// as EventPacketTooLarge and to Metrics, and the agent reconnects on the
+	// policy's schedule.
+	MaxPacket int
+	// Queue and QueueBytes bound the messages waiting for their handlers,
+	// the one being handled included. 0 means DefaultIncomingQueue (32)
+	// and DefaultIncomingQueueBytes (1 MiB). One message is always taken,
+	// whatever its size. Handlers run one at a time, in the order the
+	// messages arrived. Past these bounds the agent reads no more from the
+	// broker until a handler catches up (TCP's back-pressure).
+	// Stats.BackPressure and BackPressureCounter count the time held so. A
+	// handler held longer than KeepAlive + PingTimeout ends the session, as
+	// the agent reads no PINGRESP meanwhile.
+	Queue      int
+	QueueBytes int
+}
+
+// Session is what a broker keeps of a device's session between its
+// connections.
+type Session struct {
+	// Persistent asks the broker to keep the session across connections
+	// (CleanSession false). Subscriptions and the QoS 1 messages sent to
+	// the device while it was away survive a reconnect. EventConnected
+	// says whether the broker resumed the session. paho resends an
+	// unacknowledged publish on the next connection. In this mode, paho
+	// reports it complete before its PUBACK. Publish returns
+	// ErrUnconfirmed for it rather than success. A caller that removes a
+	// message only when Publish succeeds thus still loses nothing.
+	Persistent bool
+	// Expiry is how long an MQTT 5 broker keeps a persistent session after
+	// its connection ends (0 means a day). The broker may grant less, and
+	// the agent takes what it grants. MQTT 3.1.1 has no such field.
+	Expiry time.Duration
+}
+
+// Redirects is where an MQTT 5 broker may send a device with 0x9C (use
+// another server) or 0x9D (server moved) and a Server Reference.
+type Redirects struct {
+	// Domains add to the hosts of Broker and Failover. "example.com"
+	// allows example.com and every name under it. A reference elsewhere
+	// is refused (EventRedirectRefused). The next attempt then goes where
+	// it would have gone. A redirected attempt keeps the endpoint's scheme,
+	// credentials and the policy's wait. TLS stays TLS, verified against
+	// the new host's name.
+	Domains []string
+	// Max bounds the references followed in a row without a session (0
+	// means 3): a broker cannot keep the device hopping.
+	Max int
 }
 
 // LogValue keeps credentials out of any log that prints a Config: URLs
@@ -161,7 +185,7 @@ func (c Config) LogValue() slog.Value {
 		}
 		attrs = append(attrs, slog.String("failover", strings.Join(fs, ", ")))
 	}
-	user, pass, from := c.Username != "", c.Password != "", "none"
+	user, pass, from := c.Credentials.Username != "", c.Credentials.Password != "", "none"
 	if u, err := url.Parse(c.Broker); err == nil && u.User != nil {
 		_, inURL := u.User.Password()
 		user, pass, from = user || u.User.Username() != "", pass || inURL, "broker_url"
@@ -171,18 +195,18 @@ func (c Config) LogValue() slog.Value {
 	return slog.GroupValue(append(attrs, slog.String("client_id", c.ClientID), slog.Bool("username_set", user),
 		slog.Bool("password_set", pass), slog.String("credentials_from", from),
 		slog.Bool("client_certificate", c.TLS != nil && len(c.TLS.Certificates) > 0),
-		slog.Bool("allow_plaintext", c.AllowPlaintext))...)
+		slog.Bool("allow_plaintext", c.Credentials.AllowPlaintext))...)
 }
 
 // withDefaults checks cfg's limits and timeouts and sets those left at 0
 // to their defaults.
 func withDefaults(cfg *Config) error {
 	switch {
-	case cfg.MaxIncomingPacket != 0 && (cfg.MaxIncomingPacket < MinIncomingPacket || cfg.MaxIncomingPacket > transport.MaxRemainingLength):
-		return configError("MaxIncomingPacket", "{MaxIncomingPacket} %d is outside [%d, %d] (0 means the default)",
-			cfg.MaxIncomingPacket, MinIncomingPacket, transport.MaxRemainingLength)
-	case cfg.MaxIncomingPacket == 0:
-		cfg.MaxIncomingPacket = DefaultMaxIncomingPacket
+	case cfg.Incoming.MaxPacket != 0 && (cfg.Incoming.MaxPacket < MinIncomingPacket || cfg.Incoming.MaxPacket > transport.MaxRemainingLength):
+		return configError("Incoming.MaxPacket", "{Incoming.MaxPacket} %d is outside [%d, %d] (0 means the default)",
+			cfg.Incoming.MaxPacket, MinIncomingPacket, transport.MaxRemainingLength)
+	case cfg.Incoming.MaxPacket == 0:
+		cfg.Incoming.MaxPacket = DefaultMaxIncomingPacket
 	}
 	switch {
 	case cfg.KeepAlive < 0:
@@ -197,33 +221,33 @@ func withDefaults(cfg *Config) error {
 		return configError("KeepAlive", "{KeepAlive} %v is over MQTT's %v", cfg.KeepAlive, MaxKeepAlive)
 	}
 	switch {
-	case cfg.IncomingQueue < 0:
-		return configError("IncomingQueue", "{IncomingQueue} must be >= 0, got %d", cfg.IncomingQueue)
-	case cfg.IncomingQueueBytes < 0:
-		return configError("IncomingQueueBytes", "{IncomingQueueBytes} must be >= 0, got %d", cfg.IncomingQueueBytes)
+	case cfg.Incoming.Queue < 0:
+		return configError("Incoming.Queue", "{Incoming.Queue} must be >= 0, got %d", cfg.Incoming.Queue)
+	case cfg.Incoming.QueueBytes < 0:
+		return configError("Incoming.QueueBytes", "{Incoming.QueueBytes} must be >= 0, got %d", cfg.Incoming.QueueBytes)
 	case cfg.Protocol != MQTT311 && cfg.Protocol != MQTT5:
 		return configError("Protocol", "unknown {Protocol} %d", cfg.Protocol)
-	case cfg.SessionExpiry < 0:
-		return configError("SessionExpiry", "{SessionExpiry} must be >= 0, got %v", cfg.SessionExpiry)
-	case cfg.MaxRedirects < 0:
-		return configError("MaxRedirects", "{MaxRedirects} must be >= 0, got %d", cfg.MaxRedirects)
+	case cfg.Session.Expiry < 0:
+		return configError("Session.Expiry", "{Session.Expiry} must be >= 0, got %v", cfg.Session.Expiry)
+	case cfg.Redirects.Max < 0:
+		return configError("Redirects.Max", "{Redirects.Max} must be >= 0, got %d", cfg.Redirects.Max)
 	}
-	for _, d := range cfg.RedirectDomains {
+	for _, d := range cfg.Redirects.Domains {
 		if !endpoint.HostName(strings.TrimSuffix(strings.ToLower(d), ".")) {
-			return configError("RedirectDomains", "{RedirectDomains} entry %q is not a domain name (example.com)", d)
+			return configError("Redirects.Domains", "{Redirects.Domains} entry %q is not a domain name (example.com)", d)
 		}
 	}
-	if cfg.SessionExpiry == 0 {
-		cfg.SessionExpiry = 24 * time.Hour
+	if cfg.Session.Expiry == 0 {
+		cfg.Session.Expiry = 24 * time.Hour
 	}
-	if cfg.MaxRedirects == 0 {
-		cfg.MaxRedirects = 3
+	if cfg.Redirects.Max == 0 {
+		cfg.Redirects.Max = 3
 	}
-	if cfg.IncomingQueue == 0 {
-		cfg.IncomingQueue = DefaultIncomingQueue
+	if cfg.Incoming.Queue == 0 {
+		cfg.Incoming.Queue = DefaultIncomingQueue
 	}
-	if cfg.IncomingQueueBytes == 0 {
-		cfg.IncomingQueueBytes = DefaultIncomingQueueBytes
+	if cfg.Incoming.QueueBytes == 0 {
+		cfg.Incoming.QueueBytes = DefaultIncomingQueueBytes
 	}
 	if cfg.KeepAlive == 0 {
 		cfg.KeepAlive = 30 * time.Second
@@ -287,7 +311,7 @@ func strayAt(u *url.URL) bool {
 // parseEndpoints parses Broker and Failover. It moves credentials from the
 // Broker URL into cfg, as paho would use them only for its first URL. It
 // enforces the transport rules: credentials only over TLS unless
-// AllowPlaintext, never TLS and plaintext mixed.
+// Credentials.AllowPlaintext, never TLS and plaintext mixed.
 func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 	var endpoints []*url.URL
 	for i, raw := range append([]string{cfg.Broker}, cfg.Failover...) {
@@ -302,7 +326,7 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		}
 		if strayAt(u) {
 			return nil, configError(field, mark+" has an '@' outside its user info: if a password is in it, "+
-				"write it as scheme://user:password@host, or set {Username} and {Password}")
+				"write it as scheme://user:password@host, or set {Credentials.Username} and {Credentials.Password}")
 		}
 		if cfg.Dial == nil && !supportedScheme(u.Scheme) {
 			return nil, configError(field, mark+" scheme %q is not one the agent dials itself (tcp, mqtt, ssl, tls, mqtts, tcps); "+
@@ -310,14 +334,14 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		}
 		if u.User != nil {
 			if i > 0 {
-				return nil, configError(field, mark+" carries credentials: set {Username} and {Password}, "+
+				return nil, configError(field, mark+" carries credentials: set {Credentials.Username} and {Credentials.Password}, "+
 					"which every endpoint uses")
 			}
-			if cfg.Username != "" || cfg.Password != "" {
-				return nil, configError("Broker", "credentials both in {Broker} and in {Username} or {Password}")
+			if cfg.Credentials.Username != "" || cfg.Credentials.Password != "" {
+				return nil, configError("Broker", "credentials both in {Broker} and in {Credentials.Username} or {Credentials.Password}")
 			}
-			cfg.Username = u.User.Username()
-			cfg.Password, _ = u.User.Password()
+			cfg.Credentials.Username = u.User.Username()
+			cfg.Credentials.Password, _ = u.User.Password()
 			u.User = nil
 		}
 		if len(endpoints) > 0 && tlsScheme(u.Scheme) != tlsScheme(endpoints[0].Scheme) {
@@ -326,9 +350,9 @@ func parseEndpoints(cfg *Config) ([]*url.URL, error) {
 		}
 		endpoints = append(endpoints, u)
 	}
-	if (cfg.Username != "" || cfg.Password != "") && !tlsScheme(endpoints[0].Scheme) && !cfg.AllowPlaintext {
-		return nil, configError("AllowPlaintext", "credentials set but %s is not TLS (ssl://, mqtts://): "+
-			"anyone on the path could read them; use TLS, or set {AllowPlaintext}", endpoints[0].Redacted())
+	if (cfg.Credentials.Username != "" || cfg.Credentials.Password != "") && !tlsScheme(endpoints[0].Scheme) && !cfg.Credentials.AllowPlaintext {
+		return nil, configError("Credentials.AllowPlaintext", "credentials set but %s is not TLS (ssl://, mqtts://): "+
+			"anyone on the path could read them; use TLS, or set {Credentials.AllowPlaintext}", endpoints[0].Redacted())
 	}
 	return endpoints, nil
 }
@@ -342,7 +366,7 @@ func security(u *url.URL) string { return endpoint.Security(u) }
 // Once made one is not changed, so it is safe to share.
 type ConfigError struct {
 	// Field is the Config field at fault, as Go names it: "Broker",
-	// "Failover[1]", "MaxIncomingPacket".
+	// "Failover[1]", "Incoming.MaxPacket".
 	Field string
 	// format is the message, each field it names written {Field}; args
 	// are its verbs' values, which Rename never reads for fields.
@@ -380,7 +404,7 @@ func (e *ConfigError) Rename(name func(field string) string) string {
 	return fmt.Sprintf(f.String(), e.args...)
 }
 
-// The defaults of Config.IncomingQueue and IncomingQueueBytes: enough to
+// The defaults of Config.Incoming.Queue and QueueBytes: enough to
 // ride out a handler's pause, little enough for any device.
 const (
 	DefaultIncomingQueue      = 32

@@ -6,12 +6,12 @@ import (
 	"github.com/herdguard/herdguard/device/internal/transport"
 )
 
-// DefaultMaxIncomingPacket is Config.MaxIncomingPacket's default: far above
+// DefaultMaxIncomingPacket is Config.Incoming.MaxPacket's default: far above
 // any command or configuration a device is sent, far below what would starve
 // a device of memory.
 const DefaultMaxIncomingPacket = 256 << 10
 
-// MinIncomingPacket is the least Config.MaxIncomingPacket: below it even a
+// MinIncomingPacket is the least Config.Incoming.MaxPacket: below it even a
 // CONNACK or a SUBACK would not fit, and the device could never connect.
 const MinIncomingPacket = 64
 
@@ -20,7 +20,7 @@ const MinIncomingPacket = 64
 const MaxKeepAlive = 65535 * time.Second
 
 // PacketTooLargeError is why the agent closed a connection whose next
-// packet declared more bytes than Config.MaxIncomingPacket (Length, Limit),
+// packet declared more bytes than Config.Incoming.MaxPacket (Length, Limit),
 // or whose length was malformed (Length -1). Type is the MQTT control
 // packet type. The agent closes the connection before paho reads the
 // packet: paho v1.5.1 allocates whatever length a header declares, so one

@@ -33,7 +33,7 @@ const (
 	// EventHandlerPanic: a subscription handler panicked (Err). The agent
 	// carries on.
 	EventHandlerPanic
-	// EventPacketTooLarge: a packet over MaxIncomingPacket closed the
+	// EventPacketTooLarge: a packet over Incoming.MaxPacket closed the
 	// connection (Err: *PacketTooLargeError).
 	EventPacketTooLarge
 	// EventRedirected: an MQTT 5 broker named another server. The next
@@ -62,7 +62,7 @@ type Event struct {
 	Delay   time.Duration
 	Code    int // CONNACK code for EventAttemptFailed (NoConnack if none)
 	// SessionPresent: for EventConnected, the broker resumed a persistent
-	// session (Config.PersistentSession).
+	// session (Config.Session.Persistent).
 	SessionPresent bool
 	// Endpoint is the broker URL of the attempt (EventConnecting,
 	// EventConnected, EventAttemptFailed).
@@ -86,7 +86,7 @@ type Metrics interface {
 }
 
 // PacketTooLargeCounter is a Metrics that also counts connections closed
-// because an incoming packet declared more than Config.MaxIncomingPacket.
+// because an incoming packet declared more than Config.Incoming.MaxPacket.
 // It is optional, so that Metrics written before it still compile. The agent
 // finds it by a type assertion on Config.Metrics and calls it from the same
 // loop, so the same rule holds: safe for concurrent use if shared by agents.
@@ -127,7 +127,7 @@ type Stats struct {
 	Attempts int64         // connect attempts made
 	Waiting  time.Duration // time spent waiting before attempts
 	// BackPressure is the time the agent read nothing from the broker
-	// because its handlers were behind (Config.IncomingQueue).
+	// because its handlers were behind (Config.Incoming.Queue).
 	BackPressure time.Duration
 	// Unsolicited counts messages on topics the agent never subscribed
 	// to: each was acknowledged and dropped.

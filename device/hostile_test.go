@@ -253,7 +253,7 @@ func TestPacketAtTheLimitIsDelivered(t *testing.T) {
 		if _, err := c.Write(append(header(0x30, limit), body...)); err == nil {
 			_, _ = io.Copy(io.Discard, c)
 		}
-	}, func(c *device.Config) { c.MaxIncomingPacket = limit })
+	}, func(c *device.Config) { c.Incoming.MaxPacket = limit })
 	require.NoError(t, r.agent.Subscribe(context.Background(), topic, 0, func(_ string, p []byte) { got <- len(p) }))
 	r.bootAndConnect()
 	select {
@@ -284,7 +284,7 @@ func TestMalformedLengthClosesTheConnection(t *testing.T) {
 
 func TestMaxIncomingPacketIsValidated(t *testing.T) {
 	for _, n := range []int{-1, 1, device.MinIncomingPacket - 1, 1 << 28} {
-		_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", MaxIncomingPacket: n})
+		_, err := device.New(device.Config{Broker: "tcp://127.0.0.1:1883", ClientID: "x", Incoming: device.IncomingLimits{MaxPacket: n}})
 		assert.Error(t, err, n)
 	}
 }

@@ -106,7 +106,7 @@ func TestAFloodOfMessagesMeetsBackPressure(t *testing.T) {
 					tm := device.DefaultTiming()
 					tm.BootSpread = time.Millisecond
 					agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm, Protocol: proto,
-						Dial: floodingBroker(flood, size, &written), Source: rand.NewPCG(1, 1), IncomingQueue: tc.queue, IncomingQueueBytes: tc.bytes})
+						Dial: floodingBroker(flood, size, &written), Source: rand.NewPCG(1, 1), Incoming: device.IncomingLimits{Queue: tc.queue, QueueBytes: tc.bytes}})
 					require.NoError(t, err)
 					release := make(chan struct{})
 					var mu sync.Mutex
@@ -183,7 +183,7 @@ func TestAStuckHandlerEndsTheSessionLikeASilentPath(t *testing.T) {
 			tm.BootSpread = time.Millisecond
 			events := make(chan device.Event, 100)
 			agent, err := device.New(device.Config{Broker: "tcp://flood:1883", ClientID: "dev-1", Timing: &tm, Protocol: proto,
-				Dial: floodingBrokers[proto](100, 1<<10, &written), Source: rand.NewPCG(1, 1), IncomingQueue: 2,
+				Dial: floodingBrokers[proto](100, 1<<10, &written), Source: rand.NewPCG(1, 1), Incoming: device.IncomingLimits{Queue: 2},
 				KeepAlive: 5 * time.Second, PingTimeout: 2 * time.Second, OnEvent: func(e device.Event) { events <- e }})
 			require.NoError(t, err)
 			release := make(chan struct{})

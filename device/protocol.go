@@ -39,10 +39,10 @@ func ParseProtocol(s string) (Protocol, error) {
 // the session's loss on Agent.lost.
 func newProtocol(a *Agent) (transport.Client, error) {
 	cfg := &a.cfg
-	s := transport.Settings{Broker: a.endpoints[0], ClientID: cfg.ClientID, Username: cfg.Username, Password: cfg.Password,
+	s := transport.Settings{Broker: a.endpoints[0], ClientID: cfg.ClientID, Username: cfg.Credentials.Username, Password: cfg.Credentials.Password,
 		KeepAlive: cfg.KeepAlive, PingTimeout: cfg.PingTimeout, ConnectTimeout: cfg.ConnectTimeout,
-		PersistentSession: cfg.PersistentSession, SessionExpiry: cfg.SessionExpiry,
-		IncomingQueue: cfg.IncomingQueue, IncomingQueueBytes: cfg.IncomingQueueBytes, MaxIncomingPacket: cfg.MaxIncomingPacket}
+		PersistentSession: cfg.Session.Persistent, SessionExpiry: cfg.Session.Expiry,
+		IncomingQueue: cfg.Incoming.Queue, IncomingQueueBytes: cfg.Incoming.QueueBytes, MaxIncomingPacket: cfg.Incoming.MaxPacket}
 	c, err := transport.New(s, host{a}, cfg.Protocol == MQTT5)
 	if errors.Is(err, transport.ErrNoMQTT5) {
 		return nil, configError("Protocol", "{Protocol} is MQTT 5, and this firmware was built without it (nomqtt5)")
@@ -75,7 +75,7 @@ func (h host) Dial(timeout time.Duration, v5 bool) (*transport.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := transport.NewConn(conn, a.cfg.MaxIncomingPacket, v5, &a.maxQoS)
+	g := transport.NewConn(conn, a.cfg.Incoming.MaxPacket, v5, &a.maxQoS)
 	a.wire.Store(g)
 	if err := ctx.Err(); err != nil { // stopped while dialling: connect may have missed this conn
 		conn.Close()

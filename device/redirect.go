@@ -11,7 +11,7 @@ import (
 // named with 0x9C (use another server) or 0x9D (server moved). It does so
 // if err carries one and the Config allows it. It reports whether it did. A
 // reference the Config does not allow is refused. So is one past
-// MaxRedirects in a row without a session. A refusal makes an event and a
+// Redirects.Max in a row without a session. A refusal makes an event and a
 // log line. The next attempt then goes where it would have gone. The wait
 // before it is the policy's either way: a redirect never makes the device
 // retry sooner.
@@ -37,10 +37,10 @@ func (a *Agent) followRedirect(err error) bool {
 	switch {
 	case ref == "":
 		return refuse("the broker named no server")
-	case a.hops >= a.cfg.MaxRedirects:
-		return refuse(fmt.Sprintf("%d redirects in a row without a session (MaxRedirects)", a.hops))
+	case a.hops >= a.cfg.Redirects.Max:
+		return refuse(fmt.Sprintf("%d redirects in a row without a session (Redirects.Max)", a.hops))
 	}
-	u, why := endpoint.Redirect(ref, a.target(), a.endpoints, a.cfg.RedirectDomains)
+	u, why := endpoint.Redirect(ref, a.target(), a.endpoints, a.cfg.Redirects.Domains)
 	if u == nil {
 		return refuse(why)
 	}

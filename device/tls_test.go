@@ -65,7 +65,7 @@ func TestTheAgentNeverSpeaksTLSBelow12(t *testing.T) {
 	tm := device.DefaultTiming()
 	tm.BootSpread = time.Millisecond
 	events := make(chan device.Event, 100)
-	a, err := device.New(device.Config{Broker: "ssl://" + ln.Addr().String(), ClientID: "dev-1", Username: "u", Password: "s3cret",
+	a, err := device.New(device.Config{Broker: "ssl://" + ln.Addr().String(), ClientID: "dev-1", Credentials: device.Credentials{Username: "u", Password: "s3cret"},
 		TLS: weak, Timing: &tm, OnEvent: func(e device.Event) { events <- e }})
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))

@@ -207,7 +207,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 	rigFor := func(t *testing.T, n nodes) *rig {
 		return newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
 			mqtt5(c)
-			c.Broker, c.Dial, c.RedirectDomains = "tcp://a.fleet.test:1883", n.dial, []string{"fleet.test"}
+			c.Broker, c.Dial, c.Redirects.Domains = "tcp://a.fleet.test:1883", n.dial, []string{"fleet.test"}
 		})
 	}
 	t.Run("to an allowed node, after the policy's wait", func(t *testing.T) {
@@ -268,7 +268,7 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 			assert.Equal(t, want, r.next(device.EventConnected).Endpoint, ref)
 		}
 	})
-	t.Run("at most MaxRedirects in a row", func(t *testing.T) {
+	t.Run("at most Redirects.Max in a row", func(t *testing.T) {
 		n := newNodes(t, "a.fleet.test", "b.fleet.test")
 		require.NoError(t, n["a.fleet.test"].Faults().RefuseTo(device.CodeUseAnotherServer, "b.fleet.test", "dev-1"))
 		require.NoError(t, n["b.fleet.test"].Faults().RefuseTo(device.CodeUseAnotherServer, "a.fleet.test", "dev-1"))
@@ -373,7 +373,7 @@ func TestMQTT5AgentSendsItsLimitsAndHonoursServerKeepAlive(t *testing.T) {
 		tm.BootSpread = time.Millisecond
 		events := make(chan device.Event, 100)
 		agent, err := device.New(device.Config{Broker: "tcp://b:1883", ClientID: "dev-1", Protocol: device.MQTT5, Dial: dial,
-			Timing: &tm, Source: rand.NewPCG(1, 1), MaxIncomingPacket: 4096, IncomingQueue: 7, PersistentSession: true,
+			Timing: &tm, Source: rand.NewPCG(1, 1), Incoming: device.IncomingLimits{MaxPacket: 4096, Queue: 7}, Session: device.Session{Persistent: true},
 			KeepAlive: time.Minute, PingTimeout: 3 * time.Second, OnEvent: func(e device.Event) { events <- e }})
 		require.NoError(t, err)
 		require.NoError(t, agent.Start(context.Background()))
@@ -575,7 +575,7 @@ func TestMQTT5UnknownCodesAreProtocolErrors(t *testing.T) {
 func TestMQTT5BrokerKeepsToTheDevicesMaximumPacketSize(t *testing.T) {
 	r := newRig(t, testbroker.Config{Transport: testbroker.Memory}, func(c *device.Config) {
 		mqtt5(c)
-		c.MaxIncomingPacket = 1024
+		c.Incoming.MaxPacket = 1024
 	})
 	r.bootAndConnect()
 	got := make(chan []byte, 4)

@@ -155,7 +155,7 @@ func TestNothingLostAcrossRestartsAndDrops(t *testing.T) {
 	require.NoError(t, agent.Stop(stopCtx))
 }
 
-// TestPersistentSessionKeepsUnacknowledgedMessage: with PersistentSession a
+// TestPersistentSessionKeepsUnacknowledgedMessage: with Session.Persistent a
 // message the broker never acknowledged is in flight across a broker
 // restart; the session resumes and paho resends it, completing the original
 // publish before any PUBACK. The publisher must keep the message until a
@@ -170,7 +170,7 @@ func TestPersistentSessionKeepsUnacknowledgedMessage(t *testing.T) {
 	tm.Policy, tm.BootSpread, tm.Guard = p, time.Millisecond, nil
 	events := make(chan device.Event, 100)
 	agent, err := device.New(device.Config{Broker: b.URL(), ClientID: "dev-p", Dial: b.DialContext, Timing: &tm,
-		Source: rand.NewPCG(1, 2), PersistentSession: true,
+		Source: rand.NewPCG(1, 2), Session: device.Session{Persistent: true},
 		OnEvent: func(e device.Event) {
 			select {
 			case events <- e:

@@ -16,19 +16,19 @@ import (
 // A field the command never sets has no flag: it is named in words, as
 // built in.
 var configFlags = map[string]string{
-	"Broker":            "-broker",
-	"Failover":          "-failover",
-	"ClientID":          "-client-id",
-	"Username":          "-username",
-	"Password":          "HERDGUARD_PASSWORD (or -password-file)",
-	"AllowPlaintext":    "-allow-plaintext",
-	"TLS":               "-ca, -cert and -key",
-	"MaxIncomingPacket": "-max-packet",
-	"KeepAlive":         "-keepalive",
-	"PingTimeout":       "-ping-timeout",
-	"Protocol":          "-mqtt-version",
-	"RedirectDomains":   "-redirect-domains",
-	"Dial":              "only a Go program's own dialer",
+	"Broker":                     "-broker",
+	"Failover":                   "-failover",
+	"ClientID":                   "-client-id",
+	"Credentials.Username":       "-username",
+	"Credentials.Password":       "HERDGUARD_PASSWORD (or -password-file)",
+	"Credentials.AllowPlaintext": "-allow-plaintext",
+	"TLS":                        "-ca, -cert and -key",
+	"Incoming.MaxPacket":         "-max-packet",
+	"KeepAlive":                  "-keepalive",
+	"PingTimeout":                "-ping-timeout",
+	"Protocol":                   "-mqtt-version",
+	"Redirects.Domains":          "-redirect-domains",
+	"Dial":                       "only a Go program's own dialer",
 }
 
 // flagOf is what sets a device.Config field here, for ConfigError.Rename:
@@ -45,10 +45,11 @@ func flagOf(field string) string {
 	return flag
 }
 
-// inWords spells a Go name in lower-case words: "connect timeout".
+// inWords spells a Go name in lower-case words: "connect timeout", and
+// "incoming queue" for Incoming.Queue.
 func inWords(name string) string {
 	var b strings.Builder
-	for i, r := range name {
+	for i, r := range strings.ReplaceAll(name, ".", "") {
 		if i > 0 && unicode.IsUpper(r) {
 			b.WriteByte(' ')
 		}

@@ -13,7 +13,7 @@ import (
 
 // goFields matches what names a Go field rather than a flag: Config.X, or
 // a field of device.Config's or remoteconfig.Config's by its own name.
-var goFields = regexp.MustCompile(`Config\.|\b(AllowPlaintext|ClientID|MaxIncomingPacket|RedirectDomains|KeepAlive|` +
+var goFields = regexp.MustCompile(`Config\.|\b(AllowPlaintext|Credentials|ClientID|MaxPacket|Incoming|Redirects|Domains|KeepAlive|` +
 	`PingTimeout|Broker|Failover|Username|Password|Protocol|Dial)\b`)
 
 // What device.New and remoteconfig.New refuse of the Config the command

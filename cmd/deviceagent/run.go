@@ -406,10 +406,11 @@ func newAgent(o *options, log *slog.Logger) (*device.Agent, device.Config, error
 	}
 	timing.Policy = policy
 	failover := commaList(o.failover)
-	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID, Username: o.username, Password: o.password,
-		AllowPlaintext: o.allowPlaintext, MaxIncomingPacket: int(o.maxPacket),
-		KeepAlive: o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log,
-		RedirectDomains: commaList(o.redirectDomains)}
+	cfg := device.Config{Broker: o.broker, Failover: failover, ClientID: o.clientID,
+		Credentials: device.Credentials{Username: o.username, Password: o.password, AllowPlaintext: o.allowPlaintext},
+		Incoming:    device.IncomingLimits{MaxPacket: int(o.maxPacket)},
+		KeepAlive:   o.keepAlive, PingTimeout: o.pingTimeout, Timing: &timing, Logger: log,
+		Redirects: device.Redirects{Domains: commaList(o.redirectDomains)}}
 	cfg.Protocol, _ = device.ParseProtocol(o.mqttVersion) // checked with the flags
 	if cfg.TLS, err = o.loadTLS(); err != nil {
 		return nil, cfg, err

@@ -13,7 +13,7 @@ import (
 // reference is "host", "host:port", or a URL of no more than those. Of a
 // space-separated list, the first counts. The host must be a configured
 // endpoint's, or a name of letters, digits and hyphens under one of
-// RedirectDomains: no IP address but an endpoint's, no IPv6 zone, nothing
+// the agent's redirect domains: no IP address but an endpoint's, no IPv6 zone, nothing
 // a resolver would read other than as the name checked. A port, if named,
 // must be one of the endpoints'; otherwise the current endpoint's is kept,
 // as is its scheme. The URL is built from the parts checked, so what is

@@ -55,7 +55,7 @@ func NewFleet() *Fleet {
 	}
 	f.lost = prometheus.NewCounter(prometheus.CounterOpts{Name: "herdguard_sessions_lost_total", Help: "Sessions lost (the connection failed or the broker ended it; not an agent stopped)."})
 	f.tooLarge = prometheus.NewCounter(prometheus.CounterOpts{Name: "herdguard_packets_too_large_total",
-		Help: "Connections a device closed because an incoming packet declared more than its limit (device.Config.MaxIncomingPacket)."})
+		Help: "Connections a device closed because an incoming packet declared more than its limit (device.Config.Incoming.MaxPacket)."})
 	f.reg.MustRegister(attempts, f.lost, f.tooLarge)
 	return f
 }

@@ -208,13 +208,13 @@ var kept = map[string]string{
 	"device.PacketTooLargeCounter": "an optional Metrics hook: connections closed on an oversized packet",
 	// errors a caller finds with errors.As (aliases of the transport's)
 	"device.DisconnectError":     "errors.As: the broker's MQTT 5 DISCONNECT and its reason",
-	"device.PacketTooLargeError": "errors.As: an incoming packet over MaxIncomingPacket",
+	"device.PacketTooLargeError": "errors.As: an incoming packet over Incoming.MaxPacket",
 	"device.ProtocolError":       "errors.As: a broker that broke MQTT",
 	// options and the defaults their fields document
 	"device.CredentialsArePermanent":       "a Timing.Credentials value (an alias's, which the kind rule cannot see)",
 	"device.RetryCredentialsAtCap":         "a Timing.Credentials value (an alias's, which the kind rule cannot see)",
-	"device.DefaultIncomingQueue":          "Config.IncomingQueue's default, which its doc names",
-	"device.DefaultIncomingQueueBytes":     "Config.IncomingQueueBytes's default, which its doc names",
+	"device.DefaultIncomingQueue":          "Config.Incoming.Queue's default, which its doc names",
+	"device.DefaultIncomingQueueBytes":     "Config.Incoming.QueueBytes's default, which its doc names",
 	"fault.CodeConnectionRateExceeded":     "an Admission.Code: MQTT 5's 0x9F",
 	"fault.CodeQuotaExceeded":              "an Admission.Code: MQTT 5's 0x97",
 	"reconnect.DefaultFleetSafe":           "the fleet-safe shape's documented settings",

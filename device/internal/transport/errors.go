@@ -29,7 +29,7 @@ func (p Protocol) String() string {
 }
 
 // PacketTooLargeError is why the agent closed a connection whose next
-// packet declared more bytes than Config.MaxIncomingPacket, or whose length
+// packet declared more bytes than Config.Incoming.MaxPacket, or whose length
 // was malformed. The guard closes the connection before the client reads
 // the packet: paho v1.5.1 allocates whatever length a header declares, then
 // copies the payload again, so one hostile header could take a device's
@@ -45,7 +45,7 @@ func (e *PacketTooLargeError) Error() string {
 	if e.Length < 0 {
 		return fmt.Sprintf("device: incoming MQTT packet (type %d) has a malformed length", e.Type)
 	}
-	return fmt.Sprintf("device: incoming MQTT packet (type %d) declares %d bytes, over the %d-byte limit (Config.MaxIncomingPacket)",
+	return fmt.Sprintf("device: incoming MQTT packet (type %d) declares %d bytes, over the %d-byte limit (Config.Incoming.MaxPacket)",
 		e.Type, e.Length, e.Limit)
 }
 
