@@ -8,7 +8,7 @@ import (
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/planner"
 	"github.com/herdguard/herdguard/internal/policyfit"
-	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/report/external"
 )
 
 // InferPolicy says which reconnect policy the fleet runs, from each
@@ -62,18 +62,18 @@ func named(r policyfit.Inference) bool {
 }
 
 // PolicyOf is an inference as the report has it.
-func PolicyOf(r policyfit.Inference, identified bool) *report.Policy {
-	p := &report.Policy{Fleet: fitOf(r.Fleet), Unsure: len(r.Unsure), Identified: identified}
+func PolicyOf(r policyfit.Inference, identified bool) *external.Policy {
+	p := &external.Policy{Fleet: fitOf(r.Fleet), Unsure: len(r.Unsure), Identified: identified}
 	for _, g := range r.Groups {
-		pg := report.PolicyGroup{Devices: len(g.IDs), Fit: fitOf(g.Fit)}
-		pg.IDs = g.IDs[:min(len(g.IDs), report.MaxGroupIDs)]
+		pg := external.Group{Devices: len(g.IDs), Fit: fitOf(g.Fit)}
+		pg.IDs = g.IDs[:min(len(g.IDs), external.MaxGroupIDs)]
 		p.Groups = append(p.Groups, pg)
 	}
 	return p
 }
 
-func fitOf(f policyfit.Fit) report.PolicyFit {
-	pf := report.PolicyFit{Family: string(f.Family), BaseS: secs(f.Base), Factor: f.Factor, StepS: secs(f.Step),
+func fitOf(f policyfit.Fit) external.Fit {
+	pf := external.Fit{Family: string(f.Family), BaseS: secs(f.Base), Factor: f.Factor, StepS: secs(f.Step),
 		JitterS: secs(f.Jitter), JitterFraction: f.JitterFraction, JitterAtCap: f.JitterAtCap, CapS: secs(f.Cap),
 		CapAtLeastS: secs(f.CapAtLeast), FirstImmediate: f.FirstImmediate, Spec: f.Spec, NoSpec: f.NoSpec,
 		Devices: f.Devices, Retries: f.Retries, Margin: f.Margin, RunnerUp: string(f.RunnerUp), KS: f.KS}
@@ -94,7 +94,7 @@ func secs(d time.Duration) float64 { return d.Seconds() }
 // Prediction is the planner's question of the policy inferred, run at
 // devices behind p's admission after its outage, as the fleet's current
 // policy; note says what it assumed, why why none can run.
-func Prediction(inferred *report.Policy, p plan.Plan, devices int) (q planner.Question, note, why string) {
+func Prediction(inferred *external.Policy, p plan.Plan, devices int) (q planner.Question, note, why string) {
 	fit, why := inferred.Runnable()
 	if why != "" {
 		return q, "", why

@@ -9,6 +9,7 @@ import (
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
+	"github.com/herdguard/herdguard/internal/report/external"
 )
 
 // errNoStorm is Run's error when the storm never began.
@@ -145,13 +146,13 @@ func countOf(a fault.Attempt) report.ProxyCounts {
 
 // external is how the fleet's devices were told apart, and who of them
 // has no session now.
-func (s *Storm) external(fl *fleet) *report.External {
-	x := &report.External{ByClientID: len(fl.ids), BySession: fl.anonymous, Identified: s.cfg.Identify}
+func (s *Storm) external(fl *fleet) *external.Devices {
+	x := &external.Devices{ByClientID: len(fl.ids), BySession: fl.anonymous, Identified: s.cfg.Identify}
 	open, anonymous := s.openSessions()
 	for _, id := range fl.ids {
 		if !open[id] {
 			x.NeverBackCount++
-			if len(x.NeverBack) < report.MaxNeverBack {
+			if len(x.NeverBack) < external.MaxNeverBack {
 				x.NeverBack = append(x.NeverBack, id)
 			}
 		}

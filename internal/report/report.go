@@ -25,6 +25,7 @@ import (
 	"github.com/herdguard/herdguard/internal/datadir"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/rendezvous"
+	"github.com/herdguard/herdguard/internal/report/external"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -106,8 +107,8 @@ type Measures struct {
 	// External is how someone else's fleet was told apart, stormed through
 	// the proxy (devicesim proxy), and Inferred which reconnect policy it
 	// runs.
-	External *External `json:"external,omitempty"`
-	Inferred *Policy   `json:"inferred_policy,omitempty"`
+	External *external.Devices `json:"external,omitempty"`
+	Inferred *external.Policy  `json:"inferred_policy,omitempty"`
 }
 
 // Parts are the run's parts, each judged on its own: a timeline's
@@ -319,8 +320,8 @@ func (r *Report) JSON() ([]byte, error) { return json.MarshalIndent(r, "", "  ")
 // Summary writes the human-readable summary.
 func (r *Report) Summary(w io.Writer) {
 	r.writeRecovery(w)
-	r.writeExternal(w)
-	r.writePolicy(w)
+	r.External.Write(w)
+	r.Inferred.Write(w)
 	r.writeParts(w)
 	r.writePaths(w)
 	r.writeVerdicts(w)

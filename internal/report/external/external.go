@@ -1,4 +1,8 @@
-package report
+// Package external holds what a report of someone else's fleet, stormed
+// through the fault proxy (devicesim proxy), knows beyond its attempts: how
+// its devices were told apart, those never back, and which reconnect
+// policy they run.
+package external
 
 import (
 	"fmt"
@@ -6,12 +10,62 @@ import (
 	"strings"
 )
 
+// Devices is how a storm of someone else's fleet told its devices apart,
+// and those never back.
+type Devices struct {
+	// ByClientID counts the devices known by their client ID; BySession
+	// those known only as a session (under TLS nothing names them).
+	ByClientID int `json:"by_client_id"`
+	BySession  int `json:"by_session"`
+	// Identified: the proxies read each refused attempt's CONNECT
+	// (-identify), so every attempt carries its client ID.
+	Identified bool `json:"identified"`
+	// NeverBack names the devices with no session when the watch ended,
+	// at most MaxNeverBack of them; NeverBackCount counts them all.
+	NeverBack      []string `json:"never_back,omitempty"`
+	NeverBackCount int      `json:"never_back_count"`
+}
+
+// MaxNeverBack is the most devices never back a report names.
+const MaxNeverBack = 100
+
+// Write writes how the fleet's devices were told apart, and who never
+// came back; nothing for a nil Devices.
+func (x *Devices) Write(w io.Writer) {
+	if x == nil {
+		return
+	}
+	how := "by client ID"
+	switch {
+	case x.BySession > 0 && x.ByClientID == 0:
+		how = "by session only (no CONNECT in the clear: TLS?)"
+	case x.BySession > 0:
+		how = fmt.Sprintf("%d by client ID, %d by session only", x.ByClientID, x.BySession)
+	}
+	refused := "refused attempts are counted, not named (-identify names them)"
+	if x.Identified {
+		refused = "refused attempts named too (-identify)"
+	}
+	fmt.Fprintf(w, "the fleet's devices: %s; %s\n", how, refused)
+	if x.NeverBackCount > 0 {
+		more := ""
+		if x.NeverBackCount > len(x.NeverBack) {
+			more = fmt.Sprintf(" and %d more", x.NeverBackCount-len(x.NeverBack))
+		}
+		named := strings.Join(x.NeverBack, ", ")
+		if named == "" {
+			named = "sessions with no client ID"
+		}
+		fmt.Fprintf(w, "never back (%d): %s%s\n", x.NeverBackCount, named, more)
+	}
+}
+
 // Policy is which reconnect policy an external fleet runs, as its attempts
 // through the proxy tell it (devicesim proxy): the fleet's, and each group
 // of devices that runs one of its own.
 type Policy struct {
-	Fleet  PolicyFit     `json:"fleet"`
-	Groups []PolicyGroup `json:"groups,omitempty"`
+	Fleet  Fit     `json:"fleet"`
+	Groups []Group `json:"groups,omitempty"`
 	// Unsure counts the devices no group could place.
 	Unsure int `json:"unsure,omitempty"`
 	// Identified: refused attempts carried their client IDs (-identify),
@@ -19,21 +73,21 @@ type Policy struct {
 	Identified bool `json:"identified"`
 }
 
-// PolicyGroup is devices that run one policy: the first MaxGroupIDs of
-// their client IDs, and their fit.
-type PolicyGroup struct {
-	Devices int       `json:"devices"`
-	IDs     []string  `json:"ids"`
-	Fit     PolicyFit `json:"fit"`
+// Group is devices that run one policy: the first MaxGroupIDs of their
+// client IDs, and their fit.
+type Group struct {
+	Devices int      `json:"devices"`
+	IDs     []string `json:"ids"`
+	Fit     Fit      `json:"fit"`
 }
 
 // MaxGroupIDs is the most client IDs a report names for a group.
 const MaxGroupIDs = 20
 
-// PolicyFit is a policy family and its parameters, or why none is named
+// Fit is a policy family and its parameters, or why none is named
 // (CannotTell). Times are in seconds; a cap of 0 was not reached
 // (CapAtLeastS is then the longest wait seen).
-type PolicyFit struct {
+type Fit struct {
 	Family         string   `json:"family,omitempty"`
 	CannotTell     string   `json:"cannot_tell,omitempty"`
 	Candidates     []string `json:"candidates,omitempty"`
@@ -57,9 +111,8 @@ type PolicyFit struct {
 	KS       float64 `json:"ks"`
 }
 
-// writePolicy writes which policy the fleet runs.
-func (r *Report) writePolicy(w io.Writer) {
-	p := r.Inferred
+// Write writes which policy the fleet runs; nothing for a nil Policy.
+func (p *Policy) Write(w io.Writer) {
 	if p == nil {
 		return
 	}
@@ -85,7 +138,7 @@ func (r *Report) writePolicy(w io.Writer) {
 
 // describe says a fit in a line: the family and its parameters, how well
 // it fits, and the spec to run it with.
-func (f PolicyFit) describe() string {
+func (f Fit) describe() string {
 	if f.CannotTell != "" {
 		s := "cannot tell: " + f.CannotTell
 		if len(f.Candidates) > 0 {
@@ -136,10 +189,10 @@ func secondsOf(s float64) string {
 // Runnable is the fit a prediction runs: the fleet's, or its largest
 // group's when it runs several; why, if none can run. A nil Policy has
 // none.
-func (p *Policy) Runnable() (PolicyFit, string) {
+func (p *Policy) Runnable() (Fit, string) {
 	switch {
 	case p == nil:
-		return PolicyFit{}, "no device's attempts were read"
+		return Fit{}, "no device's attempts were read"
 	case len(p.Groups) > 1:
 		fit := p.Groups[0].Fit
 		if fit.Spec == "" {
