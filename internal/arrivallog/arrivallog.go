@@ -30,6 +30,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -377,3 +378,17 @@ func (l *Log) method() stormstats.Method {
 	}
 	return m
 }
+
+// Kind is what a log line says happened (brokerline.Kind).
+type Kind = brokerline.Kind
+
+// The kinds a line is counted under.
+const (
+	KindOther      = brokerline.KindOther
+	KindConnect    = brokerline.KindConnect
+	KindDisconnect = brokerline.KindDisconnect
+	KindRefused    = brokerline.KindRefused
+	KindStart      = brokerline.KindStart
+	KindStop       = brokerline.KindStop
+	KindLost       = brokerline.KindLost
+)

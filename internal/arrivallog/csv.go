@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
@@ -195,10 +196,10 @@ func (p *csvParser) classify(ps *parser, line int, t time.Duration, client strin
 		}
 		return ps.rec.record(e, times, line, record)
 	}
-	e := entry{kind: KindConnect, client: client}
+	e := brokerline.Line{Kind: brokerline.KindConnect, Client: client}
 	if p.event < len(p.fields) {
-		if e.kind = keywordKind(p.fields[p.event]); e.kind == KindOther {
-			e.label = p.fields[p.event]
+		if e.Kind = keywordKind(p.fields[p.event]); e.Kind == brokerline.KindOther {
+			e.Label = p.fields[p.event]
 		}
 	}
 	return ps.rec.record(e, lineTimes{own: t, ownTimed: true, ownDigits: 9}, line, record)

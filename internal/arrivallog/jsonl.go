@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -101,10 +102,10 @@ func (j *jsonReader) object(p *parser, n int, obj map[string]json.RawMessage, ra
 		p.log.Skipped++
 		return nil
 	}
-	if e.kind != KindOther {
+	if e.Kind != brokerline.KindOther {
 		j.dialects[dialect]++
 	}
-	if !t.ownTimed && !t.envTimed && e.kind == KindConnect {
+	if !t.ownTimed && !t.envTimed && e.Kind == brokerline.KindConnect {
 		return &fileline.Error{Line: n, Err: fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
 			orList(jsonTimeFields), listNames(slices.Sorted(maps.Keys(obj))))}
 	}
@@ -117,7 +118,7 @@ func (j *jsonReader) object(p *parser, n int, obj map[string]json.RawMessage, ra
 // classify says what an object is. known false: an object of a kind that
 // carries nothing to count (a journald entry of another program's).
 func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (
-	e entry, t lineTimes, dialect string, known bool, err error) {
+	e brokerline.Line, t lineTimes, dialect string, known bool, err error) {
 	t.env, t.envTimed = env, envTimed
 	if envTimed {
 		t.envDigits = 9
@@ -132,32 +133,32 @@ func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, 
 	if msg, ok := scalar(obj, "msg"); ok {
 		pid, _ := scalar(obj, "pid")
 		known := false
-		if e, known = classifyMessage([]byte(msg), pid, ""); !known {
+		if e, known = brokerline.Classify([]byte(msg), pid, ""); !known {
 			client, _ := scalar(obj, "clientid")
 			packet, _ := scalar(obj, "packet")
 			reason, _ := scalar(obj, "reason")
-			e, known = classifyEMQX(emqxFields{msg: msg, clientid: client, packet: packet, reason: reason})
-			if known && e.label == "other" {
+			e, known = brokerline.EMQX(brokerline.EMQXFields{Msg: msg, ClientID: client, Packet: packet, Reason: reason})
+			if known && e.Label == "other" {
 				e, known = genericMessage(msg, obj)
 			}
 		}
 		if known {
-			if e.client == "" {
-				e.client = first(obj, jsonClientFields...)
+			if e.Client == "" {
+				e.Client = first(obj, jsonClientFields...)
 			}
 			d := "jsonl"
-			if e.broker != "" {
-				d = e.broker
+			if e.Broker != "" {
+				d = e.Broker
 			}
 			return j.timed(p, n, obj, e, t, d, jsonTimeFields...)
 		}
 	}
 	// Anything else.
-	e = entry{kind: KindConnect, client: first(obj, jsonClientFields...)}
+	e = brokerline.Line{Kind: brokerline.KindConnect, Client: first(obj, jsonClientFields...)}
 	if ev, ok := scalarAny(obj, jsonEventFields...); ok {
-		e.kind = keywordKind(ev)
-		if e.kind == KindOther {
-			e.label = ev
+		e.Kind = keywordKind(ev)
+		if e.Kind == brokerline.KindOther {
+			e.Label = ev
 		}
 	} else if msg, ok := scalarAny(obj, "msg", "message"); ok {
 		e, _ = genericMessage(msg, obj)
@@ -167,14 +168,14 @@ func (j *jsonReader) classify(p *parser, n int, obj map[string]json.RawMessage, 
 
 // classified is what classify says of an object.
 type classified struct {
-	e       entry
+	e       brokerline.Line
 	t       lineTimes
 	dialect string
 	known   bool
 	err     error
 }
 
-func classifiedOf(e entry, t lineTimes, dialect string, known bool, err error) classified {
+func classifiedOf(e brokerline.Line, t lineTimes, dialect string, known bool, err error) classified {
 	return classified{e, t, dialect, known, err}
 }
 
@@ -182,7 +183,7 @@ func classifiedOf(e entry, t lineTimes, dialect string, known bool, err error) c
 // journald's, docker's json-file, a CloudWatch Logs export; ok false for
 // any other.
 func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, t lineTimes) (c classified, ok bool) {
-	var e entry
+	var e brokerline.Line
 	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
 		msg := journalMessage(obj["MESSAGE"])
 		at, err := decimal.Parse(us, 3)
@@ -220,57 +221,57 @@ func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, 
 // cloudEvent classifies a cloud service's event: AWS IoT's lifecycle
 // events and logs, Azure IoT Hub's; ok false for any other.
 func (j *jsonReader) cloudEvent(p *parser, n int, obj map[string]json.RawMessage, t lineTimes) (c classified, ok bool) {
-	var e entry
+	var e brokerline.Line
 	if ev, ok := scalar(obj, "eventType"); ok {
 		if kind, known := awsLifecycle[ev]; known {
-			e = entry{kind: kind, broker: "aws-iot", client: first(obj, "clientId", "clientid")}
-			if kind == KindOther {
-				e.label = ev
+			e = brokerline.Line{Kind: kind, Broker: "aws-iot", Client: first(obj, "clientId", "clientid")}
+			if kind == brokerline.KindOther {
+				e.Label = ev
 			}
 			return classifiedOf(j.timed(p, n, obj, e, t, "aws-iot lifecycle events", "timestamp")), true
 		}
 		if _, hasStatus := obj["status"]; hasStatus && awsLogEvent(ev) {
 			status, _ := scalar(obj, "status")
-			e = entry{broker: "aws-iot", client: first(obj, "clientId", "clientid")}
+			e = brokerline.Line{Broker: "aws-iot", Client: first(obj, "clientId", "clientid")}
 			switch {
 			case ev == "Connect" && status == "Success":
-				e.kind = KindConnect
+				e.Kind = brokerline.KindConnect
 			case ev == "Connect":
-				e.kind = KindRefused
+				e.Kind = brokerline.KindRefused
 			case ev == "Disconnect":
-				e.kind = KindDisconnect
+				e.Kind = brokerline.KindDisconnect
 			default:
-				e.label = ev
+				e.Label = ev
 			}
 			return classifiedOf(j.timedUTC(p, n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")), true
 		}
 	}
 	if ev, ok := scalarAny(obj, "eventType", "type"); ok && strings.HasPrefix(ev, "Microsoft.Devices.") {
-		e = entry{broker: "azure-iot", client: azureDevice(obj)}
+		e = brokerline.Line{Broker: "azure-iot", Client: azureDevice(obj)}
 		switch ev {
 		case "Microsoft.Devices.DeviceConnected":
-			e.kind = KindConnect
+			e.Kind = brokerline.KindConnect
 		case "Microsoft.Devices.DeviceDisconnected":
-			e.kind = KindDisconnect
+			e.Kind = brokerline.KindDisconnect
 		default:
-			e.label = strings.TrimPrefix(ev, "Microsoft.Devices.")
+			e.Label = strings.TrimPrefix(ev, "Microsoft.Devices.")
 		}
 		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot device connection events", "eventTime", "time")), true
 	}
 	if op, ok := scalar(obj, "operationName"); ok && (op == "deviceConnect" || op == "deviceDisconnect") {
-		e = entry{broker: "azure-iot", client: azureDevice(obj), kind: KindDisconnect}
+		e = brokerline.Line{Broker: "azure-iot", Client: azureDevice(obj), Kind: brokerline.KindDisconnect}
 		if op == "deviceConnect" {
-			e.kind = KindConnect
+			e.Kind = brokerline.KindConnect
 			if level, _ := scalar(obj, "level"); strings.EqualFold(level, "Error") {
-				e.kind = KindRefused
+				e.Kind = brokerline.KindRefused
 			}
 		}
 		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot Connections logs", "time")), true
 	}
 	if op, ok := scalar(obj, "opType"); ok && (op == "deviceConnected" || op == "deviceDisconnected") {
-		e = entry{broker: "azure-iot", client: first(obj, "deviceId", "iothub-connection-device-id"), kind: KindDisconnect}
+		e = brokerline.Line{Broker: "azure-iot", Client: first(obj, "deviceId", "iothub-connection-device-id"), Kind: brokerline.KindDisconnect}
 		if op == "deviceConnected" {
-			e.kind = KindConnect
+			e.Kind = brokerline.KindConnect
 		}
 		return classifiedOf(j.timed(p, n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")), true
 	}
@@ -278,24 +279,24 @@ func (j *jsonReader) cloudEvent(p *parser, n int, obj map[string]json.RawMessage
 }
 
 // inner reads a broker's line inside an envelope's object.
-func (j *jsonReader) inner(msg []byte, ident string, t lineTimes, dialect string) (entry, lineTimes, string, bool, error) {
+func (j *jsonReader) inner(msg []byte, ident string, t lineTimes, dialect string) (brokerline.Line, lineTimes, string, bool, error) {
 	tl := j.text.read(msg)
 	if !tl.known && ident == "systemd" {
-		tl.e, tl.known = classifySystemd(string(tl.msg))
+		tl.e, tl.known = brokerline.Systemd(string(tl.msg))
 	}
 	t.own, t.ownTimed, t.ownDigits = tl.at, tl.timed, tl.digits
-	if tl.stampErr != nil && tl.e.kind == KindConnect {
+	if tl.stampErr != nil && tl.e.Kind == brokerline.KindConnect {
 		return tl.e, t, "", false, tl.stampErr
 	}
-	if tl.e.broker != "" {
-		dialect = tl.e.broker + " under " + dialect
+	if tl.e.Broker != "" {
+		dialect = tl.e.Broker + " under " + dialect
 	}
 	return tl.e, t, dialect, tl.known, nil
 }
 
 // timed reads the object's time from the first of fields it has.
-func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e entry, t lineTimes, dialect string, fields ...string) (
-	entry, lineTimes, string, bool, error) {
+func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e brokerline.Line, t lineTimes, dialect string, fields ...string) (
+	brokerline.Line, lineTimes, string, bool, error) {
 	if dialect == "jsonl" && j.generic != "" {
 		fields = []string{j.generic} // a log of its own: its first line's field
 	}
@@ -318,7 +319,7 @@ func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e e
 		}
 		return e, t, dialect, true, nil
 	}
-	if e.kind == KindConnect && !t.envTimed {
+	if e.Kind == brokerline.KindConnect && !t.envTimed {
 		if j.generic != "" {
 			return e, t, "", false, fmt.Errorf("expected a time in field %q, as on line %d; this one has: %s",
 				j.generic, j.stamps[j.generic].first, listNames(slices.Sorted(maps.Keys(obj))))
@@ -331,8 +332,8 @@ func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e e
 
 // timedUTC is timed for a service that writes UTC without saying so (AWS
 // IoT's CloudWatch logs: "2017-08-10 15:37:23.476").
-func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, e entry, t lineTimes, dialect, field string) (
-	entry, lineTimes, string, bool, error) {
+func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, e brokerline.Line, t lineTimes, dialect, field string) (
+	brokerline.Line, lineTimes, string, bool, error) {
 	v, ok := scalar(obj, field)
 	if !ok {
 		return j.timed(p, n, obj, e, t, dialect, field)
@@ -394,8 +395,8 @@ func withAssumed(name string, k *clock) string {
 
 // awsLifecycle are the eventTypes of AWS IoT Core's lifecycle events
 // (docs.aws.amazon.com/iot/latest/developerguide/life-cycle-events.html).
-var awsLifecycle = map[string]Kind{"connected": KindConnect, "disconnected": KindDisconnect, "connect_failed": KindRefused,
-	"subscribed": KindOther, "unsubscribed": KindOther}
+var awsLifecycle = map[string]Kind{"connected": brokerline.KindConnect, "disconnected": brokerline.KindDisconnect, "connect_failed": brokerline.KindRefused,
+	"subscribed": brokerline.KindOther, "unsubscribed": brokerline.KindOther}
 
 // awsLogEvent recognises an eventType of AWS IoT's CloudWatch logs
 // (docs.aws.amazon.com/iot/latest/developerguide/cwl-format.html).
@@ -446,31 +447,31 @@ func keywordKind(v string) Kind {
 	switch {
 	case strings.Contains(l, "disconnect"), strings.Contains(l, "offline"), strings.Contains(l, "connection_lost"),
 		strings.Contains(l, "connectionlost"):
-		return KindDisconnect
+		return brokerline.KindDisconnect
 	case strings.Contains(l, "connect") && (strings.Contains(l, "fail") || strings.Contains(l, "refus") ||
 		strings.Contains(l, "reject") || strings.Contains(l, "denied")):
-		return KindRefused
+		return brokerline.KindRefused
 	case strings.Contains(l, "connect"), l == "online":
-		return KindConnect
+		return brokerline.KindConnect
 	}
-	return KindOther
+	return brokerline.KindOther
 }
 
 // genericMessage reads a msg or message field that is, all of it, an
 // event's name ("connected", "client disconnected"); any other message is
 // a line of another kind.
-func genericMessage(msg string, obj map[string]json.RawMessage) (entry, bool) {
+func genericMessage(msg string, obj map[string]json.RawMessage) (brokerline.Line, bool) {
 	norm := strings.NewReplacer("_", " ", ".", " ", "-", " ").Replace(strings.ToLower(strings.TrimSpace(msg)))
-	e := entry{client: first(obj, jsonClientFields...)}
+	e := brokerline.Line{Client: first(obj, jsonClientFields...)}
 	switch norm {
 	case "connected", "client connected", "device connected", "session created", "connect", "online":
-		e.kind = KindConnect
+		e.Kind = brokerline.KindConnect
 	case "disconnected", "client disconnected", "device disconnected", "connection lost", "disconnect", "offline":
-		e.kind = KindDisconnect
+		e.Kind = brokerline.KindDisconnect
 	case "connect failed", "connection refused", "authentication failed", "client connect failed":
-		e.kind = KindRefused
+		e.Kind = brokerline.KindRefused
 	default:
-		e.label = "other"
+		e.Label = "other"
 	}
 	return e, true
 }

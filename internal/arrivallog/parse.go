@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -332,18 +333,18 @@ func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 				if json.Unmarshal(tl.msg, &obj) == nil && obj != nil {
 					if e, _, _, known, err := j.classify(p, l.n, obj, tl.envAt, true); err == nil && known {
 						score[1]++
-						if e.kind != KindOther {
+						if e.Kind != brokerline.KindOther {
 							score[0]++
 						}
 					}
 				}
 				continue
 			}
-			if !tl.known || p.rec.forced != "" && tl.e.broker != p.rec.forced {
+			if !tl.known || p.rec.forced != "" && tl.e.Broker != p.rec.forced {
 				continue
 			}
 			score[1]++
-			if tl.e.kind != KindOther && (tl.timed || tl.envTimed) {
+			if tl.e.Kind != brokerline.KindOther && (tl.timed || tl.envTimed) {
 				score[0]++
 			}
 		}
@@ -381,13 +382,13 @@ func (t *textParser) parse(p *parser, src *source, text []byte) error {
 		p.log.Skipped++
 		return nil
 	}
-	if tl.stampErr != nil && tl.e.kind == KindConnect {
+	if tl.stampErr != nil && tl.e.Kind == brokerline.KindConnect {
 		return &fileline.Error{Line: src.n, Err: tl.stampErr}
 	}
 	if tl.timed {
 		t.r.forms[tl.innerForm]++
 	}
-	if !tl.timed && !tl.envTimed && tl.e.kind == KindConnect {
+	if !tl.timed && !tl.envTimed && tl.e.Kind == brokerline.KindConnect {
 		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
 			"(mosquitto: log_timestamp true, its default)", excerpt(tl.msg))}
 	}
@@ -512,12 +513,12 @@ func (l *Log) KindSummary() string {
 		list = append(list, kc{k, n})
 	}
 	slices.SortFunc(list, func(a, b kc) int { // as Kind orders them, the others last
-		return int((a.k+KindLost)%(KindLost+1)) - int((b.k+KindLost)%(KindLost+1))
+		return int((a.k+brokerline.KindLost)%(brokerline.KindLost+1)) - int((b.k+brokerline.KindLost)%(brokerline.KindLost+1))
 	})
 	var parts []string
 	for _, c := range list {
 		s := fmt.Sprintf("%d %s", c.n, c.k)
-		if c.k == KindOther && len(l.Labels) > 0 {
+		if c.k == brokerline.KindOther && len(l.Labels) > 0 {
 			s += " (" + labelSummary(l.Labels) + ")"
 		}
 		parts = append(parts, s)

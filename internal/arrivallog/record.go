@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -121,14 +122,14 @@ func (rc *recorder) when(s lineTimes, event bool) (at, alt time.Duration, timed 
 // any line stamped to the millisecond or finer. Lines on a whole-second
 // stamp that name no session ("Client <unknown> disconnected, not
 // authorised.") repeat as events do.
-func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
+func (rc *recorder) record(e brokerline.Line, t lineTimes, line int, raw []byte) error {
 	l := rc.l
-	at, alt, timed, digits := rc.when(t, e.kind != KindOther)
-	if rc.forced != "" && e.broker != "" && e.broker != rc.forced && e.kind != KindLost {
+	at, alt, timed, digits := rc.when(t, e.Kind != brokerline.KindOther)
+	if rc.forced != "" && e.Broker != "" && e.Broker != rc.forced && e.Kind != brokerline.KindLost {
 		l.Skipped++
 		return nil
 	}
-	if rc.dedupe && e.kind != KindOther && (e.kind == KindConnect || digits >= 3) {
+	if rc.dedupe && e.Kind != brokerline.KindOther && (e.Kind == brokerline.KindConnect || digits >= 3) {
 		h := maphash.Bytes(rc.seed, raw)
 		if _, dup := rc.seen[h]; dup {
 			l.Duplicates++
@@ -137,62 +138,62 @@ func (rc *recorder) record(e entry, t lineTimes, line int, raw []byte) error {
 		}
 		rc.seen[h] = struct{}{}
 	}
-	if e.kind != KindOther {
+	if e.Kind != brokerline.KindOther {
 		if err := rc.count(line); err != nil {
 			return err
 		}
 	}
-	if e.broker != "" {
-		rc.lines[e.broker]++
-		if e.kind != KindOther {
-			rc.brokers[e.broker]++
+	if e.Broker != "" {
+		rc.lines[e.Broker]++
+		if e.Kind != brokerline.KindOther {
+			rc.brokers[e.Broker]++
 		}
 	}
 	if l.Kinds == nil {
 		l.Kinds, l.Labels = map[Kind]int{}, map[string]int{}
 	}
-	l.Kinds[e.kind]++
-	if e.kind != KindConnect {
+	l.Kinds[e.Kind]++
+	if e.Kind != brokerline.KindConnect {
 		l.Skipped++
 	}
-	switch e.kind {
-	case KindConnect:
+	switch e.Kind {
+	case brokerline.KindConnect:
 		if !timed {
 			return &fileline.Error{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, excerpt(raw))}
 		}
-		l.add(at, line, strings.Clone(e.client), true) // not the line it came from
+		l.add(at, line, strings.Clone(e.Client), true) // not the line it came from
 		rc.alt = append(rc.alt, alt)
-		if e.conn != "" {
-			rc.conns[e.conn] = e.client
+		if e.Conn != "" {
+			rc.conns[e.Conn] = e.Client
 		}
-	case KindDisconnect:
-		client := e.client
-		if e.conn != "" {
-			if c, ok := rc.conns[e.conn]; ok {
+	case brokerline.KindDisconnect:
+		client := e.Client
+		if e.Conn != "" {
+			if c, ok := rc.conns[e.Conn]; ok {
 				if client == "" {
 					client = c
 				}
-				delete(rc.conns, e.conn)
+				delete(rc.conns, e.Conn)
 			}
 		}
 		if timed && client != "" {
 			l.ends = append(l.ends, sessionEnd{at: at, line: int32(line), client: strings.Clone(client)})
 			rc.endAlt = append(rc.endAlt, alt)
 		}
-	case KindStart, KindStop:
+	case brokerline.KindStart, brokerline.KindStop:
 		if timed {
-			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.kind == KindStop, text: excerpt(e.label)})
+			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.Kind == brokerline.KindStop, text: excerpt(e.Label)})
 			rc.brokerAlt = append(rc.brokerAlt, alt)
 		}
-	case KindLost:
-		if e.gap >= 0 {
-			l.Lost = append(l.Lost, Note{Line: line, Text: excerpt(e.label)})
+	case brokerline.KindLost:
+		if e.Gap >= 0 {
+			l.Lost = append(l.Lost, Note{Line: line, Text: excerpt(e.Label)})
 		}
 		if timed {
-			rc.gap(e.gap, at, line)
+			rc.gap(e.Gap, at, line)
 		}
-	case KindOther:
-		label := excerpt(e.label)
+	case brokerline.KindOther:
+		label := excerpt(e.Label)
 		if _, seen := l.Labels[label]; label == "" || !seen && len(l.Labels) >= maxLabels {
 			label = "other"
 		}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 )
 
 // A broker's text log, in whatever envelope carries it, is read in two
@@ -48,7 +50,7 @@ type textLine struct {
 	proc      string
 	ident     string
 	msg       []byte
-	e         entry
+	e         brokerline.Line
 	known     bool // a line of a broker this reader knows
 	innerForm string
 }
@@ -78,15 +80,15 @@ func (r *textReader) read(line []byte) textLine {
 	}
 	msg = r.broker(msg, &tl)
 	tl.msg = msg
-	tl.e, tl.known = classifyMessage(msg, tl.proc, tl.ident)
+	tl.e, tl.known = brokerline.Classify(msg, tl.proc, tl.ident)
 	if !tl.known && !tl.timed && tl.stampErr == nil {
 		// A stamp of the user's own layout, before a mosquitto message.
-		if at := mosquittoMessageAt(w.msg); at > 0 {
+		if at := brokerline.MosquittoMessageAt(w.msg); at > 0 {
 			stamp := bytes.TrimSuffix(w.msg[:at], []byte(": "))
 			tl.stampErr = fmt.Errorf("cannot read the time stamp %q: name its layout with -time-layout (as mosquitto's "+
 				"log_timestamp_format, such as %%Y-%%m-%%d %%H:%%M:%%S)", excerpt(stamp))
 			tl.msg = w.msg[at:]
-			tl.e, tl.known = classifyMosquitto(string(tl.msg))
+			tl.e, tl.known = brokerline.Mosquitto(string(tl.msg))
 		}
 	}
 	return tl
@@ -233,94 +235,6 @@ func isMFA(s []byte) bool {
 	colon := bytes.IndexByte(s, ':')
 	slash := bytes.IndexByte(s, '/')
 	return colon > 0 && slash > colon && bytes.IndexByte(s, ' ') < 0 && bytes.Count(s, []byte(":")) == 2
-}
-
-// classifyMessage recognises a message by what the brokers here write;
-// ok false for a message none of them wrote.
-func classifyMessage(msg []byte, proc, ident string) (entry, bool) {
-	s := string(msg)
-	if e, ok := classifyLost(s); ok {
-		return e, true
-	}
-	if e, ok := classifyHiveMQ(s); ok { // before mosquitto's "Client ID ..."
-		return e, true
-	}
-	if e, ok := classifyMosquitto(s); ok {
-		return e, true
-	}
-	if e, ok := classifyRabbitMQ(s, proc); ok {
-		return e, true
-	}
-	if f, ok := emqxTextFields(s); ok {
-		if e, ok := classifyEMQX(f); ok {
-			return e, true
-		}
-	}
-	if e, ok := classifyVerneMQ(s); ok {
-		return e, true
-	}
-	if e, ok := classifyEMQXConsole(s); ok {
-		return e, true
-	}
-	if ident == "systemd" || ident == "init" {
-		return classifySystemd(s)
-	}
-	return entry{}, false
-}
-
-// classifyLost recognises a logger saying it dropped lines: OTP's logger
-// in drop or flush mode (RabbitMQ, EMQX, VerneMQ), journald and rsyslog
-// rate limits.
-func classifyLost(s string) (entry, bool) {
-	switch {
-	case strings.Contains(s, " switched from ") && strings.HasSuffix(s, " mode"):
-		// OTP's logger_olp: "Handler rmq_1_file_1 switched from  async to drop mode", and back
-		e := entry{kind: KindLost, label: strings.TrimSpace(s)}
-		switch {
-		case strings.HasSuffix(s, " to drop mode"), strings.HasSuffix(s, " to flush mode"):
-			e.gap = 1
-		case strings.Contains(s, "from  drop to"), strings.Contains(s, "from drop to"), strings.Contains(s, "from  flush to"),
-			strings.Contains(s, "from flush to"):
-			e.gap = -1
-		default:
-			return entry{}, false // between sync and async: nothing lost
-		}
-		return e, true
-	case strings.HasPrefix(s, "Suppressed ") && strings.Contains(s, " messages from "),
-		strings.Contains(s, "messages lost due to rate-limiting"), strings.Contains(s, " due to rate-limiting"):
-		return entry{kind: KindLost, label: strings.TrimSpace(s)}, true
-	}
-	return entry{}, false
-}
-
-// classifySystemd recognises systemd's lines about a broker's unit, as
-// journalctl -u writes them beside the broker's own: "Stopping Mosquitto
-// MQTT Broker...", "Started ...", "mosquitto.service: Main process exited,
-// code=killed, status=9/KILL".
-func classifySystemd(s string) (entry, bool) {
-	if !mentionsBroker(s) {
-		return entry{}, false
-	}
-	e := entry{broker: "systemd", label: s}
-	switch {
-	case strings.HasPrefix(s, "Stopping "), strings.Contains(s, ": Main process exited"):
-		e.kind = KindStop
-	case strings.HasPrefix(s, "Starting "):
-		e.kind = KindStart
-	default:
-		e.label = "unit lifecycle"
-	}
-	return e, true
-}
-
-func mentionsBroker(s string) bool {
-	l := strings.ToLower(s)
-	for _, b := range []string{"mosquitto", "mqtt", "rabbitmq", "emqx", "hivemq", "vernemq"} {
-		if strings.Contains(l, b) {
-			return true
-		}
-	}
-	return false
 }
 
 // errNoStamp is a line that says something without a time to say it at.

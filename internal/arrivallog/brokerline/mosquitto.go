@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import (
 	"bytes"
@@ -21,41 +21,42 @@ import (
 // connection, which may never send one). Bridges are not the fleet's.
 const mosquittoArrival = "New client connected from "
 
-func classifyMosquitto(s string) (entry, bool) {
-	e := entry{broker: "mosquitto"}
+// Mosquitto reads a message mosquitto wrote; ok false for one it did not.
+func Mosquitto(s string) (Line, bool) {
+	e := Line{Broker: "mosquitto"}
 	switch {
 	case strings.HasPrefix(s, mosquittoArrival):
-		e.kind, e.client = KindConnect, cleanClient(mosquittoClientID(s[len(mosquittoArrival):]))
+		e.Kind, e.Client = KindConnect, CleanClient(mosquittoClientID(s[len(mosquittoArrival):]))
 		return e, true
 	case strings.HasPrefix(s, "New connection from "):
-		e.label = "tcp accept"
+		e.Label = "tcp accept"
 		return e, true
 	case strings.HasPrefix(s, "New bridge connected from "), strings.HasPrefix(s, "Connecting bridge "):
-		e.label = "bridge"
+		e.Label = "bridge"
 		return e, true
 	case strings.HasPrefix(s, "mosquitto version "):
 		switch {
 		case strings.HasSuffix(s, " starting"):
-			e.kind, e.label = KindStart, s
+			e.Kind, e.Label = KindStart, s
 		case strings.HasSuffix(s, " terminating"):
-			e.kind, e.label = KindStop, s
+			e.Kind, e.Label = KindStop, s
 		default:
-			e.label = "broker running"
+			e.Label = "broker running"
 		}
 		return e, true
 	case strings.HasPrefix(s, "Client connection from "): // max_connections, tcpd, a TLS handshake
-		e.kind = KindRefused
+		e.Kind = KindRefused
 		return e, true
 	case strings.HasPrefix(s, "Sending CONNACK to "):
 		if rc, client, ok := mosquittoConnack(s[len("Sending CONNACK to "):]); ok && rc != 0 {
-			e.kind, e.client = KindRefused, cleanClient(client)
+			e.Kind, e.Client = KindRefused, CleanClient(client)
 		} else {
-			e.label = "CONNACK"
+			e.Label = "CONNACK"
 		}
 		return e, true
 	}
 	if client, kind, ok := mosquittoSessionEnd(s); ok {
-		e.kind, e.client = kind, cleanClient(client)
+		e.Kind, e.Client = kind, CleanClient(client)
 		return e, true
 	}
 	return e, false
@@ -172,18 +173,18 @@ func isConnectFlags(s string) bool {
 	return true
 }
 
-// mosquittoMessageAt finds where a mosquitto message starts in a line whose
+// MosquittoMessageAt finds where a mosquitto message starts in a line whose
 // stamp the reader could not read (a log_timestamp_format of the user's
 // own). The message starts after the first ": " that a message it knows
 // follows. -1: none.
-func mosquittoMessageAt(line []byte) int {
+func MosquittoMessageAt(line []byte) int {
 	for i := 0; ; {
 		j := bytes.Index(line[i:], []byte(": "))
 		if j < 0 || i+j > 64 { // strftime's output is short
 			return -1
 		}
 		at := i + j + 2
-		if _, ok := classifyMosquitto(string(line[at:])); ok {
+		if _, ok := Mosquitto(string(line[at:])); ok {
 			return at
 		}
 		i = at

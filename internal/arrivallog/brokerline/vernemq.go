@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import "strings"
 
@@ -15,34 +15,34 @@ import "strings"
 // (vmq_tracer.erl; vmq-admin trace client) writes the CONNACK each client
 // is sent, "MQTT SEND: CID: "sensor-17" CONNACK(sp: 0, rc: 0)": those are
 // the arrivals of a traced fleet.
-func classifyVerneMQ(s string) (entry, bool) {
+func classifyVerneMQ(s string) (Line, bool) {
 	s = strings.TrimSpace(s)
-	e := entry{broker: "vernemq"}
+	e := Line{Broker: "vernemq"}
 	switch {
 	case strings.HasPrefix(s, "can't authenticate client "), strings.HasPrefix(s, "can't register client "):
-		e.kind, e.client = KindRefused, vernemqClient(s)
+		e.Kind, e.Client = KindRefused, vernemqClient(s)
 	case strings.HasPrefix(s, "client ") && strings.Contains(s, " stopped due to keepalive expired"),
 		strings.HasPrefix(s, "session for ") && strings.Contains(s, " stopped abnormally due to "),
 		strings.HasPrefix(s, "ws session for client "), strings.HasPrefix(s, "stopped connected session for client "):
-		e.kind, e.client = KindDisconnect, vernemqClient(s)
+		e.Kind, e.Client = KindDisconnect, vernemqClient(s)
 	case s == "session normally stopped", s == "ws session normally stopped":
-		e.kind = KindDisconnect
+		e.Kind = KindDisconnect
 	case strings.Contains(s, "MQTT SEND: CID: ") && strings.Contains(s, " CONNACK("):
-		e.client = vernemqTraceClient(s)
-		e.kind = KindConnect
+		e.Client = vernemqTraceClient(s)
+		e.Kind = KindConnect
 		if !strings.Contains(s, "rc: 0)") && !strings.Contains(s, "rc:0)") {
-			e.kind = KindRefused
+			e.Kind = KindRefused
 		}
 	case strings.Contains(s, "MQTT RECV: CID: ") && strings.Contains(s, " CONNECT("):
-		e.client, e.label = vernemqTraceClient(s), "CONNECT received"
+		e.Client, e.Label = vernemqTraceClient(s), "CONNECT received"
 	case strings.HasPrefix(s, "Trying to start vmq_"):
-		e.kind, e.label = KindStart, s
+		e.Kind, e.Label = KindStart, s
 	case strings.HasPrefix(s, "Trying to stop vmq_"):
-		e.kind, e.label = KindStop, s
+		e.Kind, e.Label = KindStop, s
 	case strings.HasPrefix(s, "subscriber ") && strings.Contains(s, " dropped "):
-		e.label = "message dropped"
+		e.Label = "message dropped"
 	case strings.HasPrefix(s, "invalid client id"), strings.HasPrefix(s, "empty client id"), strings.HasPrefix(s, "invalid protocol version"):
-		e.kind = KindRefused
+		e.Kind = KindRefused
 	default:
 		return e, false
 	}

@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import (
 	"strconv"
@@ -20,72 +20,74 @@ import (
 // warning, it logs socket errors (emqx_connection.erl:963) and flapping
 // (emqx_flapping.erl). Versions up to 5.5 write msg first and the client
 // after the peer.
-type emqxFields struct {
-	msg, clientid, packet, reason string
+type EMQXFields struct {
+	Msg, ClientID, Packet, Reason string
 }
 
 // emqxTextFields reads the pairs EMQX's text formatter writes; ok false
 // when the body has no "msg: ".
-func emqxTextFields(body string) (emqxFields, bool) {
-	var f emqxFields
+func emqxTextFields(body string) (EMQXFields, bool) {
+	var f EMQXFields
 	i := strings.Index(body, "msg: ")
 	if i < 0 || i != 0 && (i < 2 || body[i-2:i] != ", ") {
 		return f, false
 	}
-	f.msg, _, _ = strings.Cut(body[i+len("msg: "):], ", ")
+	f.Msg, _, _ = strings.Cut(body[i+len("msg: "):], ", ")
 	if c := strings.Index(body, "clientid: "); c >= 0 && (c == 0 || c >= 2 && body[c-2:c] == ", ") {
 		from := c + len("clientid: ")
 		if c < i && from <= i-2 { // 5.6 on: the client ID comes before msg and may hold ", "
-			f.clientid = body[from : i-2]
+			f.ClientID = body[from : i-2]
 		} else if c > i {
-			f.clientid, _, _ = strings.Cut(body[from:], ", ")
+			f.ClientID, _, _ = strings.Cut(body[from:], ", ")
 		}
 	}
 	if p := strings.Index(body, "packet: "); p >= 0 {
-		f.packet = body[p+len("packet: "):]
+		f.Packet = body[p+len("packet: "):]
 	}
 	if r := strings.Index(body, "reason: "); r >= 0 {
-		f.reason, _, _ = strings.Cut(body[r+len("reason: "):], ", ")
+		f.Reason, _, _ = strings.Cut(body[r+len("reason: "):], ", ")
 	}
 	return f, true
 }
 
-func classifyEMQX(f emqxFields) (entry, bool) {
-	e := entry{broker: "emqx", client: cleanClient(f.clientid)}
-	switch f.msg {
+// EMQX reads the pairs of an EMQX line, text or JSON; ok false for a
+// message it does not know.
+func EMQX(f EMQXFields) (Line, bool) {
+	e := Line{Broker: "emqx", Client: CleanClient(f.ClientID)}
+	switch f.Msg {
 	case "mqtt_packet_sent":
-		rc, ok := emqxConnack(f.packet)
+		rc, ok := emqxConnack(f.Packet)
 		switch {
 		case !ok:
-			e.label = "packet sent"
+			e.Label = "packet sent"
 		case rc == 0:
-			e.kind = KindConnect
+			e.Kind = KindConnect
 		default:
-			e.kind = KindRefused
+			e.Kind = KindRefused
 		}
 	case "mqtt_packet_received":
-		e.label = "packet received"
-		if strings.HasPrefix(f.packet, "CONNECT(") {
-			e.label = "CONNECT received"
+		e.Label = "packet received"
+		if strings.HasPrefix(f.Packet, "CONNECT(") {
+			e.Label = "CONNECT received"
 		}
 	case "client_connected", "client.connected", "session_created":
-		e.kind = KindConnect
+		e.Kind = KindConnect
 	case "terminate", "socket_error", "client_disconnected", "client.disconnected", "kicked":
-		e.kind = KindDisconnect
+		e.Kind = KindDisconnect
 	case "failed_to_start_connection_process", "clientid_registration_throttled", "client_banned", "authentication_failure":
-		e.kind = KindRefused
+		e.Kind = KindRefused
 	case "flapping_detected":
-		e.label = "flapping detected"
+		e.Label = "flapping detected"
 	case "authentication_result", "authenticator_result":
-		e.label = "authentication"
+		e.Label = "authentication"
 	case "(re)starting_emqx_apps":
-		e.kind, e.label = KindStart, "EMQX (re)starting_emqx_apps"
+		e.Kind, e.Label = KindStart, "EMQX (re)starting_emqx_apps"
 	case "stopping_emqx_apps", "received_terminate_signal":
-		e.kind, e.label = KindStop, "EMQX "+f.msg
+		e.Kind, e.Label = KindStop, "EMQX "+f.Msg
 	case "":
 		return e, false
 	default:
-		e.label = "other"
+		e.Label = "other"
 	}
 	return e, true
 }
@@ -110,12 +112,12 @@ func emqxConnack(packet string) (int, bool) {
 
 // classifyEMQXConsole reads what EMQX writes to its console besides the
 // log: "EMQX 5.8.9 is running now!" (emqx_machine_boot.erl:55).
-func classifyEMQXConsole(msg string) (entry, bool) {
+func classifyEMQXConsole(msg string) (Line, bool) {
 	switch {
 	case strings.HasPrefix(msg, "EMQX ") && strings.HasSuffix(msg, " is running now!"):
-		return entry{broker: "emqx", kind: KindStart, label: msg}, true
+		return Line{Broker: "emqx", Kind: KindStart, Label: msg}, true
 	case strings.HasPrefix(msg, "received_terminate_signal, shutting down now"):
-		return entry{broker: "emqx", kind: KindStop, label: msg}, true
+		return Line{Broker: "emqx", Kind: KindStop, Label: msg}, true
 	}
-	return entry{}, false
+	return Line{}, false
 }

@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import (
 	"testing"

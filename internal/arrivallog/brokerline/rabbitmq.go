@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import (
 	"strings"
@@ -19,11 +19,11 @@ import (
 // CONNACK return code 5" (3.13: "with Connect Reason Code 135"). Only the
 // accept names the client. The lines that end a session name the
 // connection (the process, or the address pair), which entry.conn carries.
-func classifyRabbitMQ(s, proc string) (entry, bool) {
+func classifyRabbitMQ(s, proc string) (Line, bool) {
 	s = strings.TrimSpace(s)
-	e := entry{broker: "rabbitmq", conn: proc}
+	e := Line{Broker: "rabbitmq", Conn: proc}
 	if proc == "" {
-		e.conn = addressPair(s)
+		e.Conn = addressPair(s)
 	}
 	switch {
 	case strings.HasPrefix(s, "accepting MQTT connection "):
@@ -32,44 +32,44 @@ func classifyRabbitMQ(s, proc string) (entry, bool) {
 		if i < 0 || !strings.HasSuffix(s, ")") {
 			return e, false
 		}
-		e.kind, e.client = KindConnect, s[i+len(", client id: "):len(s)-1]
+		e.Kind, e.Client = KindConnect, s[i+len(", client id: "):len(s)-1]
 	case strings.HasPrefix(s, "Accepted MQTT connection "):
 		i := strings.LastIndex(s, " for client ID ")
 		if i < 0 {
 			return e, false
 		}
-		e.kind, e.client = KindConnect, s[i+len(" for client ID "):]
+		e.Kind, e.Client = KindConnect, s[i+len(" for client ID "):]
 	case strings.HasPrefix(s, "closing MQTT connection ") && strings.HasSuffix(s, "(login timeout)"):
-		e.label = "login timeout"
+		e.Label = "login timeout"
 	// "closing MQTT connection": after a DISCONNECT, or (keepalive timeout)
 	case strings.HasPrefix(s, "closing MQTT connection "),
 		strings.HasPrefix(s, "MQTT connection ") && strings.HasSuffix(s, " will terminate because peer closed TCP connection"),
 		strings.HasPrefix(s, "MQTT detected network error"), strings.HasPrefix(s, "MQTT closing connection "):
-		e.kind = KindDisconnect
+		e.Kind = KindDisconnect
 	case strings.HasPrefix(s, "MQTT disconnecting client "):
 		// MQTT disconnecting client "A -> B" with duplicate id 'dup-1'
-		e.kind = KindDisconnect
+		e.Kind = KindDisconnect
 		for _, marker := range []string{" with duplicate id '", " with client ID '"} {
 			if i := strings.Index(s, marker); i >= 0 {
-				e.client, _, _ = strings.Cut(s[i+len(marker):], "'")
+				e.Client, _, _ = strings.Cut(s[i+len(marker):], "'")
 				break
 			}
 		}
 	case strings.HasPrefix(s, "MQTT connection ") && (strings.HasSuffix(s, "is closing due to an authentication failure") ||
 		strings.HasSuffix(s, "is closing due to an authorization failure")),
 		strings.HasPrefix(s, "MQTT cannot accept"), strings.HasPrefix(s, "Rejected MQTT connection "):
-		e.kind = KindRefused
+		e.Kind = KindRefused
 	case strings.HasPrefix(s, "MQTT login failed"), strings.HasPrefix(s, "MQTT connection failed"):
-		e.label = "refusal reason"
+		e.Label = "refusal reason"
 	case strings.HasPrefix(s, "Starting RabbitMQ "):
-		e.kind, e.label = KindStart, s
+		e.Kind, e.Label = KindStart, s
 	case strings.HasSuffix(s, " is asked to stop..."):
-		e.kind, e.label = KindStop, s
+		e.Kind, e.Label = KindStop, s
 	case strings.HasPrefix(s, "Server startup complete"), strings.HasPrefix(s, "Successfully stopped RabbitMQ"),
 		strings.HasPrefix(s, "started MQTT TCP listener"), strings.HasPrefix(s, "stopped MQTT TCP listener"):
-		e.label = "broker lifecycle"
+		e.Label = "broker lifecycle"
 	case strings.HasPrefix(s, "Received a SUBSCRIBE"), strings.HasPrefix(s, "Received an UNSUBSCRIBE"):
-		e.label = "subscribe"
+		e.Label = "subscribe"
 	default:
 		return e, false
 	}

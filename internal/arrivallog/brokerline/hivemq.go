@@ -1,4 +1,4 @@
-package arrivallog
+package brokerline
 
 import "strings"
 
@@ -13,28 +13,28 @@ import "strings"
 //
 // and hivemq.log's "Starting HiveMQ ..." and "Shutting down HiveMQ. ..."
 // (HiveMQServer.java:109, ShutdownHooks.java:103).
-func classifyHiveMQ(s string) (entry, bool) {
+func classifyHiveMQ(s string) (Line, bool) {
 	s = strings.TrimSpace(s)
-	e := entry{broker: "hivemq"}
+	e := Line{Broker: "hivemq"}
 	if rest, ok := strings.CutPrefix(s, "Client ID: "); ok {
 		id, tail, found := strings.Cut(rest, ", IP: ")
 		if !found {
 			id, tail, _ = strings.Cut(rest, " ")
 		}
-		e.client = cleanClient(id)
+		e.Client = CleanClient(id)
 		switch {
 		case strings.HasSuffix(tail, " connected."):
-			e.kind = KindConnect
+			e.Kind = KindConnect
 		case strings.Contains(tail, " disconnected gracefully"), strings.Contains(tail, " disconnected ungracefully"):
-			e.kind = KindDisconnect
+			e.Kind = KindDisconnect
 		case strings.Contains(tail, " was disconnected. reason: "):
 			_, reason, _ := strings.Cut(tail, " reason: ")
-			e.kind = KindDisconnect
+			e.Kind = KindDisconnect
 			if hivemqRefusal(reason) {
-				e.kind = KindRefused
+				e.Kind = KindRefused
 			}
 		case strings.HasPrefix(tail, "session has expired"):
-			e.label = "session expired"
+			e.Label = "session expired"
 		default:
 			return e, false
 		}
@@ -42,13 +42,13 @@ func classifyHiveMQ(s string) (entry, bool) {
 	}
 	switch {
 	case strings.HasPrefix(s, "Outgoing publish message was dropped"), strings.HasPrefix(s, "Outgoing MQTT packet was dropped"):
-		e.label = "message dropped"
+		e.Label = "message dropped"
 	case strings.HasPrefix(s, "Starting HiveMQ"):
-		e.kind, e.label = KindStart, s
+		e.Kind, e.Label = KindStart, s
 	case strings.HasPrefix(s, "Shutting down HiveMQ"):
-		e.kind, e.label = KindStop, s
+		e.Kind, e.Label = KindStop, s
 	case strings.HasPrefix(s, "Started HiveMQ in "), s == "Shutdown completed.":
-		e.label = "broker lifecycle"
+		e.Label = "broker lifecycle"
 	default:
 		return e, false
 	}
