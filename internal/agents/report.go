@@ -139,7 +139,11 @@ func (f *Fleet) addFleetSide(b *report.Builder, rec Watch) {
 		}
 	default:
 		for _, a := range f.devlog.Since(t0) {
-			b.Add(fleetRecord(b, a))
+			r := fleetRecord(b, a)
+			b.Add(r)
+			if a.Outcome == fault.Accepted && !a.Heard.IsZero() {
+				b.Heard(r.Device, b.Since(a.Heard))
+			}
 		}
 		// observe's t0 is the first loss noticed
 		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe {

@@ -83,10 +83,28 @@ func BrokerCalibrationCells(url string) []CalibrationCell {
 		}
 		for _, p := range []string{"iotcore", "full"} {
 			cells = append(cells, CalibrationCell{Scenario: plan.BrokerRestart, Policy: p, Broker: url, MQTT5: v5},
-				CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: mode, AdmitRate: 200, Broker: url, MQTT5: v5})
+				CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: mode, AdmitRate: 200, Broker: url, MQTT5: v5,
+					TimeScale: refusedInRounds(p, mode)})
 		}
 	}
 	return cells
+}
+
+// refusedInRounds is the real devices' time scale for a throttled restart
+// through the proxy (0: the calibration's). iotcore's rounds at its cap
+// bring the devices still out within one second, which the limit refuses
+// past its burst of 10. At 5x this host makes each round's connects in
+// bunches. Then the limit refuses more of them than the model does, and
+// the last of the fleet come back rounds later (seed 1, 2,000 devices:
+// the agents' last device at 418 s, the model's at 226 s). At 2x one
+// round later is still common. In real time both real engines match the
+// model (p99 193.8, 193.8 and 193.8 s; the last device 225.7, 225.6 and
+// 225.6 s: agents, wire, model).
+func refusedInRounds(policy string, mode fault.AdmissionMode) float64 {
+	if policy == "iotcore" && mode == fault.RefuseOverLimit {
+		return 1
+	}
+	return 0
 }
 
 // CalibrationCells are the cells make calibrate runs: every disruption the
@@ -138,10 +156,14 @@ type Calibration struct {
 	Tolerance   CalibrationBounds `json:"tolerance"`
 }
 
-// CalibrationBounds is how close the engines must be.
+// CalibrationBounds is how close the engines must be. A p99 is close
+// enough too when it lies within the other engine's p98.5 to p99.5
+// (report.Recovery.Near99), each end widened as a time is: where devices
+// come back in rounds, the ranks about p99 tell how much of the fleet
+// apart two engines are, and p99 alone a whole round for ten devices.
 type CalibrationBounds struct {
-	Share float64 `json:"share"`  // of the larger figure: 10 %
-	TimeS float64 `json:"time_s"` // or this much for times, whichever is larger: 1 s
+	Share float64 `json:"share"`  // of the larger figure
+	TimeS float64 `json:"time_s"` // or this much for times, whichever is larger
 	Count float64 `json:"count"`  // or this many for attempts per device
 }
 
@@ -162,10 +184,11 @@ type CalibrationRow struct {
 
 // EngineFigures are the figures compared, each the mean over the seeds.
 // A percentile of rounds 32 s apart lands in one round or the next from
-// seed to seed on either engine.
+// seed to seed on either engine: P99NearS is p98.5 and p99.5.
 type EngineFigures struct {
 	P50S                float64            `json:"p50_s"`
 	P99S                float64            `json:"p99_s"`
+	P99NearS            [2]float64         `json:"p99_near_s"`
 	AttemptsPerDevice   float64            `json:"attempts_per_device"`
 	AttemptsAfterReturn float64            `json:"attempts_after_return_per_device"`
 	Verdict             stormstats.Verdict `json:"verdict"`
@@ -185,6 +208,9 @@ func (f *EngineFigures) add(r *report.Report, n int) {
 	w := 1 / float64(n)
 	f.P50S += w * r.Recovery.P50S
 	f.P99S += w * r.Recovery.P99S
+	lo, hi := r.Recovery.Near99()
+	f.P99NearS[0] += w * lo
+	f.P99NearS[1] += w * hi
 	f.AttemptsPerDevice += w * r.Attempts.PerDeviceMean
 	f.AttemptsAfterReturn += w * r.Attempts.AfterReturnPerDeviceMean
 	f.WallS += w * r.Host.WallS
@@ -325,6 +351,11 @@ func verdictsApart(seed uint64, prefix string, a, v *report.Report) []string {
 func (b CalibrationBounds) Apart(a, v EngineFigures) []string {
 	var out []string
 	near := func(x, y, floor float64) bool { return math.Abs(x-y) <= max(b.Share*max(x, y), floor) }
+	// within says x lies within the ranks about p99 of the other, ends
+	// widened as near widens them
+	within := func(x float64, ranks [2]float64) bool {
+		return x >= ranks[0]-max(b.Share*ranks[0], b.TimeS) && x <= ranks[1]+max(b.Share*ranks[1], b.TimeS)
+	}
 	for _, f := range []struct {
 		name  string
 		x, y  float64
@@ -332,6 +363,9 @@ func (b CalibrationBounds) Apart(a, v EngineFigures) []string {
 	}{{"p50", a.P50S, v.P50S, b.TimeS}, {"p99", a.P99S, v.P99S, b.TimeS},
 		{"attempts", a.AttemptsPerDevice, v.AttemptsPerDevice, b.Count},
 		{"after return", a.AttemptsAfterReturn, v.AttemptsAfterReturn, b.Count}} {
+		if f.name == "p99" && (within(a.P99S, v.P99NearS) || within(v.P99S, a.P99NearS)) {
+			continue
+		}
 		if !near(f.x, f.y, f.floor) {
 			out = append(out, fmt.Sprintf("%s %.2f vs %.2f", f.name, f.x, f.y))
 		}

@@ -140,6 +140,16 @@ func TestCalibrationBounds(t *testing.T) {
 	assert.Empty(t, b.Apart(near, experiment.EngineFigures{P50S: 41.9, P99S: 63, AttemptsPerDevice: 5.75, AttemptsAfterReturn: 1.05}))
 	assert.Empty(t, b.Apart(experiment.EngineFigures{P50S: 1.5}, experiment.EngineFigures{P50S: 1.95}), "0.5 s floor for times")
 	assert.Len(t, b.Apart(near, experiment.EngineFigures{P50S: 42.2, P99S: 60, AttemptsPerDevice: 6, AttemptsAfterReturn: 1.06}), 2)
+
+	// rounds 32 s apart: a p99 a round later is close when the other's
+	// p99.5 reaches that round, and apart when the ranks about it do not
+	late := experiment.EngineFigures{P50S: 66.7, P99S: 225.9, P99NearS: [2]float64{193.8, 225.9}, AttemptsPerDevice: 6.7, AttemptsAfterReturn: 2.7}
+	model := experiment.EngineFigures{P50S: 66.4, P99S: 193.8, P99NearS: [2]float64{193.8, 225.3}, AttemptsPerDevice: 6.7, AttemptsAfterReturn: 2.7}
+	assert.Empty(t, b.Apart(late, model))
+	model.P99NearS = [2]float64{193.8, 193.8}
+	assert.Empty(t, b.Apart(late, model), "the late one's p98.5 reaches the model's p99")
+	late.P99NearS = [2]float64{225.9, 225.9}
+	assert.Equal(t, []string{"p99 225.90 vs 193.80"}, b.Apart(late, model))
 }
 
 // The engines agree on timelines too, recovery by recovery: a broker

@@ -86,8 +86,9 @@ type Run struct {
 	// MinWidth is the finest timing the run can vouch for (the host's timer
 	// precision for real agents); measured lags can only widen it.
 	MinWidth time.Duration
-	// FleetAdmits: recovery is when the devices heard CONNACK 0, although
-	// the broker's side is seen (a proxy sees connections, not CONNACKs).
+	// FleetAdmits: recovery is when the devices heard CONNACK 0 (Heard),
+	// although the broker's side is seen (a proxy sees connections, not
+	// CONNACKs).
 	FleetAdmits bool
 	// FleetVerdictOnly leaves the broker's side unjudged (Report.Broker
 	// nil) for a study that reads only the verdict, which is the fleet's:
@@ -252,8 +253,22 @@ func (b *Builder) Add(r attempt.Record) {
 		return
 	}
 	b.tried.add(dev)
-	if (b.run.BrokerAt == "" || b.run.FleetAdmits) && r.Outcome == fault.Accepted {
+	if b.run.BrokerAt == "" && r.Outcome == fault.Accepted {
 		b.admitted(dev, t)
+	}
+}
+
+// Heard takes when device dev heard the broker admit it (CONNACK 0), t
+// after the disruption: its recovery where the broker's side cannot tell
+// (Run.FleetAdmits). A device's are taken in the order it heard them.
+func (b *Builder) Heard(dev int32, t time.Duration) {
+	if b.groups != nil {
+		if g, d := b.group(dev); g != nil {
+			g.Heard(d, t)
+		}
+	}
+	if b.run.FleetAdmits && dev >= 0 && int(dev) < len(b.recovered) {
+		b.admitted(int(dev), t)
 	}
 }
 

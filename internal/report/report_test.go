@@ -70,6 +70,9 @@ func TestBuilderFiguresComeFromTheRecords(t *testing.T) {
 	assert.EqualValues(t, 4*devices, rep.Attempts.Refused)
 	assert.EqualValues(t, 5, rep.Attempts.PerDeviceMax)
 	assert.InDelta(t, 32.399, rep.Recovery.P99S, 0.01)
+	lo, hi := rep.Recovery.Near99()
+	assert.InDelta(t, 32.393, lo, 1e-9, "p98.5: the 394th of 400")
+	assert.InDelta(t, 32.397, hi, 1e-9, "p99.5: the 398th of 400")
 	assert.Equal(t, stormstats.Waves, rep.Verdict, "four rounds every 8 s")
 	require.NotNil(t, rep.Broker)
 	assert.EqualValues(t, devices, rep.Broker.Arrivals.Count, "the broker saw only the last round")
@@ -167,6 +170,32 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 	assert.Equal(t, 33.0, rep.Disruptions[0].Recovery.MaxS)
 	assert.Equal(t, 24.0, rep.Disruptions[1].Recovery.MaxS, "84 s, not the session at 62 s that the window dropped")
 	assert.Equal(t, 84.0, rep.Recovery.MaxS, "the run's: the last session admitted")
+}
+
+// Through a proxy, which sees connections and not CONNACKs, a device is
+// back when it heard its CONNACK, however long the proxy held its attempt
+// first; the broker's side is what the proxy passed on.
+func TestBehindAProxyRecoveryIsWhenTheDeviceHeard(t *testing.T) {
+	t0 := time.UnixMilli(1_795_466_393_000)
+	b := report.NewBuilder(report.Run{Devices: 2, T0: t0, Returned: t0.Add(30 * time.Second), TimeScale: 1, FleetAt: "devices",
+		BrokerAt: "proxy", FleetAdmits: true})
+	for _, r := range []attempt.Record{
+		{T: 31 * time.Second, Device: 0, Outcome: fault.Accepted},
+		{T: 31 * time.Second, Device: 1, Outcome: fault.Accepted},
+		{T: 31 * time.Second, Device: 0, Outcome: fault.Accepted, Seen: attempt.Broker},
+		{T: 35 * time.Second, Device: 1, Outcome: fault.Accepted, Seen: attempt.Broker}, // held 4 s
+	} {
+		r.Lag = -1
+		b.Add(r)
+	}
+	b.Heard(0, 31*time.Second+time.Millisecond)
+	b.Heard(1, 35*time.Second+time.Millisecond)
+	rep, err := b.Report(t0.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, 2, rep.Recovered())
+	assert.Equal(t, 31.001, rep.Recovery.P50S)
+	assert.Equal(t, 35.001, rep.Recovery.MaxS, "the held device, when it heard, not when it dialled")
+	assert.EqualValues(t, 2, rep.Broker.Arrivals.Count)
 }
 
 // A timeline's summary leads with each disruption's recovery; the whole

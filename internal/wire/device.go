@@ -126,7 +126,7 @@ func (l *loop) up(d *dev, now time.Duration) {
 // failed ends an attempt that got no CONNACK: the path failed, timed out
 // or broke MQTT. The next goes to the next endpoint, as the agent's does.
 func (l *loop) failed(d *dev, now time.Duration) {
-	l.log.End(int(d.id), fault.Dropped, 0, l.node(d))
+	l.log.End(time.Now(), int(d.id), fault.Dropped, 0, l.node(d))
 	l.drop(d)
 	l.nextEndpoint(d)
 	l.step(d, d.core.Result(&d.prof.timing, &d.src, now, devicecore.Result{Code: devicecore.NoConnack, Failed: true}), now)
@@ -136,7 +136,7 @@ func (l *loop) failed(d *dev, now time.Duration) {
 // the server it names (0x9C, 0x9D) where the agent would, or moves on to
 // its next endpoint.
 func (l *loop) refused(d *dev, c connack, now time.Duration) {
-	l.log.End(int(d.id), fault.Refused, c.code, l.node(d))
+	l.log.End(time.Now(), int(d.id), fault.Refused, c.code, l.node(d))
 	l.drop(d)
 	if !l.redirect(d, c) {
 		l.nextEndpoint(d)
@@ -161,7 +161,7 @@ func (l *loop) connack(d *dev, c connack, now time.Duration) {
 		l.refused(d, c, now)
 		return
 	}
-	l.log.End(int(d.id), fault.Accepted, 0, l.node(d))
+	l.log.End(time.Now(), int(d.id), fault.Accepted, 0, l.node(d))
 	l.step(d, d.core.Result(&d.prof.timing, &d.src, now, devicecore.Result{}), now)
 }
 

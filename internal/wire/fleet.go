@@ -225,6 +225,6 @@ func logOrNone(l member.Log) member.Log {
 
 type noLog struct{}
 
-func (noLog) Begin(time.Time, int, time.Duration) {}
-func (noLog) End(int, fault.Outcome, int, int)    {}
-func (noLog) Lost(time.Time, int)                 {}
+func (noLog) Begin(time.Time, int, time.Duration)         {}
+func (noLog) End(time.Time, int, fault.Outcome, int, int) {}
+func (noLog) Lost(time.Time, int)                         {}

@@ -45,7 +45,7 @@ func (t *tally) Begin(_ time.Time, i int, _ time.Duration) {
 	t.changed.Notify()
 }
 
-func (t *tally) End(i int, o fault.Outcome, _, _ int) {
+func (t *tally) End(_ time.Time, i int, o fault.Outcome, _, _ int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ended[i] == nil {

@@ -142,12 +142,18 @@ func (c *Cluster) Settle(ctx context.Context, timeout time.Duration) {
 
 // ProxiesSaw is what the proxies let through or refused since t, as
 // attempts, each at its node: what the brokers behind them were asked for.
+// One let through is at when the proxy passed it on, which is when its
+// broker saw it: after its hold, where the proxy held it for a token.
 func (c *Cluster) ProxiesSaw(t time.Time) []observer.Sighting {
 	var out []observer.Sighting
 	for k, p := range c.Proxies {
 		for _, a := range p.Recorder().Attempts() {
 			if !a.Accept.Before(t) {
-				out = append(out, observer.Sighting{At: a.Accept, ClientID: a.ClientID, Outcome: a.Outcome, Lag: -1, Node: uint8(k)})
+				at := a.Accept
+				if a.Outcome == fault.Accepted {
+					at = a.Decided
+				}
+				out = append(out, observer.Sighting{At: at, ClientID: a.ClientID, Outcome: a.Outcome, Lag: -1, Node: uint8(k)})
 			}
 		}
 	}

@@ -86,13 +86,13 @@ func tellLog(l Log, i int, nodeOf func(endpoint string) int) func(device.Event) 
 		case device.EventConnecting:
 			l.Begin(e.Time, i, e.Time.Sub(due))
 		case device.EventConnected:
-			l.End(i, fault.Accepted, 0, node(e.Endpoint))
+			l.End(e.Time, i, fault.Accepted, 0, node(e.Endpoint))
 		case device.EventAttemptFailed:
 			o, code := fault.Dropped, 0
 			if e.Code != device.NoConnack {
 				o, code = fault.Refused, e.Code
 			}
-			l.End(i, o, code, node(e.Endpoint))
+			l.End(e.Time, i, o, code, node(e.Endpoint))
 		case device.EventLost:
 			l.Lost(e.Time, i)
 		}

@@ -40,8 +40,9 @@ type Telemetered interface {
 type Log interface {
 	// lag: after the device's own schedule; negative: unknown
 	Begin(at time.Time, device int, lag time.Duration)
-	// node: the cluster's node it went to (0 with one broker)
-	End(device int, o fault.Outcome, code, node int)
+	// at: when the device heard the outcome (its CONNACK, or the
+	// failure); node: the cluster's node it went to (0 with one broker)
+	End(at time.Time, device int, o fault.Outcome, code, node int)
 	Lost(at time.Time, device int)
 }
 

@@ -45,10 +45,10 @@ func NewPaho(i int, c Config) *PahoClient {
 			case paho.ConnectionNotificationConnecting:
 				l.Begin(time.Now(), i, -1) // paho keeps its schedule to itself
 			case paho.ConnectionNotificationFailed:
-				l.End(i, fault.Dropped, 0, 0)
+				l.End(time.Now(), i, fault.Dropped, 0, 0)
 			}
 		})
-		opts.SetOnConnectHandler(func(paho.Client) { l.End(i, fault.Accepted, 0, 0) })
+		opts.SetOnConnectHandler(func(paho.Client) { l.End(time.Now(), i, fault.Accepted, 0, 0) })
 		opts.SetConnectionLostHandler(func(paho.Client, error) { l.Lost(time.Now(), i) })
 	}
 	m.c = paho.NewClient(opts)

@@ -62,16 +62,16 @@ func (l *DeviceLog) Begin(at time.Time, device int, lag time.Duration) {
 }
 
 // End records the outcome of device's attempt in flight (if Begin saw
-// it), made at a cluster's node (0 with one broker). A connected device is
-// counted as up, on that node.
-func (l *DeviceLog) End(device int, o fault.Outcome, code, node int) {
+// it), heard at at, made at a cluster's node (0 with one broker). A
+// connected device is counted as up, on that node.
+func (l *DeviceLog) End(at time.Time, device int, o fault.Outcome, code, node int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := attempt.Record{Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
+	r := attempt.Record{T: time.Duration(at.UnixNano()), Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
 	if k := l.pending[device]; k >= 0 {
 		a := &l.attempts[k]
-		a.Outcome, a.Code, l.pending[device] = o, code, -1
-		r.T, r.Lag = time.Duration(a.At.UnixNano()), a.Lag
+		a.Outcome, a.Code, a.Heard, l.pending[device] = o, code, at, -1
+		r.Lag = a.Lag
 	}
 	if l.stream != nil {
 		l.stream.Add(r)

@@ -43,6 +43,9 @@ type Sighting struct {
 	// end of its wait): what the host adds. Negative: not known.
 	Lag  time.Duration
 	Node uint8 // the cluster node that took it (a broker's sighting)
+	// Heard is when the device heard the outcome: its CONNACK, or the
+	// failure (a device's sighting); zero while pending or unknown.
+	Heard time.Time
 }
 
 // InOrder sorts sightings by time and, at one instant, by device index.

@@ -59,7 +59,7 @@ func (l *DeviceLog) Follow(rd io.Reader, metrics func(i int) device.Metrics) err
 			l.Begin(at, dev, r.Lag)
 		case attempt.Attempt:
 			// a cluster's agents run in its process, not in children
-			l.End(dev, r.Outcome, int(r.Code), 0)
+			l.End(at, dev, r.Outcome, int(r.Code), 0)
 			if metrics != nil {
 				tellMetrics(metrics(dev), r.Outcome)
 			}

@@ -24,10 +24,10 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 
 	t0 := time.Unix(1700000000, 123456789)
 	child.Begin(t0, 3, 5*time.Millisecond)
-	child.End(3, fault.Accepted, 0, 0)
+	child.End(t0.Add(40*time.Millisecond), 3, fault.Accepted, 0, 0)
 	child.Begin(t0.Add(time.Second), 7, -1)
-	child.End(7, fault.Refused, 3, 0)
-	child.End(7, fault.Dropped, 0, 0) // an end with no begin seen
+	child.End(t0.Add(1200*time.Millisecond), 7, fault.Refused, 3, 0)
+	child.End(t0.Add(1500*time.Millisecond), 7, fault.Dropped, 0, 0) // an end with no begin seen
 	child.Lost(t0.Add(2*time.Second), 3)
 	closeStream()
 	require.NoError(t, pw.Close())
@@ -35,8 +35,10 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 
 	got := parent.Since(t0)
 	require.Len(t, got, 2)
-	assert.Equal(t, Sighting{At: t0, ClientID: "dev-3", Outcome: fault.Accepted, Lag: 5 * time.Millisecond}, got[0])
-	assert.Equal(t, Sighting{At: t0.Add(time.Second), ClientID: "dev-7", Outcome: fault.Refused, Code: 3, Lag: -1}, got[1])
+	assert.Equal(t, Sighting{At: t0, ClientID: "dev-3", Outcome: fault.Accepted, Lag: 5 * time.Millisecond,
+		Heard: t0.Add(40 * time.Millisecond)}, got[0])
+	assert.Equal(t, Sighting{At: t0.Add(time.Second), ClientID: "dev-7", Outcome: fault.Refused, Code: 3, Lag: -1,
+		Heard: t0.Add(1200 * time.Millisecond)}, got[1])
 	assert.Equal(t, [][]time.Duration{{2 * time.Second}}, parent.Noticed([]time.Time{t0}))
 	assert.Zero(t, parent.Connected(), "device 3 connected, then lost its session")
 }
