@@ -9,6 +9,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
@@ -35,13 +36,13 @@ type csvParser struct {
 	header  []string // nil until the first line is read
 	time    int      // the time column
 	column  string   // its name, as the header writes it
-	kind    stampKind
+	kind    logtime.StampKind
 	client  int // -1: none
 	lag     int // -1: none
 	outcome int // -1: none
 	message int // -1: none
 	event   int // -1: none
-	stamps  stamps
+	stamps  logtime.Stamps
 	j       *jsonReader // the rows' JSON messages
 	events  bool        // devicesim's events.csv
 	fields  []string
@@ -83,12 +84,12 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 	var t time.Duration
 	var err error
 	switch p.kind {
-	case stampSeconds:
-		t, err = parseSeconds(v)
-	case stampMillis:
-		t, err = parseMillis(v)
+	case logtime.StampSeconds:
+		t, err = logtime.ParseSeconds(v)
+	case logtime.StampMillis:
+		t, err = logtime.ParseMillis(v)
 	default:
-		if t, err = p.stamps.read(v, line); err == nil && len(l.Times) == 0 {
+		if t, err = p.stamps.Read(v, line); err == nil && len(l.Times) == 0 {
 			l.Format = p.format()
 		}
 	}
@@ -98,7 +99,7 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 	if p.lag >= 0 && p.lag < len(p.fields) && p.fields[p.lag] != "" {
 		lag, err := decimal.Parse(p.fields[p.lag], 6)
 		if err != nil || lag < 0 {
-			return &fileline.Error{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", excerpt(p.fields[p.lag]))}
+			return &fileline.Error{Line: line, Err: fmt.Errorf("lag_ms: expected a lag in milliseconds (such as 2.5), got %q", fileline.Excerpt(p.fields[p.lag]))}
 		}
 		l.Lags = append(l.Lags, float64(lag)/1e6)
 	}
@@ -152,12 +153,12 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 		}
 		return -1
 	}
-	p.time, p.kind = col(secondsColumns), stampSeconds
+	p.time, p.kind = col(secondsColumns), logtime.StampSeconds
 	if p.time < 0 {
-		p.time, p.kind = col(millisColumns), stampMillis
+		p.time, p.kind = col(millisColumns), logtime.StampMillis
 	}
 	if p.time < 0 {
-		p.time, p.kind = col(stampColumns), stampUnknown
+		p.time, p.kind = col(stampColumns), logtime.StampUnknown
 	}
 	if p.time < 0 {
 		return &fileline.Error{Line: line, Err: fmt.Errorf("a %s header needs a t_s, unix_ms or RFC 3339 time column (named %s); this one has: %s",
@@ -169,7 +170,7 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 	if p.message >= 0 || p.event >= 0 {
 		ps.rec.dedupe = true
 	}
-	p.stamps.clock = newClock(ps.o.Location, ps.written, &ps.zone)
+	p.stamps.Clock = logtime.NewClock(ps.o.Location, ps.written, &ps.zone)
 	p.events = p.name == "csv" && slices.Equal(p.header, attempt.Header)
 	l.Format = p.format()
 	return nil
@@ -211,12 +212,12 @@ func (p *csvParser) format() string {
 	switch {
 	case p.events:
 		return "events.csv"
-	case p.kind == stampSeconds || p.kind == stampMillis:
+	case p.kind == logtime.StampSeconds || p.kind == logtime.StampMillis:
 		return fmt.Sprintf("%s (%s)", p.name, strings.ToLower(p.column))
-	case p.stamps.kind == stampRFC3339:
+	case p.stamps.Kind == logtime.StampRFC3339:
 		return fmt.Sprintf("%s (rfc3339 column %s)", p.name, p.column)
-	case p.stamps.kind != stampUnknown:
-		return fmt.Sprintf("%s (column %s, %s)", p.name, p.column, p.stamps.kind)
+	case p.stamps.Kind != logtime.StampUnknown:
+		return fmt.Sprintf("%s (column %s, %s)", p.name, p.column, p.stamps.Kind)
 	}
 	return fmt.Sprintf("%s (column %s)", p.name, p.column)
 }

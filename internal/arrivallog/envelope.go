@@ -2,6 +2,8 @@ package arrivallog
 
 import (
 	"bytes"
+
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 )
 
 // envelope is what a log's carrier writes before a broker's own line:
@@ -31,7 +33,7 @@ var envelopes = []envelope{envNone, envSyslog, envRFC5424, envCRI, envStamped}
 
 // wrapped is a line's envelope taken apart.
 type wrapped struct {
-	stamp civil
+	stamp logtime.Civil
 	timed bool
 	ident []byte // the syslog tag without its [pid]: "mosquitto", "systemd"
 	msg   []byte
@@ -49,14 +51,14 @@ func (e envelope) strip(line []byte) (w wrapped, ok bool) {
 	case envRFC5424:
 		return stripRFC5424(line)
 	case envStamped:
-		c, n, ok := scanStamp(line)
-		if !ok || c.unix || c.zone != zoneOffset || c.year == 0 || n >= len(line) || line[n] != ' ' {
+		c, n, ok := logtime.ScanStamp(line)
+		if !ok || c.Unix || c.Zone != logtime.ZoneOffset || c.Year == 0 || n >= len(line) || line[n] != ' ' {
 			return w, false
 		}
 		return wrapped{stamp: c, timed: true, msg: line[n+1:]}, true
 	case envCRI:
-		c, n, ok := scanStamp(line)
-		if !ok || c.unix || c.year == 0 || n+10 > len(line) {
+		c, n, ok := logtime.ScanStamp(line)
+		if !ok || c.Unix || c.Year == 0 || n+10 > len(line) {
 			return w, false
 		}
 		rest := line[n:]
@@ -92,7 +94,7 @@ func skipPRI(line []byte) int {
 	if len(line) < 3 || line[0] != '<' {
 		return 0
 	}
-	d := digitsAt(line, 1)
+	d := logtime.DigitsAt(line, 1)
 	if d < 1 || d > 3 || 1+d >= len(line) || line[1+d] != '>' {
 		return 0
 	}
@@ -102,8 +104,8 @@ func skipPRI(line []byte) int {
 // stripSyslog reads STAMP [HOST] TAG[PID]: MSG.
 func stripSyslog(line []byte) (w wrapped, ok bool) {
 	i := skipPRI(line)
-	c, n, ok := scanStamp(line[i:])
-	if !ok || c.unix && c.digits == 0 {
+	c, n, ok := logtime.ScanStamp(line[i:])
+	if !ok || c.Unix && c.Digits == 0 {
 		return w, false // short-unix writes µs: a bare number is a broker's own stamp
 	}
 	w.stamp, w.timed, w.form = c, true, syslogForm(c, line[i:i+n])
@@ -142,7 +144,7 @@ func syslogTag(s []byte, space int) (int, bool) {
 	}
 	tag := s[:end-1]
 	if b := bytes.IndexByte(tag, '['); b >= 0 {
-		if tag[len(tag)-1] != ']' || digitsAt(tag, b+1) != len(tag)-b-2 || b == 0 {
+		if tag[len(tag)-1] != ']' || logtime.DigitsAt(tag, b+1) != len(tag)-b-2 || b == 0 {
 			return 0, false
 		}
 		tag = tag[:b]
@@ -152,7 +154,7 @@ func syslogTag(s []byte, space int) (int, bool) {
 		if c == ':' || c == '[' || c == ']' || c < ' ' {
 			return 0, false
 		}
-		letter = letter || isLetter(c)
+		letter = letter || logtime.IsLetter(c)
 	}
 	return end, letter // a program's name, not a broker's own stamp
 }
@@ -174,13 +176,13 @@ func trimOne(s []byte) []byte {
 }
 
 // syslogForm names a syslog stamp's form as the tools that write it do.
-func syslogForm(c civil, text []byte) string {
+func syslogForm(c logtime.Civil, text []byte) string {
 	switch {
-	case c.unix:
+	case c.Unix:
 		return "journalctl -o short-unix"
-	case c.year == 0:
+	case c.Year == 0:
 		return "RFC 3164 stamps (rsyslog's traditional format, journalctl -o short)"
-	case len(text) > 0 && isLetter(text[0]):
+	case len(text) > 0 && logtime.IsLetter(text[0]):
 		return "journalctl -o short-full"
 	}
 	return "RFC 3339 stamps (rsyslog's default, journalctl -o short-iso)"
@@ -196,7 +198,7 @@ func stripRFC5424(line []byte) (w wrapped, ok bool) {
 	if j < len(line) && line[j] == '-' {
 		j++
 	} else {
-		c, n, ok := scanStamp(line[j:])
+		c, n, ok := logtime.ScanStamp(line[j:])
 		if !ok {
 			return w, false
 		}

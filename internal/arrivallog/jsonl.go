@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -47,16 +48,16 @@ var (
 // jsonReader reads JSON objects as JSON lines, inside a document, or as
 // the message of a text envelope.
 type jsonReader struct {
-	text     *textReader        // a broker's line inside journald's or docker's object
-	stamps   map[string]*stamps // each time field's form, from its first value
-	dialects map[string]int     // objects of each kind, for the format's name
-	generic  string             // the time field a generic object's time came from
+	text     *textReader                // a broker's line inside journald's or docker's object
+	stamps   map[string]*logtime.Stamps // each time field's form, from its first value
+	dialects map[string]int             // objects of each kind, for the format's name
+	generic  string                     // the time field a generic object's time came from
 	doc      bool
 }
 
 func newJSONReader(p *parser) *jsonReader {
 	p.rec.dedupe = true
-	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written, &p.zone), stamps: map[string]*stamps{},
+	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written, &p.zone), stamps: map[string]*logtime.Stamps{},
 		dialects: map[string]int{}}
 }
 
@@ -66,7 +67,7 @@ func (j *jsonReader) parse(p *parser, src *source, text []byte) error {
 	if t[0] == '[' {
 		var objs []map[string]json.RawMessage
 		if err := json.Unmarshal(t, &objs); err != nil {
-			return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON array of objects, got %q", excerpt(t))}
+			return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON array of objects, got %q", fileline.Excerpt(t))}
 		}
 		for _, obj := range objs {
 			if err := j.object(p, src.n, obj, nil, 0, false); err != nil {
@@ -77,7 +78,7 @@ func (j *jsonReader) parse(p *parser, src *source, text []byte) error {
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(t, &obj); err != nil || obj == nil {
-		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
+		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", fileline.Excerpt(t))}
 	}
 	return j.object(p, src.n, obj, t, 0, false)
 }
@@ -188,7 +189,7 @@ func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, 
 		msg := journalMessage(obj["MESSAGE"])
 		at, err := decimal.Parse(us, 3)
 		if err != nil {
-			return classified{e: e, t: t, err: fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, excerpt(us))}, true
+			return classified{e: e, t: t, err: fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, fileline.Excerpt(us))}, true
 		}
 		ident, _ := scalar(obj, "SYSLOG_IDENTIFIER")
 		return classifiedOf(j.inner(msg, ident, lineTimes{env: time.Duration(at), envTimed: true, envDigits: 6}, "journalctl -o json")), true
@@ -206,7 +207,7 @@ func (j *jsonReader) envelope(p *parser, n int, obj map[string]json.RawMessage, 
 		if ms, ok := scalar(obj, "timestamp"); ok {
 			at, err := decimal.Parse(ms, 6)
 			if err != nil {
-				return classified{e: e, t: t, err: fmt.Errorf(`timestamp: expected Unix ms, got %q`, excerpt(ms))}, true
+				return classified{e: e, t: t, err: fmt.Errorf(`timestamp: expected Unix ms, got %q`, fileline.Excerpt(ms))}, true
 			}
 			var inner map[string]json.RawMessage
 			if json.Unmarshal([]byte(msg), &inner) == nil && inner != nil {
@@ -307,13 +308,13 @@ func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e b
 		}
 		v, ok := jsonScalar(raw)
 		if !ok {
-			return e, t, "", false, fmt.Errorf("expected %s in field %q, got %s", stampExpected, f, excerpt([]byte(raw)))
+			return e, t, "", false, fmt.Errorf("expected %s in field %q, got %s", logtime.StampExpected, f, fileline.Excerpt([]byte(raw)))
 		}
 		at, err := j.read(p, f, v, n)
 		if err != nil {
 			return e, t, "", false, fmt.Errorf("field %q: %w", f, err)
 		}
-		t.own, t.ownTimed, t.ownDigits = at, true, j.stamps[f].digits(v)
+		t.own, t.ownTimed, t.ownDigits = at, true, j.stamps[f].Digits(v)
 		if dialect == "jsonl" && j.generic == "" {
 			j.generic = f
 		}
@@ -322,7 +323,7 @@ func (j *jsonReader) timed(p *parser, n int, obj map[string]json.RawMessage, e b
 	if e.Kind == brokerline.KindConnect && !t.envTimed {
 		if j.generic != "" {
 			return e, t, "", false, fmt.Errorf("expected a time in field %q, as on line %d; this one has: %s",
-				j.generic, j.stamps[j.generic].first, listNames(slices.Sorted(maps.Keys(obj))))
+				j.generic, j.stamps[j.generic].First, listNames(slices.Sorted(maps.Keys(obj))))
 		}
 		return e, t, "", false, fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
 			orList(fields), listNames(slices.Sorted(maps.Keys(obj))))
@@ -338,15 +339,15 @@ func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, 
 	if !ok {
 		return j.timed(p, n, obj, e, t, dialect, field)
 	}
-	c, k, ok := scanStamp([]byte(v))
+	c, k, ok := logtime.ScanStamp([]byte(v))
 	if !ok || k != len(v) {
 		return j.timed(p, n, obj, e, t, dialect, field)
 	}
-	at, err := newClock(time.UTC, p.written, &p.zone).at(c)
+	at, err := logtime.NewClock(time.UTC, p.written, &p.zone).At(c)
 	if err != nil {
 		return e, t, "", false, fmt.Errorf("field %q: %w", field, err)
 	}
-	t.own, t.ownTimed, t.ownDigits = at, true, c.digits
+	t.own, t.ownTimed, t.ownDigits = at, true, c.Digits
 	return e, t, dialect, true, nil
 }
 
@@ -354,10 +355,10 @@ func (j *jsonReader) timedUTC(p *parser, n int, obj map[string]json.RawMessage, 
 func (j *jsonReader) read(p *parser, field, v string, n int) (time.Duration, error) {
 	s := j.stamps[field]
 	if s == nil {
-		s = &stamps{clock: newClock(p.o.Location, p.written, &p.zone)}
+		s = &logtime.Stamps{Clock: logtime.NewClock(p.o.Location, p.written, &p.zone)}
 		j.stamps[field] = s
 	}
-	return s.read(v, n)
+	return s.Read(v, n)
 }
 
 // name names the format taken from the objects' kinds.
@@ -376,7 +377,7 @@ func (j *jsonReader) name(p *parser) string {
 	case best == "" || best == "jsonl":
 		if j.generic != "" {
 			if s := j.stamps[j.generic]; s != nil {
-				return withAssumed(fmt.Sprintf("jsonl (field %s, %s)", j.generic, s.kind), s.clock)
+				return withAssumed(fmt.Sprintf("jsonl (field %s, %s)", j.generic, s.Kind), s.Clock)
 			}
 		}
 		return "jsonl"
@@ -386,8 +387,8 @@ func (j *jsonReader) name(p *parser) string {
 	return best + " (" + container + ")"
 }
 
-func withAssumed(name string, k *clock) string {
-	if a := k.assumed(); a != "" {
+func withAssumed(name string, k *logtime.Clock) string {
+	if a := k.Assumed(); a != "" {
 		return name + "; " + a
 	}
 	return name

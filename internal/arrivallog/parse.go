@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -30,15 +31,15 @@ const (
 
 // parser reads one log.
 type parser struct {
-	lp      lineParser // the format taken
-	pclock  *clock     // -pattern's times
+	lp      lineParser     // the format taken
+	pclock  *logtime.Clock // -pattern's times
 	o       Options
 	log     *Log
 	rec     *recorder
-	layout  *layout
+	layout  *logtime.Layout
 	pattern *pattern
 	written time.Time
-	zone    zoneNote // the zone of the first stamp read
+	zone    logtime.ZoneNote // the zone of the first stamp read
 }
 
 func newParser(o Options) (*parser, error) {
@@ -52,7 +53,7 @@ func newParser(o Options) (*parser, error) {
 	}
 	p.rec = newRecorder(p.log, forced, cmp.Or(o.maxEvents, MaxEvents))
 	if o.TimeLayout != "" {
-		l, err := parseLayout(o.TimeLayout)
+		l, err := logtime.ParseLayout(o.TimeLayout)
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +213,7 @@ func (p *parser) finish(lines int) (*Log, error) {
 	if len(l.Times) == 0 {
 		return nil, p.noArrivals(lines)
 	}
-	l.Zone = p.zone.loc
+	l.Zone = p.zone.Loc
 	return l, nil
 }
 
@@ -228,7 +229,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 		return p.pattern, false, nil
 	case f == "jsonl" || f == "aws-iot" || f == "azure-iot" || f == "" && (t[0] == '{' || t[0] == '['):
 		if t[0] != '{' && t[0] != '[' {
-			return nil, false, &fileline.Error{Line: fl.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", excerpt(t))}
+			return nil, false, &fileline.Error{Line: fl.n, Err: fmt.Errorf("expected a JSON object (JSON lines: one a line), got %q", fileline.Excerpt(t))}
 		}
 		if !json.Valid(t) {
 			return nil, true, nil // a document over many lines
@@ -245,7 +246,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 	}
 	if f == "" {
 		if _, err := decimal.Parse(t, 0); err == nil || errors.Is(err, decimal.ErrTooFar) {
-			if isUnixMillis(t) {
+			if logtime.IsUnixMillis(t) {
 				return &plainParser{millis: true}, false, nil
 			}
 			return &plainParser{}, false, nil
@@ -268,7 +269,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 		"(mosquitto, RabbitMQ, EMQX, HiveMQ, VerneMQ; as written, or under syslog, journalctl, docker or kubectl), JSON lines or a "+
 		"JSON document (AWS IoT Core or Azure IoT Hub events, a JSON log), a CSV or TSV header naming t_s, unix_ms or a time column, "+
 		"or one time a line (seconds such as 12.25, or Unix ms such as 1700000000123); the formats: %s; any other log: -pattern",
-		excerpt(t), strings.Join(FormatNames, ", "))}
+		fileline.Excerpt(t), strings.Join(FormatNames, ", "))}
 }
 
 // csvHeader recognises a CSV or TSV header: a row naming a time column.
@@ -390,10 +391,10 @@ func (t *textParser) parse(p *parser, src *source, text []byte) error {
 	}
 	if !tl.timed && !tl.envTimed && tl.e.Kind == brokerline.KindConnect {
 		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
-			"(mosquitto: log_timestamp true, its default)", excerpt(tl.msg))}
+			"(mosquitto: log_timestamp true, its default)", fileline.Excerpt(tl.msg))}
 	}
 	return p.rec.record(tl.e, lineTimes{own: tl.at, ownTimed: tl.timed, ownDigits: tl.digits,
-		env: tl.envAt, envTimed: tl.envTimed, envDigits: tl.env.stamp.digits}, src.n, text)
+		env: tl.envAt, envTimed: tl.envTimed, envDigits: tl.env.stamp.Digits}, src.n, text)
 }
 
 // name names the format taken: the broker, the envelope, what the clock
@@ -419,9 +420,9 @@ func (t *textParser) name(p *parser) string {
 		base += " under " + t.r.env.String()
 	}
 	parts := []string{base}
-	assumed := []string{t.r.clock.assumed()}
+	assumed := []string{t.r.clock.Assumed()}
 	if p.rec.envOnly > 0 || p.rec.envTaken {
-		assumed = append(assumed, t.r.envClock.assumed())
+		assumed = append(assumed, t.r.envClock.Assumed())
 	}
 	for _, a := range assumed {
 		if a != "" && !slices.Contains(parts, a) {
@@ -440,10 +441,10 @@ func (pp *plainParser) parse(p *parser, src *source, text []byte) error {
 	var err error
 	if pp.millis {
 		l.Format = "unix ms"
-		t, err = parseMillis(bytes.TrimSpace(text))
+		t, err = logtime.ParseMillis(bytes.TrimSpace(text))
 	} else {
 		l.Format = "seconds"
-		t, err = parseSeconds(bytes.TrimSpace(text))
+		t, err = logtime.ParseSeconds(bytes.TrimSpace(text))
 	}
 	if err != nil {
 		return &fileline.Error{Line: src.n, Err: err}
@@ -562,7 +563,7 @@ func listNames(names []string) string {
 	var out []string
 	for _, n := range names[:min(len(names), most)] {
 		if n == "" || strings.ContainsAny(n, ", \t\"\r\n") || !strconv.CanBackquote(n) {
-			n = strconv.Quote(excerpt(n))
+			n = strconv.Quote(fileline.Excerpt(n))
 		}
 		out = append(out, n)
 	}

@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -40,11 +41,11 @@ func (pt *pattern) parse(p *parser, src *source, text []byte) error {
 	var err error
 	k := p.patternClock()
 	if p.layout != nil {
-		t, err = p.layout.parse(string(stamp), k)
-	} else if c, n, ok := scanStamp(stamp); ok && n == len(stamp) {
-		t, err = k.at(c)
+		t, err = p.layout.Parse(string(stamp), k)
+	} else if c, n, ok := logtime.ScanStamp(stamp); ok && n == len(stamp) {
+		t, err = k.At(c)
 	} else {
-		err = fmt.Errorf("cannot read the time %q: name its layout with -time-layout", excerpt(stamp))
+		err = fmt.Errorf("cannot read the time %q: name its layout with -time-layout", fileline.Excerpt(stamp))
 	}
 	if err != nil {
 		return &fileline.Error{Line: src.n, Err: err}
@@ -58,15 +59,15 @@ func (pt *pattern) parse(p *parser, src *source, text []byte) error {
 	}
 	l.add(t, src.n, client, has)
 	l.Format = "pattern"
-	if a := k.assumed(); a != "" {
+	if a := k.Assumed(); a != "" {
 		l.Format += "; " + a
 	}
 	return nil
 }
 
-func (p *parser) patternClock() *clock {
+func (p *parser) patternClock() *logtime.Clock {
 	if p.pclock == nil {
-		p.pclock = newClock(p.o.Location, p.written, &p.zone)
+		p.pclock = logtime.NewClock(p.o.Location, p.written, &p.zone)
 	}
 	return p.pclock
 }

@@ -159,7 +159,7 @@ func (rc *recorder) record(e brokerline.Line, t lineTimes, line int, raw []byte)
 	switch e.Kind {
 	case brokerline.KindConnect:
 		if !timed {
-			return &fileline.Error{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, excerpt(raw))}
+			return &fileline.Error{Line: line, Err: fmt.Errorf("%w: a connect (%s) without a time to place it at", errNoStamp, fileline.Excerpt(raw))}
 		}
 		l.add(at, line, strings.Clone(e.Client), true) // not the line it came from
 		rc.alt = append(rc.alt, alt)
@@ -182,18 +182,18 @@ func (rc *recorder) record(e brokerline.Line, t lineTimes, line int, raw []byte)
 		}
 	case brokerline.KindStart, brokerline.KindStop:
 		if timed {
-			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.Kind == brokerline.KindStop, text: excerpt(e.Label)})
+			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.Kind == brokerline.KindStop, text: fileline.Excerpt(e.Label)})
 			rc.brokerAlt = append(rc.brokerAlt, alt)
 		}
 	case brokerline.KindLost:
 		if e.Gap >= 0 {
-			l.Lost = append(l.Lost, Note{Line: line, Text: excerpt(e.Label)})
+			l.Lost = append(l.Lost, Note{Line: line, Text: fileline.Excerpt(e.Label)})
 		}
 		if timed {
 			rc.gap(e.Gap, at, line)
 		}
 	case brokerline.KindOther:
-		label := excerpt(e.Label)
+		label := fileline.Excerpt(e.Label)
 		if _, seen := l.Labels[label]; label == "" || !seen && len(l.Labels) >= maxLabels {
 			label = "other"
 		}

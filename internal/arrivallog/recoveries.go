@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -18,9 +19,9 @@ func ParseDisruptions(list string) ([]time.Duration, error) {
 		if f == "" {
 			continue
 		}
-		t, err := parseDated(f)
+		t, err := logtime.ParseDated(f)
 		if err != nil {
-			if t, err = parseSeconds(f); err != nil {
+			if t, err = logtime.ParseSeconds(f); err != nil {
 				return nil, fmt.Errorf("disruption %q: expected a time in seconds (such as 1700000000) or RFC 3339", f)
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // A broker's text log, in whatever envelope carries it, is read in two
@@ -28,9 +30,9 @@ import (
 // them all. A log that merges several brokers' lines is read whole.
 type textReader struct {
 	env      envelope
-	layout   *layout // -time-layout, for the broker's own stamps
-	envClock *clock  // the envelope's stamps
-	clock    *clock  // the broker's own
+	layout   *logtime.Layout // -time-layout, for the broker's own stamps
+	envClock *logtime.Clock  // the envelope's stamps
+	clock    *logtime.Clock  // the broker's own
 	forms    map[string]int
 	// lastEnvForm is the form of the envelope's stamps, as the format's
 	// name gives it
@@ -55,8 +57,8 @@ type textLine struct {
 	innerForm string
 }
 
-func newTextReader(env envelope, lay *layout, loc *time.Location, ref time.Time, zone *zoneNote) *textReader {
-	return &textReader{env: env, layout: lay, envClock: newClock(loc, ref, zone), clock: newClock(loc, ref, zone), forms: map[string]int{}}
+func newTextReader(env envelope, lay *logtime.Layout, loc *time.Location, ref time.Time, zone *logtime.ZoneNote) *textReader {
+	return &textReader{env: env, layout: lay, envClock: logtime.NewClock(loc, ref, zone), clock: logtime.NewClock(loc, ref, zone), forms: map[string]int{}}
 }
 
 // read takes a line apart and recognises it.
@@ -86,7 +88,7 @@ func (r *textReader) read(line []byte) textLine {
 		if at := brokerline.MosquittoMessageAt(w.msg); at > 0 {
 			stamp := bytes.TrimSuffix(w.msg[:at], []byte(": "))
 			tl.stampErr = fmt.Errorf("cannot read the time stamp %q: name its layout with -time-layout (as mosquitto's "+
-				"log_timestamp_format, such as %%Y-%%m-%%d %%H:%%M:%%S)", excerpt(stamp))
+				"log_timestamp_format, such as %%Y-%%m-%%d %%H:%%M:%%S)", fileline.Excerpt(stamp))
 			tl.msg = w.msg[at:]
 			tl.e, tl.known = brokerline.Mosquitto(string(tl.msg))
 		}
@@ -94,8 +96,8 @@ func (r *textReader) read(line []byte) textLine {
 	return tl
 }
 
-func (r *textReader) envAt(c civil) (time.Duration, bool) {
-	t, err := r.envClock.at(c)
+func (r *textReader) envAt(c logtime.Civil) (time.Duration, bool) {
+	t, err := r.envClock.At(c)
 	return t, err == nil
 }
 
@@ -103,21 +105,21 @@ func (r *textReader) envAt(c civil) (time.Duration, bool) {
 // and returns the message.
 func (r *textReader) broker(msg []byte, tl *textLine) []byte {
 	if r.layout != nil {
-		t, n, err := r.layout.scan(msg, r.clock)
+		t, n, err := r.layout.Scan(msg, r.clock)
 		switch {
 		case err == nil:
-			tl.at, tl.timed, tl.innerForm = t, true, "layout "+r.layout.text
+			tl.at, tl.timed, tl.innerForm = t, true, "layout "+r.layout.Text
 			msg = msg[n:]
 		case n > 0:
 			tl.stampErr = err
 			msg = msg[n:]
 		}
-	} else if c, n, ok := scanStamp(msg); ok && (n == len(msg) || msg[n] == ':' || msg[n] == ' ' || msg[n] == ']') {
-		t, err := r.clock.at(c)
+	} else if c, n, ok := logtime.ScanStamp(msg); ok && (n == len(msg) || msg[n] == ':' || msg[n] == ' ' || msg[n] == ']') {
+		t, err := r.clock.At(c)
 		if err != nil {
-			tl.stampErr = fmt.Errorf("the time stamp %q: %w", excerpt(msg[:n]), err)
+			tl.stampErr = fmt.Errorf("the time stamp %q: %w", fileline.Excerpt(msg[:n]), err)
 		} else {
-			tl.at, tl.timed, tl.digits, tl.innerForm = t, true, c.digits, innerForm(c)
+			tl.at, tl.timed, tl.digits, tl.innerForm = t, true, c.Digits, innerForm(c)
 		}
 		msg = msg[n:]
 	}
@@ -133,13 +135,13 @@ func (r *textReader) broker(msg []byte, tl *textLine) []byte {
 }
 
 // innerForm names the form of a broker's own stamp.
-func innerForm(c civil) string {
+func innerForm(c logtime.Civil) string {
 	switch {
-	case c.unix && c.digits == 0:
+	case c.Unix && c.Digits == 0:
 		return "Unix seconds"
-	case c.unix:
+	case c.Unix:
 		return "Unix time"
-	case c.year == 0:
+	case c.Year == 0:
 		return "syslog times"
 	}
 	return "ISO times"
@@ -172,7 +174,7 @@ func skipLevel(msg []byte) []byte {
 		}
 	}
 	j := i
-	for j < len(msg) && isLetter(msg[j]) {
+	for j < len(msg) && logtime.IsLetter(msg[j]) {
 		j++
 	}
 	if j == i || j-i > 9 || !levels[strings.ToLower(string(msg[i:j]))] {
@@ -201,7 +203,7 @@ func skipProcess(msg []byte) ([]byte, string) {
 	}
 	j := 1
 	for part := 0; part < 3; part++ {
-		d := digitsAt(msg, j)
+		d := logtime.DigitsAt(msg, j)
 		if d == 0 {
 			return msg, ""
 		}

@@ -3,7 +3,10 @@
 // where, and what was wrong there, as x/perf's benchfmt.SyntaxError does.
 package fileline
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Error is a line of a file that could not be read. Line counts from 1;
 // Column, if known, from 1; File may be empty (standard input). It is not
@@ -28,3 +31,17 @@ func (e *Error) Error() string {
 
 // Unwrap returns what was wrong with the line.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Excerpt is as much of s as an error shows: its first 64 bytes, cut
+// where a character starts.
+func Excerpt[T string | []byte](s T) string {
+	const most = 64
+	if len(s) <= most {
+		return string(s)
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return string(s[:cut]) + "..."
+}

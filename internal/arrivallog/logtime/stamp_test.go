@@ -1,4 +1,4 @@
-package arrivallog
+package logtime
 
 import (
 	"testing"
@@ -67,16 +67,16 @@ func TestScanStamp(t *testing.T) {
 		// not an offset: " - "
 		{"2026-11-27 06:07:59 - Client ID: x", nil, utc(2026, 11, 27, 6, 7, 59, 0), 19},
 	} {
-		c, n, ok := scanStamp([]byte(tc.in))
+		c, n, ok := ScanStamp([]byte(tc.in))
 		require.True(t, ok, tc.in)
 		assert.Equal(t, tc.n, n, "%s: the bytes taken", tc.in)
-		at, err := newClock(tc.loc, ref, nil).at(c)
+		at, err := NewClock(tc.loc, ref, nil).At(c)
 		require.NoError(t, err, tc.in)
 		assert.Equal(t, tc.want, at, "%s: %v", tc.in, time.Unix(0, int64(at)).UTC())
 	}
 	for _, bad := range []string{"", "hello", "2026-13-01T00:00:00", "2026-02-30 00:00:00", "Nov 32 00:00:00", "25:00:00",
 		"2026-11-27 06:07", "Foo 27 06:07:59", "12ab", "[2026-11-27 06:07:59 x"} {
-		_, _, ok := scanStamp([]byte(bad))
+		_, _, ok := ScanStamp([]byte(bad))
 		assert.False(t, ok, bad)
 	}
 }
@@ -85,26 +85,26 @@ func TestScanStamp(t *testing.T) {
 // log was written (the year before for a December log read in January),
 // rolling on at New Year; a time of day's date, rolling on at midnight.
 func TestClockSuppliesYearAndDay(t *testing.T) {
-	read := func(k *clock, s string) time.Duration {
-		c, _, ok := scanStamp([]byte(s))
+	read := func(k *Clock, s string) time.Duration {
+		c, _, ok := ScanStamp([]byte(s))
 		require.True(t, ok, s)
-		at, err := k.at(c)
+		at, err := k.At(c)
 		require.NoError(t, err, s)
 		return at
 	}
-	k := newClock(nil, time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC), nil)
+	k := NewClock(nil, time.Date(2027, 1, 2, 0, 0, 0, 0, time.UTC), nil)
 	assert.Equal(t, utc(2026, 12, 31, 23, 59, 59, 0), read(k, "Dec 31 23:59:59"))
 	assert.Equal(t, utc(2027, 1, 1, 0, 0, 1, 0), read(k, "Jan  1 00:00:01"))
-	assert.Equal(t, "times without a zone read as UTC (-tz names another zone); years 2026 to 2027 assumed", k.assumed())
+	assert.Equal(t, "times without a zone read as UTC (-tz names another zone); years 2026 to 2027 assumed", k.Assumed())
 
-	k = newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
+	k = NewClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
 	assert.Equal(t, utc(2026, 11, 27, 23, 59, 59, 0), read(k, "23:59:59"))
 	assert.Equal(t, utc(2026, 11, 28, 0, 0, 2, 0), read(k, "00:00:02"))
-	assert.Contains(t, k.assumed(), "times of day from 2026-11-27 on")
+	assert.Contains(t, k.Assumed(), "times of day from 2026-11-27 on")
 }
 
 func TestParseLayout(t *testing.T) {
-	k := newClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
+	k := NewClock(nil, time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC), nil)
 	for _, tc := range []struct {
 		layout, in string
 		want       time.Duration
@@ -118,62 +118,15 @@ func TestParseLayout(t *testing.T) {
 		{"%s", "1795756003: x", 1795756003 * time.Second, 10},
 		{"2006/01/02 15:04:05.000", "2026/11/27 06:07:59.125] x", utc(2026, 11, 27, 6, 7, 59, 125000000), 23},
 	} {
-		l, err := parseLayout(tc.layout)
+		l, err := ParseLayout(tc.layout)
 		require.NoError(t, err, tc.layout)
-		at, n, err := l.scan([]byte(tc.in), k)
+		at, n, err := l.Scan([]byte(tc.in), k)
 		require.NoError(t, err, tc.layout)
 		assert.Equal(t, tc.n, n, tc.layout)
 		assert.Equal(t, tc.want, at, tc.layout)
 	}
 	for _, bad := range []string{"", "%Q", "%Y %", "%s %Y", "%M%f", "yesterday"} {
-		_, err := parseLayout(bad)
+		_, err := ParseLayout(bad)
 		assert.ErrorIs(t, err, ErrBadLayout, bad)
 	}
-}
-
-// Each envelope takes its own lines and leaves others.
-func TestEnvelopes(t *testing.T) {
-	for _, tc := range []struct {
-		env   envelope
-		in    string
-		ok    bool
-		ident string
-		msg   string
-	}{
-		{envSyslog, "Nov 27 06:10:11 vm mosquitto[15612]: 1795756211: mosquitto version 2.0.11 running", true, "mosquitto", "1795756211: mosquitto version 2.0.11 running"},
-		{envSyslog, "<30>Nov 27 06:07:43 mosquitto[11306]: 1795756063: x", true, "mosquitto", "1795756063: x"},
-		{envSyslog, "2026-11-27T06:10:12.716781+01:00 vm mosquitto[15612]: x", true, "mosquitto", "x"},
-		{envSyslog, "1795756079.601235 vm mosquitto[12310]: x", true, "mosquitto", "x"},
-		{envSyslog, "Fri 2026-11-27 06:08:02 CET vm systemd[1]: Stopping Mosquitto MQTT Broker...", true, "systemd", "Stopping Mosquitto MQTT Broker..."},
-		// mosquitto's own stamp
-		{envSyslog, "1700000000: New client connected from a:1 as b (p2, c1, k30).", false, "", ""},
-		// docker's, not a tag
-		{envSyslog, "2026-11-27T05:08:45.924768120Z 1795756125: mosquitto version 2.0.18 starting", false, "", ""},
-		// RabbitMQ's
-		{envSyslog, "2026-11-27 04:02:33.046092+00:00 [info] <0.521.0> accepting MQTT connection", false, "", ""},
-		{envRFC5424, "<29>1 2026-11-27T06:08:46.921120+01:00 vm mosquitto 13704 - -  1795756126: x", true, "mosquitto", "1795756126: x"},
-		{envRFC5424, `<29>1 2026-11-27T06:08:46Z vm mosquitto 13704 ID47 [exampleSDID@32473 iut="3"] ` + "\xef\xbb\xbfx", true, "mosquitto", "x"},
-		{envRFC5424, "<29>2 2026-11-27T06:08:46Z vm mosquitto 13704 - - x", false, "", ""},
-		{envStamped, "2026-11-27T05:08:45.924768120Z 1795756125: x", true, "", "1795756125: x"},
-		{envStamped, "2026-11-27 05:08:45 1795756125: x", false, "", ""}, // no zone: not docker's
-		{envCRI, "2026-11-27T06:08:47.369180000+01:00 stderr F 1795756127: x", true, "", "1795756127: x"},
-		{envCRI, "2026-11-27T06:08:47.369Z stdin F x", false, "", ""},
-	} {
-		w, ok := tc.env.strip([]byte(tc.in))
-		require.Equal(t, tc.ok, ok, tc.in)
-		if ok {
-			assert.Equal(t, tc.ident, string(w.ident), tc.in)
-			assert.Equal(t, tc.msg, string(w.msg), tc.in)
-		}
-	}
-	assert.True(t, isJournalMarker([]byte("-- Boot 4eacfb40187d4912b31aebcc2a731554 --")))
-	assert.True(t, isJournalMarker([]byte("-- No entries --")))
-	assert.False(t, isJournalMarker([]byte("-- a line of a broker")))
-}
-
-// The spans a logger lost every line in are taken out of the time: a time
-// after a gap moves back by its length, one within it to its start.
-func TestCloseGaps(t *testing.T) {
-	l := &Log{Gaps: []Gap{{From: 10, To: 15}, {From: 30, To: 40}, {From: 32, To: 35}}}
-	assert.Equal(t, []time.Duration{5, 10, 10, 12, 25, 25, 30, 50}, l.closeGaps([]time.Duration{5, 10, 12, 17, 30, 36, 45, 65}))
 }

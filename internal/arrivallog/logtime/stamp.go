@@ -1,4 +1,9 @@
-package arrivallog
+// Package logtime reads the time stamps of logs exactly: the forms
+// brokers, syslog, journald, docker and kubectl write (ScanStamp, into a
+// Civil that a Clock turns into a time), a column or field of times all
+// written like its first (Stamps), and a layout the user names
+// (ParseLayout).
+package logtime
 
 import (
 	"errors"
@@ -10,7 +15,7 @@ import (
 )
 
 // A log line's time stamp, as brokers, syslog, journald, docker and
-// kubectl write it, is read by scanStamp into its civil parts. A clock
+// kubectl write it, is read by ScanStamp into its Civil parts. A Clock
 // turns those into a time. It supplies what the text left out: the zone
 // (-tz), the year (syslog's "Nov 27 03:12:00") or the whole date (a time
 // of day alone).
@@ -24,33 +29,33 @@ import (
 //	Nov 27 03:12:00  Nov  7 03:12:00.123456           syslog (RFC 3164), no year
 //	Fri Nov 27 03:12:00 2026   Fri 2026-11-27 03:12:00 CET   ctime, journalctl short-full
 //	03:12:00.123                                      a time of day alone
-type civil struct {
-	unix   bool          // a Unix number: at is the time, nothing else is set
-	far    bool          // a Unix number beyond 285 years from 0
-	at     time.Duration // since the epoch (unix only)
-	year   int           // 0: not written
-	month  int           // 0: no date written
-	day    int
-	hour   int
-	min    int
-	sec    int
-	nanos  int
-	digits int // fraction digits written: 0 whole seconds, 3 ms, 6 µs, 9 ns
-	zone   zoneKind
-	offset int // seconds east of UTC, where zone is zoneOffset
+type Civil struct {
+	Unix   bool          // a Unix number: at is the time, nothing else is set
+	Far    bool          // a Unix number beyond 285 years from 0
+	At     time.Duration // since the epoch (unix only)
+	Year   int           // 0: not written
+	Month  int           // 0: no date written
+	Day    int
+	Hour   int
+	Min    int
+	Sec    int
+	Nanos  int
+	Digits int // fraction digits written: 0 whole seconds, 3 ms, 6 µs, 9 ns
+	Zone   ZoneKind
+	Offset int // seconds east of UTC, where zone is zoneOffset
 }
 
-type zoneKind uint8
+type ZoneKind uint8
 
 const (
-	zoneNone   zoneKind = iota // local to whoever wrote it: the clock's -tz
-	zoneOffset                 // written: Z, +01:00, UTC, CET ...
+	ZoneNone   ZoneKind = iota // local to whoever wrote it: the clock's -tz
+	ZoneOffset                 // written: Z, +01:00, UTC, CET ...
 )
 
-// scanStamp reads a time stamp at the start of s. It returns its parts and
+// ScanStamp reads a time stamp at the start of s. It returns its parts and
 // the bytes it took (a closing bracket included). ok is false when s does
 // not start with one.
-func scanStamp(s []byte) (c civil, n int, ok bool) {
+func ScanStamp(s []byte) (c Civil, n int, ok bool) {
 	open := len(s) > 0 && s[0] == '['
 	i := 0
 	if open {
@@ -58,21 +63,21 @@ func scanStamp(s []byte) (c civil, n int, ok bool) {
 	}
 	j, ok := scanStampBody(s, i, &c)
 	if !ok {
-		return civil{}, 0, false
+		return Civil{}, 0, false
 	}
 	if open {
 		if j >= len(s) || s[j] != ']' {
-			return civil{}, 0, false
+			return Civil{}, 0, false
 		}
 		j++
 	}
 	return c, j, true
 }
 
-func scanStampBody(s []byte, i int, c *civil) (int, bool) {
+func scanStampBody(s []byte, i int, c *Civil) (int, bool) {
 	switch {
 	case i < len(s) && isDigit(s[i]):
-		d := digitsAt(s, i)
+		d := DigitsAt(s, i)
 		switch {
 		case d == 4 && i+4 < len(s) && (s[i+4] == '-' || s[i+4] == '/'):
 			return scanISO(s, i, c)
@@ -89,13 +94,13 @@ func scanStampBody(s []byte, i int, c *civil) (int, bool) {
 			if !ok {
 				return 0, false
 			}
-			if j+5 <= len(s) && s[j] == ' ' && digitsAt(s, j+1) == 4 {
-				c.year = atoi(s[j+1 : j+5])
+			if j+5 <= len(s) && s[j] == ' ' && DigitsAt(s, j+1) == 4 {
+				c.Year = atoi(s[j+1 : j+5])
 				j += 5
 			}
 			return j, true
 		}
-		if digitsAt(s, k) == 4 { // journalctl short-full: Fri 2026-11-27 03:12:00 CET
+		if DigitsAt(s, k) == 4 { // journalctl short-full: Fri 2026-11-27 03:12:00 CET
 			return scanISO(s, k, c)
 		}
 	}
@@ -104,12 +109,12 @@ func scanStampBody(s []byte, i int, c *civil) (int, bool) {
 
 // scanUnix reads a Unix time: seconds, ms, µs or ns by magnitude, with an
 // optional fraction, read exactly.
-func scanUnix(s []byte, i int, c *civil) (int, bool) {
-	j := i + digitsAt(s, i)
-	if j < len(s) && s[j] == '.' && digitsAt(s, j+1) > 0 {
-		j += 1 + digitsAt(s, j+1)
+func scanUnix(s []byte, i int, c *Civil) (int, bool) {
+	j := i + DigitsAt(s, i)
+	if j < len(s) && s[j] == '.' && DigitsAt(s, j+1) > 0 {
+		j += 1 + DigitsAt(s, j+1)
 	}
-	if j < len(s) && (isLetter(s[j]) || s[j] == '-' && j+1 < len(s) && isDigit(s[j+1])) {
+	if j < len(s) && (IsLetter(s[j]) || s[j] == '-' && j+1 < len(s) && isDigit(s[j+1])) {
 		return 0, false // a word or a range that starts with a digit
 	}
 	num := s[i:j]
@@ -126,16 +131,16 @@ func scanUnix(s []byte, i int, c *civil) (int, bool) {
 	}
 	v, err := decimal.Parse(num, scale)
 	if errors.Is(err, decimal.ErrTooFar) {
-		c.unix, c.far = true, true
+		c.Unix, c.Far = true, true
 		return j, true
 	}
 	if err != nil {
 		return 0, false
 	}
-	c.unix, c.at, c.zone = true, time.Duration(v), zoneOffset
-	c.digits = fractionDigits(num) + 9 - scale
-	if c.digits > 9 {
-		c.digits = 9
+	c.Unix, c.At, c.Zone = true, time.Duration(v), ZoneOffset
+	c.Digits = fractionDigits(num) + 9 - scale
+	if c.Digits > 9 {
+		c.Digits = 9
 	}
 	return j, true
 }
@@ -150,46 +155,46 @@ func fractionDigits(num []byte) int {
 }
 
 // scanISO reads 2026-11-27[T ]03:12:00[.frac][zone], or with slashes.
-func scanISO(s []byte, i int, c *civil) (int, bool) {
+func scanISO(s []byte, i int, c *Civil) (int, bool) {
 	sep := s[i+4]
-	if !(digitsAt(s, i+5) == 2 && i+7 < len(s) && s[i+7] == sep && digitsAt(s, i+8) == 2) {
+	if !(DigitsAt(s, i+5) == 2 && i+7 < len(s) && s[i+7] == sep && DigitsAt(s, i+8) == 2) {
 		return 0, false
 	}
-	c.year, c.month, c.day = atoi(s[i:i+4]), atoi(s[i+5:i+7]), atoi(s[i+8:i+10])
+	c.Year, c.Month, c.Day = atoi(s[i:i+4]), atoi(s[i+5:i+7]), atoi(s[i+8:i+10])
 	j := i + 10
 	if j >= len(s) || !(s[j] == 'T' || s[j] == 't' || s[j] == ' ' || s[j] == '_') {
 		return 0, false
 	}
 	j, ok := scanClock(s, j+1, c)
-	if !ok || !validDate(c.year, c.month, c.day) {
+	if !ok || !validDate(c.Year, c.Month, c.Day) {
 		return 0, false
 	}
 	return scanZone(s, j, c), true
 }
 
 // scanClock reads 03:12:00[.frac] (and, alone, a zone after it).
-func scanClock(s []byte, i int, c *civil) (int, bool) {
-	if !(digitsAt(s, i) == 2 && i+5 < len(s) && s[i+2] == ':' && digitsAt(s, i+3) == 2 && s[i+5] == ':' && digitsAt(s, i+6) == 2) {
+func scanClock(s []byte, i int, c *Civil) (int, bool) {
+	if !(DigitsAt(s, i) == 2 && i+5 < len(s) && s[i+2] == ':' && DigitsAt(s, i+3) == 2 && s[i+5] == ':' && DigitsAt(s, i+6) == 2) {
 		return 0, false
 	}
-	c.hour, c.min, c.sec = atoi(s[i:i+2]), atoi(s[i+3:i+5]), atoi(s[i+6:i+8])
-	if c.hour > 24 || c.min > 59 || c.sec > 60 || c.hour == 24 && (c.min > 0 || c.sec > 0) {
+	c.Hour, c.Min, c.Sec = atoi(s[i:i+2]), atoi(s[i+3:i+5]), atoi(s[i+6:i+8])
+	if c.Hour > 24 || c.Min > 59 || c.Sec > 60 || c.Hour == 24 && (c.Min > 0 || c.Sec > 0) {
 		return 0, false
 	}
 	j := i + 8
 	if j+1 < len(s) && (s[j] == '.' || s[j] == ',') && isDigit(s[j+1]) {
-		d := digitsAt(s, j+1)
+		d := DigitsAt(s, j+1)
 		frac := s[j+1 : j+1+d]
-		c.digits = min(d, 9)
+		c.Digits = min(d, 9)
 		for k := range 9 {
-			c.nanos *= 10
+			c.Nanos *= 10
 			if k < d {
-				c.nanos += int(frac[k] - '0')
+				c.Nanos += int(frac[k] - '0')
 			}
 		}
 		j += 1 + d
 	}
-	if c.month == 0 {
+	if c.Month == 0 {
 		return scanZone(s, j, c), true
 	}
 	return j, true
@@ -197,8 +202,8 @@ func scanClock(s []byte, i int, c *civil) (int, bool) {
 
 // scanSyslog reads Nov 27 03:12:00[.frac] (the day padded with a space
 // or a zero).
-func scanSyslog(s []byte, i int, c *civil) (int, bool) {
-	c.month = monthAt(s, i)
+func scanSyslog(s []byte, i int, c *Civil) (int, bool) {
+	c.Month = monthAt(s, i)
 	j := i + 3
 	if j >= len(s) || s[j] != ' ' {
 		return 0, false
@@ -207,19 +212,19 @@ func scanSyslog(s []byte, i int, c *civil) (int, bool) {
 	if j < len(s) && s[j] == ' ' {
 		j++
 	}
-	d := digitsAt(s, j)
+	d := DigitsAt(s, j)
 	if d < 1 || d > 2 {
 		return 0, false
 	}
-	c.day = atoi(s[j : j+d])
+	c.Day = atoi(s[j : j+d])
 	j += d
-	if j >= len(s) || s[j] != ' ' || c.day < 1 || c.day > 31 {
+	if j >= len(s) || s[j] != ' ' || c.Day < 1 || c.Day > 31 {
 		return 0, false
 	}
-	month := c.month
-	c.month = -1 // a date without its year: scanClock reads no zone
+	month := c.Month
+	c.Month = -1 // a date without its year: scanClock reads no zone
 	j, ok := scanClock(s, j+1, c)
-	c.month = month
+	c.Month = month
 	if !ok {
 		return 0, false
 	}
@@ -228,26 +233,26 @@ func scanSyslog(s []byte, i int, c *civil) (int, bool) {
 
 // scanZone reads a zone after a time, if one is there: Z, +01:00, +0100,
 // +01, or, after a space, a name (UTC, GMT, CET ...) or an offset.
-func scanZone(s []byte, j int, c *civil) int {
+func scanZone(s []byte, j int, c *Civil) int {
 	if j >= len(s) {
 		return j
 	}
 	switch b := s[j]; {
 	case b == 'Z' || b == 'z':
-		if j+1 == len(s) || !isLetter(s[j+1]) {
-			c.zone, c.offset = zoneOffset, 0
+		if j+1 == len(s) || !IsLetter(s[j+1]) {
+			c.Zone, c.Offset = ZoneOffset, 0
 			return j + 1
 		}
 	case b == '+' || b == '-':
 		if k, off, ok := scanOffset(s, j); ok {
-			c.zone, c.offset = zoneOffset, off
+			c.Zone, c.Offset = ZoneOffset, off
 			return k
 		}
 	case b == ' ':
 		if j+1 < len(s) && (s[j+1] == '+' || s[j+1] == '-') {
 			// " +0100", not " -" before a message
 			if k, off, ok := scanOffset(s, j+1); ok && k-j-1 >= 5 {
-				c.zone, c.offset = zoneOffset, off
+				c.Zone, c.Offset = ZoneOffset, off
 				return k
 			}
 		}
@@ -255,11 +260,11 @@ func scanZone(s []byte, j int, c *civil) int {
 		for k < len(s) && s[k] >= 'A' && s[k] <= 'Z' {
 			k++
 		}
-		if off, ok := zoneNames[string(s[j+1:k])]; ok && (k == len(s) || !isLetter(s[k])) {
-			c.zone, c.offset = zoneOffset, off
+		if off, ok := zoneNames[string(s[j+1:k])]; ok && (k == len(s) || !IsLetter(s[k])) {
+			c.Zone, c.Offset = ZoneOffset, off
 			if k+1 < len(s) && (s[k] == '+' || s[k] == '-') { // UTC+01:00
 				if e, o, ok := scanOffset(s, k); ok {
-					c.offset += o
+					c.Offset += o
 					k = e
 				}
 			}
@@ -276,18 +281,18 @@ func scanOffset(s []byte, j int) (end, offset int, ok bool) {
 		sign = -1
 	}
 	k := j + 1
-	if digitsAt(s, k) < 2 {
+	if DigitsAt(s, k) < 2 {
 		return 0, 0, false
 	}
 	h, m := atoi(s[k:k+2]), 0
 	switch {
-	case k+4 < len(s)+1 && k+2 < len(s) && s[k+2] == ':' && digitsAt(s, k+3) == 2:
+	case k+4 < len(s)+1 && k+2 < len(s) && s[k+2] == ':' && DigitsAt(s, k+3) == 2:
 		m = atoi(s[k+3 : k+5])
 		k += 5
-	case digitsAt(s, k) == 4:
+	case DigitsAt(s, k) == 4:
 		m = atoi(s[k+2 : k+4])
 		k += 4
-	case digitsAt(s, k) == 2:
+	case DigitsAt(s, k) == 2:
 		k += 2
 	default:
 		return 0, 0, false
@@ -337,10 +342,10 @@ func weekdayAt(s []byte, i int) bool {
 }
 
 func isDigit(b byte) bool  { return b >= '0' && b <= '9' }
-func isLetter(b byte) bool { return b|0x20 >= 'a' && b|0x20 <= 'z' }
+func IsLetter(b byte) bool { return b|0x20 >= 'a' && b|0x20 <= 'z' }
 
-// digitsAt counts the digits at s[i:].
-func digitsAt(s []byte, i int) int {
+// DigitsAt counts the digits at s[i:].
+func DigitsAt(s []byte, i int) int {
 	n := 0
 	for i+n < len(s) && isDigit(s[i+n]) {
 		n++
@@ -364,12 +369,12 @@ func validDate(y, m, d int) bool {
 	return d <= time.Date(y, time.Month(m)+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
-// clock turns stamps into times since the epoch. Where the stamp names no
+// Clock turns stamps into times since the epoch. Where the stamp names no
 // zone, the time is in loc. Where it names no year (or no day), the time
 // is in the year (and on the day) the log is taken to run in. The clock
 // rolls on when the stamps do: December to January, or a time of day that
 // goes back by half a day.
-type clock struct {
+type Clock struct {
 	loc *time.Location
 	// ref is when the log was written, as far as the reader knows (the
 	// file's modification time, or now): the year and day of stamps that
@@ -388,56 +393,56 @@ type clock struct {
 	firstYear   int
 	// zone notes the zone of the first stamp it reads, for the log's
 	// reader to write its times in; nil for a clock no one asks
-	zone *zoneNote
+	zone *ZoneNote
 }
 
-// zoneNote is the zone a log's stamps were written in: the first stamp's
+// ZoneNote is the zone a log's stamps were written in: the first stamp's
 // own offset, the zone taken for stamps without one, nil for Unix time.
-type zoneNote struct {
-	loc  *time.Location
+type ZoneNote struct {
+	Loc  *time.Location
 	seen bool
 }
 
-func (z *zoneNote) note(loc *time.Location) {
+func (z *ZoneNote) note(loc *time.Location) {
 	if z != nil && !z.seen {
-		z.loc, z.seen = loc, true
+		z.Loc, z.seen = loc, true
 	}
 }
 
-func newClock(loc *time.Location, ref time.Time, zone *zoneNote) *clock {
+func NewClock(loc *time.Location, ref time.Time, zone *ZoneNote) *Clock {
 	if loc == nil {
 		loc = time.UTC
 	}
-	return &clock{loc: loc, ref: ref, zone: zone}
+	return &Clock{loc: loc, ref: ref, zone: zone}
 }
 
 // errTime is a stamp whose parts are not a time (a day past the month's
 // end).
 var errTime = errors.New("not a time")
 
-// at is the time a stamp names.
-func (k *clock) at(c civil) (time.Duration, error) {
-	if c.far {
+// At is the time a stamp names.
+func (k *Clock) At(c Civil) (time.Duration, error) {
+	if c.Far {
 		return 0, decimal.ErrTooFar
 	}
-	if c.unix {
+	if c.Unix {
 		k.written = true
 		k.zone.note(nil)
-		return c.at, nil
+		return c.At, nil
 	}
 	loc := k.loc
-	if c.zone == zoneOffset {
-		loc = time.FixedZone("", c.offset)
+	if c.Zone == ZoneOffset {
+		loc = time.FixedZone("", c.Offset)
 		k.written = true
 	} else {
 		k.zoneless = true
 	}
 	k.zone.note(loc)
-	year, month, day := c.year, c.month, c.day
+	year, month, day := c.Year, c.Month, c.Day
 	switch {
 	case month == 0: // a time of day alone
 		k.dateless = true
-		tod := time.Duration(c.hour)*time.Hour + time.Duration(c.min)*time.Minute + time.Duration(c.sec)*time.Second
+		tod := time.Duration(c.Hour)*time.Hour + time.Duration(c.Min)*time.Minute + time.Duration(c.Sec)*time.Second
 		if !k.dayStarted {
 			r := k.ref.In(loc)
 			k.day, k.dayStarted = time.Date(r.Year(), r.Month(), r.Day(), 0, 0, 0, 0, loc), true
@@ -464,7 +469,7 @@ func (k *clock) at(c civil) (time.Duration, error) {
 			return 0, fmt.Errorf("%w: day %d of %s %d", errTime, day, time.Month(month), year)
 		}
 	}
-	t := time.Date(year, time.Month(month), day, c.hour, c.min, c.sec, c.nanos, loc)
+	t := time.Date(year, time.Month(month), day, c.Hour, c.Min, c.Sec, c.Nanos, loc)
 	sec := t.Unix()
 	if sec > decimal.Max/1e9 || sec < -decimal.Max/1e9 {
 		return 0, decimal.ErrTooFar
@@ -472,9 +477,9 @@ func (k *clock) at(c civil) (time.Duration, error) {
 	return time.Duration(sec)*time.Second + time.Duration(t.Nanosecond()), nil
 }
 
-// assumed says what the clock supplied that the stamps left out, for the
+// Assumed says what the clock supplied that the stamps left out, for the
 // format's name: "" when they said it all.
-func (k *clock) assumed() string {
+func (k *Clock) Assumed() string {
 	var parts []string
 	if k.zoneless {
 		name := k.loc.String()

@@ -1,4 +1,4 @@
-package arrivallog
+package logtime
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func TestParseDated(t *testing.T) {
 		{"2024-01-02", 0, decimal.ErrNotNumber},
 		{"yesterday at noon!!", 0, decimal.ErrNotNumber},
 	} {
-		got, err := parseDated(tc.in)
+		got, err := ParseDated(tc.in)
 		if tc.err == decimal.ErrNotNumber {
 			assert.ErrorContains(t, err, "expected an RFC 3339 time", tc.in)
 		} else {

@@ -1,4 +1,4 @@
-package arrivallog
+package logtime
 
 import (
 	"errors"
@@ -8,14 +8,16 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/decimal"
+
+	"github.com/herdguard/herdguard/internal/fileline"
 )
 
 // A time layout the user names (-time-layout) for stamps the reader does
 // not know by itself. It is strftime, as mosquitto's log_timestamp_format
 // and most loggers take it (%Y-%m-%d %H:%M:%S). It may instead be Go's
 // reference time (2006-01-02 15:04:05).
-type layout struct {
-	text   string         // as given
+type Layout struct {
+	Text   string         // as given
 	goForm string         // as time.Parse takes it
 	match  *regexp.Regexp // the stamp's extent at the start of a text
 	unix   bool           // %s: Unix seconds
@@ -46,12 +48,12 @@ var goElements = []struct{ elem, re string }{
 	{"05", `\d{2}`}, {"06", `\d{2}`}, {"15", `\d{2}`}, {"PM", `[AaPp][Mm]`}, {"pm", `[AaPp][Mm]`},
 }
 
-// parseLayout reads a -time-layout.
-func parseLayout(text string) (*layout, error) {
+// ParseLayout reads a -time-layout.
+func ParseLayout(text string) (*Layout, error) {
 	if text == "" {
 		return nil, fmt.Errorf("%w: empty", ErrBadLayout)
 	}
-	l := &layout{text: text}
+	l := &Layout{Text: text}
 	var goForm, re strings.Builder
 	if strings.Contains(text, "%") {
 		for i := 0; i < len(text); i++ {
@@ -119,32 +121,32 @@ func knownDirectives() string {
 	return "%Y %y %m %d %e %H %I %M %S %p %b %h %B %a %A %z %Z %f %F %T %D %R %s %%"
 }
 
-// scan reads a stamp in the layout at the start of s: its time and the
+// Scan reads a stamp in the layout at the start of s: its time and the
 // bytes it took.
-func (l *layout) scan(s []byte, k *clock) (time.Duration, int, error) {
+func (l *Layout) Scan(s []byte, k *Clock) (time.Duration, int, error) {
 	loc := l.match.FindIndex(s)
 	if loc == nil {
-		return 0, 0, fmt.Errorf("expected a time in the layout %q at %q", l.text, excerpt(s))
+		return 0, 0, fmt.Errorf("expected a time in the layout %q at %q", l.Text, fileline.Excerpt(s))
 	}
-	t, err := l.parse(string(s[:loc[1]]), k)
+	t, err := l.Parse(string(s[:loc[1]]), k)
 	return t, loc[1], err
 }
 
-// parse reads text, all of it a stamp in the layout.
-func (l *layout) parse(text string, k *clock) (time.Duration, error) {
+// Parse reads text, all of it a stamp in the layout.
+func (l *Layout) Parse(text string, k *Clock) (time.Duration, error) {
 	if l.unix {
-		return parseSeconds(text)
+		return ParseSeconds(text)
 	}
 	t, err := time.ParseInLocation(l.goForm, text, k.loc)
 	if err != nil {
-		return 0, fmt.Errorf("expected a time in the layout %q, got %q: %v", l.text, excerpt(text), err)
+		return 0, fmt.Errorf("expected a time in the layout %q, got %q: %v", l.Text, fileline.Excerpt(text), err)
 	}
 	if t.Year() == 0 { // the layout has no year: as syslog's
-		c := civil{month: int(t.Month()), day: t.Day(), hour: t.Hour(), min: t.Minute(), sec: t.Second(), nanos: t.Nanosecond()}
+		c := Civil{Month: int(t.Month()), Day: t.Day(), Hour: t.Hour(), Min: t.Minute(), Sec: t.Second(), Nanos: t.Nanosecond()}
 		if !strings.Contains(l.goForm, "Jan") && !strings.Contains(l.goForm, "01") && !strings.Contains(l.goForm, "1/") {
-			c.month = 0 // a time of day alone
+			c.Month = 0 // a time of day alone
 		}
-		return k.at(c)
+		return k.At(c)
 	}
 	if l.zoned() {
 		k.written = true
@@ -160,7 +162,7 @@ func (l *layout) parse(text string, k *clock) (time.Duration, error) {
 }
 
 // zoned reports whether the layout writes the zone.
-func (l *layout) zoned() bool {
+func (l *Layout) zoned() bool {
 	for _, e := range []string{"-0700", "-07:00", "Z0700", "Z07:00", "-07", "MST"} {
 		if strings.Contains(l.goForm, e) {
 			return true
