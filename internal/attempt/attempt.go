@@ -48,7 +48,7 @@ const (
 	// events.csv.
 	Attempt Kind = iota
 	// Begun is an attempt just started (Outcome Pending): the next Attempt
-	// record of the same device is its outcome.
+	// record of the same device is its outcome, at when the device heard it.
 	Begun
 	// Lost is the end of a device's session, at T, when the device noticed
 	// it; Outcome, Code and Lag say nothing.
@@ -79,7 +79,8 @@ func parseKind(s string) (Kind, bool) {
 // and a plain value; its zero Kind is Attempt.
 type Record struct {
 	// T is unscaled time since the disruption; on a live stream, where the
-	// disruption is not known yet, since the Unix epoch.
+	// disruption is not known yet, since the Unix epoch, and an Attempt's
+	// is when its device heard the outcome (its Begun record has the start).
 	T       time.Duration
 	Lag     time.Duration // unscaled: how late the device left against its schedule; <0: unknown
 	Device  int32         // the fleet's index (client ID dev-<Device>); -1: any other client ID

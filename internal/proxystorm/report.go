@@ -76,10 +76,10 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 		} else if i, ok := anonymous[a.Seq]; ok {
 			dev = int32(i)
 		}
-		t := a.Accept.Sub(t0)
-		b.Add(attempt.Record{T: t, Lag: -1, Device: dev, Outcome: a.Outcome})
+		b.Add(attempt.Record{T: a.Accept.Sub(t0), Lag: -1, Device: dev, Outcome: a.Outcome})
 		if a.Outcome == fault.Accepted {
-			b.Add(attempt.Record{T: t, Lag: -1, Device: dev, Outcome: a.Outcome, Seen: attempt.Broker, Node: uint8(a.node)})
+			// the broker took it when the proxy passed it on, after any hold
+			b.Add(attempt.Record{T: a.Decided.Sub(t0), Lag: -1, Device: dev, Outcome: a.Outcome, Seen: attempt.Broker, Node: uint8(a.node)})
 		}
 		counts.Add(countOf(a.Attempt))
 	}
@@ -94,7 +94,7 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 	h := &rep.Host
 	h.LagP50S, h.LagP99S, h.Bound = late50, late99, late99 > report.HostBoundLate.Seconds()
 	rep.Proxy = counts
-	rep.External = s.external(fl)
+	rep.External = s.devicesSeen(fl)
 	if inferred, err := s.InferPolicy(); err == nil {
 		rep.Inferred = PolicyOf(inferred, s.cfg.Identify)
 	}
@@ -144,9 +144,9 @@ func countOf(a fault.Attempt) report.ProxyCounts {
 	return c
 }
 
-// external is how the fleet's devices were told apart, and who of them
+// devicesSeen is how the fleet's devices were told apart, and who of them
 // has no session now.
-func (s *Storm) external(fl *fleet) *external.Devices {
+func (s *Storm) devicesSeen(fl *fleet) *external.Devices {
 	x := &external.Devices{ByClientID: len(fl.ids), BySession: fl.anonymous, Identified: s.cfg.Identify}
 	open, anonymous := s.openSessions()
 	for _, id := range fl.ids {

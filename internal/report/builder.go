@@ -253,7 +253,7 @@ func (b *Builder) Add(r attempt.Record) {
 		return
 	}
 	b.tried.add(dev)
-	if b.run.BrokerAt == "" && r.Outcome == fault.Accepted {
+	if b.run.BrokerAt == "" && !b.run.FleetAdmits && r.Outcome == fault.Accepted {
 		b.admitted(dev, t)
 	}
 }

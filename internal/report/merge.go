@@ -62,7 +62,10 @@ func MergeDirs(ctx context.Context, dirs []string, wait time.Duration) (*Report,
 // Merge combines shard reports of one fleet into one. The shards have
 // disjoint device IDs, the same scenario and the same policy. Times are
 // re-anchored at the earliest shard's disruption. Every statistic is
-// recomputed from the events.
+// recomputed from the events. events.csv has when each attempt began, not
+// when its device heard the answer: the merge's recovery is that start,
+// where a shard behind a fault proxy counts when the device heard (a
+// CONNACK's round trip later, or a hold's).
 func Merge(shards []*Report) (*Report, error) {
 	if len(shards) == 0 {
 		return nil, fmt.Errorf("report: nothing to merge")
