@@ -223,8 +223,8 @@ func TestMQTT5RedirectsGoOnlyWhereAllowed(t *testing.T) {
 	})
 	t.Run("nowhere else", func(t *testing.T) {
 		for ref, why := range map[string]string{
-			"evil.example:1883":       "not a host of Broker or Failover, nor in RedirectDomains",
-			"fleet.test.evil.example": "not a host of Broker or Failover, nor in RedirectDomains",
+			"evil.example:1883":       "not a host of Broker or Failover, nor under Redirects.Domains",
+			"fleet.test.evil.example": "not a host of Broker or Failover, nor under Redirects.Domains",
 			"10.0.0.1:1883":           "not a host name of letters, digits and hyphens, nor a host of Broker or Failover",
 			// a zoned IPv6 literal whose zone ends in an allowed domain
 			"[::ffff:127.0.0.1%25x.fleet.test]:1883": "not a host name of letters, digits and hyphens",

@@ -25,9 +25,8 @@ import (
 //	2024-05-06 10:00:00,101 INFO  - Starting HiveMQ ...                   hivemq.log
 //	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: ...
 //
-// The message is then recognised by what each broker writes (mosquitto.go,
-// rabbitmq.go, emqx.go, hivemq.go, vernemq.go). One reader thus takes
-// them all. A log that merges several brokers' lines is read whole.
+// The message is then recognised by what each broker writes
+// (brokerline.Classify). One reader thus takes them all. A log that merges several brokers' lines is read whole.
 type textReader struct {
 	env      envelope
 	layout   *logtime.Layout // -time-layout, for the broker's own stamps

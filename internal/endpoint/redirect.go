@@ -9,12 +9,12 @@ import (
 
 // Redirect makes a Server Reference into the URL of the next attempt, from
 // the endpoint from, given the configured endpoints and the domains a
-// broker may send the device under. A
-// reference is "host", "host:port", or a URL of no more than those. Of a
-// space-separated list, the first counts. The host must be a configured
-// endpoint's, or a name of letters, digits and hyphens under one of
-// the agent's redirect domains: no IP address but an endpoint's, no IPv6 zone, nothing
-// a resolver would read other than as the name checked. A port, if named,
+// broker may send the device under. A reference is "host", "host:port",
+// or a URL of no more than those. Of a space-separated list, the first
+// counts. The host must be a configured endpoint's, or a name of letters,
+// digits and hyphens under one of the agent's redirect domains: no IP
+// address but an endpoint's, no IPv6 zone, nothing a resolver would read
+// other than as the name checked. A port, if named,
 // must be one of the endpoints'; otherwise the current endpoint's is kept,
 // as is its scheme. The URL is built from the parts checked, so what is
 // dialled is what was checked. Otherwise Redirect returns nil and why not.
@@ -57,7 +57,7 @@ func Redirect(ref string, from *url.URL, endpoints []*url.URL, domains []string)
 
 // redirectHost says why a broker may not send the device to host, or ""
 // if it may: a host of the configured endpoints, or a name in (or under)
-// one of RedirectDomains.
+// one of the redirect domains.
 func redirectHost(host string, endpoints []*url.URL, domains []string) string {
 	for _, u := range endpoints {
 		if strings.EqualFold(strings.TrimSuffix(u.Hostname(), "."), host) {
@@ -73,7 +73,7 @@ func redirectHost(host string, endpoints []*url.URL, domains []string) string {
 			return ""
 		}
 	}
-	return "not a host of Broker or Failover, nor in RedirectDomains"
+	return "not a host of Broker or Failover, nor under Redirects.Domains"
 }
 
 // anEndpointsPort says whether port is one of the configured endpoints',

@@ -84,23 +84,23 @@ func BrokerCalibrationCells(url string) []CalibrationCell {
 		for _, p := range []string{"iotcore", "full"} {
 			cells = append(cells, CalibrationCell{Scenario: plan.BrokerRestart, Policy: p, Broker: url, MQTT5: v5},
 				CalibrationCell{Scenario: plan.ThrottledRestart, Policy: p, Mode: mode, AdmitRate: 200, Broker: url, MQTT5: v5,
-					TimeScale: refusedInRounds(p, mode)})
+					TimeScale: brokerCellTimeScale(p, mode)})
 		}
 	}
 	return cells
 }
 
-// refusedInRounds is the real devices' time scale for a throttled restart
-// through the proxy (0: the calibration's). iotcore's rounds at its cap
-// bring the devices still out within one second, which the limit refuses
-// past its burst of 10. At 5x this host makes each round's connects in
-// bunches. Then the limit refuses more of them than the model does, and
-// the last of the fleet come back rounds later (seed 1, 2,000 devices:
-// the agents' last device at 418 s, the model's at 226 s). At 2x one
-// round later is still common. In real time both real engines match the
-// model (p99 193.8, 193.8 and 193.8 s; the last device 225.7, 225.6 and
-// 225.6 s: agents, wire, model).
-func refusedInRounds(policy string, mode fault.AdmissionMode) float64 {
+// brokerCellTimeScale is the real devices' time scale for a throttled
+// restart through the proxy (0: the calibration's). iotcore's rounds at
+// its cap bring the devices still out within one second, which the limit
+// refuses past its burst of 10. At 5x this host makes each round's
+// connects in bunches. Then the limit refuses more of them than the model
+// does, and the last of the fleet come back rounds later (seed 1, 2,000
+// devices: the agents' last device at 418 s, the model's at 226 s). At 2x
+// one round later is still common. In real time both real engines match
+// the model (seed 1: p99 193.8, 193.8 and 193.8 s; the last device 225.7,
+// 225.6 and 225.6 s: agents, wire, model; 2026-11-29).
+func brokerCellTimeScale(policy string, mode fault.AdmissionMode) float64 {
 	if policy == "iotcore" && mode == fault.RefuseOverLimit {
 		return 1
 	}
@@ -156,7 +156,7 @@ type Calibration struct {
 	Tolerance   CalibrationBounds `json:"tolerance"`
 }
 
-// CalibrationBounds is how close the engines must be. A p99 is close
+// CalibrationBounds is how close the engines must be. A run's p99 is close
 // enough too when it lies within the other engine's p98.5 to p99.5
 // (report.Recovery.Near99), each end widened as a time is: where devices
 // come back in rounds, the ranks about p99 tell how much of the fleet

@@ -178,7 +178,7 @@ func (l *loop) broken(d *dev, now time.Duration) {
 
 // redirect follows the Server Reference of a 0x9C or 0x9D under the
 // agent's rules (device.Agent's followRedirect): the reference must be a
-// configured endpoint's host, and at most MaxRedirects are followed in a
+// configured endpoint's host, and at most Redirects.Max are followed in a
 // row without a session. It reports whether it did.
 func (l *loop) redirect(d *dev, c connack) bool {
 	if c.code != device.CodeUseAnotherServer && c.code != device.CodeServerMoved || d.prof.timing.IgnoreServerSignals ||

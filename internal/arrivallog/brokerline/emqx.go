@@ -20,6 +20,9 @@ import (
 // warning, it logs socket errors (emqx_connection.erl:963) and flapping
 // (emqx_flapping.erl). Versions up to 5.5 write msg first and the client
 // after the peer.
+//
+// EMQXFields are the pairs of one such line that say what happened: msg,
+// clientid, packet and reason, each "" where the line has none.
 type EMQXFields struct {
 	Msg, ClientID, Packet, Reason string
 }

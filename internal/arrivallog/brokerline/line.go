@@ -38,7 +38,7 @@ func (k Kind) String() string {
 }
 
 // Line is what one line of a broker's log said: its kind, the client it
-// names, and for a line of another kind what it was.
+// names, and for a line of another kind what it was. It is a plain value.
 type Line struct {
 	Kind   Kind
 	Client string

@@ -18,7 +18,7 @@ import (
 // ID dev-1". They refuse with "Rejected MQTT connection A -> B with
 // CONNACK return code 5" (3.13: "with Connect Reason Code 135"). Only the
 // accept names the client. The lines that end a session name the
-// connection (the process, or the address pair), which entry.conn carries.
+// connection (the process, or the address pair), which Line.Conn carries.
 func classifyRabbitMQ(s, proc string) (Line, bool) {
 	s = strings.TrimSpace(s)
 	e := Line{Broker: "rabbitmq", Conn: proc}

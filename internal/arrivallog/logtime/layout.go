@@ -8,12 +8,11 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/decimal"
-
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
-// A time layout the user names (-time-layout) for stamps the reader does
-// not know by itself. It is strftime, as mosquitto's log_timestamp_format
+// Layout is a time layout the user names (-time-layout) for stamps the
+// reader does not know by itself. It is strftime, as mosquitto's log_timestamp_format
 // and most loggers take it (%Y-%m-%d %H:%M:%S). It may instead be Go's
 // reference time (2006-01-02 15:04:05).
 type Layout struct {

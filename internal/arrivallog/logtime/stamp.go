@@ -14,8 +14,8 @@ import (
 	"github.com/herdguard/herdguard/internal/decimal"
 )
 
-// A log line's time stamp, as brokers, syslog, journald, docker and
-// kubectl write it, is read by ScanStamp into its Civil parts. A Clock
+// Civil is a log line's time stamp in its parts, as brokers, syslog,
+// journald, docker and kubectl write it: ScanStamp reads it, and a Clock
 // turns those into a time. It supplies what the text left out: the zone
 // (-tz), the year (syslog's "Nov 27 03:12:00") or the whole date (a time
 // of day alone).
@@ -30,7 +30,7 @@ import (
 //	Fri Nov 27 03:12:00 2026   Fri 2026-11-27 03:12:00 CET   ctime, journalctl short-full
 //	03:12:00.123                                      a time of day alone
 type Civil struct {
-	Unix   bool          // a Unix number: at is the time, nothing else is set
+	Unix   bool          // a Unix number: At is the time, nothing else is set
 	Far    bool          // a Unix number beyond 285 years from 0
 	At     time.Duration // since the epoch (unix only)
 	Year   int           // 0: not written
@@ -42,9 +42,10 @@ type Civil struct {
 	Nanos  int
 	Digits int // fraction digits written: 0 whole seconds, 3 ms, 6 µs, 9 ns
 	Zone   ZoneKind
-	Offset int // seconds east of UTC, where zone is zoneOffset
+	Offset int // seconds east of UTC, where Zone is ZoneOffset
 }
 
+// ZoneKind says whether a stamp wrote its zone.
 type ZoneKind uint8
 
 const (
@@ -341,7 +342,9 @@ func weekdayAt(s []byte, i int) bool {
 	return false
 }
 
-func isDigit(b byte) bool  { return b >= '0' && b <= '9' }
+func isDigit(b byte) bool { return b >= '0' && b <= '9' }
+
+// IsLetter reports whether b is an ASCII letter.
 func IsLetter(b byte) bool { return b|0x20 >= 'a' && b|0x20 <= 'z' }
 
 // DigitsAt counts the digits at s[i:].
@@ -373,7 +376,8 @@ func validDate(y, m, d int) bool {
 // zone, the time is in loc. Where it names no year (or no day), the time
 // is in the year (and on the day) the log is taken to run in. The clock
 // rolls on when the stamps do: December to January, or a time of day that
-// goes back by half a day.
+// goes back by half a day. Its zero value is not ready: use NewClock. It
+// is not safe for concurrent use.
 type Clock struct {
 	loc *time.Location
 	// ref is when the log was written, as far as the reader knows (the
@@ -409,6 +413,9 @@ func (z *ZoneNote) note(loc *time.Location) {
 	}
 }
 
+// NewClock is a clock that reads stamps without a zone in loc (nil: UTC),
+// and stamps without a year or day as written around ref; zone, if not
+// nil, notes the zone of the first stamp it reads.
 func NewClock(loc *time.Location, ref time.Time, zone *ZoneNote) *Clock {
 	if loc == nil {
 		loc = time.UTC

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/decimal"
-
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -70,6 +69,7 @@ func ParseDated(v string) (time.Duration, error) {
 // first value, the same for every other.
 type StampKind int
 
+// The ways a column or field writes its times.
 const (
 	StampUnknown StampKind = iota
 	StampRFC3339           // any time stamp ScanStamp reads, RFC 3339 the most common
@@ -79,6 +79,7 @@ const (
 	StampNanos
 )
 
+// String names the kind as an error or a format's name says it.
 func (k StampKind) String() string {
 	switch k {
 	case StampRFC3339:
@@ -138,6 +139,8 @@ func (s *Stamps) Digits(v string) int {
 	return f
 }
 
+// Read reads v, the value on line line, written as the first value was;
+// the first value read sets how.
 func (s *Stamps) Read(v string, line int) (time.Duration, error) {
 	if s.Kind == StampUnknown {
 		switch _, err := decimal.Parse(v, 0); {
