@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/herdguard/herdguard/device"
+	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/proxystorm"
 	"github.com/herdguard/herdguard/testbroker"
@@ -83,6 +84,28 @@ func TestAFleetThroughTheProxyIsStruckAndSeenBack(t *testing.T) {
 	assert.Positive(t, rep.Proxy.Refused, "the attempts during the outage")
 	assert.Equal(t, rep.Proxy.Admitted+rep.Proxy.Refused, int(rep.Attempts.Total))
 	assert.Zero(t, rep.Stranded())
+}
+
+// A connection the proxy holds for a token reaches the broker when the
+// proxy passes it on: 20 devices back from a 3 s outage into a limit of 5
+// connects a second, held over it, come back over at least 3.8 s after the
+// broker's return, not at their arrival at the proxy. A busy host can only
+// make that later.
+func TestAHeldConnectionReachesTheBrokerWhenPassedOn(t *testing.T) {
+	p := plan.Default()
+	p.Scenario, p.Outage = plan.ThrottledRestart, 3*time.Second
+	p.AdmitRate, p.AdmitBurst, p.AdmitMode = 5, 1, fault.PauseOverLimit
+	s, err := proxystorm.New(proxystorm.Config{Plan: p, Brokers: []string{newBroker(t)}, AwaitSessions: 20, Identify: true,
+		Watch: bound})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	fleetOf(t, s.Addrs()[0], 20)
+	rep, err := s.Run(context.Background())
+	require.NoError(t, err)
+	assert.True(t, rep.Recovery.AllRecovered)
+	assert.GreaterOrEqual(t, rep.Recovery.MaxS-rep.BrokerBackS, 3.8*0.95, "19 held devices at 5 a second")
+	require.NotNil(t, rep.Broker)
+	assert.GreaterOrEqual(t, rep.Broker.Arrivals.SpanS, 3.8*0.95, "the broker took them as the proxy passed them")
 }
 
 // What a proxy cannot make is refused up front, naming why.
