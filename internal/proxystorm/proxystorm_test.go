@@ -22,6 +22,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/proxystorm"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -57,6 +58,21 @@ func newBroker(t *testing.T) string {
 	return b.URL()[len("tcp://"):]
 }
 
+// stormOf runs p through the proxy in front of a test broker against n
+// agents the storm did not start, once they are all connected, and
+// returns its report; every attempt is identified by its client ID.
+func stormOf(t *testing.T, p plan.Plan, n int) *report.Report {
+	t.Helper()
+	s, err := proxystorm.New(proxystorm.Config{Plan: p, Brokers: []string{newBroker(t)}, AwaitSessions: n, Identify: true,
+		Watch: bound})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	fleetOf(t, s.Addrs()[0], n)
+	rep, err := s.Run(context.Background())
+	require.NoError(t, err)
+	return rep
+}
+
 // A fleet the storm did not start, pointed at the proxy, is struck once
 // it is all connected: the proxy restarts its broker for 3 s. The report
 // names every device by its client ID, counts its refused attempts, and
@@ -64,13 +80,7 @@ func newBroker(t *testing.T) string {
 func TestAFleetThroughTheProxyIsStruckAndSeenBack(t *testing.T) {
 	p := plan.Default()
 	p.Scenario, p.Outage = plan.BrokerRestart, 3*time.Second
-	s, err := proxystorm.New(proxystorm.Config{Plan: p, Brokers: []string{newBroker(t)}, AwaitSessions: 20, Identify: true,
-		Watch: bound})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	fleetOf(t, s.Addrs()[0], 20)
-	rep, err := s.Run(context.Background())
-	require.NoError(t, err)
+	rep := stormOf(t, p, 20)
 	var sum strings.Builder
 	rep.Summary(&sum)
 	t.Log(sum.String())
@@ -95,13 +105,7 @@ func TestAHeldConnectionReachesTheBrokerWhenPassedOn(t *testing.T) {
 	p := plan.Default()
 	p.Scenario, p.Outage = plan.ThrottledRestart, 3*time.Second
 	p.AdmitRate, p.AdmitBurst, p.AdmitMode = 5, 1, fault.PauseOverLimit
-	s, err := proxystorm.New(proxystorm.Config{Plan: p, Brokers: []string{newBroker(t)}, AwaitSessions: 20, Identify: true,
-		Watch: bound})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	fleetOf(t, s.Addrs()[0], 20)
-	rep, err := s.Run(context.Background())
-	require.NoError(t, err)
+	rep := stormOf(t, p, 20)
 	assert.True(t, rep.Recovery.AllRecovered)
 	assert.GreaterOrEqual(t, rep.Recovery.MaxS-rep.BrokerBackS, 3.8*0.95, "19 held devices at 5 a second")
 	require.NotNil(t, rep.Broker)
