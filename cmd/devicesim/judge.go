@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/logjudge"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -135,7 +136,7 @@ func judgeCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var at []time.Duration
 	if *disruptions != "" {
 		var err error
-		if at, err = arrivallog.ParseDisruptions(*disruptions); err != nil {
+		if at, err = disruption.ParseTimes(*disruptions); err != nil {
 			return badInput(fmt.Errorf("-disruptions: %w", err))
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -259,7 +260,7 @@ func TestJudgeFindsTheLogsOwnDisruptions(t *testing.T) {
 	require.NoError(t, err)
 	var got struct {
 		Verdict    string                  `json:"verdict"`
-		Found      []arrivallog.Disruption `json:"disruptions_found"`
+		Found      []disruption.Disruption `json:"disruptions_found"`
 		Recoveries []json.RawMessage       `json:"recoveries"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &got))

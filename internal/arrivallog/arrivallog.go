@@ -11,11 +11,8 @@
 // An error names the line and what was expected there.
 //
 // A log that holds several disruptions, judged as one series, reads as
-// waves. Log.Disruptions finds them where the log shows them. The broker's
-// stop and start lines show one, and so does a crowd of sessions ended at
-// once. So do the same devices back after holding their sessions, and a
-// crowd of devices never seen before. Log.Recoveries judges each recovery
-// on its own.
+// waves. Log.Recoveries judges each recovery on its own at times given;
+// package disruption finds those times where the log shows them.
 package arrivallog
 
 import (
@@ -87,10 +84,31 @@ type Log struct {
 	// read as the quiet between bursts.
 	Gaps []Gap
 
-	// What the other lines say about disruptions (Log.Disruptions).
-	brokers []brokerLine
-	ends    []sessionEnd
+	// BrokerLines are the broker's own start and stop lines, and
+	// SessionEnds the lines saying a client's session ended, in file
+	// order: what the log's other lines say of its disruptions.
+	BrokerLines []BrokerLine
+	SessionEnds []SessionEnd
 }
+
+// BrokerLine is a broker's start or stop line as the log recorded it.
+type BrokerLine struct {
+	At    time.Duration
+	Line  int32
+	Stops bool   // a stop ("mosquitto ... terminating"); false: a start
+	Text  string // the line, cut short
+}
+
+// SessionEnd is a line saying a client's session ended.
+type SessionEnd struct {
+	At     time.Duration
+	Line   int32
+	Client string
+}
+
+// Admitted reports whether arrival i was admitted: true unless the log
+// says otherwise (devicesim's outcome column).
+func (l *Log) Admitted(i int) bool { return l.Refused == nil || !l.Refused[i] }
 
 // Gap is a span of the log's time in which it lost every line.
 type Gap struct {
@@ -183,7 +201,7 @@ const MaxLineBytes = 16 << 20
 //
 // Only the lines that say a session was accepted are arrivals. The others
 // are counted by kind (Log.Kinds). Those that end a session or stop the
-// broker tell Log.Disruptions where the log's disruptions were. Exact
+// broker tell package disruption where the log's disruptions were. Exact
 // copies of a line read before are dropped and counted.
 //
 // A line it cannot read is a *fileline.Error naming what was expected

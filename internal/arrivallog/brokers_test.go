@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/stormstats"
 	"github.com/herdguard/herdguard/internal/stormstatstest"
 )
@@ -654,8 +655,8 @@ func (f nightFormat) write(ev []nightEvent, r *rand.Rand) (string, int) {
 
 // nightJudgement is what devicesim judge makes of a log: the disruptions
 // it shows and the verdict by its recoveries (or as one series).
-func nightJudgement(t *testing.T, l *arrivallog.Log) ([]arrivallog.Disruption, stormstats.Verdict) {
-	found, recs, err := l.RecoveriesFound()
+func nightJudgement(t *testing.T, l *arrivallog.Log) ([]disruption.Disruption, stormstats.Verdict) {
+	found, recs, err := disruption.Recoveries(l)
 	require.NoError(t, err)
 	if found != nil {
 		return found, stormstats.Overall(recs)
@@ -719,7 +720,7 @@ func nightVerdicts(t *testing.T, f nightFormat) {
 					found, got := nightJudgement(t, l)
 					if f.want == "pattern" {
 						// its lines show no disruption: -disruptions names it
-						found = []arrivallog.Disruption{{AtS: nightDrop}}
+						found = []disruption.Disruption{{AtS: nightDrop}}
 						recs, _, err := l.Recoveries([]time.Duration{0, time.Duration(nightEpoch + nightDrop*1e9)})
 						require.NoError(t, err)
 						got = stormstats.Overall(recs)

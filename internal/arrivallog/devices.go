@@ -37,7 +37,7 @@ func (l *Log) Devices(from, to time.Duration) (d Devices, ok bool) {
 	in := map[string]int{}
 	for i, t := range l.Times {
 		c := l.Clients[i]
-		if c == "" || !l.accepted(i) {
+		if c == "" || !l.Admitted(i) {
 			continue
 		}
 		switch {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/fileline"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -68,11 +69,11 @@ func TestParseLogMosquittoGolden(t *testing.T) {
 		// the bridge's, every New connection, Client ... and the broker's own lines
 		Skipped: 26 - 5,
 	}, exported(l))
-	assert.Empty(t, l.Disruptions(), "the broker's start and stop lines come before and after every arrival")
+	assert.Empty(t, disruption.Find(l), "the broker's start and stop lines come before and after every arrival")
 }
 
 // exported is l as a caller sees it: what its other lines said about
-// disruptions (Log.Disruptions) left out.
+// disruptions (package disruption) left out.
 func exported(l *arrivallog.Log) *arrivallog.Log {
 	return &arrivallog.Log{Format: l.Format, Times: l.Times, Lines: l.Lines, Clients: l.Clients, Lags: l.Lags, Refused: l.Refused, Skipped: l.Skipped}
 }
@@ -501,7 +502,7 @@ func FuzzParseLog(f *testing.F) {
 		if l.Refused != nil && len(l.Refused) != len(l.Times) {
 			t.Fatalf("%d refused marks for %d arrivals", len(l.Refused), len(l.Times))
 		}
-		found, recs, err := l.RecoveriesFound()
+		found, recs, err := disruption.Recoveries(l)
 		if err != nil || found != nil && len(recs) != len(found)+1 {
 			t.Fatalf("%d disruptions found, %d recoveries: %v", len(found), len(recs), err)
 		}

@@ -177,12 +177,12 @@ func (rc *recorder) record(e brokerline.Line, t lineTimes, line int, raw []byte)
 			}
 		}
 		if timed && client != "" {
-			l.ends = append(l.ends, sessionEnd{at: at, line: int32(line), client: strings.Clone(client)})
+			l.SessionEnds = append(l.SessionEnds, SessionEnd{At: at, Line: int32(line), Client: strings.Clone(client)})
 			rc.endAlt = append(rc.endAlt, alt)
 		}
 	case brokerline.KindStart, brokerline.KindStop:
 		if timed {
-			l.brokers = append(l.brokers, brokerLine{at: at, line: int32(line), stops: e.Kind == brokerline.KindStop, text: fileline.Excerpt(e.Label)})
+			l.BrokerLines = append(l.BrokerLines, BrokerLine{At: at, Line: int32(line), Stops: e.Kind == brokerline.KindStop, Text: fileline.Excerpt(e.Label)})
 			rc.brokerAlt = append(rc.brokerAlt, alt)
 		}
 	case brokerline.KindLost:
@@ -237,12 +237,12 @@ func (rc *recorder) finish() bool {
 	}
 	for i, a := range rc.endAlt {
 		if a != noTime {
-			l.ends[i].at = a
+			l.SessionEnds[i].At = a
 		}
 	}
 	for i, a := range rc.brokerAlt {
 		if a != noTime {
-			l.brokers[i].at = a
+			l.BrokerLines[i].At = a
 		}
 	}
 	rc.envTaken = true

@@ -1,38 +1,11 @@
 package arrivallog
 
 import (
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
-	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
-
-// ParseDisruptions reads a comma-separated list of disruption times, each
-// in seconds (Unix seconds for a log stamped with real times) or RFC 3339.
-func ParseDisruptions(list string) ([]time.Duration, error) {
-	var at []time.Duration
-	for _, f := range strings.Split(list, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		t, err := logtime.ParseDated(f)
-		if err != nil {
-			if t, err = logtime.ParseSeconds(f); err != nil {
-				return nil, fmt.Errorf("disruption %q: expected a time in seconds (such as 1700000000) or RFC 3339", f)
-			}
-		}
-		at = append(at, t)
-	}
-	if len(at) == 0 {
-		return nil, fmt.Errorf("no disruption times in %q", list)
-	}
-	slices.Sort(at)
-	return slices.Compact(at), nil
-}
 
 // Recoveries splits the log at each disruption and judges every part on
 // its own, with m as Histogram would give it. Arrivals before the first
@@ -76,10 +49,10 @@ func (l *Log) Rebase(origin time.Duration) {
 		l.Gaps[i].From -= origin
 		l.Gaps[i].To -= origin
 	}
-	for i := range l.brokers {
-		l.brokers[i].at -= origin
+	for i := range l.BrokerLines {
+		l.BrokerLines[i].At -= origin
 	}
-	for i := range l.ends {
-		l.ends[i].at -= origin
+	for i := range l.SessionEnds {
+		l.SessionEnds[i].At -= origin
 	}
 }

@@ -61,14 +61,3 @@ func shift(ts []float64, by float64) []float64 {
 	}
 	return ts
 }
-
-func TestParseDisruptions(t *testing.T) {
-	at, err := arrivallog.ParseDisruptions("1700000600, 1700000000.5,2023-11-14T22:13:20Z")
-	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{1_700_000_000 * time.Second, 1_700_000_000*time.Second + 500*time.Millisecond,
-		1_700_000_600 * time.Second}, at)
-	for _, bad := range []string{"", "soon", "1,x"} {
-		_, err := arrivallog.ParseDisruptions(bad)
-		assert.Error(t, err, bad)
-	}
-}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
@@ -90,7 +91,7 @@ func (w *writer) judge(at []time.Duration) (stormstats.Verdict, error) {
 	}
 	// The log's own word for its disruptions: a broker's stop line, a
 	// crowd of sessions ended at once, the same devices back again.
-	found, recs, err := l.RecoveriesFound()
+	found, recs, err := disruption.Recoveries(l)
 	if err != nil {
 		return "", err
 	}
@@ -223,7 +224,7 @@ type recoveryDoc struct {
 // at are the recoveries' starts; found the disruptions the log showed,
 // when it was not told them (the first recovery then runs from the log's
 // start).
-func (w *writer) recoveries(recs []stormstats.Recovery, before int, at []time.Duration, found []arrivallog.Disruption) (stormstats.Verdict, error) {
+func (w *writer) recoveries(recs []stormstats.Recovery, before int, at []time.Duration, found []disruption.Disruption) (stormstats.Verdict, error) {
 	l := w.l
 	overall := stormstats.Overall(recs)
 	docs := make([]recoveryDoc, len(recs))
@@ -250,7 +251,7 @@ func (w *writer) recoveries(recs []stormstats.Recovery, before int, at []time.Du
 			lineCounts
 			Verdict     stormstats.Verdict      `json:"verdict"`
 			BeforeFirst int                     `json:"before_first_disruption"`
-			Found       []arrivallog.Disruption `json:"disruptions_found,omitempty"`
+			Found       []disruption.Disruption `json:"disruptions_found,omitempty"`
 			Recoveries  []recoveryDoc           `json:"recoveries"`
 		}{w.counts(), overall, before, found, docs}, overall)
 	}

@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
 // Seeds is how many seeds a statistical test runs: 20, or 3 under the race
@@ -64,4 +66,13 @@ func Decay(r *rand.Rand, n int, tau float64) []float64 {
 		ts[i] = tau * r.ExpFloat64()
 	}
 	return ts
+}
+
+// Verdicts lists each recovery's verdict, in order.
+func Verdicts(recs []stormstats.Recovery) []stormstats.Verdict {
+	var v []stormstats.Verdict
+	for _, r := range recs {
+		v = append(v, r.Verdict)
+	}
+	return v
 }

@@ -1,4 +1,4 @@
-package arrivallog_test
+package disruption_test
 
 import (
 	"fmt"
@@ -13,8 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/stormstats"
+	"github.com/herdguard/herdguard/internal/stormstatstest"
 )
+
+const unix = stormstatstest.Unix
 
 // A broker's log, as mosquitto writes it on whole Unix seconds: lines at
 // times (seconds from unix) that the writer sorts.
@@ -55,21 +59,13 @@ func (b brokerLog) only(prefix string) brokerLog {
 	return slices.DeleteFunc(slices.Clone(b), func(l logLine) bool { return !strings.HasPrefix(l.text, prefix) })
 }
 
-func recoveriesFound(t *testing.T, log string) ([]arrivallog.Disruption, []stormstats.Recovery) {
+func recoveriesFound(t *testing.T, log string) ([]disruption.Disruption, []stormstats.Recovery) {
 	t.Helper()
 	l, err := arrivallog.ParseLog(strings.NewReader(log), arrivallog.Options{})
 	require.NoError(t, err)
-	found, recs, err := l.RecoveriesFound()
+	found, recs, err := disruption.Recoveries(l)
 	require.NoError(t, err)
 	return found, recs
-}
-
-func verdicts(recs []stormstats.Recovery) []stormstats.Verdict {
-	var v []stormstats.Verdict
-	for _, r := range recs {
-		v = append(v, r.Verdict)
-	}
-	return v
 }
 
 const fleet = 2000
@@ -79,7 +75,7 @@ const fleet = 2000
 // them, the same devices back again do. Every recovery reads spread, in
 // every seed; judged as one series, the log reads waves.
 func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
-	for seed := range uint64(seeds()) {
+	for seed := range uint64(stormstatstest.Seeds()) {
 		r := rand.New(rand.NewPCG(seed, 31))
 		var b brokerLog
 		b.start(-1)
@@ -102,7 +98,7 @@ func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
 				assert.InDelta(t, 630, (found[0].At - unix.Truncate(time.Second)).Seconds(), 1, "seed %d: the first device back", seed)
 				assert.Contains(t, found[0].Why, "arrived again")
 			}
-			assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d, %s", seed, name)
+			assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread, stormstats.Spread}, stormstatstest.Verdicts(recs), "seed %d, %s", seed, name)
 			assert.Equal(t, stormstats.Spread, stormstats.Overall(recs))
 		}
 		l, err := arrivallog.ParseLog(strings.NewReader(b.String()), arrivallog.Options{})
@@ -119,7 +115,7 @@ func TestABrokerRestartedTwiceIsTwoRecoveries(t *testing.T) {
 // (full jitter, back within seconds on the survivors) reads spread.
 func TestARollingRestartIsARecoveryPerNode(t *testing.T) {
 	const nodes = 5
-	for seed := range uint64(seeds()) {
+	for seed := range uint64(stormstatstest.Seeds()) {
 		r := rand.New(rand.NewPCG(seed, 37))
 		var b brokerLog
 		for node := range nodes {
@@ -138,7 +134,7 @@ func TestARollingRestartIsARecoveryPerNode(t *testing.T) {
 		}
 		found, recs := recoveriesFound(t, b.String())
 		require.Len(t, found, nodes, "seed %d", seed)
-		assert.Equal(t, stormstats.Spread, stormstats.Overall(recs), "seed %d: %v", seed, verdicts(recs))
+		assert.Equal(t, stormstats.Spread, stormstats.Overall(recs), "seed %d: %v", seed, stormstatstest.Verdicts(recs))
 	}
 }
 
@@ -147,7 +143,7 @@ func TestARollingRestartIsARecoveryPerNode(t *testing.T) {
 // accepted-only log, and a link that flaps every few seconds under a
 // 10-minute cap, whose sessions mosquitto shows ending within seconds.
 func TestRoundsOfRetriesAreOneStorm(t *testing.T) {
-	for seed := range uint64(seeds()) {
+	for seed := range uint64(stormstatstest.Seeds()) {
 		r := rand.New(rand.NewPCG(seed, 41))
 
 		var csv strings.Builder
@@ -175,7 +171,7 @@ func TestRoundsOfRetriesAreOneStorm(t *testing.T) {
 		}
 		found, recs := recoveriesFound(t, b.only("New client").String())
 		require.Len(t, found, 1, "seed %d: the outage, once", seed)
-		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Waves}, verdicts(recs), "seed %d", seed)
+		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Waves}, stormstatstest.Verdicts(recs), "seed %d", seed)
 
 		b = b[:0]
 		b.start(-1)
@@ -204,7 +200,7 @@ func TestRoundsOfRetriesAreOneStorm(t *testing.T) {
 // from a round behind an admission limit, which also admits devices it has
 // not shown: there the log is one series, and the summary names the bursts.
 func TestNewcomersAfterAQuietMinuteAreANewRecovery(t *testing.T) {
-	for seed := range uint64(seeds()) {
+	for seed := range uint64(stormstatstest.Seeds()) {
 		r := rand.New(rand.NewPCG(seed, 43))
 		var all, admitted strings.Builder
 		var attempts [2]int64 // by half
@@ -230,7 +226,7 @@ func TestNewcomersAfterAQuietMinuteAreANewRecovery(t *testing.T) {
 		require.Len(t, found, 1, "seed %d", seed)
 		assert.InDelta(t, 600, found[0].AtS, 1, "seed %d", seed)
 		assert.Contains(t, found[0].Why, "had not shown before")
-		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread}, verdicts(recs), "seed %d", seed)
+		assert.Equal(t, []stormstats.Verdict{stormstats.Spread, stormstats.Spread}, stormstatstest.Verdicts(recs), "seed %d", seed)
 		for k, rec := range recs {
 			assert.Equal(t, attempts[k], rec.Arrivals.Count, "seed %d: every attempt of half %d, and only those", seed, k)
 		}
@@ -264,5 +260,16 @@ func TestADropOfSessionsOfOneLengthIsFound(t *testing.T) {
 		require.Len(t, found, 1, "seed %d: %v", seed, found)
 		assert.InDelta(t, drop, found[0].AtS-float64(unix.Milliseconds()/1000), 1, "seed %d", seed)
 		assert.Contains(t, found[0].Why, "the sessions of 2000 devices ended within", "seed %d", seed)
+	}
+}
+
+func TestParseTimes(t *testing.T) {
+	at, err := disruption.ParseTimes("1700000600, 1700000000.5,2023-11-14T22:13:20Z")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{1_700_000_000 * time.Second, 1_700_000_000*time.Second + 500*time.Millisecond,
+		1_700_000_600 * time.Second}, at)
+	for _, bad := range []string{"", "soon", "1,x"} {
+		_, err := disruption.ParseTimes(bad)
+		assert.Error(t, err, bad)
 	}
 }

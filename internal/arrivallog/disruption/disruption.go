@@ -1,19 +1,9 @@
-package arrivallog
-
-import (
-	"cmp"
-	"fmt"
-	"math"
-	"slices"
-	"time"
-
-	"github.com/herdguard/herdguard/internal/stormstats"
-)
-
-// A log that holds several disruptions, judged as one series, reads as
-// waves. Each recovery is a burst against the quiet between them. Where
-// the log has client IDs or the broker's own lines, it tells a new
-// disruption from a round of retries itself. These are its signs:
+// Package disruption finds where a log shows its fleet losing the broker,
+// and judges each recovery on its own. A log that holds several
+// disruptions, judged as one series, reads as waves: each recovery is a
+// burst against the quiet between them. Where the log has client IDs or
+// the broker's own lines, it tells a new disruption from a round of
+// retries itself. These are its signs:
 //
 //   - the broker's stop and start lines ("mosquitto version 2.0.11
 //     terminating", "... starting"). They mark a restart, or a cluster
@@ -31,7 +21,6 @@ import (
 //     restart, or a drop of another part of the fleet. A log of admitted
 //     sessions alone cannot say this. Each round behind an admission limit
 //     admits devices it has not shown before.
-//
 //   - sessions ended at once: a crowd of devices whose sessions end
 //     together though they began at different times. Together means
 //     within seconds, as a broker's drop or its keepalive after a
@@ -40,6 +29,20 @@ import (
 //     not a disruption.
 //
 // A log of times alone carries none of these; -disruptions names them.
+package disruption
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/herdguard/herdguard/internal/arrivallog"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
+	"github.com/herdguard/herdguard/internal/stormstats"
+)
 
 // heldSession is how long a session must have lasted for its device's next
 // arrival to be a return from a new disruption rather than a retry. It is
@@ -64,28 +67,13 @@ type Disruption struct {
 	Why  string        `json:"why"`
 }
 
-// brokerLine is a broker's start or stop line, and sessionEnd a line
-// saying a client's session ended, as a log recorded them.
-type brokerLine struct {
-	at    time.Duration
-	line  int32
-	stops bool
-	text  string
-}
-
-type sessionEnd struct {
-	at     time.Duration
-	line   int32
-	client string
-}
-
 // before orders a line at `at` on line `line` against an arrival: by time,
 // then (on a whole-second log) by the order the log wrote them in.
 func before(at time.Duration, line int32, t time.Duration, arrival int32) bool {
 	return at < t || at == t && line < arrival
 }
 
-// Disruptions finds the disruptions the log shows after its first arrival
+// Find finds the disruptions the log shows after its first arrival
 // (see the comment above). A broker stopping ("mosquitto version 2.0.11
 // terminating") is one. A broker starting is one when no stop was logged
 // and a minute or more has passed since the last disruption. That start
@@ -96,7 +84,7 @@ func before(at time.Duration, line int32, t time.Duration, arrival int32) bool {
 // first time after a minute without a newcomer. Lines between two
 // arrivals make at most one disruption, at the first. It returns nil for
 // a log that shows none, which is then one recovery.
-func (l *Log) Disruptions() []Disruption {
+func Find(l *arrivallog.Log) []Disruption {
 	if len(l.Times) == 0 {
 		return nil
 	}
@@ -131,10 +119,10 @@ func (f *finder) countCrowd(t time.Duration) {
 
 // finder reads a log's lines in time order for its disruptions.
 type finder struct {
-	l       *Log
-	brokers []brokerLine // in time order
-	ends    []sessionEnd // in time order
-	b, e    int          // the next of each to read
+	l       *arrivallog.Log
+	brokers []arrivallog.BrokerLine // in time order
+	ends    []arrivallog.SessionEnd // in time order
+	b, e    int                     // the next of each to read
 	// need is how many returns or newcomers within a minute make a
 	// disruption: 5 % of the log's devices, at least 10 (0: the log has
 	// no client IDs)
@@ -170,12 +158,12 @@ type ending struct {
 	client    string
 }
 
-func newFinder(l *Log, first time.Duration) *finder {
-	f := &finder{l: l, brokers: slices.Clone(l.brokers), ends: slices.Clone(l.ends), newcomers: l.Refused != nil,
+func newFinder(l *arrivallog.Log, first time.Duration) *finder {
+	f := &finder{l: l, brokers: slices.Clone(l.BrokerLines), ends: slices.Clone(l.SessionEnds), newcomers: l.Refused != nil,
 		since: first, last: map[string]int{}, ended: map[string]time.Duration{}, lastNew: first, crowd: -1,
 		endedOnce: map[string]bool{}, tick: stormstats.DetectTick(l.Times)}
-	slices.SortStableFunc(f.brokers, func(a, b brokerLine) int { return cmp.Compare(a.at, b.at) })
-	slices.SortStableFunc(f.ends, func(a, b sessionEnd) int { return cmp.Compare(a.at, b.at) })
+	slices.SortStableFunc(f.brokers, func(a, b arrivallog.BrokerLine) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(f.ends, func(a, b arrivallog.SessionEnd) int { return cmp.Compare(a.At, b.At) })
 	if l.Clients != nil {
 		distinct := map[string]struct{}{}
 		for _, c := range l.Clients {
@@ -205,18 +193,18 @@ func (f *finder) disrupted(d Disruption) {
 // together they make at most one disruption, at the first that makes one.
 func (f *finder) brokerLines(i int) {
 	var next *Disruption
-	for ; f.b < len(f.brokers) && before(f.brokers[f.b].at, f.brokers[f.b].line, f.l.Times[i], f.l.Lines[i]); f.b++ {
+	for ; f.b < len(f.brokers) && before(f.brokers[f.b].At, f.brokers[f.b].Line, f.l.Times[i], f.l.Lines[i]); f.b++ {
 		line := f.brokers[f.b]
-		disrupts := line.stops || f.stopped == 0 && line.at-f.since >= heldSession
+		disrupts := line.Stops || f.stopped == 0 && line.At-f.since >= heldSession
 		switch {
-		case line.stops:
+		case line.Stops:
 			f.stopped++
 		case f.stopped > 0:
 			f.stopped--
 		}
 		// after the log's first arrival, and the last disruption
-		if disrupts && line.at > f.since && next == nil {
-			next = &Disruption{At: line.at, AtS: line.at.Seconds(), Line: int(line.line), Why: "the broker logged: " + line.text}
+		if disrupts && line.At > f.since && next == nil {
+			next = &Disruption{At: line.At, AtS: line.At.Seconds(), Line: int(line.Line), Why: "the broker logged: " + line.Text}
 		}
 	}
 	if next != nil {
@@ -226,36 +214,36 @@ func (f *finder) brokerLines(i int) {
 
 // sessionEnds reads the lines before arrival i saying a session ended.
 func (f *finder) sessionEnds(i int) {
-	for ; f.e < len(f.ends) && before(f.ends[f.e].at, f.ends[f.e].line, f.l.Times[i], f.l.Lines[i]); f.e++ {
+	for ; f.e < len(f.ends) && before(f.ends[f.e].At, f.ends[f.e].Line, f.l.Times[i], f.l.Lines[i]); f.e++ {
 		end := f.ends[f.e]
-		c := end.client
-		f.countCrowd(end.at)
+		c := end.Client
+		f.countCrowd(end.At)
 		if cr := f.crowdEnds; cr != nil {
-			cr.add(ending{at: end.at, client: c})
+			cr.add(ending{at: end.At, client: c})
 		}
 		p, open := f.last[c]
 		_, closed := f.ended[c]
 		if open && !closed {
-			f.ended[c] = end.at
+			f.ended[c] = end.At
 		}
 		// A session begun before the last disruption, ending soon after it, is its own.
-		own := len(f.found) > 0 && end.at-f.since < ownEnds
+		own := len(f.found) > 0 && end.At-f.since < ownEnds
 		switch {
 		case open && !closed:
 			if own && f.l.Times[p] < f.since {
 				continue
 			}
-			f.ending = append(f.ending, ending{at: end.at, start: f.l.Times[p], known: true, line: end.line, client: c})
+			f.ending = append(f.ending, ending{at: end.At, start: f.l.Times[p], known: true, line: end.Line, client: c})
 		case !open && !f.endedOnce[c]: // a session begun before the log
 			f.endedOnce[c] = true
 			if own {
 				continue
 			}
-			f.ending = append(f.ending, ending{at: end.at, line: end.line, client: c})
+			f.ending = append(f.ending, ending{at: end.At, line: end.Line, client: c})
 		default:
 			continue // a session whose end was logged already
 		}
-		f.endCrowd(end.at)
+		f.endCrowd(end.At)
 	}
 }
 
@@ -373,7 +361,7 @@ func (f *finder) arrival(i int) {
 	}
 	p, seen := f.last[c]
 	switch {
-	case seen && l.Times[p] >= f.since && l.accepted(p):
+	case seen && l.Times[p] >= f.since && l.Admitted(p):
 		end, known := f.ended[c]
 		if !known {
 			end = t
@@ -426,15 +414,35 @@ func whyBack(arrivals []comeback) string {
 	return fmt.Sprintf("within a minute, %d devices that had held their sessions a minute or more arrived again and %d the log had not shown before", again, newcomers)
 }
 
-// accepted reports whether arrival i was admitted: true unless the log
-// says otherwise (devicesim's outcome column).
-func (l *Log) accepted(i int) bool { return l.Refused == nil || !l.Refused[i] }
+// ParseTimes reads a comma-separated list of disruption times, each
+// in seconds (Unix seconds for a log stamped with real times) or RFC 3339.
+func ParseTimes(list string) ([]time.Duration, error) {
+	var at []time.Duration
+	for _, f := range strings.Split(list, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		t, err := logtime.ParseDated(f)
+		if err != nil {
+			if t, err = logtime.ParseSeconds(f); err != nil {
+				return nil, fmt.Errorf("disruption %q: expected a time in seconds (such as 1700000000) or RFC 3339", f)
+			}
+		}
+		at = append(at, t)
+	}
+	if len(at) == 0 {
+		return nil, fmt.Errorf("no disruption times in %q", list)
+	}
+	slices.Sort(at)
+	return slices.Compact(at), nil
+}
 
-// RecoveriesFound judges each recovery on its own at the disruptions the
-// log shows (Disruptions), the first from the log's start; nil, nil when
+// Recoveries judges each recovery on its own at the disruptions the
+// log shows (Find), the first from the log's start; nil, nil when
 // it shows none.
-func (l *Log) RecoveriesFound() ([]Disruption, []stormstats.Recovery, error) {
-	found := l.Disruptions()
+func Recoveries(l *arrivallog.Log) ([]Disruption, []stormstats.Recovery, error) {
+	found := Find(l)
 	if found == nil {
 		return nil, nil, nil
 	}
