@@ -13,6 +13,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
+	"github.com/herdguard/herdguard/internal/arrivallog/textline"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -48,7 +49,7 @@ var (
 // jsonReader reads JSON objects as JSON lines, inside a document, or as
 // the message of a text envelope.
 type jsonReader struct {
-	text     *textReader                // a broker's line inside journald's or docker's object
+	text     *textline.Reader           // a broker's line inside journald's or docker's object
 	stamps   map[string]*logtime.Stamps // each time field's form, from its first value
 	dialects map[string]int             // objects of each kind, for the format's name
 	generic  string                     // the time field a generic object's time came from
@@ -57,7 +58,7 @@ type jsonReader struct {
 
 func newJSONReader(p *parser) *jsonReader {
 	p.rec.dedupe = true
-	return &jsonReader{text: newTextReader(envNone, p.layout, p.o.Location, p.written, &p.zone), stamps: map[string]*logtime.Stamps{},
+	return &jsonReader{text: textline.NewReader(textline.None, p.layout, p.o.Location, p.written, &p.zone), stamps: map[string]*logtime.Stamps{},
 		dialects: map[string]int{}}
 }
 
@@ -281,18 +282,18 @@ func (j *jsonReader) cloudEvent(p *parser, n int, obj map[string]json.RawMessage
 
 // inner reads a broker's line inside an envelope's object.
 func (j *jsonReader) inner(msg []byte, ident string, t lineTimes, dialect string) (brokerline.Line, lineTimes, string, bool, error) {
-	tl := j.text.read(msg)
-	if !tl.known && ident == "systemd" {
-		tl.e, tl.known = brokerline.Systemd(string(tl.msg))
+	tl := j.text.Read(msg)
+	if !tl.Known && ident == "systemd" {
+		tl.Said, tl.Known = brokerline.Systemd(string(tl.Msg))
 	}
-	t.own, t.ownTimed, t.ownDigits = tl.at, tl.timed, tl.digits
-	if tl.stampErr != nil && tl.e.Kind == brokerline.KindConnect {
-		return tl.e, t, "", false, tl.stampErr
+	t.own, t.ownTimed, t.ownDigits = tl.At, tl.Timed, tl.Digits
+	if tl.StampErr != nil && tl.Said.Kind == brokerline.KindConnect {
+		return tl.Said, t, "", false, tl.StampErr
 	}
-	if tl.e.Broker != "" {
-		dialect = tl.e.Broker + " under " + dialect
+	if tl.Said.Broker != "" {
+		dialect = tl.Said.Broker + " under " + dialect
 	}
-	return tl.e, t, dialect, tl.known, nil
+	return tl.Said, t, dialect, tl.Known, nil
 }
 
 // timed reads the object's time from the first of fields it has.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
+	"github.com/herdguard/herdguard/internal/arrivallog/textline"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -307,11 +308,11 @@ func (p *parser) detectText(src *source) (*textParser, bool) {
 // bestEnvelope scores each envelope on the first most content lines of
 // the sample. It scores first by the broker's events it reads, then by the
 // lines of a broker it knows, then by the lines of its shape.
-func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
-	best, bestScore := envNone, [3]int{}
+func (p *parser) bestEnvelope(src *source, most int) (textline.Envelope, [3]int) {
+	best, bestScore := textline.None, [3]int{}
 	var j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)
-	for _, env := range envelopes {
-		r := newTextReader(env, p.layout, p.o.Location, p.written, nil) // a trial: its zone is no one's
+	for _, env := range textline.Envelopes {
+		r := textline.NewReader(env, p.layout, p.o.Location, p.written, nil) // a trial: its zone is no one's
 		var score [3]int
 		tried := 0
 		for _, l := range src.sample {
@@ -321,18 +322,18 @@ func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 			if tried++; tried > most || tried > envelopeTrial && score[2] == 0 {
 				break // enough, or not one line in this envelope
 			}
-			tl := r.read(l.text)
-			if !tl.fits {
+			tl := r.Read(l.text)
+			if !tl.Fits {
 				continue
 			}
 			score[2]++
-			if tl.envTimed && len(tl.msg) > 0 && tl.msg[0] == '{' && env == envStamped {
+			if tl.JSON {
 				if j == nil {
 					j = newJSONReader(p)
 				}
 				var obj map[string]json.RawMessage
-				if json.Unmarshal(tl.msg, &obj) == nil && obj != nil {
-					if e, _, _, known, err := j.classify(p, l.n, obj, tl.envAt, true); err == nil && known {
+				if json.Unmarshal(tl.Msg, &obj) == nil && obj != nil {
+					if e, _, _, known, err := j.classify(p, l.n, obj, tl.EnvAt, true); err == nil && known {
 						score[1]++
 						if e.Kind != brokerline.KindOther {
 							score[0]++
@@ -341,11 +342,11 @@ func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 				}
 				continue
 			}
-			if !tl.known || p.rec.forced != "" && tl.e.Broker != p.rec.forced {
+			if !tl.Known || p.rec.forced != "" && tl.Said.Broker != p.rec.forced {
 				continue
 			}
 			score[1]++
-			if tl.e.Kind != brokerline.KindOther && (tl.timed || tl.envTimed) {
+			if tl.Said.Kind != brokerline.KindOther && (tl.Timed || tl.EnvTimed) {
 				score[0]++
 			}
 		}
@@ -358,43 +359,40 @@ func (p *parser) bestEnvelope(src *source, most int) (envelope, [3]int) {
 
 // textParser reads a broker's text log in its envelope.
 type textParser struct {
-	r *textReader
+	r *textline.Reader
 	j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)
 }
 
-func newTextParser(p *parser, env envelope) *textParser {
+func newTextParser(p *parser, env textline.Envelope) *textParser {
 	p.rec.dedupe = true
-	return &textParser{r: newTextReader(env, p.layout, p.o.Location, p.written, &p.zone)}
+	return &textParser{r: textline.NewReader(env, p.layout, p.o.Location, p.written, &p.zone)}
 }
 
 func (t *textParser) parse(p *parser, src *source, text []byte) error {
-	if isJournalMarker(text) {
+	if textline.IsJournalMarker(text) {
 		p.log.Skipped++
 		return nil
 	}
-	tl := t.r.read(text)
-	if tl.fits && tl.envTimed && len(tl.msg) > 0 && tl.msg[0] == '{' && t.r.env == envStamped {
+	tl := t.r.Read(text)
+	if tl.JSON {
 		if t.j == nil {
 			t.j = newJSONReader(p)
 		}
-		return t.j.line(p, src.n, tl.msg, tl.envAt, text)
+		return t.j.line(p, src.n, tl.Msg, tl.EnvAt, text)
 	}
-	if !tl.known {
+	if !tl.Known {
 		p.log.Skipped++
 		return nil
 	}
-	if tl.stampErr != nil && tl.e.Kind == brokerline.KindConnect {
-		return &fileline.Error{Line: src.n, Err: tl.stampErr}
+	if tl.StampErr != nil && tl.Said.Kind == brokerline.KindConnect {
+		return &fileline.Error{Line: src.n, Err: tl.StampErr}
 	}
-	if tl.timed {
-		t.r.forms[tl.innerForm]++
-	}
-	if !tl.timed && !tl.envTimed && tl.e.Kind == brokerline.KindConnect {
+	if !tl.Timed && !tl.EnvTimed && tl.Said.Kind == brokerline.KindConnect {
 		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
-			"(mosquitto: log_timestamp true, its default)", fileline.Excerpt(tl.msg))}
+			"(mosquitto: log_timestamp true, its default)", fileline.Excerpt(tl.Msg))}
 	}
-	return p.rec.record(tl.e, lineTimes{own: tl.at, ownTimed: tl.timed, ownDigits: tl.digits,
-		env: tl.envAt, envTimed: tl.envTimed, envDigits: tl.env.stamp.Digits}, src.n, text)
+	return p.rec.record(tl.Said, lineTimes{own: tl.At, ownTimed: tl.Timed, ownDigits: tl.Digits,
+		env: tl.EnvAt, envTimed: tl.EnvTimed, envDigits: tl.Env.Stamp.Digits}, src.n, text)
 }
 
 // name names the format taken: the broker, the envelope, what the clock
@@ -407,22 +405,17 @@ func (t *textParser) name(p *parser) string {
 	if t.j != nil && len(t.j.dialects) > 0 {
 		base = strings.TrimSuffix(t.j.name(p), " (JSON lines)")
 	}
-	if base == "mosquitto" && t.r.forms["ISO times"] > 0 {
+	if base == "mosquitto" && t.r.Saw("ISO times") > 0 {
 		base += " (ISO times)"
 	}
-	switch form := t.r.lastEnvForm; {
-	case t.r.env == envNone:
-	case t.r.env == envSyslog && strings.HasPrefix(form, "journalctl"):
-		base += " under " + form
-	case t.r.env == envSyslog:
-		base += " under syslog, " + form
-	default:
-		base += " under " + t.r.env.String()
+	if c := t.r.Carrier(); c != "" {
+		base += " under " + c
 	}
 	parts := []string{base}
-	assumed := []string{t.r.clock.Assumed()}
+	own, env := t.r.Assumed()
+	assumed := []string{own}
 	if p.rec.envOnly > 0 || p.rec.envTaken {
-		assumed = append(assumed, t.r.envClock.Assumed())
+		assumed = append(assumed, env)
 	}
 	for _, a := range assumed {
 		if a != "" && !slices.Contains(parts, a) {

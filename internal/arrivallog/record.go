@@ -60,6 +60,9 @@ func newRecorder(l *Log, forced string, max int) *recorder {
 // with them alone, by the bytes docs/verdict.md measures.
 const MaxEvents = 10_000_000
 
+// errNoStamp is a line that says something without a time to say it at.
+var errNoStamp = errors.New("no time stamp")
+
 // ErrTooManyEvents is a *fileline.Error's Err, wrapped, for the line past
 // MaxEvents.
 var ErrTooManyEvents = errors.New("too many events")

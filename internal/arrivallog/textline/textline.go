@@ -1,8 +1,11 @@
-package arrivallog
+// Package textline takes a line of a broker's text log apart: the
+// envelope that carried it (syslog, journald, docker, the kubelet), the
+// broker's own stamp, level and process, and what its message says
+// (brokerline).
+package textline
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,9 +16,9 @@ import (
 )
 
 // A broker's text log, in whatever envelope carries it, is read in two
-// layers. The first is the envelope (envelope.go), the second the
-// broker's own line. Any broker here writes that line's parts in this
-// order, each optional:
+// layers. The first is the envelope (Envelope), the second the broker's
+// own line. Any broker here writes that line's parts in this order, each
+// optional:
 //
 //	STAMP [: | - ] LEVEL [- ] PROCESS MESSAGE
 //	1700000000: New client connected from ...                          mosquitto
@@ -26,115 +29,152 @@ import (
 //	2024-05-06T10:11:12.345678+00:00 [warning] <0.2345.0> vmq_mqtt_fsm:check_user/2:764: ...
 //
 // The message is then recognised by what each broker writes
-// (brokerline.Classify). One reader thus takes them all. A log that merges several brokers' lines is read whole.
-type textReader struct {
-	env      envelope
+// (brokerline.Classify). One reader thus takes them all. A log that
+// merges several brokers' lines is read whole.
+type Reader struct {
+	env      Envelope
 	layout   *logtime.Layout // -time-layout, for the broker's own stamps
 	envClock *logtime.Clock  // the envelope's stamps
 	clock    *logtime.Clock  // the broker's own
-	forms    map[string]int
-	// lastEnvForm is the form of the envelope's stamps, as the format's
-	// name gives it
-	lastEnvForm string
+	forms    map[string]int  // the broker's own stamps of each form
+	// envForm is the form of the envelope's stamps, as the format's name
+	// gives it
+	envForm string
 }
 
-// textLine is what a line said, taken apart.
-type textLine struct {
-	fits      bool // the line has the envelope's shape
-	env       wrapped
-	envAt     time.Duration
-	envTimed  bool
-	at        time.Duration // the broker's own stamp
-	timed     bool
-	digits    int // the broker's stamp's fraction digits
-	stampErr  error
-	proc      string
-	ident     string
-	msg       []byte
-	e         brokerline.Line
-	known     bool // a line of a broker this reader knows
-	innerForm string
+// Line is what a line said, taken apart. Times are those of the Reader's
+// clocks; a time not read is zero, with its Timed false.
+type Line struct {
+	Fits bool // the line has the envelope's shape
+	Env  Wrapped
+	// JSON: the envelope carries a JSON message (a CloudWatch Logs
+	// export), in Msg, for a JSON reader to take apart.
+	JSON     bool
+	EnvAt    time.Duration // the envelope's stamp
+	EnvTimed bool
+	At       time.Duration // the broker's own stamp
+	Timed    bool
+	Digits   int   // the broker's stamp's fraction digits
+	StampErr error // why the broker's own stamp could not be read
+	Proc     string
+	Ident    string // the syslog tag without its [pid]
+	Msg      []byte // the broker's message, its prefix taken off
+	Said     brokerline.Line
+	Known    bool   // a line of a broker this reader knows
+	Form     string // the form of the broker's own stamp
 }
 
-func newTextReader(env envelope, lay *logtime.Layout, loc *time.Location, ref time.Time, zone *logtime.ZoneNote) *textReader {
-	return &textReader{env: env, layout: lay, envClock: logtime.NewClock(loc, ref, zone), clock: logtime.NewClock(loc, ref, zone), forms: map[string]int{}}
+// NewReader reads lines in envelope env. The broker's own stamps are read
+// in layout lay when it is not nil. Stamps that name no zone or year are
+// read as logtime.NewClock reads them, with loc, ref and zone.
+func NewReader(env Envelope, lay *logtime.Layout, loc *time.Location, ref time.Time, zone *logtime.ZoneNote) *Reader {
+	return &Reader{env: env, layout: lay, envClock: logtime.NewClock(loc, ref, zone), clock: logtime.NewClock(loc, ref, zone), forms: map[string]int{}}
 }
 
-// read takes a line apart and recognises it.
-func (r *textReader) read(line []byte) textLine {
-	var tl textLine
-	w, ok := r.env.strip(line)
+// Envelope is the envelope r reads lines in.
+func (r *Reader) Envelope() Envelope { return r.env }
+
+// Saw counts the lines of a known broker read whose own stamp had form
+// (Line.Form).
+func (r *Reader) Saw(form string) int { return r.forms[form] }
+
+// Carrier names what carried the broker's lines, as a format's name ends:
+// "journalctl -o short-iso", "syslog, RFC 3339", "the kubelet's CRI log
+// files"; "" for lines read as the broker wrote them.
+func (r *Reader) Carrier() string {
+	switch {
+	case r.env == None:
+		return ""
+	case r.env == Syslog && strings.HasPrefix(r.envForm, "journalctl"):
+		return r.envForm
+	case r.env == Syslog:
+		return "syslog, " + r.envForm
+	}
+	return r.env.String()
+}
+
+// Assumed says what r's clocks assumed of the broker's own stamps and of
+// the envelope's (logtime.Clock.Assumed).
+func (r *Reader) Assumed() (own, env string) { return r.clock.Assumed(), r.envClock.Assumed() }
+
+// Read takes a line apart and recognises it.
+func (r *Reader) Read(line []byte) Line {
+	var tl Line
+	w, ok := r.env.Strip(line)
 	if !ok {
 		return tl
 	}
-	tl.fits, tl.env, tl.ident = true, w, string(w.ident)
-	if w.form != "" {
-		r.lastEnvForm = w.form
+	tl.Fits, tl.Env, tl.Ident = true, w, string(w.Ident)
+	if w.Form != "" {
+		r.envForm = w.Form
 	}
-	if w.timed {
-		tl.envAt, tl.envTimed = r.envAt(w.stamp)
+	if w.Timed {
+		tl.EnvAt, tl.EnvTimed = r.envAt(w.Stamp)
 	}
-	msg := w.msg
-	if r.env == envStamped && len(msg) > 0 && msg[0] == '{' {
-		tl.msg = msg // a JSON message (a CloudWatch Logs export): the JSON reader's
+	msg := w.Msg
+	if r.env == Stamped && len(msg) > 0 && msg[0] == '{' {
+		tl.Msg, tl.JSON = msg, tl.EnvTimed // a JSON message (a CloudWatch Logs export): the JSON reader's
 		return tl
 	}
 	msg = r.broker(msg, &tl)
-	tl.msg = msg
-	tl.e, tl.known = brokerline.Classify(msg, tl.proc, tl.ident)
-	if !tl.known && !tl.timed && tl.stampErr == nil {
+	tl.Msg = msg
+	tl.Said, tl.Known = brokerline.Classify(msg, tl.Proc, tl.Ident)
+	if !tl.Known && !tl.Timed && tl.StampErr == nil {
 		// A stamp of the user's own layout, before a mosquitto message.
-		if at := brokerline.MosquittoMessageAt(w.msg); at > 0 {
-			stamp := bytes.TrimSuffix(w.msg[:at], []byte(": "))
-			tl.stampErr = fmt.Errorf("cannot read the time stamp %q: name its layout with -time-layout (as mosquitto's "+
+		if at := brokerline.MosquittoMessageAt(w.Msg); at > 0 {
+			stamp := bytes.TrimSuffix(w.Msg[:at], []byte(": "))
+			tl.StampErr = fmt.Errorf("cannot read the time stamp %q: name its layout with -time-layout (as mosquitto's "+
 				"log_timestamp_format, such as %%Y-%%m-%%d %%H:%%M:%%S)", fileline.Excerpt(stamp))
-			tl.msg = w.msg[at:]
-			tl.e, tl.known = brokerline.Mosquitto(string(tl.msg))
+			tl.Msg = w.Msg[at:]
+			tl.Said, tl.Known = brokerline.Mosquitto(string(tl.Msg))
 		}
+	}
+	if tl.Known && tl.Timed {
+		r.forms[tl.Form]++
 	}
 	return tl
 }
 
-func (r *textReader) envAt(c logtime.Civil) (time.Duration, bool) {
+func (r *Reader) envAt(c logtime.Civil) (time.Duration, bool) {
 	t, err := r.envClock.At(c)
 	return t, err == nil
 }
 
 // broker reads the broker's own prefix (stamp, level, process) off msg
 // and returns the message.
-func (r *textReader) broker(msg []byte, tl *textLine) []byte {
+func (r *Reader) broker(msg []byte, tl *Line) []byte {
 	if r.layout != nil {
 		t, n, err := r.layout.Scan(msg, r.clock)
 		switch {
 		case err == nil:
-			tl.at, tl.timed, tl.innerForm = t, true, "layout "+r.layout.Text
+			tl.At, tl.Timed, tl.Form = t, true, "layout "+r.layout.Text
 			msg = msg[n:]
 		case n > 0:
-			tl.stampErr = err
+			tl.StampErr = err
 			msg = msg[n:]
 		}
 	} else if c, n, ok := logtime.ScanStamp(msg); ok && (n == len(msg) || msg[n] == ':' || msg[n] == ' ' || msg[n] == ']') {
 		t, err := r.clock.At(c)
 		if err != nil {
-			tl.stampErr = fmt.Errorf("the time stamp %q: %w", fileline.Excerpt(msg[:n]), err)
+			tl.StampErr = fmt.Errorf("the time stamp %q: %w", fileline.Excerpt(msg[:n]), err)
 		} else {
-			tl.at, tl.timed, tl.digits, tl.innerForm = t, true, c.Digits, innerForm(c)
+			tl.At, tl.Timed, tl.Digits, tl.Form = t, true, c.Digits, stampForm(c)
 		}
 		msg = msg[n:]
 	}
-	if tl.timed || tl.stampErr != nil {
+	if tl.Timed || tl.StampErr != nil {
 		msg = bytes.TrimPrefix(msg, []byte(":"))
 		msg = bytes.TrimLeft(msg, " ")
 		msg = skipDash(msg)
 	}
 	msg = skipLevel(msg)
 	msg = skipDash(msg)
-	msg, tl.proc = skipProcess(msg)
+	msg, tl.Proc = skipProcess(msg)
 	return msg
 }
 
-// innerForm names the form of a broker's own stamp.
-func innerForm(c logtime.Civil) string {
+// stampForm names the form of a broker's own stamp.
+func stampForm(c logtime.Civil) string {
 	switch {
 	case c.Unix && c.Digits == 0:
 		return "Unix seconds"
@@ -237,6 +277,3 @@ func isMFA(s []byte) bool {
 	slash := bytes.IndexByte(s, '/')
 	return colon > 0 && slash > colon && bytes.IndexByte(s, ' ') < 0 && bytes.Count(s, []byte(":")) == 2
 }
-
-// errNoStamp is a line that says something without a time to say it at.
-var errNoStamp = errors.New("no time stamp")

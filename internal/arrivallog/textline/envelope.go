@@ -1,4 +1,4 @@
-package arrivallog
+package textline
 
 import (
 	"bytes"
@@ -6,57 +6,57 @@ import (
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 )
 
-// envelope is what a log's carrier writes before a broker's own line:
+// Envelope is what a log's carrier writes before a broker's own line:
 // syslog, journald, docker, the kubelet. The broker's own stamp, if it
 // wrote one, is inside (mosquitto keeps its own under syslog and docker).
-type envelope uint8
+type Envelope uint8
 
 const (
-	envNone envelope = iota
-	// envSyslog: STAMP [HOST] TAG[PID]: MSG, after an optional <PRI>.
+	None Envelope = iota
+	// Syslog: STAMP [HOST] TAG[PID]: MSG, after an optional <PRI>.
 	// rsyslog's traditional (RFC 3164) and default (RFC 3339) file
 	// formats, journalctl -o short, short-precise, short-iso,
 	// short-iso-precise, short-unix and short-full.
-	envSyslog
-	// envRFC5424: <PRI>1 STAMP HOST APP PROCID MSGID SD MSG.
-	envRFC5424
-	// envStamped: an RFC 3339 stamp and a space: docker logs
+	Syslog
+	// RFC5424: <PRI>1 STAMP HOST APP PROCID MSGID SD MSG.
+	RFC5424
+	// Stamped: an RFC 3339 stamp and a space: docker logs
 	// --timestamps, kubectl logs --timestamps, a CloudWatch Logs export.
-	envStamped
-	// envCRI: STAMP stdout|stderr F|P MSG, the kubelet's log files.
-	envCRI
+	Stamped
+	// CRI: STAMP stdout|stderr F|P MSG, the kubelet's log files.
+	CRI
 )
 
-// envelopes in the order detection prefers them when they read as many
+// Envelopes in the order detection prefers them when they read as many
 // lines.
-var envelopes = []envelope{envNone, envSyslog, envRFC5424, envCRI, envStamped}
+var Envelopes = []Envelope{None, Syslog, RFC5424, CRI, Stamped}
 
-// wrapped is a line's envelope taken apart.
-type wrapped struct {
-	stamp logtime.Civil
-	timed bool
-	ident []byte // the syslog tag without its [pid]: "mosquitto", "systemd"
-	msg   []byte
-	form  string // the stamp's form, for the format's name
+// Wrapped is a line's envelope taken apart.
+type Wrapped struct {
+	Stamp logtime.Civil
+	Timed bool   // Stamp was read
+	Ident []byte // the syslog tag without its [pid]: "mosquitto", "systemd"
+	Msg   []byte // what the envelope carried
+	Form  string // the stamp's form, for the format's name
 }
 
-// strip takes the envelope off a line; ok false when the line does not
+// Strip takes the envelope off a line; ok false when the line does not
 // have its shape.
-func (e envelope) strip(line []byte) (w wrapped, ok bool) {
+func (e Envelope) Strip(line []byte) (w Wrapped, ok bool) {
 	switch e {
-	case envNone:
-		return wrapped{msg: line}, true
-	case envSyslog:
+	case None:
+		return Wrapped{Msg: line}, true
+	case Syslog:
 		return stripSyslog(line)
-	case envRFC5424:
+	case RFC5424:
 		return stripRFC5424(line)
-	case envStamped:
+	case Stamped:
 		c, n, ok := logtime.ScanStamp(line)
 		if !ok || c.Unix || c.Zone != logtime.ZoneOffset || c.Year == 0 || n >= len(line) || line[n] != ' ' {
 			return w, false
 		}
-		return wrapped{stamp: c, timed: true, msg: line[n+1:]}, true
-	case envCRI:
+		return Wrapped{Stamp: c, Timed: true, Msg: line[n+1:]}, true
+	case CRI:
 		c, n, ok := logtime.ScanStamp(line)
 		if !ok || c.Unix || c.Year == 0 || n+10 > len(line) {
 			return w, false
@@ -69,21 +69,21 @@ func (e envelope) strip(line []byte) (w wrapped, ok bool) {
 		if len(rest) < 2 || rest[0] != 'F' && rest[0] != 'P' || rest[1] != ' ' {
 			return w, false
 		}
-		return wrapped{stamp: c, timed: true, msg: rest[2:]}, true
+		return Wrapped{Stamp: c, Timed: true, Msg: rest[2:]}, true
 	}
 	return w, false
 }
 
 // String names the envelope in the format taken.
-func (e envelope) String() string {
+func (e Envelope) String() string {
 	switch e {
-	case envSyslog:
+	case Syslog:
 		return "syslog"
-	case envRFC5424:
+	case RFC5424:
 		return "syslog (RFC 5424)"
-	case envStamped:
+	case Stamped:
 		return "docker or kubectl logs --timestamps"
-	case envCRI:
+	case CRI:
 		return "the kubelet's CRI log files"
 	}
 	return ""
@@ -102,13 +102,13 @@ func skipPRI(line []byte) int {
 }
 
 // stripSyslog reads STAMP [HOST] TAG[PID]: MSG.
-func stripSyslog(line []byte) (w wrapped, ok bool) {
+func stripSyslog(line []byte) (w Wrapped, ok bool) {
 	i := skipPRI(line)
 	c, n, ok := logtime.ScanStamp(line[i:])
 	if !ok || c.Unix && c.Digits == 0 {
 		return w, false // short-unix writes µs: a bare number is a broker's own stamp
 	}
-	w.stamp, w.timed, w.form = c, true, syslogForm(c, line[i:i+n])
+	w.Stamp, w.Timed, w.Form = c, true, syslogForm(c, line[i:i+n])
 	j := i + n
 	if j >= len(line) || line[j] != ' ' {
 		return w, false
@@ -117,7 +117,7 @@ func stripSyslog(line []byte) (w wrapped, ok bool) {
 	// A host, then the tag; or the tag alone (a datagram, journalctl --no-hostname).
 	first := bytes.IndexByte(line[j:], ' ')
 	if tagEnd, found := syslogTag(line[j:], first); found {
-		w.ident, w.msg = tagIdent(line[j:j+tagEnd]), trimOne(line[j+tagEnd:])
+		w.Ident, w.Msg = tagIdent(line[j:j+tagEnd]), trimOne(line[j+tagEnd:])
 		return w, true
 	}
 	if first <= 0 {
@@ -128,7 +128,7 @@ func stripSyslog(line []byte) (w wrapped, ok bool) {
 	if !found {
 		return w, false
 	}
-	w.ident, w.msg = tagIdent(line[j:j+tagEnd]), trimOne(line[j+tagEnd:])
+	w.Ident, w.Msg = tagIdent(line[j:j+tagEnd]), trimOne(line[j+tagEnd:])
 	return w, true
 }
 
@@ -189,7 +189,7 @@ func syslogForm(c logtime.Civil, text []byte) string {
 }
 
 // stripRFC5424 reads <PRI>1 STAMP HOST APP PROCID MSGID SD [BOM]MSG.
-func stripRFC5424(line []byte) (w wrapped, ok bool) {
+func stripRFC5424(line []byte) (w Wrapped, ok bool) {
 	i := skipPRI(line)
 	if i == 0 || i+2 > len(line) || line[i] != '1' || line[i+1] != ' ' {
 		return w, false
@@ -202,7 +202,7 @@ func stripRFC5424(line []byte) (w wrapped, ok bool) {
 		if !ok {
 			return w, false
 		}
-		w.stamp, w.timed = c, true
+		w.Stamp, w.Timed = c, true
 		j += n
 	}
 	fields := make([][]byte, 0, 4)
@@ -240,13 +240,13 @@ func stripRFC5424(line []byte) (w wrapped, ok bool) {
 		j++
 	}
 	msg := bytes.TrimPrefix(line[j:], []byte("\xef\xbb\xbf"))
-	w.ident, w.msg, w.form = fields[1], msg, "RFC 5424"
+	w.Ident, w.Msg, w.Form = fields[1], msg, "RFC 5424"
 	return w, true
 }
 
-// isJournalMarker recognises the lines journalctl writes between entries:
+// IsJournalMarker recognises the lines journalctl writes between entries:
 // "-- Boot 4eac... --", "-- No entries --", "-- Logs begin at ... --".
-func isJournalMarker(line []byte) bool {
+func IsJournalMarker(line []byte) bool {
 	t := bytes.TrimSpace(line)
 	return bytes.HasPrefix(t, []byte("-- ")) && (bytes.HasSuffix(t, []byte(" --")) || bytes.HasPrefix(t, []byte("-- cursor: ")))
 }
