@@ -9,6 +9,7 @@ import (
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/jsonevent"
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/decimal"
@@ -43,7 +44,7 @@ type csvParser struct {
 	message int // -1: none
 	event   int // -1: none
 	stamps  logtime.Stamps
-	j       *jsonReader // the rows' JSON messages
+	j       *jsonParser // the rows' JSON messages
 	events  bool        // devicesim's events.csv
 	fields  []string
 	pending []byte // a record spanning lines
@@ -162,7 +163,7 @@ func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 	}
 	if p.time < 0 {
 		return &fileline.Error{Line: line, Err: fmt.Errorf("a %s header needs a t_s, unix_ms or RFC 3339 time column (named %s); this one has: %s",
-			strings.ToUpper(p.name), orList(stampColumns), listNames(p.header))}
+			strings.ToUpper(p.name), fileline.OneOf(stampColumns), fileline.Names(p.header))}
 	}
 	p.column = p.header[p.time]
 	p.client, p.lag, p.outcome = col(clientColumns), col([]string{"lag_ms"}), col([]string{"outcome"})
@@ -182,28 +183,28 @@ func (p *csvParser) classify(ps *parser, line int, t time.Duration, client strin
 	if p.message >= 0 && p.message < len(p.fields) {
 		msg := []byte(p.fields[p.message])
 		if p.j == nil {
-			p.j = newJSONReader(ps)
+			p.j = newJSONParser(ps)
 		}
 		if len(msg) > 0 && msg[0] == '{' {
 			return p.j.line(ps, line, msg, t, record)
 		}
-		e, times, _, known, err := p.j.inner(msg, "", lineTimes{env: t, envTimed: true}, "")
+		ev, err := p.j.r.Inner(msg, logtime.LineTimes{Env: t, EnvTimed: true})
 		if err != nil {
 			return &fileline.Error{Line: line, Err: err}
 		}
-		if !known {
+		if !ev.Known {
 			ps.log.Skipped++
 			return nil
 		}
-		return ps.rec.record(e, times, line, record)
+		return ps.rec.record(ev.Said, ev.Times, line, record)
 	}
 	e := brokerline.Line{Kind: brokerline.KindConnect, Client: client}
 	if p.event < len(p.fields) {
-		if e.Kind = keywordKind(p.fields[p.event]); e.Kind == brokerline.KindOther {
+		if e.Kind = jsonevent.KeywordKind(p.fields[p.event]); e.Kind == brokerline.KindOther {
 			e.Label = p.fields[p.event]
 		}
 	}
-	return ps.rec.record(e, lineTimes{own: t, ownTimed: true, ownDigits: 9}, line, record)
+	return ps.rec.record(e, logtime.LineTimes{Own: t, OwnTimed: true, OwnDigits: 9}, line, record)
 }
 
 // format names the format taken: "csv (t_s)", "tsv (unix_ms)",

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -235,7 +234,7 @@ func (p *parser) detect(src *source, first int) (lp lineParser, doc bool, err er
 		if !json.Valid(t) {
 			return nil, true, nil // a document over many lines
 		}
-		return newJSONReader(p), false, nil
+		return newJSONParser(p), false, nil
 	case f == "seconds":
 		return &plainParser{}, false, nil
 	case f == "unix-ms":
@@ -310,7 +309,7 @@ func (p *parser) detectText(src *source) (*textParser, bool) {
 // lines of a broker it knows, then by the lines of its shape.
 func (p *parser) bestEnvelope(src *source, most int) (textline.Envelope, [3]int) {
 	best, bestScore := textline.None, [3]int{}
-	var j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)
+	var j *jsonParser // a JSON message inside an envelope (a CloudWatch Logs export)
 	for _, env := range textline.Envelopes {
 		r := textline.NewReader(env, p.layout, p.o.Location, p.written, nil) // a trial: its zone is no one's
 		var score [3]int
@@ -329,13 +328,13 @@ func (p *parser) bestEnvelope(src *source, most int) (textline.Envelope, [3]int)
 			score[2]++
 			if tl.JSON {
 				if j == nil {
-					j = newJSONReader(p)
+					j = newJSONParser(p)
 				}
 				var obj map[string]json.RawMessage
 				if json.Unmarshal(tl.Msg, &obj) == nil && obj != nil {
-					if e, _, _, known, err := j.classify(p, l.n, obj, tl.EnvAt, true); err == nil && known {
+					if ev, err := j.r.Classify(l.n, obj, tl.EnvAt, true); err == nil && ev.Known {
 						score[1]++
-						if e.Kind != brokerline.KindOther {
+						if ev.Said.Kind != brokerline.KindOther {
 							score[0]++
 						}
 					}
@@ -360,7 +359,7 @@ func (p *parser) bestEnvelope(src *source, most int) (textline.Envelope, [3]int)
 // textParser reads a broker's text log in its envelope.
 type textParser struct {
 	r *textline.Reader
-	j *jsonReader // a JSON message inside an envelope (a CloudWatch Logs export)
+	j *jsonParser // a JSON message inside an envelope (a CloudWatch Logs export)
 }
 
 func newTextParser(p *parser, env textline.Envelope) *textParser {
@@ -376,7 +375,7 @@ func (t *textParser) parse(p *parser, src *source, text []byte) error {
 	tl := t.r.Read(text)
 	if tl.JSON {
 		if t.j == nil {
-			t.j = newJSONReader(p)
+			t.j = newJSONParser(p)
 		}
 		return t.j.line(p, src.n, tl.Msg, tl.EnvAt, text)
 	}
@@ -391,8 +390,8 @@ func (t *textParser) parse(p *parser, src *source, text []byte) error {
 		return &fileline.Error{Line: src.n, Err: fmt.Errorf("expected a time stamp before %q: judging needs the time of each connect "+
 			"(mosquitto: log_timestamp true, its default)", fileline.Excerpt(tl.Msg))}
 	}
-	return p.rec.record(tl.Said, lineTimes{own: tl.At, ownTimed: tl.Timed, ownDigits: tl.Digits,
-		env: tl.EnvAt, envTimed: tl.EnvTimed, envDigits: tl.Env.Stamp.Digits}, src.n, text)
+	return p.rec.record(tl.Said, logtime.LineTimes{Own: tl.At, OwnTimed: tl.Timed, OwnDigits: tl.Digits,
+		Env: tl.EnvAt, EnvTimed: tl.EnvTimed, EnvDigits: tl.Env.Stamp.Digits}, src.n, text)
 }
 
 // name names the format taken: the broker, the envelope, what the clock
@@ -402,7 +401,7 @@ func (t *textParser) name(p *parser) string {
 	if base == "" {
 		base = "broker log"
 	}
-	if t.j != nil && len(t.j.dialects) > 0 {
+	if t.j != nil && t.j.r.Dialects() > 0 {
 		base = strings.TrimSuffix(t.j.name(p), " (JSON lines)")
 	}
 	if base == "mosquitto" && t.r.Saw("ISO times") > 0 {
@@ -453,7 +452,7 @@ func (pp *plainParser) parse(p *parser, src *source, text []byte) error {
 // the kinds of lines seen.
 func (p *parser) noArrivals(lines int) error {
 	l := p.log
-	if j, ok := p.lp.(*jsonReader); ok && j.doc && len(l.Kinds) == 0 {
+	if j, ok := p.lp.(*jsonParser); ok && j.r.Doc && len(l.Kinds) == 0 {
 		return fmt.Errorf("%w: %s, a JSON document with no object in it", ErrNoArrivals, plural(lines, "line"))
 	}
 	switch {
@@ -547,32 +546,4 @@ func labelSummary(labels map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", c.l, c.n))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// listNames lists a header's or an object's names for an error, quoted
-// where they hold what would confuse the list.
-func listNames(names []string) string {
-	const most = 20
-	var out []string
-	for _, n := range names[:min(len(names), most)] {
-		if n == "" || strings.ContainsAny(n, ", \t\"\r\n") || !strconv.CanBackquote(n) {
-			n = strconv.Quote(fileline.Excerpt(n))
-		}
-		out = append(out, n)
-	}
-	if len(names) > most {
-		out = append(out, fmt.Sprintf("and %d more", len(names)-most))
-	}
-	if len(out) == 0 {
-		return "none"
-	}
-	return strings.Join(out, ", ")
-}
-
-// orList writes names as "a, b or c".
-func orList(names []string) string {
-	if len(names) < 2 {
-		return strings.Join(names, "")
-	}
-	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

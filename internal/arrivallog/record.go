@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
+	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
@@ -81,39 +82,31 @@ func (rc *recorder) count(line int) error {
 // line (each cut to an excerpt): the rest count as "other".
 const maxLabels = 1000
 
-// stamps are the times a line carries: its own (the broker's) and its
-// envelope's, with the digits each was written to.
-type lineTimes struct {
-	own, env             time.Duration
-	ownTimed, envTimed   bool
-	ownDigits, envDigits int
-}
-
 // when is the time to record for a line, and the other stamp where it
 // had two; the agreement of the two is counted for the events.
-func (rc *recorder) when(s lineTimes, event bool) (at, alt time.Duration, timed bool, digits int) {
+func (rc *recorder) when(s logtime.LineTimes, event bool) (at, alt time.Duration, timed bool, digits int) {
 	switch {
-	case s.ownTimed && s.envTimed:
+	case s.OwnTimed && s.EnvTimed:
 		if event {
 			rc.both++
-			tick := time.Duration(math.Pow10(9 - min(s.ownDigits, 9)))
-			if d := s.env - s.own; d >= -500*time.Millisecond && d < tick+2*time.Second {
+			tick := time.Duration(math.Pow10(9 - min(s.OwnDigits, 9)))
+			if d := s.Env - s.Own; d >= -500*time.Millisecond && d < tick+2*time.Second {
 				rc.agree++
 			}
-			if s.env == rc.lastAlt {
+			if s.Env == rc.lastAlt {
 				rc.same++
 			}
-			rc.lastAlt = s.env
-			rc.envDigits, rc.ownDigits = max(rc.envDigits, s.envDigits), max(rc.ownDigits, s.ownDigits)
+			rc.lastAlt = s.Env
+			rc.envDigits, rc.ownDigits = max(rc.envDigits, s.EnvDigits), max(rc.ownDigits, s.OwnDigits)
 		}
-		return s.own, s.env, true, max(s.ownDigits, s.envDigits)
-	case s.ownTimed:
-		return s.own, noTime, true, s.ownDigits
-	case s.envTimed:
+		return s.Own, s.Env, true, max(s.OwnDigits, s.EnvDigits)
+	case s.OwnTimed:
+		return s.Own, noTime, true, s.OwnDigits
+	case s.EnvTimed:
 		if event {
 			rc.envOnly++
 		}
-		return s.env, noTime, true, s.envDigits
+		return s.Env, noTime, true, s.EnvDigits
 	}
 	return 0, noTime, false, 0
 }
@@ -125,7 +118,7 @@ func (rc *recorder) when(s lineTimes, event bool) (at, alt time.Duration, timed 
 // any line stamped to the millisecond or finer. Lines on a whole-second
 // stamp that name no session ("Client <unknown> disconnected, not
 // authorised.") repeat as events do.
-func (rc *recorder) record(e brokerline.Line, t lineTimes, line int, raw []byte) error {
+func (rc *recorder) record(e brokerline.Line, t logtime.LineTimes, line int, raw []byte) error {
 	l := rc.l
 	at, alt, timed, digits := rc.when(t, e.Kind != brokerline.KindOther)
 	if rc.forced != "" && e.Broker != "" && e.Broker != rc.forced && e.Kind != brokerline.KindLost {

@@ -5,6 +5,8 @@ package fileline
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -44,4 +46,32 @@ func Excerpt[T string | []byte](s T) string {
 		cut--
 	}
 	return string(s[:cut]) + "..."
+}
+
+// Names lists a header's or an object's names for an error, quoted
+// where they hold what would confuse the list.
+func Names(names []string) string {
+	const most = 20
+	var out []string
+	for _, n := range names[:min(len(names), most)] {
+		if n == "" || strings.ContainsAny(n, ", \t\"\r\n") || !strconv.CanBackquote(n) {
+			n = strconv.Quote(Excerpt(n))
+		}
+		out = append(out, n)
+	}
+	if len(names) > most {
+		out = append(out, fmt.Sprintf("and %d more", len(names)-most))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+// OneOf writes names as "a, b or c".
+func OneOf(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }

@@ -505,3 +505,12 @@ func (k *Clock) Assumed() string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+// LineTimes are the times a line carries: its own (the broker's) and its
+// envelope's, each with whether it was read and the fraction digits it
+// was written to. The zero LineTimes carries none.
+type LineTimes struct {
+	Own, Env             time.Duration
+	OwnTimed, EnvTimed   bool
+	OwnDigits, EnvDigits int
+}
