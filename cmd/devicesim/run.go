@@ -482,8 +482,8 @@ const autoEventsDevices = 1_000_000
 // runWritingEvents runs c with its events streamed to dir/events.csv, or
 // to nowhere when not writing them (never kept in memory either way).
 //
-// An interrupted run's report, where Run has one, is marked incomplete;
-// where it has none, the events file goes too.
+// An interrupted run's report, where Run has one, says so (its engine
+// marks it Incomplete); where it has none, the events file goes too.
 func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) (*report.Report, error) {
 	p.Events = io.Discard
 	if err := p.Validate(); err != nil {
@@ -511,9 +511,6 @@ func runWritingEvents(ctx context.Context, p plan.Plan, dir string, write bool) 
 	if r == nil {
 		f.Abort()
 		return nil, err
-	}
-	if ctx.Err() != nil {
-		r.Incomplete = "interrupted"
 	}
 	unfinished.add(filepath.Join(dir, "events.csv")) // until writeReport has the rest
 	return r, errors.Join(err, f.Commit())

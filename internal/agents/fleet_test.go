@@ -12,6 +12,7 @@ import (
 
 	"github.com/herdguard/herdguard/internal/agents"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 )
 
 func TestMain(m *testing.M) {
@@ -37,7 +38,7 @@ func TestAwaitRecoveryWaitsForEveryDeviceToNotice(t *testing.T) {
 		require.NoError(t, f.Disrupt(ctx, p.Timeline()[0]))
 		rec, err := f.AwaitRecovery(ctx)
 		require.NoError(t, err)
-		r, err := f.Report(rec)
+		r, err := f.Report(rec, report.End{Finished: rec.Recovered})
 		require.NoError(t, err)
 		require.NotNil(t, r.Broker)
 		assert.EqualValues(t, 50, r.Broker.Arrivals.Count, "every device arrived at the standby before the fleet was called back")

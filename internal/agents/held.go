@@ -25,15 +25,11 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 	if rec.Recovered {
 		rec.Until = rec.Until.Add(f.scale(f.p.MaxBackoff))
 	}
-	rep, err := f.Report(rec)
-	if err != nil {
-		return nil, err
-	}
+	end := report.End{Finished: rec.Recovered, Started: start}
 	if f.p.HasTelemetry() {
-		rep.Telemetry = f.Telemetry()
+		end.Telemetry = f.Telemetry()
 	}
-	rep.Recovery.AllRecovered = rec.Recovered
-	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), f.memoryPerDevice()
-	f.processCost(&rep.Host)
-	return rep, nil
+	end.Host.MemoryPerDeviceKB = f.memoryPerDevice()
+	f.processCost(&end.Host)
+	return f.Report(rec, end)
 }

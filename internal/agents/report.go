@@ -25,17 +25,16 @@ const hostTimerPrecision = 2 * time.Millisecond
 // disruptions has its recovery judged on its own. Report then lets go of
 // the window's records, so that a fleet that lives through storm after
 // storm holds one storm's at most: a window is reported once. A fleet
-// whose agents run in child processes hands them rec.T0 here and takes
-// their reports: it reports one window. The report's
-// Recovery.AllRecovered, Telemetry and Host are the caller's.
-func (f *Fleet) Report(rec Watch) (*report.Report, error) {
+// whose agents run in child processes hands them rec.T0 here
+// (releaseChildren) and takes their reports: it reports one window. end
+// is what the caller knows of
+// the run as it ends (whether it finished, when it started, its Host and
+// Telemetry); the rest of it (until when, the proxies' counts, TLS, the
+// strike) is the fleet's own.
+func (f *Fleet) Report(rec Watch, end report.End) (*report.Report, error) {
 	defer f.forget()
-	if f.children != nil && f.childReports == nil {
-		reports, err := f.children.Release(rec.T0)
-		if err != nil {
-			return nil, err
-		}
-		f.childReports = reports
+	if err := f.releaseChildren(rec.T0); err != nil {
+		return nil, err
 	}
 	p := f.p
 	fleetAt, brokerAt, transport := f.vantage()
@@ -69,30 +68,26 @@ func (f *Fleet) Report(rec Watch) (*report.Report, error) {
 			b.Add(brokerRecord(b, a))
 		}
 	}
-	rep, err := b.Report(rec.Until)
-	if err != nil {
-		return nil, err
-	}
-	if s := f.struckAt; s != nil && rep.Sync != nil {
-		if !p.DisruptAt.IsZero() {
-			rep.Sync.StrikeUnixMS = s.at.UnixMilli()
-		}
-		if s.offset != nil {
-			ms := float64(*s.offset) / float64(time.Millisecond)
-			rep.Sync.ClockOffsetMS = &ms
-		}
+	end.Until = rec.Until
+	if st := f.struckAt; st != nil {
+		end.Struck, end.ClockOffset = st.at, st.offset
 	}
 	if p.Transport == plan.TLS && len(f.nodes.Brokers) > 0 {
-		rep.TLS = report.TLSCostOf(f.nodes.HandshakeCPU, rep.Broker)
+		end.Handshake = &f.nodes.HandshakeCPU
 	}
-	var byNode []report.ProxyCounts
-	rep.Proxy, byNode = f.nodes.ProxyCounts()
-	for k := range rep.Nodes { // a cluster's nodes each behind a proxy of its own
-		if k < len(byNode) {
-			rep.Nodes[k].Proxy = &byNode[k]
-		}
+	end.Proxy, end.ProxyByNode = f.nodes.ProxyCounts()
+	return b.Report(end)
+}
+
+// releaseChildren hands a fleet's child processes t0, once, and takes
+// their reports of the window from it.
+func (f *Fleet) releaseChildren(t0 time.Time) error {
+	if f.children == nil || f.childReports != nil {
+		return nil
 	}
-	return rep, nil
+	reports, err := f.children.Release(t0)
+	f.childReports = reports
+	return err
 }
 
 // forget lets go of the attempts recorded so far, keeping the messages

@@ -45,11 +45,17 @@ func Run(ctx context.Context, p plan.Plan) (*report.Report, error) {
 	if f.p.HasTelemetry() {
 		drainErr = f.Drain(ctx)
 	}
-	rep, err := f.Report(rec)
+	if err := f.releaseChildren(rec.T0); err != nil { // their reports are part of the end
+		return nil, err
+	}
+	end := f.end(start, memPerDevice, recoverErr == nil)
+	if ctx.Err() != nil {
+		end.Incomplete = "interrupted"
+	}
+	rep, err := f.Report(rec, end)
 	if err != nil {
 		return nil, err
 	}
-	f.fillHost(rep, start, memPerDevice)
 	return rep, f.outcome(ctx, rep, recoverErr, drainErr)
 }
 
@@ -138,16 +144,18 @@ func (f *Fleet) memoryPerDevice() float64 {
 	return float64(report.HeapInUse()-f.before.heap) / float64(len(f.ids)) / 1024
 }
 
-// fillHost adds what the run cost this host, and its children, to rep.
-func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float64) {
+// end is what the run knows as it ends: whether every device came up
+// (finished), its telemetry, and what it cost this host and its children.
+func (f *Fleet) end(start time.Time, memPerDevice float64, finished bool) report.End {
 	n := len(f.ids)
+	end := report.End{Finished: finished, Started: start}
 	if f.p.HasTelemetry() {
-		rep.Telemetry = f.Telemetry()
+		end.Telemetry = f.Telemetry()
 	}
 	if memPerDevice == 0 {
 		memPerDevice = f.memoryPerDevice()
 	}
-	h := &rep.Host
+	h := &end.Host
 	if f.childReports == nil {
 		f.processCost(h)
 	} else {
@@ -159,8 +167,8 @@ func (f *Fleet) fillHost(rep *report.Report, start time.Time, memPerDevice float
 		h.ResidentPerDeviceKB += cr.Host.ResidentPerDeviceKB * share
 		h.CPUPerDeviceMS += cr.Host.CPUPerDeviceMS * share
 	}
-	h.WallS, h.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	rep.Host.AgentProcesses = len(f.childReports)
+	h.MemoryPerDeviceKB, h.AgentProcesses = memPerDevice, len(f.childReports)
+	return end
 }
 
 // processCost is what this process's devices cost it from their start:
@@ -179,8 +187,6 @@ func (f *Fleet) processCost(h *report.Host) {
 // everyone back and lost nothing.
 func (f *Fleet) outcome(ctx context.Context, rep *report.Report, recoverErr, drainErr error) error {
 	n, recovered := len(f.ids), rep.Recovered()
-	// every device up, and every device disrupted back
-	rep.Recovery.AllRecovered = recoverErr == nil && rep.Stranded() == 0
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("interrupted with %d of %d devices back: %w", recovered, n, ctx.Err())

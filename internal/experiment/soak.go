@@ -12,6 +12,7 @@ import (
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/agents"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -233,7 +234,7 @@ func soakStorm(ctx context.Context, f *agents.Fleet, kind string, outage time.Du
 	if err != nil {
 		return SoakStorm{}, err
 	}
-	rep, err := f.Report(rec)
+	rep, err := f.Report(rec, report.End{Finished: rec.Recovered})
 	if err != nil {
 		return SoakStorm{}, err
 	}

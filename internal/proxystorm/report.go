@@ -43,8 +43,8 @@ func (s *Storm) attemptsSince(t0 time.Time) []seen {
 // device's, and a session that named none and stayed to the end counts as
 // one of the devices known by session only.
 // late50 and late99 are how late the process's timers ran (lateness), in
-// seconds: its stamps are no finer.
-func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report, error) {
+// seconds: its stamps are no finer. An interrupted storm's report says so.
+func (s *Storm) report(until time.Time, late50, late99 float64, interrupted bool) (*report.Report, error) {
 	s.mu.Lock()
 	t0, fl, strikes, returned := s.t0, s.fleet, slices.Clone(s.strikes), s.returned
 	s.mu.Unlock()
@@ -52,7 +52,10 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 		return nil, errNoStorm
 	}
 	p := s.cfg.Plan
-	p.TimeScale = 1
+	p.TimeScale, p.Policy = 1, "the fleet's own"
+	if s.cfg.Manual {
+		p.Scenario = strikes[0].event.Scenario
+	}
 	if returned.IsZero() {
 		returned = t0.Add(p.FirstReturn())
 	}
@@ -83,24 +86,16 @@ func (s *Storm) report(until time.Time, late50, late99 float64) (*report.Report,
 		}
 		counts.Add(countOf(a.Attempt))
 	}
-	rep, err := b.Report(until)
-	if err != nil {
-		return nil, err
-	}
-	rep.Policy = "the fleet's own"
-	if s.cfg.Manual {
-		rep.Scenario = strikes[0].event.Scenario
-	}
-	h := &rep.Host
-	h.LagP50S, h.LagP99S, h.Bound = late50, late99, late99 > report.HostBoundLate.Seconds()
-	rep.Proxy = counts
-	rep.External = s.devicesSeen(fl)
+	external := s.devicesSeen(fl)
+	end := report.End{Until: until, Finished: external.NeverBackCount == 0, Started: s.started, Proxy: counts, External: external,
+		Host: report.Host{LagP50S: late50, LagP99S: late99, Bound: late99 > report.HostBoundLate.Seconds()}}
 	if inferred, err := s.InferPolicy(); err == nil {
-		rep.Inferred = PolicyOf(inferred, s.cfg.Identify)
+		end.Inferred = PolicyOf(inferred, s.cfg.Identify)
 	}
-	rep.Recovery.AllRecovered = rep.External.NeverBackCount == 0 && rep.Stranded() == 0
-	rep.Host.WallS = time.Since(s.started).Seconds()
-	return rep, nil
+	if interrupted {
+		end.Incomplete = "interrupted"
+	}
+	return b.Report(end)
 }
 
 // stayedAnonymous gives each session with no client ID that was still open

@@ -36,14 +36,13 @@ func (s *Storm) Run(ctx context.Context) (*report.Report, error) {
 		f.Stop()
 	}
 	p50, p99 := late.end()
-	rep, rerr := s.report(until, p50, p99)
+	rep, rerr := s.report(until, p50, p99, ctx.Err() != nil)
 	if rerr != nil {
 		return nil, rerr
 	}
 	s.setState(Done)
 	switch {
 	case ctx.Err() != nil:
-		rep.Incomplete = "interrupted"
 		return rep, fmt.Errorf("interrupted with %d of %d devices back: %w", rep.Recovered(), rep.Devices, ctx.Err())
 	case err != nil:
 		return rep, err

@@ -11,6 +11,7 @@ import (
 	"github.com/herdguard/herdguard/internal/hugepage"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/prefetch"
+	"github.com/herdguard/herdguard/internal/report/external"
 	"github.com/herdguard/herdguard/internal/stormstats"
 )
 
@@ -363,21 +364,77 @@ func (b *Builder) admitted(dev int, t time.Duration) {
 	b.recovered[dev] = t
 }
 
-// Report is the run's report, once the run watched for attempts until
-// until (zero: its last attempt): its setup, recovery, attempts, both
-// views with their judgements, each disruption's, group's and node's, and
-// the admission limit. What only the engine knows (the host's cost, a
-// proxy's counts, whether the run ended with every device back) is the
-// caller's to add.
-func (b *Builder) Report(until time.Time) (*Report, error) {
+// End is what a run knows as it ends, beyond the attempts it added: when
+// it stopped watching, whether it saw every device up, and what it
+// measured beside them. Report takes it once; nothing is set on a report
+// after it is made. The zero End watched until the last attempt and
+// measured nothing.
+type End struct {
+	Until time.Time // when the run stopped watching (zero: its last attempt)
+	// Finished: the run saw every device up within its bound. The report
+	// says every device recovered when, besides, none it disrupted is
+	// stranded (Recovery.AllRecovered).
+	Finished bool
+	// Started is when the run began: the report's Host.WallS runs from it
+	// to the report's making (zero: Host.WallS as Host has it).
+	Started time.Time
+	Host    Host
+	// Telemetry, Proxy, External and Inferred are the report's Measures of
+	// the same names, nil where the run has none.
+	Telemetry *Telemetry
+	Proxy     *ProxyCounts
+	External  *external.Devices
+	Inferred  *external.Policy
+	// ProxyByNode are what each node's own proxy counted, where each node
+	// of a cluster stands behind one (NodeReport.Proxy), by node.
+	ProxyByNode []ProxyCounts
+	// Handshake is one TLS handshake's CPU on the broker, over TLS (the
+	// report's TLS cost counts the broker's arrivals at it); nil otherwise.
+	Handshake *time.Duration
+	// Struck is when the run made its first disruption, and ClockOffset
+	// the host clock's offset it measured, for a run synchronised with
+	// others (Sync); zero and nil where it has none.
+	Struck      time.Time
+	ClockOffset *time.Duration
+	// Incomplete says why the run stopped before its end ("interrupted"),
+	// as Setup.Incomplete; "" for a run that ended.
+	Incomplete string
+}
+
+// Report is the run's report, as it ended: its setup, recovery, attempts,
+// both views with their judgements, each disruption's, group's and
+// node's, the admission limit, and what the run measured beside them.
+func (b *Builder) Report(end End) (*Report, error) {
 	r := b.run
 	rep := New(r.Plan, r.Engine, r.Transport, r.Devices, r.T0)
-	b.watchedUntil(until)
+	b.watchedUntil(end.Until)
 	if err := b.fill(rep); err != nil {
 		return nil, err
 	}
 	rep.Limit, rep.BrokerBackS = limitOf(r.Plan.AdmitRate, r.Devices), b.back.Seconds()
-	rep.Noticed = b.noticed
+	rep.Noticed, rep.Incomplete = b.noticed, end.Incomplete
+	rep.Recovery.AllRecovered = end.Finished && rep.stranded == 0
+	rep.Host, rep.Telemetry, rep.Proxy, rep.External, rep.Inferred = end.Host, end.Telemetry, end.Proxy, end.External, end.Inferred
+	for k := range rep.Nodes {
+		if k < len(end.ProxyByNode) {
+			rep.Nodes[k].Proxy = &end.ProxyByNode[k]
+		}
+	}
+	if end.Handshake != nil {
+		rep.TLS = TLSCostOf(*end.Handshake, rep.Broker)
+	}
+	if rep.Sync != nil {
+		if !r.Plan.DisruptAt.IsZero() && !end.Struck.IsZero() {
+			rep.Sync.StrikeUnixMS = end.Struck.UnixMilli()
+		}
+		if end.ClockOffset != nil {
+			ms := float64(*end.ClockOffset) / float64(time.Millisecond)
+			rep.Sync.ClockOffsetMS = &ms
+		}
+	}
+	if !end.Started.IsZero() {
+		rep.Host.WallS = time.Since(end.Started).Seconds()
+	}
 	return rep, nil
 }
 

@@ -42,7 +42,7 @@ func buildBy(t *testing.T, devices int, at []time.Duration, records []attempt.Re
 		Devices: devices, T0: t0, Returned: t0.Add(30 * time.Second), TimeScale: 1, FleetAt: "devices", BrokerAt: "broker",
 		Disruptions: at})
 	add(b, records)
-	rep, err := b.Report(t0.Add(5 * time.Minute))
+	rep, err := b.Report(report.End{Until: t0.Add(5 * time.Minute)})
 	require.NoError(t, err)
 	return rep
 }
@@ -162,7 +162,7 @@ func TestEachRecoveryIsTheAdmissionThatStayed(t *testing.T) {
 		r.Lag = -1
 		b.Add(r)
 	}
-	rep, err := b.Report(t0.Add(3 * time.Minute))
+	rep, err := b.Report(report.End{Until: t0.Add(3 * time.Minute)})
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Recovered())
 	assert.Equal(t, 1, rep.Stranded(), "device 3 tried and never came back; device 2 had no reason to")
@@ -190,7 +190,7 @@ func TestBehindAProxyRecoveryIsWhenTheDeviceHeard(t *testing.T) {
 	}
 	b.Heard(0, 31*time.Second+time.Millisecond)
 	b.Heard(1, 35*time.Second+time.Millisecond)
-	rep, err := b.Report(t0.Add(time.Minute))
+	rep, err := b.Report(report.End{Until: t0.Add(time.Minute)})
 	require.NoError(t, err)
 	assert.Equal(t, 2, rep.Recovered())
 	assert.Equal(t, 31.001, rep.Recovery.P50S)
@@ -215,4 +215,49 @@ func TestATimelinesSummaryLeadsWithEachRecovery(t *testing.T) {
 	assert.Equal(t, "disruption at 300 s: recovery p99 60.4 s after it, all back: true; verdict spread", lines[2])
 	assert.True(t, strings.HasPrefix(lines[3], "the whole run, from the first disruption: p50 344.5 s"), lines[3])
 	assert.Equal(t, 1, strings.Count(out.String(), "disruption at 300 s"), "once")
+}
+
+// A report is made whole from the run's end: every device back only where
+// the run finished and none it disrupted is stranded; the proxies' counts,
+// each node's among them; the TLS cost of the broker's arrivals; the
+// strike of a timed run; and why it stopped early.
+func TestAReportIsMadeWholeFromTheRunsEnd(t *testing.T) {
+	t0 := time.UnixMilli(1_795_466_393_000)
+	p := plan.Default()
+	p.DisruptAt = plan.DisruptAt{At: t0}
+	offset := 3 * time.Millisecond
+	build := func(stranded bool, end report.End) *report.Report {
+		b := report.NewBuilder(report.Run{Plan: p, Devices: 2, T0: t0, Returned: t0, TimeScale: 1, FleetAt: "devices",
+			BrokerAt: "broker", Nodes: 2})
+		b.Add(attempt.Record{T: time.Second, Lag: -1, Device: 0, Outcome: fault.Accepted})
+		b.Add(attempt.Record{T: time.Second, Lag: -1, Device: 0, Outcome: fault.Accepted, Seen: attempt.Broker, Node: 1})
+		if stranded {
+			b.Add(attempt.Record{T: 2 * time.Second, Lag: -1, Device: 1, Outcome: fault.Refused})
+		} else {
+			b.Add(attempt.Record{T: 2 * time.Second, Lag: -1, Device: 1, Outcome: fault.Accepted})
+			b.Add(attempt.Record{T: 2 * time.Second, Lag: -1, Device: 1, Outcome: fault.Accepted, Seen: attempt.Broker})
+		}
+		end.Until = t0.Add(time.Minute)
+		rep, err := b.Report(end)
+		require.NoError(t, err)
+		return rep
+	}
+	assert.True(t, build(false, report.End{Finished: true}).Recovery.AllRecovered)
+	assert.False(t, build(true, report.End{Finished: true}).Recovery.AllRecovered, "device 1 is stranded")
+	assert.False(t, build(false, report.End{}).Recovery.AllRecovered, "the run did not see every device up")
+
+	handshake := 2 * time.Millisecond
+	rep := build(false, report.End{Proxy: &report.ProxyCounts{Admitted: 1}, ProxyByNode: []report.ProxyCounts{{}, {Admitted: 1}},
+		Handshake: &handshake, Struck: t0.Add(offset), ClockOffset: &offset, Incomplete: "interrupted",
+		Host: report.Host{MemoryPerDeviceKB: 4}})
+	assert.Equal(t, 1, rep.Proxy.Admitted)
+	require.Len(t, rep.Nodes, 2)
+	assert.Equal(t, 1, rep.Nodes[1].Proxy.Admitted, "node 1's own proxy")
+	require.NotNil(t, rep.TLS)
+	assert.EqualValues(t, 2, rep.TLS.Handshakes, "the broker's arrivals")
+	require.NotNil(t, rep.Sync)
+	assert.Equal(t, t0.Add(offset).UnixMilli(), rep.Sync.StrikeUnixMS)
+	assert.Equal(t, 3.0, *rep.Sync.ClockOffsetMS)
+	assert.Equal(t, "interrupted", rep.Incomplete)
+	assert.Equal(t, 4.0, rep.Host.MemoryPerDeviceKB)
 }

@@ -203,13 +203,10 @@ func Run(ctx context.Context, p plan.Plan, o Options) (*report.Report, error) {
 	memPerDevice := float64(report.HeapInUse()-before) / float64(p.Devices) / 1024
 	v.devs, v.q = nil, eventq.Queue{} // the report needs neither: judging it may reuse their memory
 	runtime.GC()
-	rep, err := v.b.Report(v.at(until))
+	rep, err := v.b.Report(report.End{Until: v.at(until), Finished: finished, Started: start, Host: report.Host{MemoryPerDeviceKB: memPerDevice}})
 	if err != nil {
 		return nil, err
 	}
-	rep.Host.WallS, rep.Host.MemoryPerDeviceKB = time.Since(start).Seconds(), memPerDevice
-	// every device up, and every device the run disrupted back
-	rep.Recovery.AllRecovered = finished && rep.Stranded() == 0
 	if !rep.Recovery.AllRecovered {
 		return rep, fmt.Errorf("%w: %d of %d within %v (virtual)", report.ErrNotRecovered, rep.Recovered(), p.Devices, bound)
 	}
