@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/configserver"
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/agents/observer"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/reconnect"
 	"github.com/herdguard/herdguard/remoteconfig"
 )
@@ -87,19 +89,23 @@ func (f *Fleet) configOutage(ctx context.Context, t0 time.Time) error {
 	return nil
 }
 
-// configAttempts are the config server's requests since t0; an answer with
-// the config (200, or 304 for one already held) is a success.
-func (f *Fleet) configAttempts(t0 time.Time) []observer.Sighting {
-	var out []observer.Sighting
+// addConfigRequests adds to b the config server's requests since t0, as
+// the fleet's side: an answer with the config (200, or 304 for one
+// already held) is a success.
+func (f *Fleet) addConfigRequests(b *report.Builder, t0 time.Time) {
+	var out []configserver.Request
 	for _, q := range f.configs.Requests() {
-		if q.Time.Before(t0) {
-			continue
+		if !q.Time.Before(t0) {
+			out = append(out, q)
 		}
+	}
+	slices.SortStableFunc(out, func(x, y configserver.Request) int { return attempt.Order(x.Time, x.Device, y.Time, y.Device) })
+	for _, q := range out {
 		o := fault.Refused
 		if q.Status == http.StatusOK || q.Status == http.StatusNotModified {
 			o = fault.Accepted
 		}
-		out = append(out, observer.Sighting{At: q.Time, ClientID: q.Device, Outcome: o, Code: q.Status})
+		dev, _ := attempt.DeviceIndex(q.Device)
+		b.Add(attempt.Record{T: b.Since(q.Time), Lag: -1, Device: int32(dev), Code: int32(q.Status), Outcome: o})
 	}
-	return observer.InOrder(out)
 }

@@ -4,10 +4,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/herdguard/herdguard/fault"
-
 	"github.com/herdguard/herdguard/internal/agents/observer"
-	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/report"
 )
@@ -50,11 +47,7 @@ func (f *Fleet) Report(rec Watch, end report.End) (*report.Report, error) {
 	case brokerAt == "proxy":
 		// What reached the broker is what the proxy let through: a dial it
 		// refused, held or cut off never did.
-		for _, a := range f.nodes.ProxiesSaw(rec.T0) {
-			if a.Outcome == fault.Accepted {
-				b.Add(brokerRecord(b, a))
-			}
-		}
+		f.nodes.AddPassed(b, rec.T0)
 	case brokerAt != "":
 		seen := observer.Brokers{}
 		for _, n := range f.nodes.Brokers {
@@ -64,9 +57,7 @@ func (f *Fleet) Report(rec Watch, end report.End) (*report.Report, error) {
 			// the survivor: where the fleet arrived
 			seen = observer.Brokers{f.nodes.Standby.Recorder()}
 		}
-		for _, a := range seen.Since(rec.T0) {
-			b.Add(brokerRecord(b, a))
-		}
+		seen.AddTo(b, rec.T0)
 	}
 	end.Until = rec.Until
 	if st := f.struckAt; st != nil {
@@ -123,9 +114,7 @@ func (f *Fleet) addFleetSide(b *report.Builder, rec Watch) {
 	t0 := rec.T0
 	switch {
 	case f.p.Scenario == plan.ConfigOutage:
-		for _, a := range f.configAttempts(t0) {
-			b.Add(fleetRecord(b, a))
-		}
+		f.addConfigRequests(b, t0)
 	case len(f.childReports) > 0 && len(f.nodes.Proxies) == 0: // reported from the same t0
 		for _, cr := range f.childReports {
 			for _, e := range cr.Events() {
@@ -133,13 +122,7 @@ func (f *Fleet) addFleetSide(b *report.Builder, rec Watch) {
 			}
 		}
 	default:
-		for _, a := range f.devlog.Since(t0) {
-			r := fleetRecord(b, a)
-			b.Add(r)
-			if a.Outcome == fault.Accepted && !a.Heard.IsZero() {
-				b.Heard(r.Device, b.Since(a.Heard))
-			}
-		}
+		f.devlog.AddTo(b, t0)
 		// observe's t0 is the first loss noticed
 		if f.p.Scenario != plan.BootStorm && f.p.Scenario != plan.Observe {
 			f.addNotices(b, rec)
@@ -182,22 +165,4 @@ func (f *Fleet) addNotices(b *report.Builder, rec Watch) {
 	if longest >= 0 {
 		b.NoticedSilence(silent, f.unscale(longest))
 	}
-}
-
-// fleetRecord is a sighting in a device's log as the report's record: its
-// time since the disruption and its lag, unscaled.
-func fleetRecord(b *report.Builder, a observer.Sighting) attempt.Record {
-	lag := time.Duration(-1)
-	if a.Lag >= 0 {
-		lag = time.Duration(float64(a.Lag) * b.TimeScale())
-	}
-	dev, _ := attempt.DeviceIndex(a.ClientID)
-	return attempt.Record{T: b.Since(a.At), Lag: lag, Device: int32(dev), Code: int32(a.Code), Outcome: a.Outcome}
-}
-
-// brokerRecord is a sighting in a broker's (or the proxy's) recorder as the
-// report's record.
-func brokerRecord(b *report.Builder, a observer.Sighting) attempt.Record {
-	dev, _ := attempt.DeviceIndex(a.ClientID)
-	return attempt.Record{T: b.Since(a.At), Lag: -1, Device: int32(dev), Outcome: a.Outcome, Seen: attempt.Broker, Node: a.Node}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
@@ -140,24 +141,28 @@ func (c *Cluster) Settle(ctx context.Context, timeout time.Duration) {
 	}
 }
 
-// ProxiesSaw is what the proxies let through or refused since t, as
-// attempts, each at its node: what the brokers behind them were asked for.
-// One let through is at when the proxy passed it on, which is when its
-// broker saw it: after its hold, where the proxy held it for a token.
-func (c *Cluster) ProxiesSaw(t time.Time) []observer.Sighting {
-	var out []observer.Sighting
+// AddPassed adds to b what the proxies let through since t, as the
+// broker's side, each at its node: a dial a proxy refused, held or cut off
+// never reached the broker. One let through is at when the proxy passed
+// it on, which is when its broker saw it: after its hold, where the proxy
+// held it for a token.
+func (c *Cluster) AddPassed(b *report.Builder, t time.Time) {
+	type passed struct {
+		a    fault.Attempt
+		node uint8
+	}
+	var out []passed
 	for k, p := range c.Proxies {
 		for _, a := range p.Recorder().Attempts() {
-			if !a.Accept.Before(t) {
-				at := a.Accept
-				if a.Outcome == fault.Accepted {
-					at = a.Decided
-				}
-				out = append(out, observer.Sighting{At: at, ClientID: a.ClientID, Outcome: a.Outcome, Lag: -1, Node: uint8(k)})
+			if !a.Accept.Before(t) && a.Outcome == fault.Accepted {
+				out = append(out, passed{a, uint8(k)})
 			}
 		}
 	}
-	return observer.InOrder(out)
+	slices.SortStableFunc(out, func(x, y passed) int { return attempt.Order(x.a.Decided, x.a.ClientID, y.a.Decided, y.a.ClientID) })
+	for _, x := range out {
+		b.Add(observer.BrokerRecord(b, x.a.Decided, x.a.ClientID, x.a.Outcome, x.node))
+	}
 }
 
 // ProxyCounts is what the proxies counted, all of them together and each

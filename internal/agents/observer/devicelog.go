@@ -1,13 +1,16 @@
 package observer
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
@@ -22,7 +25,7 @@ type DeviceLog struct {
 	mu        sync.Mutex
 	changed   waitfor.Broadcast
 	up        int
-	attempts  []Sighting
+	attempts  []tried
 	losses    []loss
 	connected []bool  // by device index: a device reports each change once
 	node      []uint8 // by device index: the cluster's node its last session was on
@@ -30,6 +33,17 @@ type DeviceLog struct {
 	// stream, if set, is told every record as it is made: a child's
 	// agents, reported to the parent running the proxy they go through.
 	stream *attempt.Writer
+}
+
+// tried is one attempt as its device made it: when it began, how late
+// against its schedule (<0: unknown), and its outcome, heard at heard
+// (zero while pending).
+type tried struct {
+	at, heard time.Time
+	lag       time.Duration
+	device    int32
+	code      int32
+	outcome   fault.Outcome
 }
 
 // loss is a session's end as its device noticed it.
@@ -54,7 +68,7 @@ func NewDeviceLog(devices int) *DeviceLog {
 func (l *DeviceLog) Begin(at time.Time, device int, lag time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.attempts = append(l.attempts, Sighting{At: at, ClientID: attempt.ClientID(device), Outcome: fault.Pending, Lag: lag})
+	l.attempts = append(l.attempts, tried{at: at, lag: lag, device: int32(device), outcome: fault.Pending})
 	l.pending[device] = int32(len(l.attempts) - 1)
 	if l.stream != nil {
 		l.stream.Add(attempt.Record{T: time.Duration(at.UnixNano()), Lag: lag, Device: int32(device), Kind: attempt.Begun})
@@ -70,8 +84,8 @@ func (l *DeviceLog) End(at time.Time, device int, o fault.Outcome, code, node in
 	r := attempt.Record{T: time.Duration(at.UnixNano()), Lag: -1, Device: int32(device), Code: int32(code), Outcome: o}
 	if k := l.pending[device]; k >= 0 {
 		a := &l.attempts[k]
-		a.Outcome, a.Code, a.Heard, l.pending[device] = o, code, at, -1
-		r.Lag = a.Lag
+		a.outcome, a.code, a.heard, l.pending[device] = o, int32(code), at, -1
+		r.Lag = a.lag
 	}
 	if l.stream != nil {
 		l.stream.Add(r)
@@ -107,7 +121,7 @@ func (l *DeviceLog) AwaitSettled(ctx context.Context, timeout time.Duration) {
 	next := 0
 	_ = waitfor.UntilContext(ctx, &l.mu, &l.changed, timeout, func() bool {
 		for ; next < len(l.attempts); next++ {
-			if l.attempts[next].Outcome == fault.Pending {
+			if l.attempts[next].outcome == fault.Pending {
 				return false
 			}
 		}
@@ -245,15 +259,41 @@ func (l *DeviceLog) Await(ctx context.Context, timeout time.Duration, cond func(
 	return nil
 }
 
-// Since returns the attempts started at or after t, in InOrder's order.
-func (l *DeviceLog) Since(t time.Time) []Sighting {
+// AddTo adds to b the attempts started at or after t, as the fleet's
+// side, in order of time and, at one instant, of device; and when each
+// device heard it was admitted.
+func (l *DeviceLog) AddTo(b *report.Builder, t time.Time) {
+	for _, a := range l.since(t) {
+		lag := time.Duration(-1)
+		if a.lag >= 0 {
+			lag = time.Duration(float64(a.lag) * b.TimeScale())
+		}
+		r := attempt.Record{T: b.Since(a.at), Lag: lag, Device: a.device, Code: a.code, Outcome: a.outcome}
+		b.Add(r)
+		if a.outcome == fault.Accepted && !a.heard.IsZero() {
+			b.Heard(r.Device, b.Since(a.heard))
+		}
+	}
+}
+
+// since returns the attempts started at or after t, in AddTo's order.
+func (l *DeviceLog) since(t time.Time) []tried {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []Sighting
+	var out []tried
 	for _, a := range l.attempts {
-		if !a.At.Before(t) {
+		if !a.at.Before(t) {
 			out = append(out, a)
 		}
 	}
-	return InOrder(out)
+	order := func(x, y tried) int {
+		if c := x.at.Compare(y.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.device, y.device)
+	}
+	if !slices.IsSortedFunc(out, order) { // a wall-clock run's usually is: one pass, no sort
+		slices.SortStableFunc(out, order)
+	}
+	return out
 }

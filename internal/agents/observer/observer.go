@@ -1,22 +1,21 @@
 // Package observer is where a run of real agents watches its fleet from.
 // It watches either the devices' own log of every attempt and session
 // (DeviceLog) or the recorders of the in-process brokers (Brokers). The
-// run waits on these to know when its fleet is up. It reads them
-// afterwards as Sightings, in an order the scheduler does not decide. A
+// run waits on these to know when its fleet is up. Each adds what it saw
+// to the report afterwards, in an order the scheduler does not decide. A
 // child process's device log streams to its parent's through the attempt
 // codec (DeviceLog.StreamTo, Follow).
 package observer
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/report"
 	"github.com/herdguard/herdguard/testbroker"
 )
 
@@ -28,55 +27,6 @@ type Observer interface {
 	// Await waits until cond holds for the number of devices connected,
 	// the real-time bound timeout passes, or ctx ends (ctx.Err()).
 	Await(ctx context.Context, timeout time.Duration, cond func(connected int) bool) error
-}
-
-// Sighting is one connection attempt where it was seen (a device log, a
-// broker's recorder, the proxy's, the config server's). It is stamped
-// with wall-clock time and client ID. The report turns it into an
-// attempt.Record. The zero Sighting is no attempt.
-type Sighting struct {
-	At       time.Time
-	ClientID string
-	Outcome  fault.Outcome
-	Code     int // CONNACK return code, or HTTP status for config requests
-	// Lag is how late the device started it against its own schedule (the
-	// end of its wait): what the host adds. Negative: not known.
-	Lag  time.Duration
-	Node uint8 // the cluster node that took it (a broker's sighting)
-	// Heard is when the device heard the outcome: its CONNACK, or the
-	// failure (a device's sighting); zero while pending or unknown.
-	Heard time.Time
-}
-
-// InOrder sorts sightings by time and, at one instant, by device index.
-// Client IDs not of the fleet's form come last, by name. One device's
-// sightings keep the order they were recorded in. In virtual time many
-// attempts share an instant, and this rule, not the scheduler, orders
-// them. A seed thus gives the same events.csv on every run.
-func InOrder(as []Sighting) []Sighting {
-	if !slices.IsSortedFunc(as, attemptOrder) { // a wall-clock run's usually is: one pass, no sort
-		slices.SortStableFunc(as, attemptOrder)
-	}
-	return as
-}
-
-// attemptOrder is InOrder's rule.
-func attemptOrder(a, b Sighting) int {
-	if c := a.At.Compare(b.At); c != 0 {
-		return c
-	}
-	da, oka := attempt.DeviceIndex(a.ClientID)
-	db, okb := attempt.DeviceIndex(b.ClientID)
-	switch {
-	case oka && okb:
-		return cmp.Compare(da, db)
-	case oka != okb:
-		if oka {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a.ClientID, b.ClientID)
 }
 
 // Brokers watches the fleet from the in-process brokers' side: one
@@ -155,10 +105,16 @@ func sum(xs []int) int {
 	return n
 }
 
-// Since returns the attempts the brokers took at or after t (each at its
-// CONNECT, or its accept when none came), in InOrder's order.
-func (o Brokers) Since(t time.Time) []Sighting {
-	var out []Sighting
+// AddTo adds to b the attempts the brokers took at or after t, as the
+// broker's side (each at its CONNECT, or its accept when none came), in
+// attempt.Order.
+func (o Brokers) AddTo(b *report.Builder, t time.Time) {
+	type took struct {
+		at   time.Time
+		a    fault.Attempt
+		node uint8
+	}
+	var out []took
 	for k, r := range o {
 		for _, a := range r.Attempts() {
 			at := a.Connect
@@ -166,9 +122,19 @@ func (o Brokers) Since(t time.Time) []Sighting {
 				at = a.Accept
 			}
 			if !at.Before(t) {
-				out = append(out, Sighting{At: at, ClientID: a.ClientID, Outcome: a.Outcome, Code: int(a.Code), Node: uint8(k)})
+				out = append(out, took{at, a, uint8(k)})
 			}
 		}
 	}
-	return InOrder(out)
+	slices.SortStableFunc(out, func(x, y took) int { return attempt.Order(x.at, x.a.ClientID, y.at, y.a.ClientID) })
+	for _, x := range out {
+		b.Add(BrokerRecord(b, x.at, x.a.ClientID, x.a.Outcome, x.node))
+	}
+}
+
+// BrokerRecord is an attempt a broker (or the proxy in front of it) took
+// at at, as the report's record of the broker's side.
+func BrokerRecord(b *report.Builder, at time.Time, clientID string, o fault.Outcome, node uint8) attempt.Record {
+	dev, _ := attempt.DeviceIndex(clientID)
+	return attempt.Record{T: b.Since(at), Lag: -1, Device: int32(dev), Outcome: o, Seen: attempt.Broker, Node: node}
 }

@@ -33,12 +33,12 @@ func TestFollowRebuildsAChildsLog(t *testing.T) {
 	require.NoError(t, pw.Close())
 	require.NoError(t, <-followed)
 
-	got := parent.Since(t0)
+	got := parent.since(t0)
 	require.Len(t, got, 2)
-	assert.Equal(t, Sighting{At: t0, ClientID: "dev-3", Outcome: fault.Accepted, Lag: 5 * time.Millisecond,
-		Heard: t0.Add(40 * time.Millisecond)}, got[0])
-	assert.Equal(t, Sighting{At: t0.Add(time.Second), ClientID: "dev-7", Outcome: fault.Refused, Code: 3, Lag: -1,
-		Heard: t0.Add(1200 * time.Millisecond)}, got[1])
+	assert.Equal(t, tried{at: t0, device: 3, outcome: fault.Accepted, lag: 5 * time.Millisecond,
+		heard: t0.Add(40 * time.Millisecond)}, got[0])
+	assert.Equal(t, tried{at: t0.Add(time.Second), device: 7, outcome: fault.Refused, code: 3, lag: -1,
+		heard: t0.Add(1200 * time.Millisecond)}, got[1])
 	assert.Equal(t, [][]time.Duration{{2 * time.Second}}, parent.Noticed([]time.Time{t0}))
 	assert.Zero(t, parent.Connected(), "device 3 connected, then lost its session")
 }
