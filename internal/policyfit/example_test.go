@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/policyfit"
 )
 
@@ -18,10 +20,11 @@ func Example() {
 	add := func(id string, rtt, first time.Duration, waits func(n int) time.Duration) {
 		d := policyfit.Device{ID: id}
 		for t, n := rtt/2+first, 0; ; n++ {
-			d.Attempts = append(d.Attempts, policyfit.Attempt{T: t, Admitted: t >= 20*time.Second})
-			if t >= 20*time.Second {
+			if t >= 20*time.Second { // admitted: passed on to the broker
+				d.Attempts = append(d.Attempts, attempt.Record{T: t, Outcome: fault.Accepted})
 				break
 			}
+			d.Attempts = append(d.Attempts, attempt.Record{T: t, Outcome: fault.Refused})
 			t += rtt + waits(n)
 		}
 		devices = append(devices, d)

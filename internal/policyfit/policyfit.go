@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 )
 
 // Family is a reconnect policy's shape as a proxy sees it. Where the
@@ -56,31 +59,24 @@ var (
 	ErrInvalid = errors.New("policyfit: invalid option")
 )
 
-// Attempt is one connection attempt as the proxy took it. It is a plain
-// value; its zero value is a refused attempt at the disruption's instant.
-type Attempt struct {
-	T time.Duration // when it reached the proxy, since the disruption
-	// Admitted: passed on to the broker. A device's sequence ends with its
-	// first admitted attempt; later ones belong to another storm.
-	Admitted bool
-}
-
-// Device is one device's attempts, in any order. ID is whatever separates
-// one device's attempts from another's: the client ID of its CONNECT, or
-// its source address where each device has its own. A Device with an empty
-// ID holds attempts whose device is not known (a TLS CONNECT the proxy
-// cannot read): Infer counts them and uses none. It is a plain value that
-// Infer only reads.
+// Device is one device's attempts as the proxy took them, in any order,
+// at T since the disruption. Its sequence ends with its first admitted
+// one (Outcome fault.Accepted: passed on to the broker); later ones are
+// another storm's. ID is whatever tells devices apart: the client ID of
+// its CONNECT, or its source address where each device has its own. A
+// Device with an empty ID holds attempts whose device is not known (a TLS
+// CONNECT the proxy cannot read): Infer counts them and uses none. It is
+// a plain value that Infer only reads.
 type Device struct {
 	ID       string
-	Attempts []Attempt
+	Attempts []attempt.Record
 }
 
 // Options tune Infer; every 0 is the default named beside it, so the zero
 // Options is ready to use. A plain value.
 type Options struct {
 	// Return is when the broker admitted again, if known: an attempt from
-	// then on ends its device's sequence. 0: Attempt.Admitted alone says.
+	// then on ends its device's sequence. 0: the attempts' outcomes alone say.
 	Return time.Duration
 	// NoticeWindow bounds how long a device takes to notice the loss and
 	// reach the proxy (its notice plus one-way latency). 0: 300 ms.
@@ -260,7 +256,7 @@ func prepare(devices []Device, s settings) (seqs []*seq, unattributed int) {
 				continue // before the disruption: another story
 			}
 			ts = append(ts, a.T)
-			if (a.Admitted || s.ret > 0 && a.T.Seconds() >= s.ret) && (end < 0 || a.T < end) {
+			if (a.Outcome == fault.Accepted || s.ret > 0 && a.T.Seconds() >= s.ret) && (end < 0 || a.T < end) {
 				end = a.T
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/policyfit"
 )
@@ -133,11 +135,11 @@ func TestInferReadsAttemptsAsTheProxyLogsThem(t *testing.T) {
 	for i := range devices {
 		d := &devices[i]
 		last := d.Attempts[len(d.Attempts)-1].T
-		d.Attempts = append(d.Attempts, policyfit.Attempt{T: -time.Second}, // the boot before
-			policyfit.Attempt{T: last + 10*time.Second, Admitted: true}) // the next storm's
+		d.Attempts = append(d.Attempts, attempt.Record{T: -time.Second}, // the boot before
+			attempt.Record{T: last + 10*time.Second, Outcome: fault.Accepted}) // the next storm's
 		d.Attempts[0], d.Attempts[len(d.Attempts)-1] = d.Attempts[len(d.Attempts)-1], d.Attempts[0]
 	}
-	devices = append(devices, policyfit.Device{Attempts: make([]policyfit.Attempt, 42)})
+	devices = append(devices, policyfit.Device{Attempts: make([]attempt.Record, 42)})
 	r, _ := policyfit.Infer(devices, policyfit.Options{})
 	if r.Fleet.Family != policyfit.Exponential || r.Devices != 100 || r.Unattributed != 42 {
 		t.Errorf("%s (%v), %d devices, %d unattributed", r.Fleet.Family, r.Fleet.Err, r.Devices, r.Unattributed)
@@ -145,7 +147,7 @@ func TestInferReadsAttemptsAsTheProxyLogsThem(t *testing.T) {
 	// no attempt marked admitted: Return ends each sequence instead
 	for i := range devices {
 		for k := range devices[i].Attempts {
-			devices[i].Attempts[k].Admitted = false
+			devices[i].Attempts[k].Outcome = fault.Refused
 		}
 	}
 	r, _ = policyfit.Infer(devices, policyfit.Options{Return: time.Minute})

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/policyfit"
 	"github.com/herdguard/herdguard/reconnect"
 )
@@ -168,7 +170,11 @@ func synth(tr truth, n int, outage time.Duration, nw network, seed uint64, prefi
 		}
 		for {
 			at := t + latency + time.Duration(r.Float64()*float64(nw.noise))
-			d.Attempts = append(d.Attempts, policyfit.Attempt{T: at, Admitted: at >= outage})
+			o := fault.Refused
+			if at >= outage {
+				o = fault.Accepted
+			}
+			d.Attempts = append(d.Attempts, attempt.Record{T: at, Outcome: o})
 			if at >= outage || len(d.Attempts) == maxSynthAttempts {
 				break
 			}

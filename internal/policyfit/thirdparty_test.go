@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/policyfit"
 )
 
@@ -35,10 +37,10 @@ func readDevicesCSV(t *testing.T, path string) []policyfit.Device {
 				t.Fatalf("%s: %s: %v", path, row[0], err)
 			}
 			at += time.Duration(math.Round(s * 1e9))
-			d.Attempts = append(d.Attempts, policyfit.Attempt{T: at})
+			d.Attempts = append(d.Attempts, attempt.Record{T: at})
 		}
 		if len(d.Attempts) > 0 {
-			d.Attempts[len(d.Attempts)-1].Admitted = true
+			d.Attempts[len(d.Attempts)-1].Outcome = fault.Accepted
 		}
 		devices = append(devices, d)
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herdguard/herdguard/fault"
 	"github.com/herdguard/herdguard/internal/attempt"
 	"github.com/herdguard/herdguard/internal/plan"
 	"github.com/herdguard/herdguard/internal/policyfit"
@@ -47,7 +46,7 @@ func virtualFleet(spec string, maxBackoff time.Duration, devices int, outage tim
 	for _, r := range records {
 		if r.Device >= 0 && int(r.Device) < devices {
 			d := &out[r.Device]
-			d.Attempts = append(d.Attempts, policyfit.Attempt{T: r.T, Admitted: r.Outcome == fault.Accepted})
+			d.Attempts = append(d.Attempts, r)
 		}
 	}
 	return out, nil

@@ -26,14 +26,7 @@ func (s *Storm) InferPolicy() (policyfit.Inference, error) {
 	case strikes > 0:
 		o.Return = s.cfg.Plan.FirstReturn()
 	}
-	var devices []policyfit.Device
-	for _, d := range s.Devices() {
-		pd := policyfit.Device{ID: d.ID}
-		for k, t := range d.Attempts {
-			pd.Attempts = append(pd.Attempts, policyfit.Attempt{T: t, Admitted: d.Admitted[k]})
-		}
-		devices = append(devices, pd)
-	}
+	devices := s.Devices()
 	r, err := policyfit.Infer(devices, o)
 	if err != nil || named(r) {
 		return r, err
