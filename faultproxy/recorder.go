@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/attemptlog"
+	"github.com/herdguard/herdguard/internal/faultlog"
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
@@ -18,7 +18,7 @@ import (
 // concurrent use; readers get copies. The zero value is ready.
 type Recorder struct {
 	mu       sync.Mutex
-	log      attemptlog.Log
+	log      faultlog.Log
 	answered int // accepted connections the broker has sent a byte on
 	live     int // of those, the ones still open: sessions
 	changed  waitfor.Broadcast

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
-	"github.com/herdguard/herdguard/internal/attemptlog"
+	"github.com/herdguard/herdguard/internal/faultlog"
 	"github.com/herdguard/herdguard/internal/waitfor"
 )
 
@@ -61,7 +61,7 @@ type Publish struct {
 // returns.
 type Recorder struct {
 	mu          sync.Mutex
-	log         attemptlog.Log
+	log         faultlog.Log
 	disconnects []Disconnect
 	publishes   []Publish
 	counts      Counts // all but the attempts' own, which log keeps

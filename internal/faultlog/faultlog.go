@@ -1,9 +1,9 @@
-// Package attemptlog keeps the attempts a fault.Breaker records, with
+// Package faultlog keeps the attempts a fault.Breaker records, with
 // their counts kept in step. They are appended in fixed-size blocks, so
 // that a storm's millions are recorded without ever copying the ones
 // before. A growing slice would copy them, under the lock every accept
 // waits on.
-package attemptlog
+package faultlog
 
 import (
 	"time"

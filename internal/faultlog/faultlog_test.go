@@ -1,4 +1,4 @@
-package attemptlog
+package faultlog
 
 import (
 	"testing"
