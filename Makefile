@@ -128,10 +128,11 @@ soak:
 # runs, named from its attempts, over 20 seeds a cell (no cell named wrong
 # more than once); and the runs the race detector
 # skips: the virtual engine's golden outputs past 2,000 devices, and every
-# grid cell cut early run again to the end. Every test that calls seeds() is
-# named here.
+# grid cell cut early run again to the end. Every test that runs
+# stormstatstest.Seeds() seeds is named here, and its package listed
+# (TestEveryStatisticalTestRunsInMakeStats); the longest packages first.
 stats:
-	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks|ReportOpensInABrowser' ./cmd/devicesim/ ./internal/stormstats/ ./internal/arrivallog/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./internal/virtual/ ./internal/experiment/ ./publisher/ ./internal/planner/ ./internal/policyfit/
+	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks|ReportOpensInABrowser' ./internal/policyfit/ ./internal/experiment/ ./internal/virtual/ ./internal/arrivallog/ ./internal/stormstats/ ./cmd/devicesim/ ./internal/planner/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./publisher/ ./internal/arrivallog/disruption/
 
 # The docs' worked examples, rewritten with their commands' output (the
 # blocks after a "<!-- make docs: ... -->" line); make stats checks them.
