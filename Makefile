@@ -120,7 +120,7 @@ soak:
 	$(GO) run ./cmd/devicesim soak
 
 # The statistical tests at full strength, without the race detector (which
-# slows them tenfold; under -race they run 3 seeds): the verdict's ground
+# slows them tenfold; under -race they run 1 seed): the verdict's ground
 # truth over 20 seeds a cell, the judge's other known series, and every run
 # with a known verdict, the engines' agreement and the telemetry-loss test
 # over 20 consecutive seeds, the real agents in virtual time; and every
@@ -129,8 +129,9 @@ soak:
 # more than once); and the runs the race detector
 # skips: the virtual engine's golden outputs past 2,000 devices, and every
 # grid cell cut early run again to the end. Every test that runs
-# stormstatstest.Seeds() seeds is named here, and its package listed
-# (TestEveryStatisticalTestRunsInMakeStats); the longest packages first.
+# stormstatstest.Seeds() or fleetsimtest.Seeds() seeds is named here, and
+# its package listed (TestEveryStatisticalTestRunsInMakeStats); the
+# longest packages first.
 stats:
 	$(GO) test -count=1 -run 'GroundTruth|TextbookCases|LogsAsTheyAreWritten|AWSStreamDropped|EachRecovery|RestartedTwice|RollingRestart|ClusterTakesATimeline|RoundsOfRetries|Newcomers|StrayUnderAnHour|KnownVerdicts|Soak|EnginesAgree|TelemetryLoses|Failover|EveryPageDamaged|VirtualEngineGolden|CutEarly|CutOnItsAttempts|WinsOnEverySeed|HearTheBroker|ScaledDownFleetPredicts|RecommendationsHoldOnRealAgents|PlannerAgreesWithTheGrid|InferenceAccuracy|EveryDocumentedCommandIsRunOrMarked|GeneratedDocBlocks|ReportOpensInABrowser' ./internal/policyfit/ ./internal/experiment/ ./internal/virtual/ ./internal/arrivallog/ ./internal/stormstats/ ./cmd/devicesim/ ./internal/planner/ ./internal/fleetsim/ ./internal/agents/ ./internal/agents/cluster/ ./publisher/ ./internal/arrivallog/disruption/
 

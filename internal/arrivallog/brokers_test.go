@@ -17,7 +17,6 @@ import (
 	"github.com/herdguard/herdguard/internal/arrivallog"
 	"github.com/herdguard/herdguard/internal/arrivallog/disruption"
 	"github.com/herdguard/herdguard/internal/stormstats"
-	"github.com/herdguard/herdguard/internal/stormstatstest"
 )
 
 // A fleet's night, as each broker, service and carrier here writes it:
@@ -696,7 +695,7 @@ func nightVerdicts(t *testing.T, f nightFormat) {
 					want = stormstats.Waves
 				}
 				wrong := 0
-				for seed := range uint64(nightSeeds()) {
+				for seed := range uint64(seeds()) {
 					r := rand.New(rand.NewPCG(seed, 53))
 					ev := night(r, waves, restart)
 					log, copies := f.write(ev, r)
@@ -738,7 +737,7 @@ func nightVerdicts(t *testing.T, f nightFormat) {
 						assert.Contains(t, found[0].Why, why, "%s, seed %d", f.name, seed)
 					}
 				}
-				assert.Zero(t, wrong, "%s, restart %v, %s: wrong verdicts in %d seeds", f.name, restart, want, nightSeeds())
+				assert.Zero(t, wrong, "%s, restart %v, %s: wrong verdicts in %d seeds", f.name, restart, want, seeds())
 			}
 		}
 	}
@@ -754,15 +753,6 @@ func repeated(log string) int {
 		seen[l] = true
 	}
 	return n
-}
-
-// nightSeeds is seeds(), but one under the race detector, which checks
-// each format's paths for races once: make test's stats step runs them at 20.
-func nightSeeds() int {
-	if stormstatstest.RaceDetector {
-		return 1
-	}
-	return seeds()
 }
 
 func head(s string) string {
@@ -782,7 +772,7 @@ func TestAWSStreamDroppedTwiceIsTwoRecoveries(t *testing.T) {
 		if waves {
 			want = stormstats.Waves
 		}
-		for seed := range uint64(nightSeeds()) {
+		for seed := range uint64(seeds()) {
 			r := rand.New(rand.NewPCG(seed, 59))
 			var ev []nightEvent
 			seq := 0

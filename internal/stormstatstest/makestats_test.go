@@ -16,11 +16,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every test that runs Seeds() seeds runs them all in make stats: its
-// name matches the target's -run pattern and its package is in the
-// target's list. Under the race detector it runs 3; a test moved to a
-// package the list lacks would run 3 and no more, and its error rate would
-// go unmeasured.
+// Every test that runs Seeds() seeds (stormstatstest's or fleetsimtest's)
+// runs them all in make stats: its name matches the target's -run pattern
+// and its package is in the target's list. Under the race detector it runs
+// one; a test moved to a package the list lacks would run one and no more,
+// and its error rate would go unmeasured.
 func TestEveryStatisticalTestRunsInMakeStats(t *testing.T) {
 	root := filepath.Join("..", "..")
 	run, pkgs := makeStats(t, filepath.Join(root, "Makefile"))
@@ -58,8 +58,8 @@ func makeStats(t *testing.T, makefile string) (*regexp.Regexp, []string) {
 }
 
 // seedingTests are the Test functions in dir's test files that reach
-// stormstatstest.Seeds: directly, or through the package-level functions
-// and variables of those files.
+// stormstatstest.Seeds or fleetsimtest.Seeds: directly, or through the
+// package-level functions and variables of those files.
 func seedingTests(t *testing.T, dir string) []string {
 	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	require.NoError(t, err)
@@ -96,7 +96,7 @@ func seedingTests(t *testing.T, dir string) []string {
 		ast.Inspect(decls[name], func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.SelectorExpr:
-				if x, ok := n.X.(*ast.Ident); ok && x.Name == "stormstatstest" && n.Sel.Name == "Seeds" {
+				if x, ok := n.X.(*ast.Ident); ok && (x.Name == "stormstatstest" || x.Name == "fleetsimtest") && n.Sel.Name == "Seeds" {
 					found = true
 				}
 			case *ast.Ident:
