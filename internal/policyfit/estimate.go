@@ -3,6 +3,8 @@ package policyfit
 import (
 	"math"
 	"slices"
+
+	"github.com/herdguard/herdguard/internal/policyfit/robust"
 )
 
 // The estimators read a family's parameters off robust features of the
@@ -38,15 +40,15 @@ func fitDeterministic(f Family, w *waits, minCount int) (params, bool) {
 		return p, false
 	}
 	if f == Constant || f == NoBackoff {
-		p.base = max(centre(w.all), sigmaMin)
+		p.base = max(robust.Centre(w.all), sigmaMin)
 		// one family, told by its fastest devices' gaps (a slow network's
 		// round trips are the typical gap): never both as candidates
-		return p, (f == NoBackoff) == (quantile(w.all, 0.05) < noBackoffGap)
+		return p, (f == NoBackoff) == (robust.Quantile(w.all, 0.05) < noBackoffGap)
 	}
 	// a retry's level counts only where its waits cluster: where a
 	// jittered minority alone reached it, it tells no lock-step wait
 	levels := scales(w, minCount, func(xs []float64) float64 {
-		if c, share := cluster(xs); share >= 0.4 {
+		if c, share := robust.Cluster(xs); share >= 0.4 {
 			return c
 		}
 		return 0
@@ -57,7 +59,7 @@ func fitDeterministic(f Family, w *waits, minCount int) (params, bool) {
 	var steps []stepScale
 	for j, xs := range w.diffs {
 		if len(xs) >= minCount {
-			steps = append(steps, stepScale{j, centre(xs), float64(len(xs))})
+			steps = append(steps, stepScale{j, robust.Centre(xs), float64(len(xs))})
 		}
 	}
 	growing := 0
@@ -77,10 +79,10 @@ func fitDeterministic(f Family, w *waits, minCount int) (params, bool) {
 	for _, l := range levels[:min(len(levels), growing)] {
 		shifts = append(shifts, l.v-detWait(f, &p, l.j))
 	}
-	shift := median(shifts)
+	shift := robust.Median(shifts)
 	for _, l := range levels {
 		if l.j > 0 && l.v-shift < 0.9*detWait(f, &p, l.j) {
-			p.cap = max(centre(pooledFrom(w, l.j))-shift, detWait(f, &p, 1))
+			p.cap = max(robust.Centre(pooledFrom(w, l.j))-shift, detWait(f, &p, 1))
 			break
 		}
 	}
@@ -97,7 +99,7 @@ func linearCurve(levels, steps []stepScale) (initial, step float64) {
 		for i, s := range steps {
 			ds[i] = s.v
 		}
-		step = median(ds)
+		step = robust.Median(ds)
 	}
 	initial = max(levels[0].v-float64(levels[0].j)*step, sigmaMin)
 	return initial, max(step, minStep, 0.05*initial)
@@ -113,7 +115,7 @@ func exponentialCurve(levels, steps []stepScale) (base, factor float64) {
 	}
 	switch {
 	case len(ratios) > 0:
-		factor = median(ratios)
+		factor = robust.Median(ratios)
 	case len(steps) == 1:
 		at := slices.IndexFunc(levels, func(l stepScale) bool { return l.j == steps[0].j })
 		if at < 0 {
@@ -149,7 +151,7 @@ func exponentialCurve(levels, steps []stepScale) (base, factor float64) {
 		}
 		return b, ss
 	}
-	factor = golden(func(f float64) float64 { _, ss := fit(f); return -ss },
+	factor = robust.Golden(func(f float64) float64 { _, ss := fit(f); return -ss },
 		max(factor*0.95, minFactor), min(factor*1.05, maxFactor), 40)
 	base, _ = fit(factor)
 	return base, factor
@@ -175,7 +177,7 @@ func fitJittered(f Family, w *waits, minCount int) []params {
 // whose scale falls short of the curve starts the cap.
 func fitExponentialJitter(f Family, w *waits, minCount int) []params {
 	scale := func(xs []float64) float64 {
-		lo, hi := edges(xs)
+		lo, hi := robust.Edges(xs)
 		switch f {
 		case EqualJitter:
 			return (hi + 2*lo) / 2
@@ -199,8 +201,8 @@ func fitExponentialJitter(f Family, w *waits, minCount int) []params {
 	width := -1.0 // IoTCore's at its first retry: the formula as written loses it at the cap
 	for _, s := range sc {
 		b := s.v / math.Pow(p.factor, float64(s.j))
-		lo, hi := edges(w.at[s.j])
-		if len(bs) > 0 && (b < 0.8*weightedMedian(bs, ns) || f == IoTCore && hi-lo < width/2) {
+		lo, hi := robust.Edges(w.at[s.j])
+		if len(bs) > 0 && (b < 0.8*robust.WeightedMedian(bs, ns) || f == IoTCore && hi-lo < width/2) {
 			capFrom = s.j
 			break
 		}
@@ -209,7 +211,7 @@ func fitExponentialJitter(f Family, w *waits, minCount int) []params {
 		}
 		bs, ns = append(bs, b), append(ns, s.n)
 	}
-	p.base = max(weightedMedian(bs, ns), sigmaMin)
+	p.base = max(robust.WeightedMedian(bs, ns), sigmaMin)
 	switch f {
 	case IoTCore:
 		p.jitter = widthBelow(w, sc, capFrom, func(lo, hi float64) float64 { return hi - lo })
@@ -222,7 +224,7 @@ func fitExponentialJitter(f Family, w *waits, minCount int) []params {
 		return []params{p}
 	}
 	pooled := pooledFrom(w, capFrom)
-	lo, hi := edges(pooled)
+	lo, hi := robust.Edges(pooled)
 	switch f {
 	case FullJitter, EqualJitter:
 		p.cap = hi
@@ -230,7 +232,7 @@ func fitExponentialJitter(f Family, w *waits, minCount int) []params {
 		p.cap = (lo + hi) / 2
 	case IoTCore:
 		atCap := p
-		p.cap, atCap.cap, atCap.atCap = centre(pooled), lo, true
+		p.cap, atCap.cap, atCap.atCap = robust.Centre(pooled), lo, true
 		return []params{p, atCap}
 	}
 	return []params{p}
@@ -248,7 +250,7 @@ func growth(sc []stepScale) float64 {
 	if len(ratios) == 0 {
 		return 2
 	}
-	return min(max(median(ratios), minFactor), maxFactor)
+	return min(max(robust.Median(ratios), minFactor), maxFactor)
 }
 
 // widthBelow is the median of width(edges) over the retries before the
@@ -259,14 +261,14 @@ func widthBelow(w *waits, sc []stepScale, capFrom int, width func(lo, hi float64
 		if capFrom >= 0 && s.j >= capFrom-1 {
 			break // the retry before the cap may be cut by it
 		}
-		lo, hi := edges(w.at[s.j])
+		lo, hi := robust.Edges(w.at[s.j])
 		ws, ns = append(ws, width(lo, hi)), append(ns, s.n)
 	}
 	if len(ws) == 0 {
-		lo, hi := edges(w.at[sc[0].j])
+		lo, hi := robust.Edges(w.at[sc[0].j])
 		return width(lo, hi)
 	}
-	return weightedMedian(ws, ns)
+	return robust.WeightedMedian(ws, ns)
 }
 
 // fitEnvelope estimates the families whose envelope grows from the last
@@ -278,16 +280,16 @@ func fitEnvelope(f Family, w *waits) (params, bool) {
 	if len(first) == 0 || len(w.all) < 2 {
 		return params{}, false
 	}
-	lo, hi := edges(first)
+	lo, hi := robust.Edges(first)
 	p := params{base: (lo/1.5 + hi/3) / 2}
 	if f == Decorrelated {
-		p.base = quantile(w.all, 0.005) // its floor, read off every wait
+		p.base = robust.Quantile(w.all, 0.005) // its floor, read off every wait
 	}
 	p.base = max(p.base, sigmaMin)
 	upper := w.all[len(w.all)/2:] // sorted
-	if _, p.cap = edges(upper); f == Decorrelated {
-		p.cap = centre(upper)
+	if _, p.cap = robust.Edges(upper); f == Decorrelated {
+		p.cap = robust.Centre(upper)
 	}
-	p.cap = max(p.cap, min(quantile(w.all, 0.99), 3*p.base), p.base)
+	p.cap = max(p.cap, min(robust.Quantile(w.all, 0.99), 3*p.base), p.base)
 	return p, true
 }

@@ -1,9 +1,12 @@
 package policyfit
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/herdguard/herdguard/internal/policyfit/robust"
 )
 
 // groupData is a group's sequences and what every family's fit shares.
@@ -126,6 +129,19 @@ type fitted struct {
 // and which first attempts were immediate beside them: each re-estimates
 // the other, up to two more rounds while more than 1 % of devices move.
 func fitFamily(f Family, g *groupData) *fitted {
+	key := binary.AppendUvarint(append([]byte(f), 0), math.Float64bits(g.span))
+	for _, q := range g.seqs {
+		key = binary.AppendUvarint(key, uint64(q.n))
+	}
+	fi, done := g.s.fitted[string(key)]
+	if !done {
+		fi = fitAfresh(f, g)
+		g.s.fitted[string(key)] = fi
+	}
+	return fi
+}
+
+func fitAfresh(f Family, g *groupData) *fitted {
 	imm := start(f, g)
 	for round := 0; ; round++ {
 		m := estimate(f, g, imm, false)
@@ -251,14 +267,14 @@ func (m *model) detNoise(g *groupData, imm []bool) {
 		if lag > 0 {
 			within = append(within, dev[:len(r)-lag]...)
 		}
-		devSpread = append(devSpread, medianInPlace(dev[:len(r)-lag]))
+		devSpread = append(devSpread, robust.MedianInPlace(dev[:len(r)-lag]))
 	}
 	m.sigma, m.shift, m.shiftSpread = sigmaMin, 0, sigmaMin
 	if len(shifts) == 0 {
 		return
 	}
 	if len(within) > 0 { // more than maxDetSigma is jitter, not an unjittered family's noise
-		m.sigma = min(max(quantile(sortedCopy(within), 0.25)/0.3186, sigmaMin), maxDetSigma)
+		m.sigma = min(max(robust.Quantile(robust.SortedCopy(within), 0.25)/0.3186, sigmaMin), maxDetSigma)
 	}
 	at := func(sigma float64) *model {
 		out, agreeing := *m, make([]float64, 0, len(shifts))
@@ -270,16 +286,16 @@ func (m *model) detNoise(g *groupData, imm []bool) {
 		if len(agreeing) == 0 {
 			agreeing = shifts
 		}
-		out.sigma, out.shift = sigma, median(agreeing)
+		out.sigma, out.shift = sigma, robust.Median(agreeing)
 		dev := make([]float64, len(agreeing))
 		for i, c := range agreeing {
 			dev[i] = math.Abs(c - out.shift)
 		}
-		spread := 1.4826 * medianInPlace(dev) // the median absolute deviation, as a normal's sigma
+		spread := 1.4826 * robust.MedianInPlace(dev) // the median absolute deviation, as a normal's sigma
 		out.shiftSpread = math.Sqrt(max(spread*spread-sigma*sigma/2, sigmaMin*sigmaMin))
 		return &out
 	}
-	*m = *at(math.Exp(golden(func(x float64) float64 { return hardLL(at(math.Exp(x)), g, imm) },
+	*m = *at(math.Exp(robust.Golden(func(x float64) float64 { return hardLL(at(math.Exp(x)), g, imm) },
 		math.Log(m.sigma), math.Log(maxDetSigma), 8)))
 }
 
@@ -310,7 +326,7 @@ func searchJittered(f Family, g *groupData, imm []bool, quick bool) *model {
 	raw := collect(g, g.sub, imm)
 	for i, mu := range grid {
 		w := raw.shifted(mu)
-		if i > 0 && quantile(w.all, 0.05) < 0 {
+		if i > 0 && robust.Quantile(w.all, 0.05) < 0 {
 			break // a round trip longer than the shortest gaps
 		}
 		for _, p := range fitJittered(f, w, minCount(len(g.sub))) {
@@ -323,15 +339,17 @@ func searchJittered(f Family, g *groupData, imm []bool, quick bool) *model {
 		return best
 	}
 	for _, s := range sigmaGrid {
-		m := *best
-		m.sigma = s
-		try(&m)
+		if s != best.sigma { // best's own is scored
+			m := *best
+			m.sigma = s
+			try(&m)
+		}
 	}
 	if f != Decorrelated && f != FleetSafe {
 		return best // a 2^n family's base is read off every retry's edges
 	}
 	b := best.p.base // but an envelope's off the first wait's alone
-	best.p.base = golden(func(x float64) float64 {
+	best.p.base = robust.Golden(func(x float64) float64 {
 		m := *best
 		m.p.base = x
 		return hardLL(&m, g, imm)

@@ -2,6 +2,8 @@ package policyfit
 
 import (
 	"math"
+
+	"github.com/herdguard/herdguard/internal/policyfit/robust"
 )
 
 // model is a family with its parameters and its noise. Under an
@@ -39,7 +41,7 @@ func (m *model) mix(density float64) float64 {
 func (m *model) deviceLL(q *seq) (ll, postImm float64) {
 	a := math.Log(m.pImm) + m.alignedLL(q, true)
 	b := math.Log1p(-m.pImm) + m.alignedLL(q, false)
-	ll = logSumExp(a, b)
+	ll = robust.LogSumExp(a, b)
 	return ll, math.Exp(a - ll)
 }
 
@@ -92,7 +94,7 @@ func (m *model) residuals(q *seq, imm bool, r []float64) ([]float64, float64) {
 		r[k] = g - detWait(m.fam, &m.p, j0+k)
 	}
 	var s [maxAttempts]float64
-	return r, medianInPlace(append(s[:0], r...))
+	return r, robust.MedianInPlace(append(s[:0], r...))
 }
 
 // detGapsLL is the gaps' log-likelihood under an unjittered family: the
@@ -112,7 +114,7 @@ func (m *model) detGapsLL(q *seq, imm bool) float64 {
 	within := max(sq-k*mean*mean, 0)
 	s2, v := m.sigma*m.sigma, m.sigma*m.sigma+k*m.shiftSpread*m.shiftSpread
 	d := mean - m.shift
-	return logSumExp(odd, ll+(k+1)*math.Log1p(-outlierShare)-k/2*math.Log(2*math.Pi)-(k-1)/2*math.Log(s2)-math.Log(v)/2-
+	return robust.LogSumExp(odd, ll+(k+1)*math.Log1p(-outlierShare)-k/2*math.Log(2*math.Pi)-(k-1)/2*math.Log(s2)-math.Log(v)/2-
 		within/(2*s2)-k*d*d/(2*v))
 }
 

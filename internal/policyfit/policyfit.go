@@ -174,6 +174,9 @@ type Params struct {
 type settings struct {
 	ret, notice, margin float64
 	minDevices          int
+	// fitted is every family's fit to a set of devices so far, by fitKey:
+	// a split fits the same sides again as its rounds settle.
+	fitted map[string]*fitted
 }
 
 func (o Options) settings() (settings, error) {
@@ -201,6 +204,7 @@ func Infer(devices []Device, o Options) (Inference, error) {
 		return Inference{}, err
 	}
 	seqs, unattributed := prepare(devices, s)
+	s.fitted = map[string]*fitted{}
 	r := Inference{Devices: len(seqs), Unattributed: unattributed}
 	groups, unsure := partition(seqs, &s)
 	for _, q := range unsure {
@@ -236,6 +240,7 @@ const maxAttempts = 32
 // arrival since the disruption and the gaps between arrivals.
 type seq struct {
 	id    string
+	n     int // its index among the fleet's
 	first float64
 	gaps  []float64
 }
@@ -268,7 +273,7 @@ func prepare(devices []Device, s settings) (seqs []*seq, unattributed int) {
 			continue
 		}
 		ts = ts[:min(len(ts), maxAttempts)]
-		q := &seq{id: d.ID, first: ts[0].Seconds(), gaps: make([]float64, len(ts)-1)}
+		q := &seq{id: d.ID, n: len(seqs), first: ts[0].Seconds(), gaps: make([]float64, len(ts)-1)}
 		for i := range q.gaps {
 			q.gaps[i] = (ts[i+1] - ts[i]).Seconds()
 		}

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"math"
 	"slices"
+
+	"github.com/herdguard/herdguard/internal/policyfit/robust"
 )
 
 // group is devices judged together, and their analysis. Its members are
@@ -175,7 +177,7 @@ func (g *group) accept(sd sides, s *settings, span float64) (a, b *group, unsure
 	share := float64(count(sd.inB, true)) / float64(len(sd.inB))
 	mixed := 0.0
 	for i := range sd.inB {
-		mixed += logSumExp(math.Log1p(-share)+sd.a.ll[i], math.Log(share)+sd.b.ll[i])
+		mixed += robust.LogSumExp(math.Log1p(-share)+sd.a.ll[i], math.Log(share)+sd.b.ll[i])
 	}
 	price := float64(sd.b.k+1) / 2 * math.Log(float64(g.an.g.gaps+len(g.seqs)))
 	if mixed-g.an.fits[0].total-price < s.margin {
