@@ -24,10 +24,9 @@ const hostTimerPrecision = 2 * time.Millisecond
 // storm holds one storm's at most: a window is reported once. A fleet
 // whose agents run in child processes hands them rec.T0 here
 // (releaseChildren) and takes their reports: it reports one window. end
-// is what the caller knows of
-// the run as it ends (whether it finished, when it started, its Host and
-// Telemetry); the rest of it (until when, the proxies' counts, TLS, the
-// strike) is the fleet's own.
+// is what the caller knows of the run as it ends (whether it finished,
+// when it started, its Host and Telemetry); the rest of it (until when,
+// the proxies' counts, TLS, the strike) is the fleet's own.
 func (f *Fleet) Report(rec Watch, end report.End) (*report.Report, error) {
 	defer f.forget()
 	if err := f.releaseChildren(rec.T0); err != nil {
