@@ -26,6 +26,9 @@ func (f *Fleet) held(ctx context.Context, start time.Time) (*report.Report, erro
 		rec.Until = rec.Until.Add(f.scale(f.p.MaxBackoff))
 	}
 	end := report.End{Finished: rec.Recovered, Started: start}
+	if ctx.Err() != nil {
+		end.Incomplete = "interrupted"
+	}
 	if f.p.HasTelemetry() {
 		end.Telemetry = f.Telemetry()
 	}

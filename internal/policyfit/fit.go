@@ -125,9 +125,8 @@ type fitted struct {
 	k     int // parameters, for the BIC
 }
 
-// fitFamily fits f to g, nil where g's waits cannot give its parameters,
-// and which first attempts were immediate beside them: each re-estimates
-// the other, up to two more rounds while more than 1 % of devices move.
+// fitFamily is fitAfresh's fit of f to g, made once an Infer: kept by the
+// family, g's span and its devices' indexes.
 func fitFamily(f Family, g *groupData) *fitted {
 	key := binary.AppendUvarint(append([]byte(f), 0), math.Float64bits(g.span))
 	for _, q := range g.seqs {
@@ -141,6 +140,9 @@ func fitFamily(f Family, g *groupData) *fitted {
 	return fi
 }
 
+// fitAfresh fits f to g, nil where g's waits cannot give its parameters,
+// and which first attempts were immediate beside them: each re-estimates
+// the other, up to two more rounds while more than 1 % of devices move.
 func fitAfresh(f Family, g *groupData) *fitted {
 	imm := start(f, g)
 	for round := 0; ; round++ {

@@ -174,8 +174,8 @@ type Params struct {
 type settings struct {
 	ret, notice, margin float64
 	minDevices          int
-	// fitted is every family's fit to a set of devices so far, by fitKey:
-	// a split fits the same sides again as its rounds settle.
+	// fitted is every family's fit to a set of devices so far
+	// (fitFamily): a split fits the same sides again as its rounds settle.
 	fitted map[string]*fitted
 }
 

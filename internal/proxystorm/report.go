@@ -52,12 +52,12 @@ func (s *Storm) report(until time.Time, late50, late99 float64, interrupted bool
 		return nil, errNoStorm
 	}
 	p := s.cfg.Plan
+	if returned.IsZero() {
+		returned = t0.Add(p.FirstReturn())
+	}
 	p.TimeScale, p.Policy = 1, "the fleet's own"
 	if s.cfg.Manual {
 		p.Scenario = strikes[0].event.Scenario
-	}
-	if returned.IsZero() {
-		returned = t0.Add(p.FirstReturn())
 	}
 	at := make([]time.Duration, len(strikes))
 	for k, st := range strikes {

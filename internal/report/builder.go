@@ -378,7 +378,10 @@ type End struct {
 	// Started is when the run began: the report's Host.WallS runs from it
 	// to the report's making (zero: Host.WallS as Host has it).
 	Started time.Time
-	Host    Host
+	// Host is what the run measured of its cost, and of its own timers'
+	// lateness where its records carry none; the lateness its records
+	// show (Lag, Builder.Noticed) is added to it.
+	Host Host
 	// Telemetry, Proxy, External and Inferred are the report's Measures of
 	// the same names, nil where the run has none.
 	Telemetry *Telemetry
@@ -407,6 +410,7 @@ type End struct {
 func (b *Builder) Report(end End) (*Report, error) {
 	r := b.run
 	rep := New(r.Plan, r.Engine, r.Transport, r.Devices, r.T0)
+	rep.Host = end.Host // the lateness the records show is fill's to add
 	b.watchedUntil(end.Until)
 	if err := b.fill(rep); err != nil {
 		return nil, err
@@ -414,7 +418,7 @@ func (b *Builder) Report(end End) (*Report, error) {
 	rep.Limit, rep.BrokerBackS = limitOf(r.Plan.AdmitRate, r.Devices), b.back.Seconds()
 	rep.Noticed, rep.Incomplete = b.noticed, end.Incomplete
 	rep.Recovery.AllRecovered = end.Finished && rep.stranded == 0
-	rep.Host, rep.Telemetry, rep.Proxy, rep.External, rep.Inferred = end.Host, end.Telemetry, end.Proxy, end.External, end.Inferred
+	rep.Telemetry, rep.Proxy, rep.External, rep.Inferred = end.Telemetry, end.Proxy, end.External, end.Inferred
 	for k := range rep.Nodes {
 		if k < len(end.ProxyByNode) {
 			rep.Nodes[k].Proxy = &end.ProxyByNode[k]

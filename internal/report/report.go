@@ -290,8 +290,8 @@ type Host struct {
 	// ResidentPerDeviceKB: the peak resident memory the processes that ran
 	// the devices added from their start, per device (a child's, where the
 	// devices ran in children; beside the broker and proxy otherwise).
-	// CPUPerDeviceMS: the CPU those processes had from then to the report,
-	// per device. KernelTCPKB: the kernel's TCP buffers, machine-wide, at
+	// CPUPerDeviceMS: the CPU those processes had from then to the end of
+	// the run, before its report is judged, per device. KernelTCPKB: the kernel's TCP buffers, machine-wide, at
 	// the report (/proc/net/sockstat).
 	ResidentPerDeviceKB float64 `json:"resident_per_device_kib,omitempty"`
 	CPUPerDeviceMS      float64 `json:"cpu_per_device_ms,omitempty"`

@@ -260,4 +260,14 @@ func TestAReportIsMadeWholeFromTheRunsEnd(t *testing.T) {
 	assert.Equal(t, 3.0, *rep.Sync.ClockOffsetMS)
 	assert.Equal(t, "interrupted", rep.Incomplete)
 	assert.Equal(t, 4.0, rep.Host.MemoryPerDeviceKB)
+
+	// what the run measured of its host, and how late its records say the
+	// devices left: both
+	b := report.NewBuilder(report.Run{Devices: 1, T0: t0, Returned: t0, TimeScale: 1, FleetAt: "devices"})
+	b.Add(attempt.Record{T: time.Second, Lag: 2 * time.Second, Device: 0, Outcome: fault.Accepted})
+	rep, err := b.Report(report.End{Until: t0.Add(time.Minute), Host: report.Host{MemoryPerDeviceKB: 4}})
+	require.NoError(t, err)
+	assert.Equal(t, 4.0, rep.Host.MemoryPerDeviceKB)
+	assert.Equal(t, 2.0, rep.Host.LagP99S)
+	assert.True(t, rep.Host.Bound, "2 s late")
 }

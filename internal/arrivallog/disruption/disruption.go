@@ -74,7 +74,7 @@ func before(at time.Duration, line int32, t time.Duration, arrival int32) bool {
 }
 
 // Find finds the disruptions the log shows after its first arrival
-// (see the comment above). A broker stopping ("mosquitto version 2.0.11
+// (see the package doc). A broker stopping ("mosquitto version 2.0.11
 // terminating") is one. A broker starting is one when no stop was logged
 // and a minute or more has passed since the last disruption. That start
 // is a crash, and not the start that ends a stop. A minute is one when at

@@ -18,9 +18,10 @@
 //     deviceDisconnect.
 //   - a broker's JSON log (RabbitMQ's log.file.formatter = json, EMQX's
 //     formatter = json, VerneMQ's): its msg.
-//   - any other: its time in the first of timeFields it has. Its event
-//     is in event, eventType, type, action or status where it has one.
-//     Otherwise it is an arrival.
+//   - any other: its time in the first of ts, timestamp, @timestamp,
+//     time, t, eventTime, date and datetime it has. Its event is in
+//     event, eventType, event_type, type, action, operation or
+//     operationName where it has one. Otherwise it is an arrival.
 package jsonevent
 
 import (

@@ -10,11 +10,12 @@ import (
 )
 
 // Walk reads a JSON document: objects, arrays of them, and objects that
-// hold such arrays (events, records, results, value), in any layout over
-// lines. It calls event with each event object and the line it starts on.
-// Arrays are read as they stream past, so that an export of millions of
-// events is never held whole: a value, or an object's fields, past most
-// bytes is an error wrapping tooLong. It returns the lines it read.
+// hold such arrays (events, records, Records, results, value, items), in
+// any layout over lines. It calls event with each event object and the
+// line it starts on. Arrays are read as they stream past, so that an
+// export of millions of events is never held whole: a value, or an
+// object's fields, past most bytes is an error wrapping tooLong. It
+// returns the lines it read.
 func Walk(r io.Reader, most int64, tooLong error, event func(line int, obj map[string]json.RawMessage) error) (int, error) {
 	return newDocWalker(r, most, tooLong, event).walk()
 }

@@ -47,8 +47,8 @@ type Reader struct {
 type Line struct {
 	Fits bool // the line has the envelope's shape
 	Env  Wrapped
-	// JSON: the envelope carries a JSON message (a CloudWatch Logs
-	// export), in Msg, for a JSON reader to take apart.
+	// JSON: the envelope, its stamp read, carries a JSON message (a
+	// CloudWatch Logs export), in Msg, for a JSON reader to take apart.
 	JSON     bool
 	EnvAt    time.Duration // the envelope's stamp
 	EnvTimed bool
@@ -113,7 +113,7 @@ func (r *Reader) Read(line []byte) Line {
 	}
 	msg := w.Msg
 	if r.env == Stamped && len(msg) > 0 && msg[0] == '{' {
-		tl.Msg, tl.JSON = msg, tl.EnvTimed // a JSON message (a CloudWatch Logs export): the JSON reader's
+		tl.Msg, tl.JSON = msg, tl.EnvTimed // a CloudWatch Logs export's: jsonevent's
 		return tl
 	}
 	msg = r.broker(msg, &tl)
