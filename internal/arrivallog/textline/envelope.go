@@ -12,6 +12,7 @@ import (
 type Envelope uint8
 
 const (
+	// None: the broker's own line, as it wrote it.
 	None Envelope = iota
 	// Syslog: STAMP [HOST] TAG[PID]: MSG, after an optional <PRI>.
 	// rsyslog's traditional (RFC 3164) and default (RFC 3339) file
@@ -27,8 +28,8 @@ const (
 	CRI
 )
 
-// Envelopes in the order detection prefers them when they read as many
-// lines.
+// Envelopes are every Envelope, in the order detection prefers them when
+// they read as many lines.
 var Envelopes = []Envelope{None, Syslog, RFC5424, CRI, Stamped}
 
 // Wrapped is a line's envelope taken apart.

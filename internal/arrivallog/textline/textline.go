@@ -15,8 +15,8 @@ import (
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
-// A broker's text log, in whatever envelope carries it, is read in two
-// layers. The first is the envelope (Envelope), the second the broker's
+// Reader reads a broker's text log, in whatever envelope carries it, in
+// two layers. The first is the envelope (Envelope), the second the broker's
 // own line. Any broker here writes that line's parts in this order, each
 // optional:
 //
@@ -30,7 +30,8 @@ import (
 //
 // The message is then recognised by what each broker writes
 // (brokerline.Classify). One reader thus takes them all. A log that
-// merges several brokers' lines is read whole.
+// merges several brokers' lines is read whole. Use NewReader; a Reader is
+// not safe for concurrent use.
 type Reader struct {
 	env      Envelope
 	layout   *logtime.Layout // -time-layout, for the broker's own stamps
