@@ -12,14 +12,13 @@ import (
 	"github.com/herdguard/herdguard/internal/arrivallog/jsonevent"
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/attempt"
+	"github.com/herdguard/herdguard/internal/csvrow"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
 
-// CSV and TSV: a header, then one row an arrival. Quoting is as
-// spreadsheets write it (RFC 4180, for tabs too). A field that starts with
-// a quote ends at the next lone quote. It may hold delimiters, "" and line
-// ends. Quotes within an unquoted field are kept as they are.
+// CSV and TSV: a header, then one row an arrival, split as csvrow splits
+// every CSV file.
 var (
 	secondsColumns = []string{"t_s"}
 	millisColumns  = []string{"unix_ms"}
@@ -56,7 +55,7 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 		return p.readHeader(ps, src.n, text)
 	}
 	line, record := src.n, text
-	if csvQuoteOpen(text, p.delim, false) {
+	if csvrow.QuoteOpen(text, p.delim, false) {
 		p.pending = append(p.pending[:0], text...)
 		for open := true; open; {
 			next, ok := src.next()
@@ -69,11 +68,11 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 				return &fileline.Error{Line: line, Err: fmt.Errorf("a record %w", ErrLineTooLong)}
 			}
 			p.pending = append(append(p.pending, '\n'), next...)
-			open = csvQuoteOpen(next, p.delim, true)
+			open = csvrow.QuoteOpen(next, p.delim, true)
 		}
 		record = p.pending
 	}
-	p.fields = splitRecord(string(record), p.delim, p.fields[:0])
+	p.fields = csvrow.Split(string(record), p.delim, p.fields[:0])
 	if p.events {
 		return p.eventsRow(ps, line)
 	}
@@ -143,7 +142,7 @@ func (p *csvParser) eventsRow(ps *parser, line int) error {
 
 func (p *csvParser) readHeader(ps *parser, line int, text []byte) error {
 	l := ps.log
-	p.header = splitRecord(string(text), p.delim, nil)
+	p.header = csvrow.Split(string(text), p.delim, nil)
 	col := func(names []string) int {
 		for _, name := range names {
 			for i, h := range p.header {
@@ -221,79 +220,4 @@ func (p *csvParser) format() string {
 		return fmt.Sprintf("%s (column %s, %s)", p.name, p.column, p.stamps.Kind)
 	}
 	return fmt.Sprintf("%s (column %s)", p.name, p.column)
-}
-
-// csvQuoteOpen reports whether a quoted field is still open at the end of
-// line, given whether one was at its start.
-func csvQuoteOpen(line []byte, delim byte, open bool) bool {
-	start := !open // at a field's start
-	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case open && c == '"' && i+1 < len(line) && line[i+1] == '"':
-			i++
-		case open && c == '"':
-			open = false
-		case open:
-		case c == delim:
-			start = true
-			continue
-		case start && c == ' ':
-			continue
-		case start && c == '"':
-			open = true
-		}
-		start = false
-	}
-	return open
-}
-
-// splitRecord appends the fields of a record to dst: unquoted fields
-// without the spaces around them, quoted fields as quoted. A quoted field
-// never closed runs to the end.
-func splitRecord(rec string, delim byte, dst []string) []string {
-	for {
-		i := 0
-		for i < len(rec) && rec[i] == ' ' {
-			i++
-		}
-		if i < len(rec) && rec[i] == '"' {
-			var b strings.Builder
-			j := i + 1
-			for j < len(rec) {
-				k := strings.IndexByte(rec[j:], '"')
-				if k < 0 {
-					b.WriteString(rec[j:])
-					j = len(rec)
-					break
-				}
-				b.WriteString(rec[j : j+k])
-				j += k + 1
-				if j < len(rec) && rec[j] == '"' {
-					b.WriteByte('"')
-					j++
-					continue
-				}
-				break
-			}
-			// What follows the closing quote, up to the delimiter, is kept.
-			k := strings.IndexByte(rec[j:], delim)
-			if k < 0 {
-				k = len(rec) - j
-			}
-			b.WriteString(strings.TrimRight(rec[j:j+k], " "))
-			dst = append(dst, b.String())
-			if j+k == len(rec) {
-				return dst
-			}
-			rec = rec[j+k+1:]
-			continue
-		}
-		k := strings.IndexByte(rec, delim)
-		if k < 0 {
-			return append(dst, strings.TrimSpace(rec))
-		}
-		dst = append(dst, strings.TrimSpace(rec[:k]))
-		rec = rec[k+1:]
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/herdguard/herdguard/internal/arrivallog/brokerline"
 	"github.com/herdguard/herdguard/internal/arrivallog/logtime"
 	"github.com/herdguard/herdguard/internal/arrivallog/textline"
+	"github.com/herdguard/herdguard/internal/csvrow"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -281,7 +282,7 @@ func csvHeader(t []byte) (string, bool) {
 		if bytes.IndexByte(t, d.delim) < 0 && !(d.name == "csv" && bytes.IndexByte(t, '\t') < 0) {
 			continue
 		}
-		for _, h := range splitRecord(string(t), d.delim, nil) {
+		for _, h := range csvrow.Split(string(t), d.delim, nil) {
 			name := strings.ToLower(h)
 			if slices.Contains(secondsColumns, name) || slices.Contains(millisColumns, name) || slices.Contains(stampColumns, name) {
 				return d.name, true

@@ -2,7 +2,6 @@ package attempt
 
 import (
 	"bufio"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herdguard/herdguard/fault"
+	"github.com/herdguard/herdguard/internal/csvrow"
 	"github.com/herdguard/herdguard/internal/decimal"
 	"github.com/herdguard/herdguard/internal/fileline"
 )
@@ -151,21 +151,24 @@ func appendSeconds4(b []byte, t time.Duration) []byte {
 // time, as they arrive. Its zero value is not ready: use NewReader. It is
 // not safe for concurrent use.
 type Reader struct {
-	cr     *csv.Reader
+	rows   *csvrow.Reader
 	stream bool
 }
 
+// maxRow bounds a row: devicesim's are under 100 bytes, and a file with
+// no line ends must not grow the reader without limit.
+const maxRow = 1 << 16
+
 // NewReader reads the header from rd, events.csv's or a stream's, and
-// returns a Reader of the rows after it.
+// returns a Reader of the rows after it. Rows are split as csvrow splits
+// every CSV file, the judge's reading of events.csv included.
 func NewReader(rd io.Reader) (*Reader, error) {
-	cr := csv.NewReader(bufio.NewReaderSize(rd, 1<<16))
-	cr.ReuseRecord = true
-	cr.FieldsPerRecord = -1 // checked against the header's, with the line named
-	header, err := cr.Read()
+	rows := csvrow.NewReader(rd, ',', maxRow)
+	header, err := rows.Read()
 	if err != nil {
 		return nil, err
 	}
-	r := &Reader{cr: cr, stream: slices.Equal(header, StreamHeader)}
+	r := &Reader{rows: rows, stream: slices.Equal(header, StreamHeader)}
 	if !r.stream && !slices.Equal(header, Header) {
 		return nil, &fileline.Error{Line: 1, Err: fmt.Errorf("header %v, want %v (or a stream's, with kind)", header, Header)}
 	}
@@ -175,14 +178,13 @@ func NewReader(rd io.Reader) (*Reader, error) {
 // Read returns the next row's record, and io.EOF after the last. An error
 // names the line and what was wrong with it.
 func (r *Reader) Read() (Record, error) {
-	row, err := r.cr.Read()
+	row, err := r.rows.Read()
 	if err != nil {
 		return Record{}, err
 	}
-	line, _ := r.cr.FieldPos(0)
 	rec, err := DecodeRow(row, r.stream)
 	if err != nil {
-		return Record{}, &fileline.Error{Line: line, Err: err}
+		return Record{}, &fileline.Error{Line: r.rows.Line(), Err: err}
 	}
 	return rec, nil
 }

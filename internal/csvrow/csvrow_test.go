@@ -1,0 +1,95 @@
+package csvrow
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSplit(t *testing.T) {
+	for _, tc := range []struct {
+		rec   string
+		delim byte
+		want  []string
+	}{
+		{"a,b,c", ',', []string{"a", "b", "c"}},
+		{" a , b ,", ',', []string{"a", "b", ""}},
+		{`"a,b",c`, ',', []string{"a,b", "c"}},
+		{`"say ""hi""",1`, ',', []string{`say "hi"`, "1"}},
+		{"\"two\nlines\",2", ',', []string{"two\nlines", "2"}},
+		{` "spaced" ,x`, ',', []string{"spaced", "x"}},
+		{`5" screen,x`, ',', []string{`5" screen`, "x"}},
+		{`"a"b,c`, ',', []string{"ab", "c"}},
+		{`"open,c`, ',', []string{"open,c"}},
+		{"a\t\"b\tc\"\td", '\t', []string{"a", "b\tc", "d"}},
+		{"", ',', []string{""}},
+	} {
+		assert.Equal(t, tc.want, Split(tc.rec, tc.delim, nil), "%q", tc.rec)
+	}
+}
+
+func TestQuoteOpen(t *testing.T) {
+	for _, tc := range []struct {
+		line       string
+		open, want bool
+	}{
+		{`a,"b`, false, true},
+		{`a,"b""`, false, true},
+		{`a,"b"""`, false, false},
+		{`a,b"`, false, false},
+		{` "b`, false, true},
+		{`end",x`, true, false},
+		{`still inside`, true, true},
+		{`end","again`, true, true},
+	} {
+		assert.Equal(t, tc.want, QuoteOpen([]byte(tc.line), ',', tc.open), "%q from open=%v", tc.line, tc.open)
+	}
+}
+
+// A Reader's records name the line they start on, a quoted field keeps
+// its line ends as "\n", and the last line needs no line end.
+func TestReaderNamesEachRecordsFirstLine(t *testing.T) {
+	r := NewReader(strings.NewReader("h1,h2\r\na,\"two\r\nlines\"\r\n\"x\"\"\",y\nlast,row"), ',', 64)
+	type row struct {
+		line   int
+		fields []string
+	}
+	var got []row
+	for {
+		f, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, row{r.Line(), append([]string(nil), f...)})
+	}
+	assert.Equal(t, []row{
+		{1, []string{"h1", "h2"}},
+		{2, []string{"a", "two\nlines"}},
+		{4, []string{`x"`, "y"}},
+		{5, []string{"last", "row"}},
+	}, got)
+}
+
+func TestReaderRefusesWhatItCannotHold(t *testing.T) {
+	r := NewReader(strings.NewReader("a,b\n\"open,\nstill\n"), ',', 64)
+	_, err := r.Read()
+	require.NoError(t, err)
+	_, err = r.Read()
+	assert.EqualError(t, err, "line 2: a quoted field that starts on this line is never closed")
+
+	// A record over the bound is an error, whether one line (longer than
+	// the Reader's buffer) or a quoted field that never closes.
+	for _, text := range []string{"ok\n" + strings.Repeat("x", 1<<17) + "\n", "ok\n\"" + strings.Repeat("y\n", 1<<16)} {
+		r := NewReader(strings.NewReader(text), ',', 1000)
+		_, err := r.Read()
+		require.NoError(t, err)
+		_, err = r.Read()
+		require.ErrorIs(t, err, ErrTooLong)
+		assert.ErrorContains(t, err, "line 2: a record too long: over 1000 bytes")
+	}
+}
