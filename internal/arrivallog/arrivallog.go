@@ -91,7 +91,9 @@ type Log struct {
 	SessionEnds []SessionEnd
 }
 
-// BrokerLine is a broker's start or stop line as the log recorded it.
+// BrokerLine is a broker's start or stop line as the log recorded it: At
+// on the clock of the Log's Times, Line its line number. It is a plain
+// value.
 type BrokerLine struct {
 	At    time.Duration
 	Line  int32
@@ -99,7 +101,8 @@ type BrokerLine struct {
 	Text  string // the line, cut short
 }
 
-// SessionEnd is a line saying a client's session ended.
+// SessionEnd is a line saying a client's session ended, as BrokerLine
+// places it. It is a plain value.
 type SessionEnd struct {
 	At     time.Duration
 	Line   int32

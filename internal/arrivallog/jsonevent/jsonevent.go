@@ -73,7 +73,7 @@ func NewReader(lay *logtime.Layout, loc *time.Location, ref time.Time, zone *log
 
 // Event is what an object says: what happened (Said), when, and the kind
 // of log that wrote it. Known false: an object that carries nothing to
-// count (a journald entry of another program's).
+// count (a journald entry of another program's), as is the zero value.
 type Event struct {
 	Said    brokerline.Line
 	Times   logtime.LineTimes
@@ -84,13 +84,13 @@ type Event struct {
 // Classify says what an object on line n is; an envelope around it (a
 // text line's, a CSV row's) stamped it at env where envTimed. A connect
 // without a time is an error.
-func (j *Reader) Classify(n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (Event, error) {
-	e, t, dialect, known, err := j.classify(n, obj, env, envTimed)
+func (r *Reader) Classify(n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (Event, error) {
+	e, t, dialect, known, err := r.classify(n, obj, env, envTimed)
 	if err != nil || !known {
 		return Event{}, err
 	}
 	if e.Kind != brokerline.KindOther {
-		j.dialects[dialect]++
+		r.dialects[dialect]++
 	}
 	if !t.OwnTimed && !t.EnvTimed && e.Kind == brokerline.KindConnect {
 		return Event{}, fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
@@ -101,27 +101,27 @@ func (j *Reader) Classify(n int, obj map[string]json.RawMessage, env time.Durati
 
 // Inner says what a broker's line carried in a message field is (a CSV
 // row's), with the times its carrier gave it.
-func (j *Reader) Inner(msg []byte, t logtime.LineTimes) (Event, error) {
-	e, t, dialect, known, err := j.inner(msg, "", t, "")
+func (r *Reader) Inner(msg []byte, t logtime.LineTimes) (Event, error) {
+	e, t, dialect, known, err := r.inner(msg, "", t, "")
 	return Event{Said: e, Times: t, Dialect: dialect, Known: known}, err
 }
 
 // Dialects counts the kinds of object read that said something (Name
 // names the most common).
-func (j *Reader) Dialects() int { return len(j.dialects) }
+func (r *Reader) Dialects() int { return len(r.dialects) }
 
 // classify says what an object is (Classify). known false: an object of a kind that
 // carries nothing to count (a journald entry of another program's).
-func (j *Reader) classify(n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (
+func (r *Reader) classify(n int, obj map[string]json.RawMessage, env time.Duration, envTimed bool) (
 	e brokerline.Line, t logtime.LineTimes, dialect string, known bool, err error) {
 	t.Env, t.EnvTimed = env, envTimed
 	if envTimed {
 		t.EnvDigits = 9
 	}
-	if c, ok := j.envelope(n, obj, t); ok {
+	if c, ok := r.envelope(n, obj, t); ok {
 		return c.e, c.t, c.dialect, c.known, c.err
 	}
-	if c, ok := j.cloudEvent(n, obj, t); ok {
+	if c, ok := r.cloudEvent(n, obj, t); ok {
 		return c.e, c.t, c.dialect, c.known, c.err
 	}
 	// A broker's JSON log.
@@ -145,7 +145,7 @@ func (j *Reader) classify(n int, obj map[string]json.RawMessage, env time.Durati
 			if e.Broker != "" {
 				d = e.Broker
 			}
-			return j.timed(n, obj, e, t, d, timeFields...)
+			return r.timed(n, obj, e, t, d, timeFields...)
 		}
 	}
 	// Anything else.
@@ -158,7 +158,7 @@ func (j *Reader) classify(n int, obj map[string]json.RawMessage, env time.Durati
 	} else if msg, ok := scalarAny(obj, "msg", "message"); ok {
 		e, _ = genericMessage(msg, obj)
 	}
-	return j.timed(n, obj, e, t, "jsonl", timeFields...)
+	return r.timed(n, obj, e, t, "jsonl", timeFields...)
 }
 
 // classified is what classify says of an object.
@@ -177,7 +177,7 @@ func classifiedOf(e brokerline.Line, t logtime.LineTimes, dialect string, known 
 // envelope classifies an object that carries a broker's line inside it:
 // journald's, docker's json-file, a CloudWatch Logs export; ok false for
 // any other.
-func (j *Reader) envelope(n int, obj map[string]json.RawMessage, t logtime.LineTimes) (c classified, ok bool) {
+func (r *Reader) envelope(n int, obj map[string]json.RawMessage, t logtime.LineTimes) (c classified, ok bool) {
 	var e brokerline.Line
 	if us, ok := scalar(obj, "__REALTIME_TIMESTAMP"); ok {
 		msg := journalMessage(obj["MESSAGE"])
@@ -186,15 +186,15 @@ func (j *Reader) envelope(n int, obj map[string]json.RawMessage, t logtime.LineT
 			return classified{e: e, t: t, err: fmt.Errorf(`__REALTIME_TIMESTAMP: expected Unix µs, got %q`, fileline.Excerpt(us))}, true
 		}
 		ident, _ := scalar(obj, "SYSLOG_IDENTIFIER")
-		return classifiedOf(j.inner(msg, ident, logtime.LineTimes{Env: time.Duration(at), EnvTimed: true, EnvDigits: 6}, "journalctl -o json")), true
+		return classifiedOf(r.inner(msg, ident, logtime.LineTimes{Env: time.Duration(at), EnvTimed: true, EnvDigits: 6}, "journalctl -o json")), true
 	}
 	if msg, ok := scalar(obj, "log"); ok {
 		if ts, ok := scalar(obj, "time"); ok {
-			at, err := j.read("time", ts, n)
+			at, err := r.read("time", ts, n)
 			if err != nil {
 				return classified{e: e, t: t, err: err}, true
 			}
-			return classifiedOf(j.inner([]byte(strings.TrimRight(msg, "\r\n")), "", logtime.LineTimes{Env: at, EnvTimed: true, EnvDigits: 9}, "docker's json-file")), true
+			return classifiedOf(r.inner([]byte(strings.TrimRight(msg, "\r\n")), "", logtime.LineTimes{Env: at, EnvTimed: true, EnvDigits: 9}, "docker's json-file")), true
 		}
 	}
 	if msg, ok := scalar(obj, "message"); ok && hasAny(obj, "ingestionTime", "logStreamName", "eventId") {
@@ -205,9 +205,9 @@ func (j *Reader) envelope(n int, obj map[string]json.RawMessage, t logtime.LineT
 			}
 			var inner map[string]json.RawMessage
 			if json.Unmarshal([]byte(msg), &inner) == nil && inner != nil {
-				return classifiedOf(j.classify(n, inner, time.Duration(at), true)), true
+				return classifiedOf(r.classify(n, inner, time.Duration(at), true)), true
 			}
-			return classifiedOf(j.inner([]byte(msg), "", logtime.LineTimes{Env: time.Duration(at), EnvTimed: true, EnvDigits: 3}, "a CloudWatch Logs export")), true
+			return classifiedOf(r.inner([]byte(msg), "", logtime.LineTimes{Env: time.Duration(at), EnvTimed: true, EnvDigits: 3}, "a CloudWatch Logs export")), true
 		}
 	}
 	return c, false
@@ -215,7 +215,7 @@ func (j *Reader) envelope(n int, obj map[string]json.RawMessage, t logtime.LineT
 
 // cloudEvent classifies a cloud service's event: AWS IoT's lifecycle
 // events and logs, Azure IoT Hub's; ok false for any other.
-func (j *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.LineTimes) (c classified, ok bool) {
+func (r *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.LineTimes) (c classified, ok bool) {
 	var e brokerline.Line
 	if ev, ok := scalar(obj, "eventType"); ok {
 		if kind, known := awsLifecycle[ev]; known {
@@ -223,7 +223,7 @@ func (j *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.Lin
 			if kind == brokerline.KindOther {
 				e.Label = ev
 			}
-			return classifiedOf(j.timed(n, obj, e, t, "aws-iot lifecycle events", "timestamp")), true
+			return classifiedOf(r.timed(n, obj, e, t, "aws-iot lifecycle events", "timestamp")), true
 		}
 		if _, hasStatus := obj["status"]; hasStatus && awsLogEvent(ev) {
 			status, _ := scalar(obj, "status")
@@ -238,7 +238,7 @@ func (j *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.Lin
 			default:
 				e.Label = ev
 			}
-			return classifiedOf(j.timedUTC(n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")), true
+			return classifiedOf(r.timedUTC(n, obj, e, t, "aws-iot CloudWatch logs", "timestamp")), true
 		}
 	}
 	if ev, ok := scalarAny(obj, "eventType", "type"); ok && strings.HasPrefix(ev, "Microsoft.Devices.") {
@@ -251,7 +251,7 @@ func (j *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.Lin
 		default:
 			e.Label = strings.TrimPrefix(ev, "Microsoft.Devices.")
 		}
-		return classifiedOf(j.timed(n, obj, e, t, "azure-iot device connection events", "eventTime", "time")), true
+		return classifiedOf(r.timed(n, obj, e, t, "azure-iot device connection events", "eventTime", "time")), true
 	}
 	if op, ok := scalar(obj, "operationName"); ok && (op == "deviceConnect" || op == "deviceDisconnect") {
 		e = brokerline.Line{Broker: "azure-iot", Client: azureDevice(obj), Kind: brokerline.KindDisconnect}
@@ -261,21 +261,21 @@ func (j *Reader) cloudEvent(n int, obj map[string]json.RawMessage, t logtime.Lin
 				e.Kind = brokerline.KindRefused
 			}
 		}
-		return classifiedOf(j.timed(n, obj, e, t, "azure-iot Connections logs", "time")), true
+		return classifiedOf(r.timed(n, obj, e, t, "azure-iot Connections logs", "time")), true
 	}
 	if op, ok := scalar(obj, "opType"); ok && (op == "deviceConnected" || op == "deviceDisconnected") {
 		e = brokerline.Line{Broker: "azure-iot", Client: first(obj, "deviceId", "iothub-connection-device-id"), Kind: brokerline.KindDisconnect}
 		if op == "deviceConnected" {
 			e.Kind = brokerline.KindConnect
 		}
-		return classifiedOf(j.timed(n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")), true
+		return classifiedOf(r.timed(n, obj, e, t, "azure-iot device connection events", "operationTimestamp", "time")), true
 	}
 	return c, false
 }
 
 // inner reads a broker's line inside an envelope's object.
-func (j *Reader) inner(msg []byte, ident string, t logtime.LineTimes, dialect string) (brokerline.Line, logtime.LineTimes, string, bool, error) {
-	tl := j.text.Read(msg)
+func (r *Reader) inner(msg []byte, ident string, t logtime.LineTimes, dialect string) (brokerline.Line, logtime.LineTimes, string, bool, error) {
+	tl := r.text.Read(msg)
 	if !tl.Known && ident == "systemd" {
 		tl.Said, tl.Known = brokerline.Systemd(string(tl.Msg))
 	}
@@ -290,10 +290,10 @@ func (j *Reader) inner(msg []byte, ident string, t logtime.LineTimes, dialect st
 }
 
 // timed reads the object's time from the first of fields it has.
-func (j *Reader) timed(n int, obj map[string]json.RawMessage, e brokerline.Line, t logtime.LineTimes, dialect string, fields ...string) (
+func (r *Reader) timed(n int, obj map[string]json.RawMessage, e brokerline.Line, t logtime.LineTimes, dialect string, fields ...string) (
 	brokerline.Line, logtime.LineTimes, string, bool, error) {
-	if dialect == "jsonl" && j.generic != "" {
-		fields = []string{j.generic} // a log of its own: its first line's field
+	if dialect == "jsonl" && r.generic != "" {
+		fields = []string{r.generic} // a log of its own: its first line's field
 	}
 	for _, f := range fields {
 		raw, ok := obj[f]
@@ -304,20 +304,20 @@ func (j *Reader) timed(n int, obj map[string]json.RawMessage, e brokerline.Line,
 		if !ok {
 			return e, t, "", false, fmt.Errorf("expected %s in field %q, got %s", logtime.StampExpected, f, fileline.Excerpt([]byte(raw)))
 		}
-		at, err := j.read(f, v, n)
+		at, err := r.read(f, v, n)
 		if err != nil {
 			return e, t, "", false, fmt.Errorf("field %q: %w", f, err)
 		}
-		t.Own, t.OwnTimed, t.OwnDigits = at, true, j.stamps[f].Digits(v)
-		if dialect == "jsonl" && j.generic == "" {
-			j.generic = f
+		t.Own, t.OwnTimed, t.OwnDigits = at, true, r.stamps[f].Digits(v)
+		if dialect == "jsonl" && r.generic == "" {
+			r.generic = f
 		}
 		return e, t, dialect, true, nil
 	}
 	if e.Kind == brokerline.KindConnect && !t.EnvTimed {
-		if j.generic != "" {
+		if r.generic != "" {
 			return e, t, "", false, fmt.Errorf("expected a time in field %q, as on line %d; this one has: %s",
-				j.generic, j.stamps[j.generic].First, fileline.Names(slices.Sorted(maps.Keys(obj))))
+				r.generic, r.stamps[r.generic].First, fileline.Names(slices.Sorted(maps.Keys(obj))))
 		}
 		return e, t, "", false, fmt.Errorf("a JSON line needs a time field, one of %s; this one has: %s",
 			fileline.OneOf(fields), fileline.Names(slices.Sorted(maps.Keys(obj))))
@@ -327,17 +327,17 @@ func (j *Reader) timed(n int, obj map[string]json.RawMessage, e brokerline.Line,
 
 // timedUTC is timed for a service that writes UTC without saying so (AWS
 // IoT's CloudWatch logs: "2017-08-10 15:37:23.476").
-func (j *Reader) timedUTC(n int, obj map[string]json.RawMessage, e brokerline.Line, t logtime.LineTimes, dialect, field string) (
+func (r *Reader) timedUTC(n int, obj map[string]json.RawMessage, e brokerline.Line, t logtime.LineTimes, dialect, field string) (
 	brokerline.Line, logtime.LineTimes, string, bool, error) {
 	v, ok := scalar(obj, field)
 	if !ok {
-		return j.timed(n, obj, e, t, dialect, field)
+		return r.timed(n, obj, e, t, dialect, field)
 	}
 	c, k, ok := logtime.ScanStamp([]byte(v))
 	if !ok || k != len(v) {
-		return j.timed(n, obj, e, t, dialect, field)
+		return r.timed(n, obj, e, t, dialect, field)
 	}
-	at, err := logtime.NewClock(time.UTC, j.ref, j.zone).At(c)
+	at, err := logtime.NewClock(time.UTC, r.ref, r.zone).At(c)
 	if err != nil {
 		return e, t, "", false, fmt.Errorf("field %q: %w", field, err)
 	}
@@ -346,11 +346,11 @@ func (j *Reader) timedUTC(n int, obj map[string]json.RawMessage, e brokerline.Li
 }
 
 // read reads a time field's value, in the form its first value had.
-func (j *Reader) read(field, v string, n int) (time.Duration, error) {
-	s := j.stamps[field]
+func (r *Reader) read(field, v string, n int) (time.Duration, error) {
+	s := r.stamps[field]
 	if s == nil {
-		s = &logtime.Stamps{Clock: logtime.NewClock(j.loc, j.ref, j.zone)}
-		j.stamps[field] = s
+		s = &logtime.Stamps{Clock: logtime.NewClock(r.loc, r.ref, r.zone)}
+		r.stamps[field] = s
 	}
 	return s.Read(v, n)
 }
@@ -358,22 +358,22 @@ func (j *Reader) read(field, v string, n int) (time.Duration, error) {
 // Name names the format taken from the objects' kinds: "jsonl (field ts,
 // RFC 3339)", "aws-iot lifecycle events (JSON lines)", "mosquitto under
 // journalctl -o json" ...
-func (j *Reader) Name() string {
+func (r *Reader) Name() string {
 	best, n := "", 0
-	for d, c := range j.dialects {
+	for d, c := range r.dialects {
 		if c > n || c == n && d < best {
 			best, n = d, c
 		}
 	}
 	container := "JSON lines"
-	if j.Doc {
+	if r.Doc {
 		container = "a JSON document"
 	}
 	switch {
 	case best == "" || best == "jsonl":
-		if j.generic != "" {
-			if s := j.stamps[j.generic]; s != nil {
-				return withAssumed(fmt.Sprintf("jsonl (field %s, %s)", j.generic, s.Kind), s.Clock)
+		if r.generic != "" {
+			if s := r.stamps[r.generic]; s != nil {
+				return withAssumed(fmt.Sprintf("jsonl (field %s, %s)", r.generic, s.Kind), s.Clock)
 			}
 		}
 		return "jsonl"

@@ -32,7 +32,9 @@ const (
 // they read as many lines.
 var Envelopes = []Envelope{None, Syslog, RFC5424, CRI, Stamped}
 
-// Wrapped is a line's envelope taken apart.
+// Wrapped is a line's envelope taken apart. Ident and Msg share the
+// line's bytes, valid while the line is. The zero value is a line with no
+// envelope read.
 type Wrapped struct {
 	Stamp logtime.Civil
 	Timed bool   // Stamp was read

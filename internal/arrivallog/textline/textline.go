@@ -44,7 +44,8 @@ type Reader struct {
 }
 
 // Line is what a line said, taken apart. Times are those of the Reader's
-// clocks; a time not read is zero, with its Timed false.
+// clocks; a time not read is zero, with its Timed false. The zero value
+// is a line that did not fit.
 type Line struct {
 	Fits bool // the line has the envelope's shape
 	Env  Wrapped
