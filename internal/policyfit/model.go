@@ -24,6 +24,37 @@ type model struct {
 	notice float64 // a first arrival's offset is U[0, notice)
 	out    float64 // an outlier's density, its share included
 	lnOut  float64
+
+	waits *waitTable // made on first use; copies of the model share it
+}
+
+// waitTable holds the waits of a family whose wait does not hang on the
+// one before it, by retry index, for the parameters they were made with:
+// a fit's likelihood asks for the same few waits once a device.
+type waitTable struct {
+	of params
+	n  int // d[:n] are of's
+	d  [maxAttempts + 1]dist
+}
+
+// wait is waitDist(m.fam, &m.p, j, prev), the same to the bit, kept in
+// m.waits where prev does not matter. A search that changes m.p in place
+// finds the table made for other parameters and makes it anew.
+func (m *model) wait(j int, prev float64) dist {
+	if m.fam == Decorrelated || m.fam == FleetSafe || j > maxAttempts {
+		return waitDist(m.fam, &m.p, j, prev)
+	}
+	if m.waits == nil {
+		m.waits = &waitTable{of: m.p}
+	}
+	t := m.waits
+	if t.of != m.p {
+		t.of, t.n = m.p, 0
+	}
+	for ; t.n <= j; t.n++ {
+		t.d[t.n] = waitDist(m.fam, &m.p, t.n, 0)
+	}
+	return t.d[j]
 }
 
 func newModel(f Family, p params, g *groupData) *model {
@@ -53,7 +84,7 @@ func (m *model) deviceLL(q *seq) (ll, postImm float64) {
 func (m *model) alignedLL(q *seq, imm bool) float64 {
 	d, early := atom(0), 0.0
 	if !imm {
-		d = waitDist(m.fam, &m.p, 0, 0)
+		d = m.wait(0, 0)
 		if deterministic(m.fam) {
 			early = m.notice / 2
 		}
@@ -80,7 +111,7 @@ func (m *model) firstIndex(q *seq, imm bool) (j0 int, prev float64) {
 func (m *model) jitterGapsLL(q *seq, imm bool) (ll float64) {
 	j0, prev := m.firstIndex(q, imm)
 	for k, g := range q.gaps {
-		d := waitDist(m.fam, &m.p, j0+k, prev)
+		d := m.wait(j0+k, prev)
 		ll, prev = ll+m.mix(d.density(g-m.mu, m.sigma)), max(g-m.mu, 0)
 	}
 	return ll
@@ -148,7 +179,7 @@ func (m *model) pits(q *seq, imm bool, span float64, out []pit) []pit {
 	if !deterministic(m.fam) {
 		j0, prev := m.firstIndex(q, imm)
 		for k, g := range q.gaps {
-			d := waitDist(m.fam, &m.p, j0+k, prev)
+			d := m.wait(j0+k, prev)
 			out = append(out, at(func(x float64) float64 { return d.cdf(x-m.mu, m.sigma) }, g))
 			prev = max(g-m.mu, 0)
 		}
