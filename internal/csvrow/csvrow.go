@@ -9,6 +9,7 @@ package csvrow
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -170,17 +171,6 @@ func (r *Reader) line() ([]byte, error) {
 			return nil, io.EOF
 		}
 		r.n++
-		b = b[:len(b)-len(lineEnd(b))]
-		return b, nil
+		return bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")), nil
 	}
-}
-
-func lineEnd(b []byte) string {
-	switch {
-	case len(b) >= 2 && string(b[len(b)-2:]) == "\r\n":
-		return "\r\n"
-	case len(b) >= 1 && b[len(b)-1] == '\n':
-		return "\n"
-	}
-	return ""
 }

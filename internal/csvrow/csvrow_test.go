@@ -93,3 +93,18 @@ func TestReaderRefusesWhatItCannotHold(t *testing.T) {
 		assert.ErrorContains(t, err, "line 2: a record too long: over 1000 bytes")
 	}
 }
+
+// A line longer than the Reader's buffer, within its bound, reads whole.
+func TestReaderReadsALineLongerThanItsBuffer(t *testing.T) {
+	long := strings.Repeat("x", 200_000)
+	r := NewReader(strings.NewReader("a,"+long+"\r\nb,c\n"), ',', 1<<20)
+	f, err := r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a", long}, f)
+	f, err = r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"b", "c"}, f)
+	assert.Equal(t, 2, r.Line())
+	_, err = r.Read()
+	assert.ErrorIs(t, err, io.EOF)
+}
