@@ -15,10 +15,8 @@ BENCHSTAT := $(GO) run golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7
 # step says how long it took. The race step and interop leave CPU idle
 # (their real-time storms mostly wait): a step that only computes runs
 # beside each at nice 19, on the CPU it leaves, and its output follows.
-# vet and then the statistical tests go beside the race step (vet alone
-# left a core idle for a part of its minute: a vet failure now shows when
-# the race step ends); the ARM tests under qemu, which time nothing but
-# run slowly, beside interop, the lighter of the two.
+# The statistical tests go beside the race step; the ARM tests under qemu,
+# which time nothing but run slowly, beside interop, the lighter of the two.
 TREE_STATE = git status --porcelain --ignored --untracked-files=all
 test:
 	@before=$$(mktemp); $(TREE_STATE) > $$before 2>/dev/null; \
@@ -27,7 +25,8 @@ test:
 	    $(MAKE) --no-print-directory $$fg; a=$$?; echo "make $$fg: $$(( $$(date +%s) - start )) s"; \
 	    wait $$pid; b=$$?; cat $$out; rm -f $$out; echo "make $$*, beside $$fg: $$(( $$(date +%s) - start )) s"; \
 	    [ $$a -eq 0 ] && [ $$b -eq 0 ]; }; \
-	  pair race vet stats && pair interop manifests arm arm-test || { rm -f $$before; exit 1; }; \
+	  start=$$(date +%s); $(MAKE) --no-print-directory vet && echo "make vet: $$(( $$(date +%s) - start )) s" && \
+	  pair race stats && pair interop manifests arm arm-test || { rm -f $$before; exit 1; }; \
 	  if git rev-parse --git-dir >/dev/null 2>&1 && ! $(TREE_STATE) | diff $$before - >/dev/null; then \
 	    echo "make test left files in the tree:"; $(TREE_STATE) | diff $$before - | grep '^>'; rm -f $$before; exit 1; \
 	  fi; rm -f $$before
