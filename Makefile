@@ -21,7 +21,8 @@ TREE_STATE = git status --porcelain --ignored --untracked-files=all
 test:
 	@before=$$(mktemp); $(TREE_STATE) > $$before 2>/dev/null; \
 	  pair() { fg=$$1; shift; start=$$(date +%s); out=$$(mktemp); \
-	    ( nice -n 19 $(MAKE) --no-print-directory "$$@" > $$out 2>&1 ) & pid=$$!; \
+	    ( for s in "$$@"; do nice -n 19 $(MAKE) --no-print-directory $$s || exit; \
+	        echo "make $$s: $$(( $$(date +%s) - start )) s since $$fg began"; done > $$out 2>&1 ) & pid=$$!; \
 	    $(MAKE) --no-print-directory $$fg; a=$$?; echo "make $$fg: $$(( $$(date +%s) - start )) s"; \
 	    wait $$pid; b=$$?; cat $$out; rm -f $$out; echo "make $$*, beside $$fg: $$(( $$(date +%s) - start )) s"; \
 	    [ $$a -eq 0 ] && [ $$b -eq 0 ]; }; \
