@@ -1,7 +1,6 @@
 package arrivallog
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -30,6 +29,9 @@ var (
 	eventColumns   = []string{"event", "eventType", "event_type", "type", "action"}
 )
 
+// errRecordTooLong is a CSV record's ErrLineTooLong: its lines together.
+var errRecordTooLong = fmt.Errorf("a record %w", ErrLineTooLong)
+
 type csvParser struct {
 	name    string // csv or tsv
 	delim   byte
@@ -54,23 +56,15 @@ func (p *csvParser) parse(ps *parser, src *source, text []byte) error {
 	if p.header == nil {
 		return p.readHeader(ps, src.n, text)
 	}
-	line, record := src.n, text
-	if csvrow.QuoteOpen(text, p.delim, false) {
-		p.pending = append(p.pending[:0], text...)
-		for open := true; open; {
-			next, ok := src.next()
-			switch {
-			case !ok && src.err() != nil:
-				return src.err()
-			case !ok:
-				return &fileline.Error{Line: line, Err: errors.New("a quoted field that starts on this line is never closed")}
-			case len(p.pending)+1+len(next) > MaxLineBytes:
-				return &fileline.Error{Line: line, Err: fmt.Errorf("a record %w", ErrLineTooLong)}
-			}
-			p.pending = append(append(p.pending, '\n'), next...)
-			open = csvrow.QuoteOpen(next, p.delim, true)
-		}
-		record = p.pending
+	line := src.n
+	record, joinErr := csvrow.Join(p.pending, text, p.delim, MaxLineBytes, errRecordTooLong, src.next)
+	switch {
+	case src.err() != nil:
+		return src.err()
+	case joinErr != nil:
+		return &fileline.Error{Line: line, Err: joinErr}
+	case len(record) > len(text): // joined in p.pending's buffer, which it keeps
+		p.pending = record
 	}
 	p.fields = csvrow.Split(string(record), p.delim, p.fields[:0])
 	if p.events {

@@ -44,6 +44,19 @@ func TestRecordsRoundTripThroughEventsCSV(t *testing.T) {
 	assert.Equal(t, want, out, "every Fleet record back as it was written")
 }
 
+// A blank line or a # comment is no row, as the judge reads the file too.
+func TestReadCSVSkipsBlankLinesAndComments(t *testing.T) {
+	head := strings.Join(attempt.Header, ",") + "\n"
+	want, err := attempt.ReadCSV(strings.NewReader(head + "1.0,0,dev-1,accepted,0,\n2.5,0,dev-2,refused,5,1.5\n"))
+	require.NoError(t, err)
+	require.Len(t, want, 2)
+	got, err := attempt.ReadCSV(strings.NewReader("\n" + head + "1.0,0,dev-1,accepted,0,\r\n\r\n# a note\n2.5,0,dev-2,refused,5,1.5\n\n"))
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	_, err = attempt.ReadCSV(strings.NewReader("\n\nt_s\n"))
+	assert.ErrorContains(t, err, "line 3: header")
+}
+
 func TestReadCSVNamesTheLine(t *testing.T) {
 	for in, msg := range map[string]string{
 		"t_s,unix_ms,client_id,outcome,code\n":                                                        "line 1: header",

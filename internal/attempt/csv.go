@@ -161,7 +161,7 @@ const maxRow = 1 << 16
 
 // NewReader reads the header from rd, events.csv's or a stream's, and
 // returns a Reader of the rows after it. Rows are split as csvrow splits
-// every CSV file, the judge's reading of events.csv included.
+// them for the judge too; blank lines and # comments are no rows.
 func NewReader(rd io.Reader) (*Reader, error) {
 	rows := csvrow.NewReader(rd, ',', maxRow)
 	header, err := rows.Read()
@@ -170,13 +170,14 @@ func NewReader(rd io.Reader) (*Reader, error) {
 	}
 	r := &Reader{rows: rows, stream: slices.Equal(header, StreamHeader)}
 	if !r.stream && !slices.Equal(header, Header) {
-		return nil, &fileline.Error{Line: 1, Err: fmt.Errorf("header %v, want %v (or a stream's, with kind)", header, Header)}
+		return nil, &fileline.Error{Line: rows.Line(), Err: fmt.Errorf("header %v, want %v (or a stream's, with kind)", header, Header)}
 	}
 	return r, nil
 }
 
 // Read returns the next row's record, and io.EOF after the last. An error
-// names the line and what was wrong with it.
+// names the line and what was wrong with it; a row over 64 KiB is one that
+// wraps csvrow.ErrTooLong.
 func (r *Reader) Read() (Record, error) {
 	row, err := r.rows.Read()
 	if err != nil {

@@ -2,9 +2,9 @@
 // write them (RFC 4180, for tabs too): a field that starts with a quote
 // ends at the next lone quote and may hold delimiters, "" and line ends;
 // quotes within an unquoted field are kept as they are; spaces around an
-// unquoted field are not part of it. Every reader of a CSV file in the
-// module splits its rows here, so that a row means one thing to all of
-// them.
+// unquoted field are not part of it. events.csv's reader and the judge's
+// reader of CSV logs split their rows here, so that a row means one thing
+// to both.
 package csvrow
 
 import (
@@ -94,83 +94,143 @@ func Split(rec string, delim byte, dst []string) []string {
 	}
 }
 
+// ErrQuoteOpen is the error of a record whose quoted field is still open
+// at the end of the file.
+var ErrQuoteOpen = errors.New("a quoted field that starts on this line is never closed")
+
+// Join gathers the record whose first line is first: first alone, or,
+// while a quoted field is open at a line's end, it and the lines next
+// gives, joined by "\n" in dst[:0]. A record over max bytes is the error
+// tooLong; a field still open when next gives no more, ErrQuoteOpen.
+func Join(dst, first []byte, delim byte, max int, tooLong error, next func() ([]byte, bool)) ([]byte, error) {
+	if len(first) > max {
+		return nil, tooLong
+	}
+	if !QuoteOpen(first, delim, false) {
+		return first, nil
+	}
+	dst = append(dst[:0], first...)
+	for open := true; open; {
+		line, ok := next()
+		switch {
+		case !ok:
+			return nil, ErrQuoteOpen
+		case len(dst)+1+len(line) > max:
+			return nil, tooLong
+		}
+		dst = append(append(dst, '\n'), line...)
+		open = QuoteOpen(line, delim, true)
+	}
+	return dst, nil
+}
+
+// Skipped reports whether a line outside a quoted field is no record: a
+// blank line, or a # comment.
+func Skipped(line []byte) bool {
+	t := bytes.TrimSpace(line)
+	return len(t) == 0 || t[0] == '#'
+}
+
 // ErrTooLong is the error of a record longer than a Reader's bound.
 var ErrTooLong = errors.New("record too long")
 
 // Reader reads a file's records one at a time, each with the line it
-// starts on. Its zero value is not ready: use NewReader. It is not safe
-// for concurrent use.
+// starts on. Blank lines and # comments between records are skipped, and
+// a UTF-8 byte-order mark before the first. Its zero value is not ready:
+// use NewReader. It is not safe for concurrent use.
 type Reader struct {
-	br     *bufio.Reader
-	delim  byte
-	max    int
-	n      int // the last line read, from 1
-	start  int // the line the last record started on
-	rec    []byte
-	fields []string
+	br      *bufio.Reader
+	delim   byte
+	max     int
+	tooLong error
+	n       int   // the last line read, from 1
+	start   int   // the line the last record started on
+	err     error // what stopped the Reader: every later Read returns it
+	long    []byte
+	rec     []byte
+	fields  []string
 }
 
 // NewReader reads the records of rd, split at delim. A record longer than
-// maxBytes is an error that wraps ErrTooLong: a file without line ends
-// cannot grow the Reader without limit.
+// maxBytes (64 KiB if it is not positive) is an error that wraps
+// ErrTooLong: a file without line ends cannot grow the Reader without
+// limit.
 func NewReader(rd io.Reader, delim byte, maxBytes int) *Reader {
-	return &Reader{br: bufio.NewReaderSize(rd, 1<<16), delim: delim, max: maxBytes}
+	if maxBytes <= 0 {
+		maxBytes = 1 << 16
+	}
+	return &Reader{br: bufio.NewReaderSize(rd, 1<<16), delim: delim, max: maxBytes,
+		tooLong: fmt.Errorf("a %w: over %d bytes", ErrTooLong, maxBytes)}
 }
 
 // Read returns the next record's fields, valid until the next call, and
 // io.EOF after the last. A line end ("\n" or "\r\n") inside a quoted field
-// is kept as "\n".
+// is kept as "\n". A record too long or never closed is an error that
+// names the line it starts on; after an error every Read returns it.
 func (r *Reader) Read() ([]string, error) {
-	r.rec = r.rec[:0]
-	r.start = r.n + 1
-	for open := false; ; {
-		line, err := r.line()
-		if err != nil {
-			if err == io.EOF && open {
-				return nil, &fileline.Error{Line: r.start, Err: errors.New("a quoted field that starts on this line is never closed")}
-			}
-			return nil, err
-		}
-		if open {
-			r.rec = append(r.rec, '\n')
-		}
-		r.rec = append(r.rec, line...)
-		if len(r.rec) > r.max {
-			return nil, &fileline.Error{Line: r.start, Err: fmt.Errorf("a %w: over %d bytes", ErrTooLong, r.max)}
-		}
-		if open = QuoteOpen(line, r.delim, open); !open {
+	if r.err != nil {
+		return nil, r.err
+	}
+	var first []byte
+	var err error
+	for {
+		r.start = r.n + 1
+		if first, err = r.line(); err != nil || !Skipped(first) {
 			break
 		}
 	}
-	r.fields = Split(string(r.rec), r.delim, r.fields[:0])
-	return r.fields, nil
+	if err == nil {
+		var readErr error
+		r.rec, err = Join(r.rec, first, r.delim, r.max, r.tooLong, func() ([]byte, bool) {
+			line, err := r.line()
+			if err != io.EOF {
+				readErr = err
+			}
+			return line, err == nil
+		})
+		if readErr != nil {
+			err = readErr
+		}
+	}
+	switch {
+	case err == nil:
+		r.fields = Split(string(r.rec), r.delim, r.fields[:0])
+		return r.fields, nil
+	case err == r.tooLong || err == ErrQuoteOpen:
+		err = &fileline.Error{Line: r.start, Err: err}
+	}
+	r.err = err
+	return nil, err
 }
 
 // Line is the line the record Read last returned starts on, from 1.
 func (r *Reader) Line() int { return r.start }
 
-// line reads the next line, without its line end, and io.EOF after the last.
+// line reads the next line, without its line end (nor, on the first, a
+// byte-order mark), and io.EOF after the last.
 func (r *Reader) line() ([]byte, error) {
-	var long []byte // a line longer than br's buffer
+	r.long = r.long[:0] // a line longer than br's buffer
 	for {
 		b, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			if len(r.rec)+len(long)+len(b) > r.max {
-				return nil, &fileline.Error{Line: r.start, Err: fmt.Errorf("a %w: over %d bytes", ErrTooLong, r.max)}
+			if len(r.long)+len(b) > r.max {
+				return nil, r.tooLong
 			}
-			long = append(long, b...)
+			r.long = append(r.long, b...)
 			continue
 		}
 		if err != nil && err != io.EOF {
 			return nil, err
 		}
-		if long != nil {
-			b = append(long, b...)
+		if len(r.long) > 0 {
+			b = append(r.long, b...)
 		}
 		if len(b) == 0 {
 			return nil, io.EOF
 		}
-		r.n++
+		if r.n++; r.n == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+		}
 		return bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")), nil
 	}
 }

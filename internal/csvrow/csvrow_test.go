@@ -108,3 +108,29 @@ func TestReaderReadsALineLongerThanItsBuffer(t *testing.T) {
 	_, err = r.Read()
 	assert.ErrorIs(t, err, io.EOF)
 }
+
+// Blank lines and # comments between records are no records, as the
+// judge's log reader skips them; within a quoted field they are its text.
+// A byte-order mark before the first line is no part of it.
+func TestReaderSkipsBlankLinesAndComments(t *testing.T) {
+	r := NewReader(strings.NewReader("\xef\xbb\xbfh1,h2\n\n  \r\n# a note\n\"a\n\n# kept\",b\n\n"), ',', 64)
+	f, err := r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"h1", "h2"}, f)
+	f, err = r.Read()
+	require.NoError(t, err)
+	assert.Equal(t, []string{"a\n\n# kept", "b"}, f)
+	assert.Equal(t, 5, r.Line())
+	_, err = r.Read()
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+// After an error the Reader reads no further: the rest of a line too long
+// is not a record of its own.
+func TestReaderStopsAtItsFirstError(t *testing.T) {
+	r := NewReader(strings.NewReader(strings.Repeat("x", 100)+",y\nnext,row\n"), ',', 50)
+	_, err := r.Read()
+	require.ErrorIs(t, err, ErrTooLong)
+	_, again := r.Read()
+	assert.Equal(t, err, again)
+}
