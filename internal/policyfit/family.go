@@ -52,8 +52,13 @@ func pow2(base float64, j int, limit float64) float64 {
 	return min(limit, math.Ldexp(base, min(j, 1000)))
 }
 
+// hangsOnPrev reports whether f's wait hangs on the one before it: only
+// then does waitDist read prev.
+func hangsOnPrev(f Family) bool { return f == Decorrelated || f == FleetSafe }
+
 // waitDist is f's wait before retry j, prev being the wait before it (0
-// before the first): an unjittered family's is an atom.
+// before the first; read where hangsOnPrev): an unjittered family's is an
+// atom.
 func waitDist(f Family, p *params, j int, prev float64) dist {
 	switch f {
 	case FullJitter:

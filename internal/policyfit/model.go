@@ -11,7 +11,8 @@ import (
 // N(shift, shiftSpread^2); a jittered family's jitter dwarfs it, and every
 // gap carries the mean shift mu. Either way a share outlierShare of the
 // gaps may be anything in [0, span): a late packet or a host's pause must
-// not sink a family.
+// not sink a family. A model and its copies share their wait table: none
+// is safe for concurrent use.
 type model struct {
 	fam Family
 	p   params
@@ -41,7 +42,7 @@ type waitTable struct {
 // m.waits where prev does not matter. A search that changes m.p in place
 // finds the table made for other parameters and makes it anew.
 func (m *model) wait(j int, prev float64) dist {
-	if m.fam == Decorrelated || m.fam == FleetSafe || j > maxAttempts {
+	if hangsOnPrev(m.fam) || j > maxAttempts {
 		return waitDist(m.fam, &m.p, j, prev)
 	}
 	if m.waits == nil {
