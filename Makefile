@@ -21,7 +21,7 @@ TREE_STATE = git status --porcelain --ignored --untracked-files=all
 test:
 	@before=$$(mktemp); $(TREE_STATE) > $$before 2>/dev/null; \
 	  pair() { fg=$$1; shift; start=$$(date +%s); out=$$(mktemp); \
-	    ( for s in "$$@"; do nice -n 19 $(MAKE) --no-print-directory $$s || exit; \
+	    ( for s in "$$@"; do nice -n 19 $(MAKE) --no-print-directory "$$s" || exit; \
 	        echo "make $$s: $$(( $$(date +%s) - start )) s since $$fg began"; done > $$out 2>&1 ) & pid=$$!; \
 	    $(MAKE) --no-print-directory $$fg; a=$$?; echo "make $$fg: $$(( $$(date +%s) - start )) s"; \
 	    wait $$pid; b=$$?; cat $$out; rm -f $$out; echo "make $$*, beside $$fg: $$(( $$(date +%s) - start )) s"; \
@@ -133,8 +133,8 @@ soak:
 # stormstatstest.Seeds() or fleetsimtest.Seeds() seeds is named here, and
 # its package listed (TestEveryStatisticalTestRunsInMakeStats); the
 # longest packages first. Their collector runs at GOGC=400 unless GOGC is
-# set: they allocate freely, and the step spends 15 % less CPU for twice
-# the peak heap (docs/measurements.md). The race step keeps the
+# set: they allocate freely, and the step spends 15 % less CPU for about
+# twice the peak RSS (docs/measurements.md). The race step keeps the
 # default, which the device's heap bounds are measured under.
 stats: export GOGC ?= 400
 stats:
@@ -213,8 +213,8 @@ AGENT_BUDGET := 7602176
 AGENT_BUDGET_MQTT5 := 8388608
 # Every ARM build and test is -trimpath, as the size budget's release
 # builds are: the GOARM=7 ones then share one compile of the standard
-# library and the firmware's dependencies, not two, and the arm64 one the
-# runtime internal/ociimage's test compiled for its image.
+# library and the firmware's dependencies, not two, and the arm64 one
+# shares the runtime internal/ociimage's test compiled for its image.
 arm:
 	GOOS=linux GOARCH=arm GOARM=7 $(GO) build -trimpath $(ARM_BUILD)
 	GOOS=linux GOARCH=arm GOARM=6 $(GO) build -trimpath $(ARM_BUILD)
