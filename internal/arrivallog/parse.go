@@ -138,16 +138,11 @@ func (s *source) content(l *Log) ([]byte, bool) {
 		if !ok {
 			return nil, false
 		}
-		if isContent(line) {
+		if !fileline.Blank(line) {
 			return line, true
 		}
 		l.Skipped++
 	}
-}
-
-func isContent(line []byte) bool {
-	t := bytes.TrimSpace(line)
-	return len(t) > 0 && t[0] != '#'
 }
 
 // rest is the whole log again, from its first line, for a reader that
@@ -168,7 +163,7 @@ func (p *parser) run(lr *lineReader) (*Log, error) {
 	if src.err() != nil && len(src.sample) == 0 {
 		return nil, src.err()
 	}
-	first := slices.IndexFunc(src.sample, func(l sampleLine) bool { return isContent(l.text) })
+	first := slices.IndexFunc(src.sample, func(l sampleLine) bool { return !fileline.Blank(l.text) })
 	if first < 0 {
 		if src.err() != nil {
 			return nil, src.err()
@@ -316,7 +311,7 @@ func (p *parser) bestEnvelope(src *source, most int) (textline.Envelope, [3]int)
 		var score [3]int
 		tried := 0
 		for _, l := range src.sample {
-			if !isContent(l.text) {
+			if fileline.Blank(l.text) {
 				continue
 			}
 			if tried++; tried > most || tried > envelopeTrial && score[2] == 0 {

@@ -124,13 +124,6 @@ func Join(dst, first []byte, delim byte, max int, tooLong error, next func() ([]
 	return dst, nil
 }
 
-// Skipped reports whether a line outside a quoted field is no record: a
-// blank line, or a # comment.
-func Skipped(line []byte) bool {
-	t := bytes.TrimSpace(line)
-	return len(t) == 0 || t[0] == '#'
-}
-
 // ErrTooLong is the error of a record longer than a Reader's bound.
 var ErrTooLong = errors.New("record too long")
 
@@ -175,7 +168,7 @@ func (r *Reader) Read() ([]string, error) {
 	var err error
 	for {
 		r.start = r.n + 1
-		if first, err = r.line(); err != nil || !Skipped(first) {
+		if first, err = r.line(); err != nil || !fileline.Blank(first) {
 			break
 		}
 	}

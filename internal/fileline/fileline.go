@@ -1,9 +1,11 @@
-// Package fileline is the one error a reader of a text file returns for a
-// line it cannot read (a storm file, a broker's log, events.csv). It says
-// where, and what was wrong there, as x/perf's benchfmt.SyntaxError does.
+// Package fileline is what the readers of text files (a storm file, a
+// broker's log, events.csv) share: the one error they return for a line
+// they cannot read, which says where and what was wrong there, as x/perf's
+// benchfmt.SyntaxError does; and which lines carry nothing to read.
 package fileline
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,4 +76,12 @@ func OneOf(names []string) string {
 		return strings.Join(names, "")
 	}
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// Blank reports whether a line of a text file carries nothing to read: it
+// is blank, or a # comment. The readers of logs and of CSV files skip such
+// lines alike.
+func Blank(line []byte) bool {
+	t := bytes.TrimSpace(line)
+	return len(t) == 0 || t[0] == '#'
 }

@@ -25,3 +25,10 @@ func TestTheErrorSaysWhereAndWhat(t *testing.T) {
 		assert.True(t, errors.As(error(&tc.err), &e) && e.Line == 3)
 	}
 }
+
+func TestBlankLinesCarryNothing(t *testing.T) {
+	for line, blank := range map[string]bool{"": true, " \t\r": true, "# a note": true, "  #x": true,
+		"a": false, " a # not a comment": false, "1,#2": false} {
+		assert.Equal(t, blank, fileline.Blank([]byte(line)), "%q", line)
+	}
+}
