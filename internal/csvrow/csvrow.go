@@ -101,7 +101,9 @@ var ErrQuoteOpen = errors.New("a quoted field that starts on this line is never 
 // Join gathers the record whose first line is first: first alone, or,
 // while a quoted field is open at a line's end, it and the lines next
 // gives, joined by "\n" in dst[:0]. A record over max bytes is the error
-// tooLong; a field still open when next gives no more, ErrQuoteOpen.
+// tooLong; a field still open when next gives no more, ErrQuoteOpen. next
+// may reuse the buffer of first. A record of one line is first itself:
+// keep a joined record's buffer as the next dst, never first's.
 func Join(dst, first []byte, delim byte, max int, tooLong error, next func() ([]byte, bool)) ([]byte, error) {
 	if len(first) > max {
 		return nil, tooLong
@@ -174,20 +176,25 @@ func (r *Reader) Read() ([]string, error) {
 	}
 	if err == nil {
 		var readErr error
-		r.rec, err = Join(r.rec, first, r.delim, r.max, r.tooLong, func() ([]byte, bool) {
+		var rec []byte
+		rec, err = Join(r.rec, first, r.delim, r.max, r.tooLong, func() ([]byte, bool) {
 			line, err := r.line()
 			if err != io.EOF {
 				readErr = err
 			}
 			return line, err == nil
 		})
+		if len(rec) > len(first) { // joined in r.rec's buffer, which it keeps
+			r.rec = rec
+		}
 		if readErr != nil {
 			err = readErr
 		}
+		first = rec
 	}
 	switch {
 	case err == nil:
-		r.fields = Split(string(r.rec), r.delim, r.fields[:0])
+		r.fields = Split(string(first), r.delim, r.fields[:0])
 		return r.fields, nil
 	case err == r.tooLong || err == ErrQuoteOpen:
 		err = &fileline.Error{Line: r.start, Err: err}

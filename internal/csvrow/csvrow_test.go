@@ -3,6 +3,7 @@ package csvrow
 import (
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,4 +134,20 @@ func TestReaderStopsAtItsFirstError(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooLong)
 	_, again := r.Read()
 	assert.Equal(t, err, again)
+}
+
+// A record that spans lines reads whole when its lines straddle the
+// Reader's buffer as it refills, after a record of one line (whose bytes
+// the buffer reuses).
+func TestARecordAcrossTheBuffersRefillReadsWhole(t *testing.T) {
+	text := strings.Repeat("a", 1<<16-30) + "\n" + "prev,rec\n" + "q,\"first\n" +
+		"second line, long enough to cross\"\n" + strings.Repeat("z,z\n", 40_000)
+	r := NewReader(strings.NewReader(text), ',', 1<<17)
+	var got [][]string
+	for range 3 {
+		f, err := r.Read()
+		require.NoError(t, err)
+		got = append(got, slices.Clone(f))
+	}
+	assert.Equal(t, [][]string{{strings.Repeat("a", 1<<16-30)}, {"prev", "rec"}, {"q", "first\nsecond line, long enough to cross"}}, got)
 }
