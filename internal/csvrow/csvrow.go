@@ -146,10 +146,10 @@ type Reader struct {
 	fields  []string
 }
 
-// NewReader reads the records of rd, split at delim. A record longer than
-// maxBytes (64 KiB if it is not positive) is an error that wraps
-// ErrTooLong: a file without line ends cannot grow the Reader without
-// limit.
+// NewReader reads the records of rd, split at delim. A line or a record
+// longer than maxBytes (64 KiB if it is not positive), line ends aside, is
+// an error that wraps ErrTooLong, a skipped line's too: a file without
+// line ends cannot grow the Reader without limit.
 func NewReader(rd io.Reader, delim byte, maxBytes int) *Reader {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 16
@@ -203,7 +203,8 @@ func (r *Reader) Read() ([]string, error) {
 	return nil, err
 }
 
-// Line is the line the record Read last returned starts on, from 1.
+// Line is the line the record Read last returned starts on, from 1 (after
+// io.EOF, the line past the last).
 func (r *Reader) Line() int { return r.start }
 
 // line reads the next line, without its line end (nor, on the first, a
@@ -213,7 +214,7 @@ func (r *Reader) line() ([]byte, error) {
 	for {
 		b, err := r.br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			if len(r.long)+len(b) > r.max {
+			if len(r.long)+len(b) > r.max+len("\r\n") {
 				return nil, r.tooLong
 			}
 			r.long = append(r.long, b...)
@@ -228,9 +229,13 @@ func (r *Reader) line() ([]byte, error) {
 		if len(b) == 0 {
 			return nil, io.EOF
 		}
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		if len(b) > r.max { // any line, a comment's too: one bound, whatever the buffer's size
+			return nil, r.tooLong
+		}
 		if r.n++; r.n == 1 {
 			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 		}
-		return bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r")), nil
+		return b, nil
 	}
 }

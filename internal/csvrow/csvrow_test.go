@@ -151,3 +151,23 @@ func TestARecordAcrossTheBuffersRefillReadsWhole(t *testing.T) {
 	}
 	assert.Equal(t, [][]string{{strings.Repeat("a", 1<<16-30)}, {"prev", "rec"}, {"q", "first\nsecond line, long enough to cross"}}, got)
 }
+
+// The bound is on a line's or a record's bytes, line ends aside, whatever
+// the size of the Reader's buffer (64 KiB): a line of exactly the bound
+// reads, with "\n" or "\r\n", and one byte more is refused, a comment's too.
+func TestTheBoundIsOneRuleForEveryLine(t *testing.T) {
+	for _, max := range []int{1000, 1<<16 - 1, 1 << 16, 1<<17 - 1} {
+		for _, end := range []string{"\n", "\r\n"} {
+			f, err := NewReader(strings.NewReader(strings.Repeat("x", max)+end), ',', max).Read()
+			require.NoError(t, err, "max %d, %q", max, end)
+			assert.Len(t, f[0], max)
+			_, err = NewReader(strings.NewReader(strings.Repeat("x", max+1)+end), ',', max).Read()
+			assert.ErrorIs(t, err, ErrTooLong, "max %d, %q", max, end)
+			r := NewReader(strings.NewReader("h\n# "+strings.Repeat("c", max)+end+"row\n"), ',', max)
+			_, err = r.Read()
+			require.NoError(t, err, "the header")
+			_, err = r.Read()
+			assert.ErrorContains(t, err, "line 2: a record too long", "max %d, %q: a comment over the bound", max, end)
+		}
+	}
+}
