@@ -178,25 +178,32 @@ func (rc *recorder) record(e brokerline.Line, t logtime.LineTimes, line int, raw
 		}
 	case brokerline.KindStart, brokerline.KindStop:
 		if timed {
-			l.BrokerLines = append(l.BrokerLines, BrokerLine{At: at, Line: int32(line), Stops: e.Kind == brokerline.KindStop, Text: fileline.Excerpt(e.Label)})
+			l.BrokerLines = append(l.BrokerLines, BrokerLine{At: at, Line: int32(line), Stops: e.Kind == brokerline.KindStop, Text: kept(e.Label)})
 			rc.brokerAlt = append(rc.brokerAlt, alt)
 		}
 	case brokerline.KindLost:
 		if e.Gap >= 0 {
-			l.Lost = append(l.Lost, Note{Line: line, Text: fileline.Excerpt(e.Label)})
+			l.Lost = append(l.Lost, Note{Line: line, Text: kept(e.Label)})
 		}
 		if timed {
 			rc.gap(e.Gap, at, line)
 		}
 	case brokerline.KindOther:
 		label := fileline.Excerpt(e.Label)
-		if _, seen := l.Labels[label]; label == "" || !seen && len(l.Labels) >= maxLabels {
+		switch _, seen := l.Labels[label]; {
+		case label == "" || !seen && len(l.Labels) >= maxLabels:
 			label = "other"
+		case !seen:
+			label = strings.Clone(label) // the key outlives the line
 		}
 		l.Labels[label]++
 	}
 	return nil
 }
+
+// kept is an excerpt of a line's text that the Log keeps: a short one is
+// a slice of the line, which it must not keep alive.
+func kept(text string) string { return strings.Clone(fileline.Excerpt(text)) }
 
 // gap opens (+1) or closes (-1) a span in which the logger dropped lines.
 func (rc *recorder) gap(g int8, at time.Duration, line int) {

@@ -37,7 +37,8 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // Excerpt is as much of s as an error shows: its first 64 bytes, cut
-// where a character starts.
+// where a character starts. A string that short is s itself, sharing its
+// memory: clone an excerpt to keep it past s.
 func Excerpt[T string | []byte](s T) string {
 	const most = 64
 	if len(s) <= most {
