@@ -220,7 +220,7 @@ func ParseLog(r io.Reader, o Options) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.run(&lineReader{br: bufio.NewReaderSize(r, 1<<16)})
+	return p.run(newLineReader(r))
 }
 
 func plural(n int, what string) string {
@@ -235,10 +235,15 @@ func isFormatName(s string) bool { return slices.Contains(FormatNames, s) }
 // lineReader reads a log's lines, of any length up to MaxLineBytes, and
 // counts them.
 type lineReader struct {
-	br  *bufio.Reader
-	n   int    // the last line read, from 1
-	buf []byte // a line longer than br's buffer
-	err error  // what stopped it, other than the end
+	br    *bufio.Reader // what follows the lines read, for a reader of bytes
+	lines *fileline.Lines
+	n     int   // the last line read, from 1
+	err   error // what stopped it, other than the end
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	br := bufio.NewReaderSize(r, 1<<16)
+	return &lineReader{br: br, lines: fileline.NewLines(br, MaxLineBytes, ErrLineTooLong)}
 }
 
 // next returns the next line without its line end ("\n" or "\r\n"; on the
@@ -248,45 +253,21 @@ func (lr *lineReader) next() ([]byte, bool) {
 	if lr.err != nil {
 		return nil, false
 	}
-	lr.buf = lr.buf[:0]
-	var line []byte
-	for {
-		b, err := lr.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(lr.buf)+len(b) > MaxLineBytes+len("\r\n") {
-				lr.err = &fileline.Error{Line: lr.n + 1, Err: ErrLineTooLong}
-				return nil, false
-			}
-			lr.buf = append(lr.buf, b...)
-			continue
-		}
-		if err != nil && err != io.EOF {
-			lr.err = err
-			return nil, false
-		}
-		if len(lr.buf) > 0 {
-			lr.buf = append(lr.buf, b...)
-			b = lr.buf
-		}
-		if len(b) == 0 { // the end
-			return nil, false
-		}
-		line = b
-		break
-	}
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	line = bytes.TrimSuffix(line, []byte("\r"))
-	if len(line) > MaxLineBytes {
-		lr.err = &fileline.Error{Line: lr.n + 1, Err: ErrLineTooLong}
+	line, err := lr.lines.Next()
+	switch {
+	case err == io.EOF:
 		return nil, false
-	}
-	if lr.n == math.MaxInt32 {
+	case err == ErrLineTooLong:
+		lr.err = &fileline.Error{Line: lr.n + 1, Err: err}
+		return nil, false
+	case err != nil:
+		lr.err = err
+		return nil, false
+	case lr.n == math.MaxInt32:
 		lr.err = &fileline.Error{Line: lr.n + 1, Err: errors.New("more lines than an arrival log can hold (2^31)")}
 		return nil, false
 	}
-	lr.n++
-	if lr.n == 1 {
-		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
+	if lr.n++; lr.n == 1 {
 		if err := foreignEncoding(line); err != nil {
 			lr.err = &fileline.Error{Line: 1, Err: err}
 			return nil, false

@@ -9,7 +9,6 @@ package csvrow
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -134,14 +133,12 @@ var ErrTooLong = errors.New("record too long")
 // a UTF-8 byte-order mark before the first. Its zero value is not ready:
 // use NewReader. It is not safe for concurrent use.
 type Reader struct {
-	br      *bufio.Reader
+	lines   *fileline.Lines
 	delim   byte
 	max     int
 	tooLong error
-	n       int   // the last line read, from 1
 	start   int   // the line the last record started on
 	err     error // what stopped the Reader: every later Read returns it
-	long    []byte
 	rec     []byte
 	fields  []string
 }
@@ -154,8 +151,8 @@ func NewReader(rd io.Reader, delim byte, maxBytes int) *Reader {
 	if maxBytes <= 0 {
 		maxBytes = 1 << 16
 	}
-	return &Reader{br: bufio.NewReaderSize(rd, 1<<16), delim: delim, max: maxBytes,
-		tooLong: fmt.Errorf("a %w: over %d bytes", ErrTooLong, maxBytes)}
+	tooLong := fmt.Errorf("a %w: over %d bytes", ErrTooLong, maxBytes)
+	return &Reader{lines: fileline.NewLines(bufio.NewReaderSize(rd, 1<<16), maxBytes, tooLong), delim: delim, max: maxBytes, tooLong: tooLong}
 }
 
 // Read returns the next record's fields, valid until the next call, and
@@ -169,8 +166,8 @@ func (r *Reader) Read() ([]string, error) {
 	var first []byte
 	var err error
 	for {
-		r.start = r.n + 1
-		if first, err = r.line(); err != nil || !fileline.Blank(first) {
+		r.start = r.lines.N() + 1
+		if first, err = r.lines.Next(); err != nil || !fileline.Blank(first) {
 			break
 		}
 	}
@@ -178,7 +175,7 @@ func (r *Reader) Read() ([]string, error) {
 		var readErr error
 		var rec []byte
 		rec, err = Join(r.rec, first, r.delim, r.max, r.tooLong, func() ([]byte, bool) {
-			line, err := r.line()
+			line, err := r.lines.Next()
 			if err != io.EOF {
 				readErr = err
 			}
@@ -206,36 +203,3 @@ func (r *Reader) Read() ([]string, error) {
 // Line is the line the record Read last returned starts on, from 1 (after
 // io.EOF, the line past the last).
 func (r *Reader) Line() int { return r.start }
-
-// line reads the next line, without its line end (nor, on the first, a
-// byte-order mark), and io.EOF after the last.
-func (r *Reader) line() ([]byte, error) {
-	r.long = r.long[:0] // a line longer than br's buffer
-	for {
-		b, err := r.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			if len(r.long)+len(b) > r.max+len("\r\n") {
-				return nil, r.tooLong
-			}
-			r.long = append(r.long, b...)
-			continue
-		}
-		if err != nil && err != io.EOF {
-			return nil, err
-		}
-		if len(r.long) > 0 {
-			b = append(r.long, b...)
-		}
-		if len(b) == 0 {
-			return nil, io.EOF
-		}
-		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-		if len(b) > r.max { // any line, a comment's too: one bound, whatever the buffer's size
-			return nil, r.tooLong
-		}
-		if r.n++; r.n == 1 {
-			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-		}
-		return b, nil
-	}
-}

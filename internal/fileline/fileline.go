@@ -5,8 +5,10 @@
 package fileline
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -86,3 +88,58 @@ func Blank(line []byte) bool {
 	t := bytes.TrimSpace(line)
 	return len(t) == 0 || t[0] == '#'
 }
+
+// Lines reads a text file a line at a time, of any length up to a bound.
+// Its zero value is not ready: use NewLines. It is not safe for
+// concurrent use.
+type Lines struct {
+	br      *bufio.Reader
+	max     int
+	tooLong error
+	n       int    // the last line read, from 1
+	long    []byte // a line longer than br's buffer
+}
+
+// NewLines reads the lines of br. A line longer than max bytes, its line
+// end aside, is the error tooLong, whatever the size of br's buffer.
+func NewLines(br *bufio.Reader, max int, tooLong error) *Lines {
+	return &Lines{br: br, max: max, tooLong: tooLong}
+}
+
+// Next returns the next line, valid until the next call, without its line
+// end ("\n" or "\r\n") nor, on the first, a UTF-8 byte-order mark; io.EOF
+// after the last. An error other than io.EOF leaves the line unread: N is
+// the line before it.
+func (l *Lines) Next() ([]byte, error) {
+	l.long = l.long[:0]
+	for {
+		b, err := l.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			if len(l.long)+len(b) > l.max+len("\r\n") {
+				return nil, l.tooLong
+			}
+			l.long = append(l.long, b...)
+			continue
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		if len(l.long) > 0 {
+			b = append(l.long, b...)
+		}
+		if len(b) == 0 {
+			return nil, io.EOF
+		}
+		b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
+		if len(b) > l.max {
+			return nil, l.tooLong
+		}
+		if l.n++; l.n == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+		}
+		return b, nil
+	}
+}
+
+// N is the number of lines Next has returned: the last one's, from 1.
+func (l *Lines) N() int { return l.n }
